@@ -117,9 +117,16 @@ fn open(c: &mut Criterion) {
 
         let mut frame = Vec::new();
         let msg = message(&payload);
-        keys.seal_frame_into(&mut frame, Flags::NONE, BRIDGE_REQUEST, ChannelId::BRIDGE, 1, |o| {
-            let _ = msg.encode_into(o);
-        })
+        keys.seal_frame_into(
+            &mut frame,
+            Flags::NONE,
+            BRIDGE_REQUEST,
+            ChannelId::BRIDGE,
+            1,
+            |o| {
+                let _ = msg.encode_into(o);
+            },
+        )
         .expect("seal frame");
         group.bench_function("bridge_frame_deframe_open_decode", |b| {
             b.iter_batched_ref(
