@@ -19,5 +19,6 @@
 
 pub mod bridge;
 pub mod conformance;
+pub mod jsonrpc;
 pub mod record;
 pub mod wire;
