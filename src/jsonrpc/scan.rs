@@ -522,10 +522,15 @@ impl<K: Kernel> Parser<'_, K> {
                 });
             }
             let raw = &self.buf[key.raw.clone()];
-            let which = if key.escaped { b"" as &[u8] } else { raw };
+            let mut scratch = [0u8; 8];
+            let name = if key.escaped {
+                unescape_into(raw, &mut scratch).map_or(&b""[..], |n| &scratch[..n])
+            } else {
+                raw
+            };
             self.colon()?;
             let value = self.value(depth + 1)?;
-            match which {
+            match name {
                 b"code" => code += if value == ValueType::Integer { 1 } else { 2 },
                 b"message" => {
                     message += if matches!(value, ValueType::String { .. }) {
@@ -1163,6 +1168,9 @@ mod tests {
         }
         let ok = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"x","data":{"id":9,"method":"no"}},"id":null}"#;
         assert!(matches!(kind(ok), Kind::Error { .. }));
+        // Found by the differential proptest: escaped names inside `error`.
+        let escaped = r#"{"jsonrpc":"2.0","error":{"co\u0064e":0,"m\u0065ssage":""},"id":0}"#;
+        assert!(matches!(kind(escaped), Kind::Error { .. }));
     }
 
     #[test]
