@@ -95,7 +95,7 @@ impl Renderer<'_> {
     fn string(&mut self, s: &str) {
         self.out.push('"');
         for (i, c) in s.chars().enumerate() {
-            let fancy = self.style.escape_mode != 0 && (i + self.n) % 3 == 0;
+            let fancy = self.style.escape_mode != 0 && (i + self.n).is_multiple_of(3);
             match c {
                 '"' => self.out.push_str("\\\""),
                 '\\' => self.out.push_str("\\\\"),
@@ -219,10 +219,10 @@ fn arb_message() -> impl Strategy<Value = J> {
                     members.push((name.to_string(), value));
                 }
             }
-            if let Some((k, v)) = extra {
-                if !names.contains(&k.as_str()) {
-                    members.push((k, v));
-                }
+            if let Some((k, v)) = extra
+                && !names.contains(&k.as_str())
+            {
+                members.push((k, v));
             }
             if !members.is_empty() {
                 let k = rot.index(members.len());
@@ -253,16 +253,16 @@ fn expected(v: &Value) -> Expected {
     if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Expected::Invalid;
     }
-    if let Some(p) = o.get("params") {
-        if !(p.is_array() || p.is_object()) {
-            return Expected::Invalid;
-        }
+    if let Some(p) = o.get("params")
+        && !(p.is_array() || p.is_object())
+    {
+        return Expected::Invalid;
     }
     let id_ok = |id: &Value| id.is_string() || id.is_number() || id.is_null();
-    if let Some(id) = o.get("id") {
-        if !id_ok(id) {
-            return Expected::Invalid;
-        }
+    if let Some(id) = o.get("id")
+        && !id_ok(id)
+    {
+        return Expected::Invalid;
     }
     if let Some(e) = o.get("error") {
         let good = e.as_object().is_some_and(|e| {

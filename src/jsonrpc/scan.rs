@@ -175,8 +175,7 @@ pub fn scan(text: &[u8], limits: &Limits) -> Result<Scanned, ScanError> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 was detected just above.
-            return unsafe { scan_avx2(text, limits) };
+            return scan_with::<super::simd::Avx2>(text, limits);
         }
         scan_with::<super::simd::Sse2>(text, limits)
     }
@@ -219,17 +218,10 @@ pub fn scan_using(
         KernelChoice::Sse2 => Some(scan_with::<super::simd::Sse2>(text, limits)),
         #[cfg(target_arch = "x86_64")]
         KernelChoice::Avx2 if std::is_x86_feature_detected!("avx2") => {
-            // SAFETY: AVX2 was detected in the guard.
-            Some(unsafe { scan_avx2(text, limits) })
+            Some(scan_with::<super::simd::Avx2>(text, limits))
         }
         _ => None,
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn scan_avx2(text: &[u8], limits: &Limits) -> Result<Scanned, ScanError> {
-    scan_with::<super::simd::Avx2>(text, limits)
 }
 
 #[inline(always)]
@@ -244,13 +236,24 @@ fn scan_with<K: Kernel>(text: &[u8], limits: &Limits) -> Result<Scanned, ScanErr
         buf: text,
         pos: 0,
         limits,
+        failure: None,
         _kernel: std::marker::PhantomData,
     };
-    let scanned = p.document()?;
+    let scanned = p.document();
     p.skip_ws();
-    if p.pos != text.len() {
-        return Err(p.error("trailing characters after the JSON value"));
-    }
+    let scanned = match scanned {
+        Ok(_) if p.pos != text.len() => {
+            let Fail = p.error("trailing characters after the JSON value");
+            Err(Fail)
+        }
+        other => other,
+    };
+    let scanned = scanned.map_err(|Fail| {
+        p.failure.take().unwrap_or(ScanError::Parse {
+            offset: p.pos,
+            reason: "parse stopped without a reason",
+        })
+    })?;
     match scanned {
         Document::Single(Ok(kind)) => Ok(Scanned::Single(kind)),
         Document::Single(Err(invalid)) => Err(ScanError::Invalid(invalid)),
@@ -324,19 +327,34 @@ enum ValueType {
     Null,
 }
 
+/// A parse stopped; the reason is in [`Parser::failure`].
+struct Fail;
+
 struct Parser<'a, K> {
     buf: &'a [u8],
     pos: usize,
     limits: &'a Limits,
+    failure: Option<ScanError>,
     _kernel: std::marker::PhantomData<K>,
 }
 
 impl<K: Kernel> Parser<'_, K> {
-    fn error(&self, reason: &'static str) -> ScanError {
-        ScanError::Parse {
+    /// Records a parse error at the current position; the caller returns
+    /// the [`Fail`] marker, keeping the hot path's results register-sized.
+    #[cold]
+    #[inline(never)]
+    fn error(&mut self, reason: &'static str) -> Fail {
+        self.stop(ScanError::Parse {
             offset: self.pos,
             reason,
-        }
+        })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn stop(&mut self, error: ScanError) -> Fail {
+        self.failure.get_or_insert(error);
+        Fail
     }
 
     #[inline(always)]
@@ -351,7 +369,7 @@ impl<K: Kernel> Parser<'_, K> {
         }
     }
 
-    fn document(&mut self) -> Result<Document, ScanError> {
+    fn document(&mut self) -> Result<Document, Fail> {
         self.skip_ws();
         match self.peek() {
             Some(b'{') => Ok(Document::Single(self.message(1)?)),
@@ -364,7 +382,7 @@ impl<K: Kernel> Parser<'_, K> {
         }
     }
 
-    fn batch(&mut self) -> Result<Document, ScanError> {
+    fn batch(&mut self) -> Result<Document, Fail> {
         self.pos += 1; // '['
         let mut elements = Vec::new();
         self.skip_ws();
@@ -382,9 +400,9 @@ impl<K: Kernel> Parser<'_, K> {
                 Err(InvalidRequest::NotAnObject)
             };
             if elements.len() >= self.limits.max_members {
-                return Err(ScanError::TooManyMembers {
+                return Err(self.stop(ScanError::TooManyMembers {
                     limit: self.limits.max_members,
-                });
+                }));
             }
             elements.push(Element {
                 range: start..self.pos,
@@ -404,7 +422,7 @@ impl<K: Kernel> Parser<'_, K> {
     }
 
     /// A JSON-RPC object at `depth`: validated fully, classified on the way.
-    fn message(&mut self, depth: usize) -> Result<Result<Kind, InvalidRequest>, ScanError> {
+    fn message(&mut self, depth: usize) -> Result<Result<Kind, InvalidRequest>, Fail> {
         self.check_depth(depth)?;
         self.pos += 1; // '{'
         let mut seen = 0u8;
@@ -427,9 +445,9 @@ impl<K: Kernel> Parser<'_, K> {
                 let member = self.member_of(&key);
                 members += 1;
                 if members > self.limits.max_members {
-                    return Err(ScanError::TooManyMembers {
+                    return Err(self.stop(ScanError::TooManyMembers {
                         limit: self.limits.max_members,
-                    });
+                    }));
                 }
                 self.colon()?;
                 if member != Member::Other {
@@ -496,7 +514,7 @@ impl<K: Kernel> Parser<'_, K> {
     /// The value of a top-level `error` member: validated like any value, and
     /// checked to be an object with an integer `code` and a string `message`.
     /// Returns [`ValueType::Literal`] to flag a malformed error object.
-    fn error_object(&mut self, depth: usize) -> Result<ValueType, ScanError> {
+    fn error_object(&mut self, depth: usize) -> Result<ValueType, Fail> {
         if self.peek() != Some(b'{') {
             self.value(depth)?;
             return Ok(ValueType::Literal);
@@ -517,9 +535,9 @@ impl<K: Kernel> Parser<'_, K> {
             let key = self.string()?;
             members += 1;
             if members > self.limits.max_members {
-                return Err(ScanError::TooManyMembers {
+                return Err(self.stop(ScanError::TooManyMembers {
                     limit: self.limits.max_members,
-                });
+                }));
             }
             let raw = &self.buf[key.raw.clone()];
             let mut scratch = [0u8; 8];
@@ -583,7 +601,7 @@ impl<K: Kernel> Parser<'_, K> {
     }
 
     #[inline(always)]
-    fn colon(&mut self) -> Result<(), ScanError> {
+    fn colon(&mut self) -> Result<(), Fail> {
         self.skip_ws();
         if self.peek() != Some(b':') {
             return Err(self.error("expected `:` after object key"));
@@ -594,28 +612,28 @@ impl<K: Kernel> Parser<'_, K> {
     }
 
     #[inline(always)]
-    fn check_depth(&self, depth: usize) -> Result<(), ScanError> {
+    fn check_depth(&mut self, depth: usize) -> Result<(), Fail> {
         if depth > self.limits.max_depth {
-            return Err(ScanError::TooDeep {
+            return Err(self.stop(ScanError::TooDeep {
                 limit: self.limits.max_depth,
-            });
+            }));
         }
         Ok(())
     }
 
     /// Any JSON value at `depth`, validated, leaving `pos` after it.
-    fn value(&mut self, depth: usize) -> Result<ValueType, ScanError> {
+    fn value(&mut self, depth: usize) -> Result<ValueType, Fail> {
         match self.peek() {
             Some(b'"') => {
                 let s = self.string()?;
                 Ok(ValueType::String { escaped: s.escaped })
             }
             Some(b'{') => {
-                self.object(depth)?;
+                self.container(depth)?;
                 Ok(ValueType::Object)
             }
             Some(b'[') => {
-                self.array(depth)?;
+                self.container(depth)?;
                 Ok(ValueType::Array)
             }
             Some(b'-' | b'0'..=b'9') => self.number(),
@@ -627,74 +645,110 @@ impl<K: Kernel> Parser<'_, K> {
         }
     }
 
-    fn object(&mut self, depth: usize) -> Result<(), ScanError> {
-        self.check_depth(depth)?;
-        self.pos += 1;
-        self.skip_ws();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(());
-        }
-        let mut members = 0usize;
-        loop {
-            self.skip_ws();
-            if self.peek() != Some(b'"') {
-                return Err(self.error("expected a string key"));
-            }
-            self.string()?;
-            members += 1;
-            if members > self.limits.max_members {
-                return Err(ScanError::TooManyMembers {
-                    limit: self.limits.max_members,
-                });
-            }
-            self.colon()?;
-            self.value(depth + 1)?;
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
+    /// The object or array at `pos`, validated without recursion: one loop
+    /// over a stack of up to [`LEVELS`] open containers kept in a bit set
+    /// (1 = object) with a member count per level. Deeper nesting continues
+    /// in a nested call, so the depth limit, not this stack, bounds nesting.
+    fn container(&mut self, depth: usize) -> Result<(), Fail> {
+        const LEVELS: usize = 64;
+        let mut is_object: u64 = 0;
+        let mut members = [0u32; LEVELS];
+        let mut level = 0usize; // open containers in this call
+        let max_members = self.limits.max_members;
+        'open: loop {
+            // `pos` is on '{' or '['.
+            self.check_depth(depth + level)?;
+            let object = self.buf[self.pos] == b'{';
+            if level == LEVELS {
+                // Out of bits: continue in a nested call.
+                self.container(depth + level)?;
+            } else {
+                is_object = (is_object & !(1 << level)) | (u64::from(object) << level);
+                members[level] = 0;
+                level += 1;
+                self.pos += 1;
+                self.skip_ws();
+                let close = if object { b'}' } else { b']' };
+                if self.peek() == Some(close) {
                     self.pos += 1;
-                    return Ok(());
+                    level -= 1;
+                    if level == 0 {
+                        return Ok(());
+                    }
+                } else {
+                    // First member or element.
+                    members[level - 1] = 1;
+                    if object && !self.key()? {
+                        return Err(self.error("expected a string key"));
+                    }
+                    if let Some(b'{' | b'[') = self.peek() {
+                        continue 'open;
+                    }
+                    self.scalar()?;
                 }
-                Some(_) => return Err(self.error("expected `,` or `}` in object")),
-                None => return Err(self.error("unterminated object")),
+            }
+            // After a value: `,` then the next member, or the close of the level.
+            loop {
+                self.skip_ws();
+                let in_object = is_object >> (level - 1) & 1 == 1;
+                match (self.peek(), in_object) {
+                    (Some(b','), _) => {
+                        self.pos += 1;
+                        self.skip_ws();
+                        let count = &mut members[level - 1];
+                        *count += 1;
+                        if *count as usize > max_members {
+                            return Err(self.stop(ScanError::TooManyMembers { limit: max_members }));
+                        }
+                        if in_object && !self.key()? {
+                            return Err(self.error("expected a string key"));
+                        }
+                        if let Some(b'{' | b'[') = self.peek() {
+                            continue 'open;
+                        }
+                        self.scalar()?;
+                    }
+                    (Some(b'}'), true) | (Some(b']'), false) => {
+                        self.pos += 1;
+                        level -= 1;
+                        if level == 0 {
+                            return Ok(());
+                        }
+                    }
+                    (Some(_), true) => return Err(self.error("expected `,` or `}` in object")),
+                    (Some(_), false) => return Err(self.error("expected `,` or `]` in array")),
+                    (None, _) => return Err(self.error("unterminated object or array")),
+                }
             }
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<(), ScanError> {
-        self.check_depth(depth)?;
-        self.pos += 1;
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(());
+    /// An object key and its colon; `false` if `pos` is not on a string.
+    #[inline(always)]
+    fn key(&mut self) -> Result<bool, Fail> {
+        if self.peek() != Some(b'"') {
+            return Ok(false);
         }
-        let mut elements = 0usize;
-        loop {
-            self.skip_ws();
-            self.value(depth + 1)?;
-            elements += 1;
-            if elements > self.limits.max_members {
-                return Err(ScanError::TooManyMembers {
-                    limit: self.limits.max_members,
-                });
-            }
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                Some(_) => return Err(self.error("expected `,` or `]` in array")),
-                None => return Err(self.error("unterminated array")),
-            }
+        self.string()?;
+        self.colon()?;
+        Ok(true)
+    }
+
+    /// A value that is not an object or array.
+    #[inline(always)]
+    fn scalar(&mut self) -> Result<(), Fail> {
+        match self.peek() {
+            Some(b'"') => self.string().map(drop),
+            Some(b'-' | b'0'..=b'9') => self.number().map(drop),
+            Some(b't') => self.literal(b"true", ValueType::Literal).map(drop),
+            Some(b'f') => self.literal(b"false", ValueType::Literal).map(drop),
+            Some(b'n') => self.literal(b"null", ValueType::Null).map(drop),
+            Some(_) => Err(self.error("expected a JSON value")),
+            None => Err(self.error("unexpected end of input, expected a value")),
         }
     }
 
-    fn literal(&mut self, word: &'static [u8], ty: ValueType) -> Result<ValueType, ScanError> {
+    fn literal(&mut self, word: &'static [u8], ty: ValueType) -> Result<ValueType, Fail> {
         if self.buf[self.pos..].starts_with(word) {
             self.pos += word.len();
             Ok(ty)
@@ -704,7 +758,7 @@ impl<K: Kernel> Parser<'_, K> {
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
-    fn number(&mut self) -> Result<ValueType, ScanError> {
+    fn number(&mut self) -> Result<ValueType, Fail> {
         let buf = self.buf;
         let mut i = self.pos;
         if buf[i] == b'-' {
@@ -758,7 +812,7 @@ impl<K: Kernel> Parser<'_, K> {
     /// A string starting at `pos` (on the opening quote); leaves `pos` after
     /// the closing quote.
     #[inline(always)]
-    fn string(&mut self) -> Result<StrToken, ScanError> {
+    fn string(&mut self) -> Result<StrToken, Fail> {
         let buf = self.buf;
         let start = self.pos + 1;
         let mut i = start;
@@ -800,7 +854,7 @@ impl<K: Kernel> Parser<'_, K> {
     }
 
     /// Validates the escape at `i` (on the backslash); returns the index after it.
-    fn escape(&mut self, i: usize) -> Result<usize, ScanError> {
+    fn escape(&mut self, i: usize) -> Result<usize, Fail> {
         match self.buf.get(i + 1) {
             Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(i + 2),
             Some(b'u') => match self.buf.get(i + 2..i + 6) {
@@ -1292,6 +1346,66 @@ mod tests {
             scan(batch.as_bytes(), &limits),
             Err(ScanError::BatchTooLarge { len: 3, limit: 2 })
         );
+    }
+
+    #[test]
+    fn member_limit_is_exact_at_every_nesting() {
+        let limits = Limits {
+            max_members: 4,
+            ..Limits::default()
+        };
+        for (text, ok) in [
+            (r#"{"jsonrpc":"2.0","method":"m","params":[1,2,3,4]}"#, true),
+            (
+                r#"{"jsonrpc":"2.0","method":"m","params":[1,2,3,4,5]}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"m","params":[[],[],[],[]]}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"m","params":[[],[],[],[],[]]}"#,
+                false,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"m","params":{"a":{},"b":1,"c":2,"d":3}}"#,
+                true,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"m","params":{"a":{},"b":1,"c":2,"d":3,"e":4}}"#,
+                false,
+            ),
+        ] {
+            let got = scan(text.as_bytes(), &limits);
+            assert_eq!(got.is_ok(), ok, "{text}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_past_the_inline_stack_and_up_to_the_limit() {
+        let nest = |n: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"m","params":{}1{}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        let limits = Limits::default(); // depth 128: the message is depth 1
+        assert!(scan(nest(127).as_bytes(), &limits).is_ok());
+        assert_eq!(
+            scan(nest(128).as_bytes(), &limits),
+            Err(ScanError::TooDeep { limit: 128 })
+        );
+        let limits = Limits {
+            max_depth: 300,
+            ..Limits::default()
+        };
+        assert!(scan(nest(299).as_bytes(), &limits).is_ok());
+        assert!(matches!(
+            scan(&nest(200).as_bytes()[..300], &limits),
+            Err(ScanError::Parse { .. })
+        ));
     }
 
     #[test]

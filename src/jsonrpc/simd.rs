@@ -44,18 +44,27 @@ fn scalar_delimiter(b: u8) -> bool {
     b == b'"' || b == b'\\' || b < 0x20
 }
 
+/// The `find_special` hits in the eight octets at `buf[i..i + 8]` (one bit
+/// per octet, at its high bit); `None` if fewer than eight remain.
+#[inline(always)]
+fn special_word(buf: &[u8], i: usize) -> Option<u64> {
+    let chunk: [u8; 8] = buf.get(i..i + 8)?.try_into().ok()?;
+    let x = u64::from_le_bytes(chunk);
+    Some(
+        zero_bytes(x ^ (ONES * u64::from(b'"')))
+            | zero_bytes(x ^ (ONES * u64::from(b'\\')))
+            | control_bytes(x)
+            | (x & HIGHS),
+    )
+}
+
 /// SWAR: eight octets per step with plain 64-bit arithmetic.
 pub(crate) struct Portable;
 
 impl Kernel for Portable {
     #[inline(always)]
     fn find_special(buf: &[u8], mut i: usize) -> usize {
-        while let Some(chunk) = buf.get(i..i + 8) {
-            let x = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-            let hits = zero_bytes(x ^ (ONES * u64::from(b'"')))
-                | zero_bytes(x ^ (ONES * u64::from(b'\\')))
-                | control_bytes(x)
-                | (x & HIGHS);
+        while let Some(hits) = special_word(buf, i) {
             if hits != 0 {
                 return i + (hits.trailing_zeros() / 8) as usize;
             }
@@ -94,7 +103,7 @@ pub(crate) use x86::{Avx2, Sse2};
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{Kernel, Portable};
+    use super::{Kernel, Portable, special_word};
 
     /// SSE2, part of the x86-64 baseline: 16 octets per step.
     pub(crate) struct Sse2;
@@ -102,6 +111,12 @@ mod x86 {
     impl Kernel for Sse2 {
         #[inline(always)]
         fn find_special(buf: &[u8], mut i: usize) -> usize {
+            // Most JSON strings are short: one 8-octet word answers them.
+            match special_word(buf, i) {
+                Some(0) => i += 8,
+                Some(hits) => return i + (hits.trailing_zeros() / 8) as usize,
+                None => return Portable::find_special(buf, i),
+            }
             // SAFETY: SSE2 is part of the x86-64 baseline; every load reads
             // 16 octets inside `buf` (checked by the loop condition).
             unsafe {
@@ -151,64 +166,79 @@ mod x86 {
         }
     }
 
-    /// AVX2: 32 octets per step. Only instantiated inside a function compiled
-    /// with `#[target_feature(enable = "avx2")]`, after run-time detection.
+    /// AVX2: the first 16 octets inline with SSE2 (most JSON strings are
+    /// short), then 32 octets per step out of line. Only instantiated after
+    /// run-time detection of AVX2 (`scan::scan`, `scan::scan_using`).
     pub(crate) struct Avx2;
 
     impl Kernel for Avx2 {
         #[inline(always)]
-        fn find_special(buf: &[u8], mut i: usize) -> usize {
-            // SAFETY: callers run only where AVX2 was detected (see
-            // `scan::scan_avx2`); every load reads 32 octets inside `buf`.
-            unsafe {
-                let quote = _mm256_set1_epi8(b'"' as i8);
-                let backslash = _mm256_set1_epi8(b'\\' as i8);
-                let space = _mm256_set1_epi8(0x20);
-                while i + 32 <= buf.len() {
-                    let v = _mm256_loadu_si256(buf.as_ptr().add(i).cast());
-                    let m = _mm256_or_si256(
-                        _mm256_or_si256(
-                            _mm256_cmpeq_epi8(v, quote),
-                            _mm256_cmpeq_epi8(v, backslash),
-                        ),
-                        _mm256_cmpgt_epi8(space, v),
-                    );
-                    let mask = _mm256_movemask_epi8(m) as u32;
-                    if mask != 0 {
-                        return i + mask.trailing_zeros() as usize;
-                    }
-                    i += 32;
-                }
+        fn find_special(buf: &[u8], i: usize) -> usize {
+            // Up to 24 octets inline (one SWAR word, one SSE2 vector).
+            let inline_end = (i + 24).min(buf.len());
+            let first = Sse2::find_special(&buf[..inline_end], i);
+            if first < inline_end || inline_end == buf.len() {
+                return first;
             }
-            Sse2::find_special(buf, i)
+            // SAFETY: this kernel is only used where AVX2 was detected.
+            unsafe { avx2_find_special(buf, inline_end) }
         }
 
         #[inline(always)]
-        fn find_delimiter(buf: &[u8], mut i: usize) -> usize {
-            // SAFETY: as above.
-            unsafe {
-                let quote = _mm256_set1_epi8(b'"' as i8);
-                let backslash = _mm256_set1_epi8(b'\\' as i8);
-                let max_control = _mm256_set1_epi8(0x1F);
-                while i + 32 <= buf.len() {
-                    let v = _mm256_loadu_si256(buf.as_ptr().add(i).cast());
-                    let control = _mm256_cmpeq_epi8(_mm256_max_epu8(v, max_control), max_control);
-                    let m = _mm256_or_si256(
-                        _mm256_or_si256(
-                            _mm256_cmpeq_epi8(v, quote),
-                            _mm256_cmpeq_epi8(v, backslash),
-                        ),
-                        control,
-                    );
-                    let mask = _mm256_movemask_epi8(m) as u32;
-                    if mask != 0 {
-                        return i + mask.trailing_zeros() as usize;
-                    }
-                    i += 32;
-                }
+        fn find_delimiter(buf: &[u8], i: usize) -> usize {
+            if i + 16 > buf.len() {
+                return Portable::find_delimiter(buf, i);
             }
-            Sse2::find_delimiter(buf, i)
+            let first = Sse2::find_delimiter(&buf[..i + 16], i);
+            if first < i + 16 {
+                return first;
+            }
+            // SAFETY: this kernel is only used where AVX2 was detected.
+            unsafe { avx2_find_delimiter(buf, i + 16) }
         }
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx2_find_special(buf: &[u8], mut i: usize) -> usize {
+        let quote = _mm256_set1_epi8(b'"' as i8);
+        let backslash = _mm256_set1_epi8(b'\\' as i8);
+        let space = _mm256_set1_epi8(0x20);
+        while i + 32 <= buf.len() {
+            // SAFETY: the load reads 32 octets inside `buf`.
+            let v = unsafe { _mm256_loadu_si256(buf.as_ptr().add(i).cast()) };
+            let m = _mm256_or_si256(
+                _mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, backslash)),
+                _mm256_cmpgt_epi8(space, v),
+            );
+            let mask = _mm256_movemask_epi8(m) as u32;
+            if mask != 0 {
+                return i + mask.trailing_zeros() as usize;
+            }
+            i += 32;
+        }
+        Sse2::find_special(buf, i)
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn avx2_find_delimiter(buf: &[u8], mut i: usize) -> usize {
+        let quote = _mm256_set1_epi8(b'"' as i8);
+        let backslash = _mm256_set1_epi8(b'\\' as i8);
+        let max_control = _mm256_set1_epi8(0x1F);
+        while i + 32 <= buf.len() {
+            // SAFETY: the load reads 32 octets inside `buf`.
+            let v = unsafe { _mm256_loadu_si256(buf.as_ptr().add(i).cast()) };
+            let control = _mm256_cmpeq_epi8(_mm256_max_epu8(v, max_control), max_control);
+            let m = _mm256_or_si256(
+                _mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, backslash)),
+                control,
+            );
+            let mask = _mm256_movemask_epi8(m) as u32;
+            if mask != 0 {
+                return i + mask.trailing_zeros() as usize;
+            }
+            i += 32;
+        }
+        Sse2::find_delimiter(buf, i)
     }
 }
 
@@ -266,7 +296,7 @@ mod tests {
     fn kernels_agree_on_every_octet_at_every_position() {
         for special in 0u8..=255 {
             for pos in [0usize, 7, 8, 15, 16, 31, 32, 40, 63, 70] {
-                let mut buf = vec![b'a'; 72];
+                let mut buf = [b'a'; 72];
                 buf[pos] = special;
                 check_all(&buf[..]);
             }
