@@ -3,14 +3,23 @@
 //! ```text
 //!  JSON-RPC text ──scan──▶ Kind {Request | Notification | Success | Error} + method/id ranges
 //!                          or Batch [element ranges] or ScanError (-32700 / -32600)
-//!  Kind + text ──carriage──▶ BridgeMessage (envelope derived, text carried verbatim)
+//!  Kind + text ──carriage::write_payload──▶ Bridge payload (envelope derived, text verbatim)
+//!  Bridge message ──carriage::check_inbound──▶ Kind + text, or EnvelopeMalformed
+//!  ids ──Correlator──▶ correlation_ids; replies matched and checked against the request id
 //! ```
 //!
 //! The scanner never builds a DOM and never rewrites what it forwards.
 
+pub mod carriage;
+mod correlation;
+mod safety;
 mod scan;
 mod simd;
 
+pub use correlation::{Begin, CorrelationError, CorrelationMode, Correlator, same_id};
+pub use safety::{
+    EffectTable, Label, Labeler, SafetyPolicy, ToolAnnotations, ToolEffects, tools_call_name,
+};
 pub use scan::{
     Element, IdKind, IdToken, InvalidRequest, KernelChoice, Kind, Limits, ScanError, Scanned,
     StrToken, decode_string, scan, scan_using,

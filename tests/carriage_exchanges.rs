@@ -1,0 +1,563 @@
+//! NPAMP-CC-JSONRPC §10 clauses 1–8 as recorded exchanges between an edge
+//! and an origin, through the real record layer (sealed Bridge frames,
+//! deframed and opened on the other side).
+//!
+//! edge: client text → scan → Correlator → write_payload → seal
+//! origin: open → decode → check_inbound → upstream → reply payload → seal
+//! edge: open → decode → check_inbound → Correlator::complete → client
+
+use npamp_gateway::bridge::{
+    self, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel, TransportError,
+};
+use npamp_gateway::jsonrpc::carriage::{
+    self, BatchJoin, Inbound, check_inbound, id_of, transport_error_response, write_payload,
+    write_transport_error,
+};
+use npamp_gateway::jsonrpc::{
+    Begin, CorrelationMode, Correlator, EffectTable, IdKind, Kind, Labeler, Limits, SafetyPolicy,
+    Scanned, scan,
+};
+use npamp_gateway::record::{RecvState, SendState, Suite, TrafficKeys};
+use npamp_gateway::wire::{ChannelId, Deframer, Flags, FrameType};
+
+/// One direction of a Bridge channel: sealed frames on a byte stream.
+struct Link {
+    send: SendState,
+    recv: RecvState,
+    wire: Vec<u8>,
+}
+
+impl Link {
+    fn new(key: u8) -> Self {
+        let keys = || TrafficKeys::new(Suite::AES_256_GCM, &[key; 32], &[key; 12]).expect("keys");
+        Self {
+            send: SendState::new(keys()),
+            recv: RecvState::new(keys()),
+            wire: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, frame_type: FrameType, payload: &[u8]) {
+        self.send
+            .seal_into(
+                &mut self.wire,
+                Flags::NONE,
+                frame_type,
+                ChannelId::BRIDGE,
+                |o| o.extend_from_slice(payload),
+            )
+            .expect("seal");
+    }
+
+    /// Every frame on the wire, opened: (frame type, plaintext).
+    fn receive_all(&mut self) -> Vec<(FrameType, Vec<u8>)> {
+        let mut wire = std::mem::take(&mut self.wire);
+        let mut out = Vec::new();
+        let mut rest = &mut wire[..];
+        while let Some(span) = Deframer::default().span(rest).expect("deframe") {
+            let (frame, tail) = rest.split_at_mut(span.len);
+            let pt = self.recv.open(&span.header, frame).expect("open");
+            out.push((span.header.frame_type, pt.to_vec()));
+            rest = tail;
+        }
+        assert!(rest.is_empty());
+        out
+    }
+}
+
+/// What the origin's upstream does with a request.
+enum Upstream {
+    Replies(&'static str),
+    Unreachable,
+    Silent,
+}
+
+struct Pair {
+    protocol: ProtocolId,
+    to_origin: Link,
+    to_edge: Link,
+    correlator: Correlator<&'static str>,
+    labeler: Labeler,
+    limits: Limits,
+    /// Frames the origin saw.
+    seen_at_origin: Vec<Seen>,
+}
+
+impl Pair {
+    fn new(mode: CorrelationMode) -> Self {
+        Self {
+            protocol: ProtocolId::MCP,
+            to_origin: Link::new(1),
+            to_edge: Link::new(2),
+            correlator: Correlator::new(mode, 64),
+            labeler: Labeler::new(ProtocolId::MCP, EffectTable::mcp()),
+            limits: Limits::default(),
+            seen_at_origin: Vec::new(),
+        }
+    }
+
+    /// Edge: carries one client message; returns false if it was held back.
+    fn edge_send(&mut self, client: &'static str, text: &str) -> bool {
+        let Ok(Scanned::Single(kind)) = scan(text.as_bytes(), &self.limits) else {
+            panic!("test sends single valid messages: {text}");
+        };
+        let corr = match &kind {
+            Kind::Request { id, .. } => {
+                let token = &text.as_bytes()[id.token.clone()];
+                match self.correlator.begin(token, id.kind, client) {
+                    Begin::Assigned(c) => c,
+                    Begin::HoldBack => return false,
+                    Begin::Full => panic!("full"),
+                }
+            }
+            _ => Vec::new(),
+        };
+        let method = match &kind {
+            Kind::Request { method, .. } | Kind::Notification { method } => {
+                carriage::method_of(text.as_bytes(), method)
+                    .expect("method")
+                    .into_owned()
+            }
+            _ => String::new(),
+        };
+        let label = self.labeler.label(&method, text.as_bytes());
+        let mut payload = Vec::new();
+        let ft = write_payload(
+            &mut payload,
+            self.protocol,
+            text.as_bytes(),
+            &kind,
+            &corr,
+            Some(SafetyLabel {
+                effect: label.effect,
+                scope: &label.scope,
+            }),
+        )
+        .expect("payload");
+        self.to_origin.send(ft, &payload);
+        true
+    }
+
+    /// Origin: delivers every frame to the upstream and sends back replies.
+    fn origin_run(&mut self, upstream: &dyn Fn(&str) -> Upstream) {
+        for (ft, pt) in self.to_origin.receive_all() {
+            let msg = BridgeMessage::decode(ft, &pt).expect("bridge decode");
+            self.seen_at_origin.push((
+                ft,
+                msg.envelope.content_type.0,
+                msg.envelope.correlation_id.to_vec(),
+                msg.envelope.method.to_owned(),
+                msg.safety.map(|s| s.effect),
+                msg.foreign.to_vec(),
+            ));
+            let Inbound::JsonRpc {
+                kind,
+                text,
+                correlation_id,
+                ..
+            } = check_inbound(&msg, &self.limits).expect("origin accepts")
+            else {
+                panic!("a request is not a transport error");
+            };
+            let reply = upstream(std::str::from_utf8(text).expect("utf8"));
+            if matches!(kind, Kind::Notification { .. }) {
+                continue; // §7: no reply, whatever the upstream did
+            }
+            let mut payload = Vec::new();
+            match reply {
+                Upstream::Replies(r) => {
+                    let Ok(Scanned::Single(rk)) = scan(r.as_bytes(), &self.limits) else {
+                        panic!("upstream reply invalid");
+                    };
+                    let ft = write_payload(
+                        &mut payload,
+                        self.protocol,
+                        r.as_bytes(),
+                        &rk,
+                        correlation_id,
+                        None,
+                    )
+                    .expect("reply payload");
+                    self.to_edge.send(ft, &payload);
+                }
+                Upstream::Unreachable => {
+                    write_transport_error(
+                        &mut payload,
+                        self.protocol,
+                        correlation_id,
+                        TransportError::NOT_DELIVERED,
+                        "upstream refused the connection",
+                    )
+                    .expect("transport error");
+                    self.to_edge.send(bridge::BRIDGE_ERROR, &payload);
+                }
+                Upstream::Silent => {}
+            }
+        }
+    }
+
+    /// Edge: every reply, matched to its client: (client, text for the client).
+    fn edge_receive(&mut self) -> Vec<(&'static str, Vec<u8>)> {
+        let mut out = Vec::new();
+        for (ft, pt) in self.to_edge.receive_all() {
+            let msg = BridgeMessage::decode(ft, &pt).expect("bridge decode");
+            match check_inbound(&msg, &self.limits).expect("edge accepts") {
+                Inbound::JsonRpc {
+                    kind,
+                    text,
+                    correlation_id,
+                    ..
+                } => {
+                    let id = id_of(&kind).expect("reply has an id");
+                    let token = &text[id.token.clone()];
+                    let client = self
+                        .correlator
+                        .complete(
+                            correlation_id,
+                            token,
+                            id.kind,
+                            matches!(kind, Kind::Error { .. }),
+                        )
+                        .expect("reply correlates");
+                    out.push((client, text.to_vec()));
+                }
+                Inbound::TransportError {
+                    code,
+                    detail,
+                    correlation_id,
+                } => {
+                    let token = self
+                        .correlator
+                        .id_token(correlation_id)
+                        .expect("known")
+                        .to_vec();
+                    let client = self
+                        .correlator
+                        .abandon(correlation_id)
+                        .expect("outstanding");
+                    let text = transport_error_response(
+                        Some(&token),
+                        code,
+                        &String::from_utf8_lossy(detail),
+                    );
+                    out.push((client, text));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// (frame type, envelope content_type, correlation_id, method, safety, foreign)
+type Seen = (FrameType, u8, Vec<u8>, String, Option<Effect>, Vec<u8>);
+
+const REQ: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}"#;
+
+#[test]
+fn clause_1_2_3_request_and_success_carried_octet_for_octet() {
+    let mut p = Pair::new(CorrelationMode::Canonical);
+    let reply = r#"{"jsonrpc": "2.0", "result": {"content": [], "isError": false}, "id": 7}"#;
+    assert!(p.edge_send("A", REQ));
+    p.origin_run(&|_| Upstream::Replies(reply));
+    let (ft, ct, corr, method, _, foreign) = &p.seen_at_origin[0];
+    assert_eq!(*ft, bridge::BRIDGE_REQUEST);
+    assert_eq!(*ct, ContentType::JSON.0);
+    assert_eq!(
+        corr.as_slice(),
+        b"7",
+        "canonical correlation_id is the raw id token"
+    );
+    assert_eq!(method, "tools/call");
+    assert_eq!(foreign.as_slice(), REQ.as_bytes());
+    let got = p.edge_receive();
+    assert_eq!(got, vec![("A", reply.as_bytes().to_vec())]);
+    assert!(p.correlator.is_empty());
+}
+
+#[test]
+fn clause_4_foreign_error_with_data_is_verbatim() {
+    let mut p = Pair::new(CorrelationMode::Canonical);
+    let reply = r#"{"jsonrpc":"2.0","error":{"code":-32602,"message":"Invalid params","data":{"field":"name","why":"missing"}},"id":7}"#;
+    p.edge_send("A", REQ);
+    p.origin_run(&|_| Upstream::Replies(reply));
+    let got = p.edge_receive();
+    assert_eq!(got, vec![("A", reply.as_bytes().to_vec())]);
+}
+
+#[test]
+fn clause_5_undelivered_request_is_a_transport_error_not_a_fabricated_reply() {
+    let mut p = Pair::new(CorrelationMode::Canonical);
+    p.edge_send("A", REQ);
+    p.origin_run(&|_| Upstream::Unreachable);
+    let raw = &p.to_edge.wire.clone();
+    assert!(!raw.is_empty());
+    let got = p.edge_receive();
+    assert_eq!(got.len(), 1);
+    let v: serde_json::Value = serde_json::from_slice(&got[0].1).expect("edge error is JSON");
+    assert_eq!(v["id"], 7);
+    assert_eq!(v["error"]["code"], -32004);
+    assert_eq!(v["error"]["data"]["npamp_error"], "NotDelivered");
+    assert!(v.get("result").is_none());
+}
+
+#[test]
+fn clause_6_notification_has_no_correlation_and_no_reply() {
+    let mut p = Pair::new(CorrelationMode::Canonical);
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#;
+    p.edge_send("A", note);
+    // Even an upstream that answers does not produce a Bridge reply.
+    p.origin_run(&|_| Upstream::Replies(r#"{"jsonrpc":"2.0","result":1,"id":1}"#));
+    let (ft, _, corr, method, _, foreign) = &p.seen_at_origin[0];
+    assert_eq!(*ft, bridge::BRIDGE_NOTIFY);
+    assert!(corr.is_empty());
+    assert_eq!(method, "notifications/progress");
+    assert_eq!(foreign.as_slice(), note.as_bytes());
+    assert!(p.edge_receive().is_empty());
+}
+
+#[test]
+fn clause_7_null_and_undetermined_ids_and_same_id_from_two_clients() {
+    // Null id: a unique opaque correlation_id, the null carried verbatim.
+    let mut p = Pair::new(CorrelationMode::Canonical);
+    let null_req = r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#;
+    p.edge_send("A", null_req);
+    p.edge_send("B", null_req);
+    p.origin_run(&|_| Upstream::Replies(r#"{"jsonrpc":"2.0","result":{},"id":null}"#));
+    assert_ne!(p.seen_at_origin[0].2, p.seen_at_origin[1].2);
+    assert!(!p.seen_at_origin[0].2.is_empty());
+    let got = p.edge_receive();
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec!["A", "B"]);
+
+    // Undetermined id: the upstream could not read the request and answers with id null.
+    let mut p = Pair::new(CorrelationMode::Canonical);
+    p.edge_send("A", REQ);
+    let parse_error =
+        r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error"},"id":null}"#;
+    p.origin_run(&|_| Upstream::Replies(parse_error));
+    assert_eq!(
+        p.edge_receive(),
+        vec![("A", parse_error.as_bytes().to_vec())]
+    );
+
+    // Same id, one session: the second is held back until the first is answered.
+    let mut p = Pair::new(CorrelationMode::Canonical);
+    assert!(p.edge_send("A", REQ));
+    assert!(!p.edge_send("A", REQ));
+
+    // Same id, shared association: opaque ids, never cross-wired.
+    let mut p = Pair::new(CorrelationMode::Opaque);
+    assert!(p.edge_send("A", REQ));
+    assert!(p.edge_send("B", REQ));
+    p.origin_run(&|_| Upstream::Silent);
+    let (a, b) = (p.seen_at_origin[0].2.clone(), p.seen_at_origin[1].2.clone());
+    assert_ne!(a, b);
+    // Replies arrive in the opposite order and still reach the right client.
+    let reply = r#"{"jsonrpc":"2.0","result":"r","id":7}"#;
+    let Ok(Scanned::Single(rk)) = scan(reply.as_bytes(), &Limits::default()) else {
+        panic!()
+    };
+    for corr in [&b, &a] {
+        let mut payload = Vec::new();
+        let ft = write_payload(
+            &mut payload,
+            ProtocolId::MCP,
+            reply.as_bytes(),
+            &rk,
+            corr,
+            None,
+        )
+        .expect("payload");
+        p.to_edge.send(ft, &payload);
+    }
+    let got = p.edge_receive();
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec!["B", "A"]);
+}
+
+#[test]
+fn clause_8_safety_label_carried_and_fail_safe() {
+    let mut p = Pair::new(CorrelationMode::Canonical);
+    p.labeler.tools_mut().insert("x", Effect::IdempotentWrite);
+    p.edge_send("A", REQ);
+    p.edge_send("A", r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#);
+    p.origin_run(&|_| Upstream::Silent);
+    assert_eq!(p.seen_at_origin[0].4, Some(Effect::IdempotentWrite));
+    assert_eq!(p.seen_at_origin[1].4, Some(Effect::ReadOnly));
+
+    // A receiver refusing destructive effects: an unlabelled tools/call is destructive.
+    let policy = SafetyPolicy::allow_all().refuse(Effect::Destructive);
+    let table = EffectTable::mcp();
+    assert_eq!(
+        policy.check(None, "tools/call", &table),
+        Err(TransportError::SAFETY_POLICY)
+    );
+    assert_eq!(
+        policy.check(p.seen_at_origin[0].4, "tools/call", &table),
+        Ok(())
+    );
+}
+
+#[test]
+fn receiver_rejects_contradictory_carriage() {
+    fn decode_check(ft: FrameType, payload: &[u8]) -> Result<(), carriage::CarriageError> {
+        let m = BridgeMessage::decode(ft, payload).expect("envelope ok");
+        check_inbound(&m, &Limits::default()).map(drop)
+    }
+    let encode = |ft: FrameType,
+                  kind: MessageKind,
+                  corr: &[u8],
+                  method: &str,
+                  ct: ContentType,
+                  foreign: &[u8]| {
+        let mut out = Vec::new();
+        BridgeMessage {
+            frame_type: ft,
+            envelope: bridge::BridgeEnvelope {
+                protocol_id: ProtocolId::MCP,
+                message_kind: kind,
+                content_type: ct,
+                flags: 0,
+                correlation_id: corr,
+                method,
+            },
+            safety: None,
+            foreign,
+        }
+        .encode_into(&mut out)
+        .expect("encode");
+        out
+    };
+    let req = REQ.as_bytes();
+    // Envelope method differs from the object's.
+    let p = encode(
+        bridge::BRIDGE_REQUEST,
+        MessageKind::REQUEST,
+        b"7",
+        "tools/list",
+        ContentType::JSON,
+        req,
+    );
+    assert!(matches!(
+        decode_check(bridge::BRIDGE_REQUEST, &p),
+        Err(carriage::CarriageError::MethodMismatch { .. })
+    ));
+    // jsonrpc is not "2.0".
+    let bad = br#"{"jsonrpc":"1.0","id":7,"method":"tools/call"}"#;
+    let p = encode(
+        bridge::BRIDGE_REQUEST,
+        MessageKind::REQUEST,
+        b"7",
+        "tools/call",
+        ContentType::JSON,
+        bad,
+    );
+    assert!(matches!(
+        decode_check(bridge::BRIDGE_REQUEST, &p),
+        Err(carriage::CarriageError::Foreign(_))
+    ));
+    // A notify that carries an id.
+    let p = encode(
+        bridge::BRIDGE_NOTIFY,
+        MessageKind::NOTIFICATION,
+        b"",
+        "tools/call",
+        ContentType::JSON,
+        req,
+    );
+    assert!(matches!(
+        decode_check(bridge::BRIDGE_NOTIFY, &p),
+        Err(carriage::CarriageError::KindMismatch { .. })
+    ));
+    // A success response under BRIDGE_ERROR.
+    let ok = br#"{"jsonrpc":"2.0","result":1,"id":7}"#;
+    let p = encode(
+        bridge::BRIDGE_ERROR,
+        MessageKind::ERROR,
+        b"7",
+        "",
+        ContentType::JSON,
+        ok,
+    );
+    assert!(matches!(
+        decode_check(bridge::BRIDGE_ERROR, &p),
+        Err(carriage::CarriageError::KindMismatch { .. })
+    ));
+    // Not application/json.
+    let p = encode(
+        bridge::BRIDGE_REQUEST,
+        MessageKind::REQUEST,
+        b"7",
+        "tools/call",
+        ContentType::CBOR,
+        req,
+    );
+    assert!(matches!(
+        decode_check(bridge::BRIDGE_REQUEST, &p),
+        Err(carriage::CarriageError::ContentType(2))
+    ));
+    // A batch inside one frame.
+    let batch = format!("[{REQ}]");
+    let p = encode(
+        bridge::BRIDGE_REQUEST,
+        MessageKind::REQUEST,
+        b"7",
+        "tools/call",
+        ContentType::JSON,
+        batch.as_bytes(),
+    );
+    assert!(matches!(
+        decode_check(bridge::BRIDGE_REQUEST, &p),
+        Err(carriage::CarriageError::BatchInFrame)
+    ));
+    {
+        let err = carriage::CarriageError::BatchInFrame;
+        assert_eq!(err.transport_error(), TransportError::ENVELOPE_MALFORMED);
+    }
+}
+
+#[test]
+fn batch_split_and_join_keep_each_reply_untouched() {
+    let batch = r#"[{"jsonrpc":"2.0","method":"sum","params":[1,2,4],"id":"1"},{"jsonrpc":"2.0","method":"notify_hello","params":[7]},{"foo":"boo"},{"jsonrpc":"2.0","method":"get_data","id":"9"}]"#;
+    let Ok(Scanned::Batch(elements)) = scan(batch.as_bytes(), &Limits::default()) else {
+        panic!()
+    };
+    let mut p = Pair::new(CorrelationMode::Canonical);
+    let mut join = BatchJoin::default();
+    let mut local = Vec::new();
+    for el in &elements {
+        let text: &'static str = Box::leak(batch[el.range.clone()].to_owned().into_boxed_str());
+        match &el.kind {
+            Ok(_) => assert!(p.edge_send("A", text)),
+            Err(_) => local.push(carriage::local_error(None, -32600, "Invalid Request", None)),
+        }
+    }
+    p.origin_run(&|req| {
+        Upstream::Replies(if req.contains("\"sum\"") {
+            r#"{"jsonrpc": "2.0", "result": 7, "id": "1"}"#
+        } else {
+            r#"{"jsonrpc":"2.0","result":["hello",5],"id":"9"}"#
+        })
+    });
+    let replies = p.edge_receive();
+    assert_eq!(replies.len(), 2, "the notification gets no element");
+    for (_, r) in &replies {
+        join.push(r);
+    }
+    for l in &local {
+        join.push(l);
+    }
+    let joined = join.finish().expect("some replies");
+    let v: serde_json::Value = serde_json::from_slice(&joined).expect("joined array is JSON");
+    assert_eq!(v.as_array().map(Vec::len), Some(3));
+    let text = String::from_utf8(joined).expect("utf8");
+    assert!(
+        text.contains(r#"{"jsonrpc": "2.0", "result": 7, "id": "1"}"#),
+        "octets kept: {text}"
+    );
+    assert_eq!(
+        BatchJoin::default().finish(),
+        None,
+        "all-notification batch: nothing"
+    );
+    assert!(matches!(scan(b"[]", &Limits::default()), Err(e) if e.jsonrpc_code() == -32600));
+    let _ = IdKind::Null;
+}
