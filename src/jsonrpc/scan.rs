@@ -622,6 +622,7 @@ impl<K: Kernel> Parser<'_, K> {
     }
 
     /// Any JSON value at `depth`, validated, leaving `pos` after it.
+    #[inline(always)]
     fn value(&mut self, depth: usize) -> Result<ValueType, Fail> {
         match self.peek() {
             Some(b'"') => {
@@ -748,6 +749,7 @@ impl<K: Kernel> Parser<'_, K> {
         }
     }
 
+    #[inline(always)]
     fn literal(&mut self, word: &'static [u8], ty: ValueType) -> Result<ValueType, Fail> {
         if self.buf[self.pos..].starts_with(word) {
             self.pos += word.len();
@@ -758,6 +760,7 @@ impl<K: Kernel> Parser<'_, K> {
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    #[inline(always)]
     fn number(&mut self) -> Result<ValueType, Fail> {
         let buf = self.buf;
         let mut i = self.pos;
@@ -854,6 +857,7 @@ impl<K: Kernel> Parser<'_, K> {
     }
 
     /// Validates the escape at `i` (on the backslash); returns the index after it.
+    #[cold]
     fn escape(&mut self, i: usize) -> Result<usize, Fail> {
         match self.buf.get(i + 1) {
             Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(i + 2),
