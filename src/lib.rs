@@ -19,6 +19,7 @@
 
 pub mod bridge;
 pub mod conformance;
+pub mod handshake;
 pub mod jsonrpc;
 pub mod record;
 pub mod wire;

@@ -171,7 +171,20 @@ pub fn hkdf_expand_label(
     context: &[u8],
     out: &mut [u8],
 ) -> Result<(), RecordError> {
-    let full_label_len = LABEL_PREFIX.len() + label.len();
+    hkdf_expand_label_with_prefix(hash, LABEL_PREFIX, secret, label, context, out)
+}
+
+/// HKDF-Expand-Label with another prefix: `"tls13 "` reproduces RFC 8446,
+/// which lets tests anchor the construction on the RFC 8448 vectors.
+pub fn hkdf_expand_label_with_prefix(
+    hash: HashAlg,
+    prefix: &[u8],
+    secret: &[u8],
+    label: &[u8],
+    context: &[u8],
+    out: &mut [u8],
+) -> Result<(), RecordError> {
+    let full_label_len = prefix.len() + label.len();
     let (Ok(label_len), Ok(context_len), Ok(length)) = (
         u8::try_from(full_label_len),
         u8::try_from(context.len()),
@@ -183,7 +196,7 @@ pub fn hkdf_expand_label(
     let info: [&[u8]; 6] = [
         &length,
         &[label_len],
-        LABEL_PREFIX,
+        prefix,
         label,
         &[context_len],
         context,

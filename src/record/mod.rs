@@ -18,7 +18,7 @@ mod profile;
 
 pub use kdf::{
     HashAlg, LABEL_PREFIX, MAX_HASH_LEN, MAX_PRK_LEN, Secret, hkdf_expand, hkdf_expand_label,
-    hkdf_extract,
+    hkdf_expand_label_with_prefix, hkdf_extract,
 };
 pub use keys::{
     Direction, IV_LEN, KEY_LEN, KeyIv, NONCE_LEN, RecvState, SendState, Suite, TAG_LEN,
