@@ -174,7 +174,7 @@ impl ScanError {
 const SMALL_TEXT_LEN: usize = 1024;
 
 /// Scans one JSON-RPC text with the kernel that measured fastest for its
-/// size (`results/`): portable SWAR below [`SMALL_TEXT_LEN`] octets, where
+/// size (`results/`): portable SWAR below `SMALL_TEXT_LEN` (1 KiB), where
 /// strings are short and one 8-octet word answers most of them; SSE2 above on
 /// x86-64. The AVX2 kernel measured no faster than SSE2 on this corpus (its
 /// out-of-line call costs what the wider vectors save), so it is available
