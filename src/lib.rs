@@ -17,6 +17,7 @@
 //!
 //! The pure layers never read a clock or the OS RNG and never touch a socket.
 
+pub mod assoc;
 pub mod bridge;
 pub mod conformance;
 pub mod handshake;

@@ -1,0 +1,757 @@
+//! The async shell: N-PAMP associations over QUIC (quinn) and over TCP +
+//! TLS 1.3 (tokio-rustls), both with ALPN `n-pamp/2` (see `docs/quic-binding.md`).
+//!
+//! - QUIC: the client opens one bidirectional stream for the Control channel
+//!   and runs the handshake on it; the Bridge channel gets a bidirectional
+//!   stream of its own.
+//! - TLS: every channel on the one TLS stream, as the spec's fallback binding.
+//!
+//! Frames are self-delimiting on a stream (header + Payload Length). TLS
+//! certificates are self-signed on the fly: TLS gives the transport its
+//! encryption, the N-PAMP handshake authenticates the peers (pinned Ed25519
+//! keys). This module only moves octets; the protocol is in `handshake` and
+//! `assoc`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tracing::{debug, info, warn};
+
+use super::{AssocConfig, AssocError, Association, Event, Role};
+use crate::handshake::{
+    Client, ClientRandom, Config as HandshakeConfig, Established, HandshakeError, Identity, Server,
+    ServerKem, Trust,
+};
+use crate::wire::{ChannelId, Deframer, Header, WireError};
+
+/// The ALPN identifier of N-PAMP wire version 2.
+pub const ALPN: &[u8] = b"n-pamp/2";
+/// Default limit on a handshake, so a stalled peer cannot pin resources.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// UDP socket buffers asked for on QUIC endpoints.
+pub const UDP_BUFFER_BYTES: usize = 8 << 20;
+
+/// Errors of the transport layer.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("handshake: {0}")]
+    Handshake(#[from] HandshakeError),
+    #[error("association: {0}")]
+    Assoc(#[from] AssocError),
+    #[error("frame: {0}")]
+    Wire(#[from] WireError),
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("QUIC connect: {0}")]
+    QuicConnect(#[from] quinn::ConnectError),
+    #[error("QUIC connection: {0}")]
+    QuicConnection(#[from] quinn::ConnectionError),
+    #[error("handshake did not finish within {0:?}")]
+    HandshakeTimeout(Duration),
+    #[error("the peer closed the stream inside a frame")]
+    TruncatedFrame,
+    #[error("the peer closed the stream before the handshake finished")]
+    EarlyEof,
+    #[error("bad URL {0:?}: expected quic://HOST:PORT or tls://HOST:PORT")]
+    BadUrl(String),
+    #[error("certificate generation: {0}")]
+    Certificate(String),
+    #[error("OS random number generator failed")]
+    Random,
+}
+
+/// Which transport an address is reached over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Quic,
+    Tls,
+}
+
+/// A parsed `quic://ADDR` or `tls://ADDR`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerAddr {
+    pub scheme: Scheme,
+    pub addr: SocketAddr,
+}
+
+impl std::str::FromStr for PeerAddr {
+    type Err = TransportError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || TransportError::BadUrl(s.to_owned());
+        let (scheme, rest) = s.split_once("://").ok_or_else(bad)?;
+        let scheme = match scheme {
+            "quic" => Scheme::Quic,
+            "tls" => Scheme::Tls,
+            _ => return Err(bad()),
+        };
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(rest)
+            .map_err(|_| bad())?
+            .next()
+            .ok_or_else(bad)?;
+        Ok(Self { scheme, addr })
+    }
+}
+
+impl std::fmt::Display for PeerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self.scheme {
+            Scheme::Quic => "quic",
+            Scheme::Tls => "tls",
+        };
+        write!(f, "{s}://{}", self.addr)
+    }
+}
+
+/// Who we are and whom we accept.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub identity_seed: [u8; 32],
+    pub trust: Trust,
+    pub handshake: HandshakeConfig,
+    pub assoc: AssocConfig,
+    pub handshake_timeout: Duration,
+}
+
+impl Endpoint {
+    pub fn new(identity_seed: [u8; 32], trust: Trust) -> Self {
+        Self {
+            identity_seed,
+            trust,
+            handshake: HandshakeConfig::default(),
+            assoc: AssocConfig::default(),
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+        }
+    }
+
+    fn identity(&self) -> Result<Identity, TransportError> {
+        Ok(Identity::from_seed(&self.identity_seed)?)
+    }
+}
+
+fn random<const N: usize>() -> Result<[u8; N], TransportError> {
+    let mut out = [0u8; N];
+    SystemRandom::new()
+        .fill(&mut out)
+        .map_err(|_| TransportError::Random)?;
+    Ok(out)
+}
+
+type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Reads whole frames from a stream into one reused buffer.
+pub struct FrameReader {
+    inner: BoxRead,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    deframer: Deframer,
+}
+
+impl FrameReader {
+    pub fn new(inner: BoxRead) -> Self {
+        Self {
+            inner,
+            buf: vec![0; 64 << 10],
+            start: 0,
+            end: 0,
+            deframer: Deframer::default(),
+        }
+    }
+
+    /// The next frame, opened in place by the caller; `None` at a clean end
+    /// of stream between frames.
+    pub async fn next(&mut self) -> Result<Option<(Header, &mut [u8])>, TransportError> {
+        loop {
+            if let Some(span) = self.deframer.span(&self.buf[self.start..self.end])? {
+                let s = self.start;
+                self.start += span.len;
+                return Ok(Some((span.header, &mut self.buf[s..s + span.len])));
+            }
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.end == self.buf.len() {
+                // Cannot exceed the deframer's limit: it refused larger headers.
+                let want = (self.buf.len() * 2).min(self.deframer.max_frame_len());
+                self.buf.resize(want.max(self.end + 1), 0);
+            }
+            let n = self.inner.read(&mut self.buf[self.end..]).await?;
+            if n == 0 {
+                return if self.end == 0 {
+                    Ok(None)
+                } else {
+                    Err(TransportError::TruncatedFrame)
+                };
+            }
+            self.end += n;
+        }
+    }
+
+    async fn next_owned(&mut self) -> Result<Vec<u8>, TransportError> {
+        match self.next().await? {
+            Some((_, frame)) => Ok(frame.to_vec()),
+            None => Err(TransportError::EarlyEof),
+        }
+    }
+}
+
+async fn client_handshake(
+    ep: &Endpoint,
+    reader: &mut FrameReader,
+    writer: &mut BoxWrite,
+) -> Result<Established, TransportError> {
+    let random = ClientRandom {
+        mlkem_seed: random()?,
+        x25519: random()?,
+    };
+    let (mut client, hello) = Client::start(
+        ep.handshake.clone(),
+        ep.identity()?,
+        ep.trust.clone(),
+        &random,
+    )?;
+    writer.write_all(&hello).await?;
+    writer.flush().await?;
+    client.handle_server_hello(&reader.next_owned().await?)?;
+    let (auth, established) = client.handle_server_auth(&reader.next_owned().await?)?;
+    writer.write_all(&auth).await?;
+    writer.flush().await?;
+    Ok(established)
+}
+
+async fn server_handshake(
+    ep: &Endpoint,
+    reader: &mut FrameReader,
+    writer: &mut BoxWrite,
+) -> Result<Established, TransportError> {
+    let mut server = Server::new(ep.handshake.clone(), ep.identity()?, ep.trust.clone());
+    let share = server
+        .handle_client_hello(&reader.next_owned().await?)?
+        .to_vec();
+    let kem = ServerKem::encapsulate(&share, &random()?, &random()?)?;
+    writer.write_all(&server.respond(&kem)?).await?;
+    writer.flush().await?;
+    Ok(server.handle_client_auth(&reader.next_owned().await?)?)
+}
+
+async fn with_timeout<T>(
+    limit: Duration,
+    f: impl std::future::Future<Output = Result<T, TransportError>>,
+) -> Result<T, TransportError> {
+    tokio::time::timeout(limit, f)
+        .await
+        .map_err(|_| TransportError::HandshakeTimeout(limit))?
+}
+
+/// TLS 1.3 server config with a self-signed certificate and ALPN `n-pamp/2`.
+fn tls_server_config() -> Result<rustls::ServerConfig, TransportError> {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .map_err(|e| TransportError::Certificate(e.to_string()))?;
+    let key = rustls::pki_types::PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der());
+    let mut config =
+        rustls::ServerConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.cert.der().clone()], key.into())?;
+    config.alpn_protocols = vec![ALPN.to_vec()];
+    Ok(config)
+}
+
+/// Accepts any server certificate: peers are authenticated by the N-PAMP
+/// handshake's pinned Ed25519 keys, not by the transport's X.509 chain.
+#[derive(Debug)]
+struct NpampAuthenticates(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NpampAuthenticates {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+fn tls_client_config(alpn: &[u8]) -> Result<rustls::ClientConfig, TransportError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(NpampAuthenticates(provider)))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    Ok(config)
+}
+
+/// A client's established association and the streams it runs on.
+pub struct Link {
+    assoc: Association,
+    control: (FrameReader, BoxWrite),
+    /// QUIC: the Bridge channel's own stream. TLS: `None` (shares `control`).
+    bridge: Option<(FrameReader, BoxWrite)>,
+    /// Keeps the QUIC endpoint and connection alive.
+    _quic: Option<(quinn::Endpoint, quinn::Connection)>,
+    pub handshake_time: Duration,
+}
+
+impl Link {
+    /// Connects, runs the handshake, and opens the Bridge stream (QUIC).
+    pub async fn connect(peer: PeerAddr, ep: &Endpoint) -> Result<Self, TransportError> {
+        Self::connect_with_alpn(peer, ep, ALPN).await
+    }
+
+    /// [`Link::connect`] offering another ALPN (to test refusal).
+    pub async fn connect_with_alpn(
+        peer: PeerAddr,
+        ep: &Endpoint,
+        alpn: &[u8],
+    ) -> Result<Self, TransportError> {
+        let started = Instant::now();
+        let tls = tls_client_config(alpn)?;
+        let (mut reader, mut writer, quic) = match peer.scheme {
+            Scheme::Tls => {
+                let tcp = tokio::net::TcpStream::connect(peer.addr).await?;
+                tcp.set_nodelay(true)?;
+                let connector = tokio_rustls::TlsConnector::from(Arc::new(tls));
+                let name = rustls::pki_types::ServerName::try_from("localhost")
+                    .map_err(|e| TransportError::Certificate(e.to_string()))?;
+                let stream = connector.connect(name, tcp).await?;
+                let (r, w) = tokio::io::split(stream);
+                (FrameReader::new(Box::new(r)), Box::new(w) as BoxWrite, None)
+            }
+            Scheme::Quic => {
+                let bind: SocketAddr = if peer.addr.is_ipv6() {
+                    "[::]:0"
+                } else {
+                    "0.0.0.0:0"
+                }
+                .parse()
+                .map_err(|_| TransportError::BadUrl(peer.to_string()))?;
+                let endpoint = quic_endpoint(bind, None)?;
+                let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+                    .map_err(|e| TransportError::Certificate(e.to_string()))?;
+                let conn = endpoint
+                    .connect_with(
+                        quinn::ClientConfig::new(Arc::new(crypto)),
+                        peer.addr,
+                        "localhost",
+                    )?
+                    .await?;
+                let (w, r) = conn.open_bi().await?;
+                (
+                    FrameReader::new(Box::new(r)),
+                    Box::new(w) as BoxWrite,
+                    Some((endpoint, conn)),
+                )
+            }
+        };
+        let established = with_timeout(
+            ep.handshake_timeout,
+            client_handshake(ep, &mut reader, &mut writer),
+        )
+        .await?;
+        let handshake_time = started.elapsed();
+        let bridge = match &quic {
+            Some((_, conn)) => {
+                let (w, r) = conn.open_bi().await?;
+                Some((FrameReader::new(Box::new(r)), Box::new(w) as BoxWrite))
+            }
+            None => None,
+        };
+        info!(peer = %peer, identity = %hex::encode(established.peer_identity), ?handshake_time, "association established");
+        Ok(Self {
+            assoc: Association::new(Role::Client, established, ep.assoc)?,
+            control: (reader, writer),
+            bridge,
+            _quic: quic,
+            handshake_time,
+        })
+    }
+
+    pub fn peer_identity(&self) -> [u8; 32] {
+        *self.assoc.peer_identity()
+    }
+
+    pub fn association(&self) -> &Association {
+        &self.assoc
+    }
+
+    /// One PING on the Control channel; waits for its PONG.
+    pub async fn ping(&mut self) -> Result<Duration, TransportError> {
+        let mut out = Vec::with_capacity(128);
+        self.assoc.ping(&mut out, Instant::now())?;
+        self.control.1.write_all(&out).await?;
+        self.control.1.flush().await?;
+        loop {
+            let (header, frame) = self
+                .control
+                .0
+                .next()
+                .await?
+                .ok_or(TransportError::EarlyEof)?;
+            out.clear();
+            let event = self
+                .assoc
+                .handle(&header, frame, Instant::now(), &mut out)?;
+            let done = match event {
+                Event::Pong { rtt } => Some(rtt),
+                Event::Closed { .. } => return Err(AssocError::Closed.into()),
+                _ => None,
+            };
+            if !out.is_empty() {
+                self.control.1.write_all(&out).await?;
+            }
+            if let Some(rtt) = done {
+                return Ok(rtt);
+            }
+        }
+    }
+
+    /// Seals and writes a batch of Bridge frames in one write.
+    pub async fn send_bridge_batch(
+        &mut self,
+        frames: impl IntoIterator<Item = (crate::wire::FrameType, &[u8])>,
+        buf: &mut Vec<u8>,
+    ) -> Result<usize, TransportError> {
+        buf.clear();
+        let mut n = 0;
+        for (frame_type, payload) in frames {
+            self.assoc.seal(buf, ChannelId::BRIDGE, frame_type, |o| {
+                o.extend_from_slice(payload)
+            })?;
+            n += 1;
+        }
+        let writer = match &mut self.bridge {
+            Some((_, w)) => w,
+            None => &mut self.control.1,
+        };
+        writer.write_all(buf).await?;
+        Ok(n)
+    }
+
+    /// Authenticated CLOSE, then waits (briefly) for CLOSE_ACK.
+    pub async fn close(mut self) -> Result<(), TransportError> {
+        let mut out = Vec::new();
+        self.assoc.close(&mut out, 0)?;
+        self.control.1.write_all(&out).await?;
+        self.control.1.flush().await?;
+        let wait = async {
+            while let Some((header, frame)) = self.control.0.next().await? {
+                let mut ignore = Vec::new();
+                if let Event::CloseAcked =
+                    self.assoc
+                        .handle(&header, frame, Instant::now(), &mut ignore)?
+                {
+                    break;
+                }
+            }
+            Ok::<_, TransportError>(())
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), wait).await;
+        let _ = self.control.1.shutdown().await;
+        Ok(())
+    }
+}
+
+/// A QUIC endpoint on a socket with enlarged buffers (logged when the OS
+/// grants less than asked).
+fn quic_endpoint(
+    bind: SocketAddr,
+    server: Option<quinn::ServerConfig>,
+) -> Result<quinn::Endpoint, TransportError> {
+    let domain = if bind.is_ipv6() {
+        socket2::Domain::IPV6
+    } else {
+        socket2::Domain::IPV4
+    };
+    let socket = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    let _ = socket.set_recv_buffer_size(UDP_BUFFER_BYTES);
+    let _ = socket.set_send_buffer_size(UDP_BUFFER_BYTES);
+    for (what, got) in [
+        ("receive", socket.recv_buffer_size()),
+        ("send", socket.send_buffer_size()),
+    ] {
+        match got {
+            Ok(got) if got >= UDP_BUFFER_BYTES => debug!(what, got, "UDP buffer enlarged"),
+            Ok(got) => warn!(
+                what,
+                asked = UDP_BUFFER_BYTES,
+                got,
+                "the OS granted a smaller UDP buffer (raise net.core.rmem_max / wmem_max for full QUIC throughput)"
+            ),
+            Err(e) => warn!(what, error = %e, "could not read the UDP buffer size"),
+        }
+    }
+    socket.bind(&bind.into())?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| std::io::Error::other("no async runtime for QUIC"))?;
+    Ok(quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        server,
+        socket.into(),
+        runtime,
+    )?)
+}
+
+/// What a server does with the associations it accepts.
+#[derive(Clone, Default)]
+pub struct ServeStats {
+    pub associations: Arc<std::sync::atomic::AtomicU64>,
+    pub handshake_failures: Arc<std::sync::atomic::AtomicU64>,
+    pub bridge_frames: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A listening server: accepts associations on the address and answers
+/// PING, CLOSE and KEY_UPDATE; Bridge frames are counted (delivering them to
+/// an upstream is the gateway's job).
+pub struct Listener {
+    pub local_addr: PeerAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    pub async fn bind(
+        addr: PeerAddr,
+        ep: Endpoint,
+        stats: ServeStats,
+    ) -> Result<Self, TransportError> {
+        let ep = Arc::new(ep);
+        match addr.scheme {
+            Scheme::Tls => {
+                let listener = tokio::net::TcpListener::bind(addr.addr).await?;
+                let local = PeerAddr {
+                    scheme: Scheme::Tls,
+                    addr: listener.local_addr()?,
+                };
+                let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_server_config()?));
+                let task = tokio::spawn(async move {
+                    loop {
+                        let Ok((tcp, from)) = listener.accept().await else {
+                            continue;
+                        };
+                        let (acceptor, ep, stats) = (acceptor.clone(), ep.clone(), stats.clone());
+                        tokio::spawn(async move {
+                            let _ = tcp.set_nodelay(true);
+                            let result = async {
+                                let stream = with_timeout(ep.handshake_timeout, async {
+                                    Ok(acceptor.accept(tcp).await?)
+                                })
+                                .await
+                                .map_err(Ended::Handshake)?;
+                                let (r, w) = tokio::io::split(stream);
+                                serve_streams(
+                                    &ep,
+                                    &stats,
+                                    (FrameReader::new(Box::new(r)), Box::new(w)),
+                                    None,
+                                )
+                                .await
+                            }
+                            .await;
+                            log_end(from, result, &stats);
+                        });
+                    }
+                });
+                Ok(Self {
+                    local_addr: local,
+                    task,
+                })
+            }
+            Scheme::Quic => {
+                let crypto =
+                    quinn::crypto::rustls::QuicServerConfig::try_from(tls_server_config()?)
+                        .map_err(|e| TransportError::Certificate(e.to_string()))?;
+                let endpoint = quic_endpoint(
+                    addr.addr,
+                    Some(quinn::ServerConfig::with_crypto(Arc::new(crypto))),
+                )?;
+                let local = PeerAddr {
+                    scheme: Scheme::Quic,
+                    addr: endpoint.local_addr()?,
+                };
+                let task = tokio::spawn(async move {
+                    while let Some(incoming) = endpoint.accept().await {
+                        let (ep, stats) = (ep.clone(), stats.clone());
+                        let from = incoming.remote_address();
+                        tokio::spawn(async move {
+                            let result = async {
+                                let conn = with_timeout(ep.handshake_timeout, async {
+                                    Ok(incoming.await?)
+                                })
+                                .await
+                                .map_err(Ended::Handshake)?;
+                                let (w, r) = with_timeout(ep.handshake_timeout, async {
+                                    Ok(conn.accept_bi().await?)
+                                })
+                                .await
+                                .map_err(Ended::Handshake)?;
+                                serve_streams(
+                                    &ep,
+                                    &stats,
+                                    (FrameReader::new(Box::new(r)), Box::new(w)),
+                                    Some(conn),
+                                )
+                                .await
+                            }
+                            .await;
+                            log_end(from, result, &stats);
+                        });
+                    }
+                });
+                Ok(Self {
+                    local_addr: local,
+                    task,
+                })
+            }
+        }
+    }
+
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// How an accepted connection ended: failing before the association was
+/// established counts as a handshake failure (metrics), after it as an
+/// association error.
+enum Ended {
+    Handshake(TransportError),
+    Association(TransportError),
+}
+
+fn log_end(from: SocketAddr, result: Result<(), Ended>, stats: &ServeStats) {
+    match result {
+        Ok(()) => debug!(%from, "association ended"),
+        Err(Ended::Handshake(e)) => {
+            stats
+                .handshake_failures
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            warn!(%from, error = %e, "handshake failed");
+        }
+        Err(Ended::Association(e)) => warn!(%from, error = %e, "association closed with an error"),
+    }
+}
+
+async fn serve_streams(
+    ep: &Endpoint,
+    stats: &ServeStats,
+    (mut reader, mut writer): (FrameReader, BoxWrite),
+    quic: Option<quinn::Connection>,
+) -> Result<(), Ended> {
+    let established = with_timeout(
+        ep.handshake_timeout,
+        server_handshake(ep, &mut reader, &mut writer),
+    )
+    .await
+    .map_err(Ended::Handshake)?;
+    serve_association(ep, stats, established, (reader, writer), quic)
+        .await
+        .map_err(Ended::Association)
+}
+
+async fn serve_association(
+    ep: &Endpoint,
+    stats: &ServeStats,
+    established: Established,
+    (mut reader, mut writer): (FrameReader, BoxWrite),
+    quic: Option<quinn::Connection>,
+) -> Result<(), TransportError> {
+    info!(identity = %hex::encode(established.peer_identity), "association accepted");
+    stats
+        .associations
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut assoc = Association::new(Role::Server, established, ep.assoc)?;
+    let mut bridge = None;
+    let mut out = Vec::with_capacity(4096);
+    loop {
+        // QUIC: the Bridge stream is accepted when the client opens it.
+        let (from_bridge, next) = if let (Some(conn), true) = (&quic, bridge.is_none()) {
+            tokio::select! {
+                f = reader.next() => (false, f?),
+                s = conn.accept_bi() => {
+                    let (w, r) = s?;
+                    bridge = Some((FrameReader::new(Box::new(r)), Box::new(w) as BoxWrite));
+                    continue;
+                }
+            }
+        } else if let Some((br, _)) = &mut bridge {
+            tokio::select! {
+                f = reader.next() => (false, f?),
+                f = br.next() => (true, f?),
+            }
+        } else {
+            (false, reader.next().await?)
+        };
+        let Some((header, frame)) = next else {
+            return Ok(());
+        };
+        out.clear();
+        let event = assoc.handle(&header, frame, Instant::now(), &mut out)?;
+        let closed = matches!(event, Event::Closed { .. });
+        if let Event::Bridge { .. } = event {
+            stats
+                .bridge_frames
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if !out.is_empty() {
+            let w = match (&mut bridge, from_bridge) {
+                (Some((_, bw)), true) => bw,
+                _ => &mut writer,
+            };
+            w.write_all(&out).await?;
+            w.flush().await?;
+        }
+        if closed {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Real sockets on 127.0.0.1: handshake, PING/PONG, Bridge frames and CLOSE
+//! over QUIC and over TLS, and the failures a server must survive.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use npamp_gateway::assoc::transport::{
+    Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats, TransportError,
+};
+use npamp_gateway::handshake::{HandshakeError, Identity, Trust};
+use npamp_gateway::wire::{ChannelId, Flags, FrameType, Header};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const SERVER_SEED: [u8; 32] = [0x51; 32];
+const CLIENT_SEED: [u8; 32] = [0xC1; 32];
+
+fn public(seed: &[u8; 32]) -> [u8; 32] {
+    Identity::from_seed(seed)
+        .expect("seed")
+        .public_key()
+        .try_into()
+        .expect("32 octets")
+}
+
+async fn server(scheme: Scheme, trust: Trust) -> (Listener, ServeStats) {
+    let stats = ServeStats::default();
+    let mut ep = Endpoint::new(SERVER_SEED, trust);
+    ep.handshake_timeout = Duration::from_millis(500);
+    let addr = PeerAddr {
+        scheme,
+        addr: "127.0.0.1:0".parse().expect("addr"),
+    };
+    let l = Listener::bind(addr, ep, stats.clone()).await.expect("bind");
+    (l, stats)
+}
+
+fn client(trust: Trust) -> Endpoint {
+    Endpoint::new(CLIENT_SEED, trust)
+}
+
+async fn eventually(what: &str, f: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn round_trip(scheme: Scheme) {
+    let (listener, stats) = server(scheme, Trust::Pinned(vec![public(&CLIENT_SEED)])).await;
+    let mut link = Link::connect(
+        listener.local_addr,
+        &client(Trust::Pinned(vec![public(&SERVER_SEED)])),
+    )
+    .await
+    .expect("connect");
+    assert_eq!(link.peer_identity(), public(&SERVER_SEED));
+    for _ in 0..5 {
+        let rtt = link.ping().await.expect("ping");
+        assert!(rtt < Duration::from_secs(1));
+    }
+    let payload = [0x5A; 256];
+    let mut buf = Vec::new();
+    let frames = (0..100).map(|_| (npamp_gateway::bridge::BRIDGE_NOTIFY, &payload[..]));
+    assert_eq!(
+        link.send_bridge_batch(frames, &mut buf)
+            .await
+            .expect("bridge batch"),
+        100
+    );
+    eventually("bridge frames", || {
+        stats.bridge_frames.load(Ordering::Relaxed) == 100
+    })
+    .await;
+    assert_eq!(stats.associations.load(Ordering::Relaxed), 1);
+    link.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quic_handshake_ping_bridge_close() {
+    round_trip(Scheme::Quic).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_handshake_ping_bridge_close() {
+    round_trip(Scheme::Tls).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_pinned_server_key_fails_clearly() {
+    for scheme in [Scheme::Quic, Scheme::Tls] {
+        let (listener, _) = server(scheme, Trust::InsecureAcceptAny).await;
+        let err = Link::connect(listener.local_addr, &client(Trust::Pinned(vec![[7; 32]])))
+            .await
+            .err()
+            .expect("must fail");
+        assert!(
+            matches!(
+                err,
+                TransportError::Handshake(HandshakeError::UntrustedPeer(_))
+            ),
+            "{scheme:?}: {err}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_refuses_an_unpinned_client_and_keeps_serving() {
+    for scheme in [Scheme::Quic, Scheme::Tls] {
+        let (listener, stats) = server(scheme, Trust::Pinned(vec![public(&CLIENT_SEED)])).await;
+        let stranger = Endpoint::new([0x99; 32], Trust::InsecureAcceptAny);
+        let failed = async {
+            let mut link = Link::connect(listener.local_addr, &stranger).await?;
+            link.ping().await
+        }
+        .await;
+        assert!(
+            failed.is_err(),
+            "{scheme:?}: an unpinned client got through"
+        );
+        eventually("handshake failure counted", || {
+            stats.handshake_failures.load(Ordering::Relaxed) >= 1
+        })
+        .await;
+        // And the server still serves the pinned client.
+        let mut link = Link::connect(listener.local_addr, &client(Trust::InsecureAcceptAny))
+            .await
+            .expect("pinned client");
+        link.ping().await.expect("ping");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_alpn_is_refused() {
+    for scheme in [Scheme::Quic, Scheme::Tls] {
+        let (listener, _) = server(scheme, Trust::InsecureAcceptAny).await;
+        let r = Link::connect_with_alpn(
+            listener.local_addr,
+            &client(Trust::InsecureAcceptAny),
+            b"h2",
+        )
+        .await;
+        assert!(r.is_err(), "{scheme:?}: ALPN h2 accepted");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_handshake_times_out_and_oversized_frame_is_refused() {
+    let (listener, stats) = server(Scheme::Tls, Trust::InsecureAcceptAny).await;
+    // A raw TLS client that completes TLS and then sends nothing.
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .dangerous()
+    .with_custom_certificate_verifier(std::sync::Arc::new(AcceptAny))
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"n-pamp/2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(listener.local_addr.addr)
+        .await
+        .expect("tcp");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let mut stalled = connector.connect(name.clone(), tcp).await.expect("tls");
+    eventually("stalled handshake dropped", || {
+        stats.handshake_failures.load(Ordering::Relaxed) >= 1
+    })
+    .await;
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        stalled.read(&mut byte).await.unwrap_or(0),
+        0,
+        "server closed the stalled stream"
+    );
+
+    // A header announcing a payload over the limit: refused before buffering.
+    let tcp = tokio::net::TcpStream::connect(listener.local_addr.addr)
+        .await
+        .expect("tcp");
+    let mut s = connector.connect(name, tcp).await.expect("tls");
+    let h = Header::new(
+        Flags::NONE,
+        FrameType(0x0100),
+        ChannelId::CONTROL,
+        0,
+        u32::MAX,
+    );
+    s.write_all(&h.encode().expect("header"))
+        .await
+        .expect("write");
+    let n = tokio::time::timeout(Duration::from_secs(2), s.read(&mut byte))
+        .await
+        .expect("server answers");
+    assert_eq!(n.unwrap_or(0), 0, "server closed the connection");
+    eventually("oversized frame counted", || {
+        stats.handshake_failures.load(Ordering::Relaxed) >= 2
+    })
+    .await;
+}
+
+#[derive(Debug)]
+struct AcceptAny;
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        rustls::crypto::aws_lc_rs::default_provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
