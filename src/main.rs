@@ -1,25 +1,38 @@
 //! `npamp-gateway` command line.
 //!
-//! For now one command, `self-check`: it runs the conformance operations on
-//! built-in samples and seals and opens a Bridge frame, proving the protocol
-//! core works on this machine. The gateway commands arrive with the
-//! association and gateway work.
+//! - `self-check` (default): seals a JSON-RPC request into an N-PAMP Bridge
+//!   frame and opens it again, printing each step.
+//! - `keygen --out FILE`: a new Ed25519 identity; prints its public key.
+//! - `serve --listen quic://ADDR --listen tls://ADDR`: accepts associations.
+//! - `ping quic://ADDR | tls://ADDR`: handshake, N PINGs, RTT percentiles.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Parser, Subcommand};
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use clap::{Args, Parser, Subcommand};
+use npamp_gateway::assoc::transport::{Endpoint, Link, Listener, PeerAddr, ServeStats};
 use npamp_gateway::bridge::{
     self, BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
 };
+use npamp_gateway::handshake::{Identity, Trust};
 use npamp_gateway::record::{Direction, HashAlg, Suite, TrafficKeys, hkdf_extract};
 use npamp_gateway::wire::{ChannelId, Deframer, Flags};
+use tracing::warn;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+const DEFAULT_MESSAGE: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#;
+
 #[derive(Parser)]
-#[command(version, about = "JSON-RPC 2.0 edge gateway over N-PAMP")]
+#[command(
+    version,
+    about = "JSON-RPC 2.0 edge gateway over N-PAMP associations (QUIC, TLS 1.3)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -31,35 +44,250 @@ enum Command {
     /// it again, and print each step (the default command).
     SelfCheck {
         /// The JSON-RPC message to carry.
-        #[arg(
-            long,
-            default_value = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#
-        )]
+        #[arg(long, default_value = DEFAULT_MESSAGE)]
         message: String,
     },
+    /// Create an Ed25519 identity key file and print its public key (hex).
+    Keygen {
+        /// Where to write the key (hex seed, mode 0600).
+        #[arg(long)]
+        out: PathBuf,
+        /// Overwrite an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Accept N-PAMP associations.
+    Serve {
+        /// quic://ADDR or tls://ADDR; repeat for several listeners.
+        #[arg(long = "listen", required = true)]
+        listen: Vec<PeerAddr>,
+        #[command(flatten)]
+        peer: PeerFlags,
+    },
+    /// Connect, run the handshake, send PINGs, print the peer identity,
+    /// handshake time and RTT percentiles.
+    Ping {
+        /// quic://ADDR or tls://ADDR.
+        url: PeerAddr,
+        /// Number of PINGs.
+        #[arg(long, default_value_t = 10)]
+        count: u32,
+        /// Pause between PINGs, in milliseconds.
+        #[arg(long, default_value_t = 100)]
+        interval_ms: u64,
+        #[command(flatten)]
+        peer: PeerFlags,
+    },
+}
+
+/// Identity and trust, shared by `serve` and `ping`.
+#[derive(Args)]
+struct PeerFlags {
+    /// This side's identity key file (from `keygen`). Without it a new
+    /// ephemeral identity is used.
+    #[arg(long)]
+    identity: Option<PathBuf>,
+    /// A trusted peer public key (64 hex digits); repeat for several.
+    #[arg(long = "trust", value_name = "HEX")]
+    trust: Vec<String>,
+    /// Accept any peer identity. INSECURE: anyone can impersonate the peer.
+    #[arg(long, conflicts_with = "trust")]
+    insecure_accept_any_peer: bool,
+    /// Give up a handshake after this many seconds.
+    #[arg(long, default_value_t = 10)]
+    handshake_timeout: u64,
+}
+
+impl PeerFlags {
+    fn endpoint(&self) -> anyhow::Result<Endpoint> {
+        let seed = match &self.identity {
+            Some(path) => read_identity(path)?,
+            None => random_seed()?,
+        };
+        let trust = if self.insecure_accept_any_peer {
+            warn!(
+                "--insecure-accept-any-peer: peer identities are NOT checked; any peer can impersonate the one you expect"
+            );
+            Trust::InsecureAcceptAny
+        } else if self.trust.is_empty() {
+            bail!(
+                "no trusted peer key: pass --trust HEX (the peer's `keygen` public key), or --insecure-accept-any-peer to skip authentication"
+            );
+        } else {
+            let keys = self
+                .trust
+                .iter()
+                .map(|h| parse_key(h))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Trust::Pinned(keys)
+        };
+        let mut ep = Endpoint::new(seed, trust);
+        ep.handshake_timeout = Duration::from_secs(self.handshake_timeout);
+        Ok(ep)
+    }
+}
+
+fn parse_key(hex_key: &str) -> anyhow::Result<[u8; 32]> {
+    let bytes =
+        hex::decode(hex_key.trim()).with_context(|| format!("--trust {hex_key:?} is not hex"))?;
+    bytes.try_into().map_err(|b: Vec<u8>| {
+        anyhow::anyhow!(
+            "--trust key must be 32 octets (64 hex digits), got {}",
+            b.len()
+        )
+    })
+}
+
+fn random_seed() -> anyhow::Result<[u8; 32]> {
+    let mut seed = [0u8; 32];
+    SystemRandom::new()
+        .fill(&mut seed)
+        .map_err(|_| anyhow::anyhow!("the OS random number generator failed"))?;
+    Ok(seed)
+}
+
+fn read_identity(path: &Path) -> anyhow::Result<[u8; 32]> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading identity file {}", path.display()))?;
+    let bytes = hex::decode(text.trim())
+        .with_context(|| format!("{} is not a hex key file from `keygen`", path.display()))?;
+    bytes.try_into().map_err(|_| {
+        anyhow::anyhow!(
+            "{} must hold a 32-octet seed (64 hex digits)",
+            path.display()
+        )
+    })
+}
+
+fn keygen(out: &Path, force: bool) -> anyhow::Result<()> {
+    if out.exists() && !force {
+        bail!("{} exists; pass --force to overwrite it", out.display());
+    }
+    let seed = random_seed()?;
+    let identity = Identity::from_seed(&seed)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(out)
+        .with_context(|| format!("creating {}", out.display()))?;
+    std::io::Write::write_all(&mut file, format!("{}\n", hex::encode(seed)).as_bytes())?;
+    println!("{}", hex::encode(identity.public_key()));
+    Ok(())
+}
+
+async fn serve(listen: Vec<PeerAddr>, ep: Endpoint) -> anyhow::Result<()> {
+    let stats = ServeStats::default();
+    let me = Identity::from_seed(&ep.identity_seed)?;
+    let mut listeners = Vec::new();
+    for addr in listen {
+        let l = Listener::bind(addr, ep.clone(), stats.clone())
+            .await
+            .with_context(|| format!("listening on {addr}"))?;
+        println!(
+            "listening on {} as {}",
+            l.local_addr,
+            hex::encode(me.public_key())
+        );
+        listeners.push(l);
+    }
+    tokio::signal::ctrl_c().await?;
+    println!("shutting down");
+    Ok(())
+}
+
+async fn ping(url: PeerAddr, count: u32, interval: Duration, ep: Endpoint) -> anyhow::Result<()> {
+    let mut link = Link::connect(url, &ep)
+        .await
+        .with_context(|| format!("association with {url}"))?;
+    println!("peer     {}", hex::encode(link.peer_identity()));
+    println!(
+        "handshake {:.3} ms",
+        link.handshake_time.as_secs_f64() * 1e3
+    );
+    let mut rtts = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        if i > 0 {
+            tokio::time::sleep(interval).await;
+        }
+        rtts.push(link.ping().await.context("PING")?);
+    }
+    link.close().await?;
+    if rtts.is_empty() {
+        return Ok(());
+    }
+    rtts.sort();
+    let pct = |p: f64| {
+        let i = ((p / 100.0) * (rtts.len() - 1) as f64).round() as usize;
+        rtts[i.min(rtts.len() - 1)].as_secs_f64() * 1e3
+    };
+    println!(
+        "rtt ms   n={} p50={:.3} p90={:.3} p99={:.3} max={:.3}",
+        rtts.len(),
+        pct(50.0),
+        pct(90.0),
+        pct(99.0),
+        pct(100.0)
+    );
+    Ok(())
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        None => self_check(DEFAULT_MESSAGE),
         Some(Command::SelfCheck { message }) => self_check(&message),
-        None => {
-            self_check(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#)
-        }
+        Some(Command::Keygen { out, force }) => keygen(&out, force),
+        Some(Command::Serve { listen, peer }) => peer
+            .endpoint()
+            .and_then(|ep| runtime()?.block_on(serve(listen, ep))),
+        Some(Command::Ping {
+            url,
+            count,
+            interval_ms,
+            peer,
+        }) => peer.endpoint().and_then(|ep| {
+            runtime()?.block_on(ping(url, count, Duration::from_millis(interval_ms), ep))
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, skipping a cause the message
+/// before it already quotes (this crate's errors include their source).
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut last = String::new();
+    for cause in e.chain() {
+        let msg = cause.to_string();
+        if !last.ends_with(&msg) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&msg);
+        }
+        last = msg;
+    }
+    out
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 fn self_check(message: &str) -> anyhow::Result<()> {

@@ -687,12 +687,24 @@ async fn serve_streams(
     (mut reader, mut writer): (FrameReader, BoxWrite),
     quic: Option<quinn::Connection>,
 ) -> Result<(), Ended> {
-    let established = with_timeout(
+    let established = match with_timeout(
         ep.handshake_timeout,
         server_handshake(ep, &mut reader, &mut writer),
     )
     .await
-    .map_err(Ended::Handshake)?;
+    {
+        Ok(established) => established,
+        Err(e) => {
+            // QUIC can tell the peer why; a TLS stream is just closed.
+            if let Some(conn) = &quic {
+                conn.close(
+                    quinn::VarInt::from_u32(1),
+                    format!("N-PAMP handshake failed: {e}").as_bytes(),
+                );
+            }
+            return Err(Ended::Handshake(e));
+        }
+    };
     serve_association(ep, stats, established, (reader, writer), quic)
         .await
         .map_err(Ended::Association)
