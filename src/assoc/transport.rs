@@ -165,6 +165,18 @@ impl FrameReader {
         }
     }
 
+    /// The next frame already in the buffer, without reading.
+    pub fn buffered(&mut self) -> Result<Option<(Header, &mut [u8])>, TransportError> {
+        match self.deframer.span(&self.buf[self.start..self.end])? {
+            Some(span) => {
+                let s = self.start;
+                self.start += span.len;
+                Ok(Some((span.header, &mut self.buf[s..s + span.len])))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// The next frame, opened in place by the caller; `None` at a clean end
     /// of stream between frames.
     pub async fn next(&mut self) -> Result<Option<(Header, &mut [u8])>, TransportError> {
@@ -253,7 +265,7 @@ async fn with_timeout<T>(
 }
 
 /// TLS 1.3 server config with a self-signed certificate and ALPN `n-pamp/2`.
-fn tls_server_config() -> Result<rustls::ServerConfig, TransportError> {
+pub fn tls_server_config() -> Result<rustls::ServerConfig, TransportError> {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
         .map_err(|e| TransportError::Certificate(e.to_string()))?;
     let key = rustls::pki_types::PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der());
@@ -315,7 +327,9 @@ impl rustls::client::danger::ServerCertVerifier for NpampAuthenticates {
     }
 }
 
-fn tls_client_config(alpn: &[u8]) -> Result<rustls::ClientConfig, TransportError> {
+/// TLS 1.3 client config offering `alpn`, accepting the server's
+/// self-signed certificate (the N-PAMP handshake authenticates the peer).
+pub fn tls_client_config(alpn: &[u8]) -> Result<rustls::ClientConfig, TransportError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?
@@ -498,7 +512,7 @@ impl Link {
 
 /// A QUIC endpoint on a socket with enlarged buffers (logged when the OS
 /// grants less than asked).
-fn quic_endpoint(
+pub fn quic_endpoint(
     bind: SocketAddr,
     server: Option<quinn::ServerConfig>,
 ) -> Result<quinn::Endpoint, TransportError> {
@@ -747,12 +761,18 @@ async fn serve_association(
             return Ok(());
         };
         out.clear();
-        let event = assoc.handle(&header, frame, Instant::now(), &mut out)?;
-        let closed = matches!(event, Event::Closed { .. });
-        if let Event::Bridge { .. } = event {
-            stats
-                .bridge_frames
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut closed = on_frame(&mut assoc, stats, &header, frame, &mut out)?;
+        // Frames already buffered on the same stream are handled without
+        // another trip through the scheduler; their replies go out in one write.
+        let source = match (&mut bridge, from_bridge) {
+            (Some((br, _)), true) => br,
+            _ => &mut reader,
+        };
+        while !closed {
+            let Some((header, frame)) = source.buffered()? else {
+                break;
+            };
+            closed = on_frame(&mut assoc, stats, &header, frame, &mut out)?;
         }
         if !out.is_empty() {
             let w = match (&mut bridge, from_bridge) {
@@ -766,4 +786,21 @@ async fn serve_association(
             return Ok(());
         }
     }
+}
+
+/// One inbound frame on a server association; `true` when it closed.
+fn on_frame(
+    assoc: &mut Association,
+    stats: &ServeStats,
+    header: &Header,
+    frame: &mut [u8],
+    out: &mut Vec<u8>,
+) -> Result<bool, TransportError> {
+    let event = assoc.handle(header, frame, Instant::now(), out)?;
+    if let Event::Bridge { .. } = event {
+        stats
+            .bridge_frames
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok(matches!(event, Event::Closed { .. }))
 }
