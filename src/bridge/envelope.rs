@@ -192,6 +192,7 @@ impl<'a> BridgeMessage<'a> {
     }
 
     /// Appends the encoding (envelope, optional label, foreign message) to `out`.
+    #[inline]
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), BridgeError> {
         out.reserve(self.encoded_len());
         write_envelope(out, self.frame_type, &self.envelope, self.safety.as_ref())?;
@@ -217,6 +218,7 @@ impl<'a> BridgeMessage<'a> {
 /// Writes the BridgeEnvelope TLV and the optional SafetyLabel TLV; the caller
 /// appends the foreign message after them. Validates what a sender must not
 /// get wrong: kind vs frame type, correlation rules, field lengths, protocol_id.
+#[inline]
 pub fn write_envelope(
     out: &mut Vec<u8>,
     frame_type: FrameType,

@@ -146,6 +146,7 @@ impl TrafficKeys {
     }
 
     /// Bare AEAD seal of `in_out` in place; returns the tag.
+    #[inline]
     pub fn seal_in_place(
         &self,
         nonce: [u8; NONCE_LEN],
@@ -178,6 +179,7 @@ impl TrafficKeys {
     /// for the tag. Writes the header (with `ENC` set and Payload Length =
     /// plaintext + tag), encrypts the plaintext under AAD = header octets
     /// 0–20 and nonce = IV ⊕ `seq`, and writes the tag.
+    #[inline]
     pub fn seal_frame(
         &self,
         frame: &mut [u8],
@@ -210,6 +212,7 @@ impl TrafficKeys {
     /// Appends a sealed frame to `out`: reserves the header, lets `write`
     /// append the plaintext, then seals it in place and appends the tag. Many
     /// frames can be sealed back to back into one buffer for one write.
+    #[inline]
     pub fn seal_frame_into(
         &self,
         out: &mut Vec<u8>,

@@ -143,6 +143,7 @@ impl Header {
     /// Writes the 36 octets, CRC32C included, into `out`.
     ///
     /// Fails only when `version` does not fit its nibble.
+    #[inline]
     pub fn write(&self, out: &mut [u8; HEADER_LEN]) -> Result<(), WireError> {
         if self.version > 0x0F {
             return Err(WireError::VersionOutOfRange(self.version));
