@@ -25,9 +25,14 @@ use npamp_gateway::handshake::Trust;
 
 const BATCH: u64 = 64;
 
+/// Tokio worker threads: `NPAMP_BENCH_WORKERS`, default 2 (this machine's cores).
 fn runtime() -> tokio::runtime::Runtime {
+    let workers = std::env::var("NPAMP_BENCH_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("runtime")
