@@ -98,9 +98,10 @@ fn bridge_frames(c: &mut Criterion) {
     // Raw quinn with the same TLS configuration and the same write sizes.
     let received = Arc::new(AtomicU64::new(0));
     let (raw_endpoint, mut raw_send) = rt.block_on(async {
-        let crypto =
-            quinn::crypto::rustls::QuicServerConfig::try_from(tls_server_config().expect("tls"))
-                .expect("quic server crypto");
+        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(
+            tls_server_config(None).expect("tls"),
+        )
+        .expect("quic server crypto");
         let server = quic_endpoint(
             "127.0.0.1:0".parse().expect("addr"),
             Some(quinn::ServerConfig::with_crypto(Arc::new(crypto))),

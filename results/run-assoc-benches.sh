@@ -27,6 +27,7 @@ $b serve --listen quic://127.0.0.1:0 --listen tls://127.0.0.1:0 --identity "$tmp
 server=$!
 trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 50); do [ "$(grep -c listening "$tmp/serve.out" || true)" -ge 2 ] && break; sleep 0.1; done
+: > "$out/ping.txt"
 for scheme in quic tls; do
   url=$(grep -o "$scheme://[0-9.:]*" "$tmp/serve.out" | head -1)
   echo "== $url" | tee -a "$out/ping.txt"

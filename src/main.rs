@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use clap::{Args, Parser, Subcommand};
-use npamp_gateway::assoc::transport::{Endpoint, Link, Listener, PeerAddr, ServeStats};
+use npamp_gateway::assoc::transport::{Endpoint, Link, Listener, PeerAddr, ServeStats, TlsFiles};
 use npamp_gateway::bridge::{
     self, BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
 };
@@ -61,6 +61,12 @@ enum Command {
         /// quic://ADDR or tls://ADDR; repeat for several listeners.
         #[arg(long = "listen", required = true)]
         listen: Vec<PeerAddr>,
+        /// TLS certificate chain (PEM) to present instead of a self-signed one.
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key (PEM) of --tls-cert.
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
         #[command(flatten)]
         peer: PeerFlags,
     },
@@ -245,9 +251,20 @@ fn main() -> ExitCode {
         None => self_check(DEFAULT_MESSAGE),
         Some(Command::SelfCheck { message }) => self_check(&message),
         Some(Command::Keygen { out, force }) => keygen(&out, force),
-        Some(Command::Serve { listen, peer }) => peer
-            .endpoint()
-            .and_then(|ep| runtime()?.block_on(serve(listen, ep))),
+        Some(Command::Serve {
+            listen,
+            tls_cert,
+            tls_key,
+            peer,
+        }) => peer.endpoint().and_then(|mut ep| {
+            if let (Some(cert_chain), Some(private_key)) = (tls_cert, tls_key) {
+                ep.tls_files = Some(TlsFiles {
+                    cert_chain,
+                    private_key,
+                });
+            }
+            runtime()?.block_on(serve(listen, ep))
+        }),
         Some(Command::Ping {
             url,
             count,

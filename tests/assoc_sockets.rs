@@ -237,3 +237,48 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAny {
             .supported_schemes()
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_provided_pem_certificate_is_served_and_bad_files_are_named() {
+    let dir = std::env::temp_dir().join(format!("npamp-pem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["gateway.example".to_owned()]).expect("cert");
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).expect("write cert");
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).expect("write key");
+    let files = npamp_gateway::assoc::transport::TlsFiles {
+        cert_chain: cert_path.clone(),
+        private_key: key_path,
+    };
+    for scheme in [Scheme::Quic, Scheme::Tls] {
+        let mut ep = Endpoint::new(SERVER_SEED, Trust::InsecureAcceptAny);
+        ep.tls_files = Some(files.clone());
+        let addr = PeerAddr {
+            scheme,
+            addr: "127.0.0.1:0".parse().expect("addr"),
+        };
+        let listener = Listener::bind(addr, ep, ServeStats::default())
+            .await
+            .expect("bind with PEM");
+        let mut link = Link::connect(listener.local_addr, &client(Trust::InsecureAcceptAny))
+            .await
+            .expect("connect");
+        link.ping().await.expect("ping");
+    }
+    let mut ep = Endpoint::new(SERVER_SEED, Trust::InsecureAcceptAny);
+    ep.tls_files = Some(npamp_gateway::assoc::transport::TlsFiles {
+        cert_chain: dir.join("missing.pem"),
+        private_key: cert_path,
+    });
+    let addr = PeerAddr {
+        scheme: Scheme::Tls,
+        addr: "127.0.0.1:0".parse().expect("addr"),
+    };
+    let err = Listener::bind(addr, ep, ServeStats::default())
+        .await
+        .err()
+        .expect("must fail");
+    assert!(err.to_string().contains("missing.pem"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

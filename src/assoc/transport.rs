@@ -116,6 +116,8 @@ pub struct Endpoint {
     pub handshake: HandshakeConfig,
     pub assoc: AssocConfig,
     pub handshake_timeout: Duration,
+    /// A server's TLS certificate; `None`: self-signed, generated at bind.
+    pub tls_files: Option<TlsFiles>,
 }
 
 impl Endpoint {
@@ -126,6 +128,7 @@ impl Endpoint {
             handshake: HandshakeConfig::default(),
             assoc: AssocConfig::default(),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            tls_files: None,
         }
     }
 
@@ -264,15 +267,49 @@ async fn with_timeout<T>(
         .map_err(|_| TransportError::HandshakeTimeout(limit))?
 }
 
-/// TLS 1.3 server config with a self-signed certificate and ALPN `n-pamp/2`.
-pub fn tls_server_config() -> Result<rustls::ServerConfig, TransportError> {
-    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
-        .map_err(|e| TransportError::Certificate(e.to_string()))?;
-    let key = rustls::pki_types::PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der());
+/// An operator-provided certificate chain and private key, PEM files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert_chain: std::path::PathBuf,
+    pub private_key: std::path::PathBuf,
+}
+
+/// TLS 1.3 server config with ALPN `n-pamp/2`: the operator's certificate
+/// when given, else a self-signed one generated now.
+pub fn tls_server_config(files: Option<&TlsFiles>) -> Result<rustls::ServerConfig, TransportError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let (chain, key) = match files {
+        Some(f) => {
+            let pem = |path: &std::path::Path, e: rustls::pki_types::pem::Error| {
+                TransportError::Certificate(format!("{}: {e}", path.display()))
+            };
+            let chain = CertificateDer::pem_file_iter(&f.cert_chain)
+                .map_err(|e| pem(&f.cert_chain, e))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| pem(&f.cert_chain, e))?;
+            if chain.is_empty() {
+                return Err(TransportError::Certificate(format!(
+                    "{}: no certificate in the file",
+                    f.cert_chain.display()
+                )));
+            }
+            let key =
+                PrivateKeyDer::from_pem_file(&f.private_key).map_err(|e| pem(&f.private_key, e))?;
+            (chain, key)
+        }
+        None => {
+            let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+                .map_err(|e| TransportError::Certificate(e.to_string()))?;
+            let key = rustls::pki_types::PrivatePkcs8KeyDer::from(cert.signing_key.serialize_der());
+            (vec![cert.cert.der().clone()], key.into())
+        }
+    };
     let mut config =
         rustls::ServerConfig::builder_with_protocol_versions(&[&rustls::version::TLS13])
             .with_no_client_auth()
-            .with_single_cert(vec![cert.cert.der().clone()], key.into())?;
+            .with_single_cert(chain, key)?;
     config.alpn_protocols = vec![ALPN.to_vec()];
     Ok(config)
 }
@@ -580,7 +617,9 @@ impl Listener {
                     scheme: Scheme::Tls,
                     addr: listener.local_addr()?,
                 };
-                let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_server_config()?));
+                let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_server_config(
+                    ep.tls_files.as_ref(),
+                )?));
                 let task = tokio::spawn(async move {
                     loop {
                         let Ok((tcp, from)) = listener.accept().await else {
@@ -615,9 +654,10 @@ impl Listener {
                 })
             }
             Scheme::Quic => {
-                let crypto =
-                    quinn::crypto::rustls::QuicServerConfig::try_from(tls_server_config()?)
-                        .map_err(|e| TransportError::Certificate(e.to_string()))?;
+                let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls_server_config(
+                    ep.tls_files.as_ref(),
+                )?)
+                .map_err(|e| TransportError::Certificate(e.to_string()))?;
                 let endpoint = quic_endpoint(
                     addr.addr,
                     Some(quinn::ServerConfig::with_crypto(Arc::new(crypto))),
