@@ -496,15 +496,8 @@ impl<K: Kernel> Parser<'_, K> {
                     }
                     _ => {}
                 }
-                self.skip_ws();
-                match self.peek() {
-                    Some(b',') => self.pos += 1,
-                    Some(b'}') => {
-                        self.pos += 1;
-                        break;
-                    }
-                    Some(_) => return Err(self.error("expected `,` or `}` in object")),
-                    None => return Err(self.error("unterminated object")),
+                if self.object_member_end()? {
+                    break;
                 }
             }
         }
@@ -563,15 +556,8 @@ impl<K: Kernel> Parser<'_, K> {
                 }
                 _ => {}
             }
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some(_) => return Err(self.error("expected `,` or `}` in object")),
-                None => return Err(self.error("unterminated object")),
+            if self.object_member_end()? {
+                break;
             }
         }
         Ok(if code == 1 && message == 1 {
@@ -579,6 +565,25 @@ impl<K: Kernel> Parser<'_, K> {
         } else {
             ValueType::Literal
         })
+    }
+
+    /// After an object member: `,` (more follow: `false`) or `}` (the
+    /// object ends: `true`).
+    #[inline(always)]
+    fn object_member_end(&mut self) -> Result<bool, Fail> {
+        self.skip_ws();
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(b'}') => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(_) => Err(self.error("expected `,` or `}` in object")),
+            None => Err(self.error("unterminated object")),
+        }
     }
 
     fn member_of(&self, key: &StrToken) -> Member {
