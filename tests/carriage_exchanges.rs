@@ -426,91 +426,87 @@ fn receiver_rejects_contradictory_carriage() {
         .expect("encode");
         out
     };
+    use carriage::CarriageError as E;
     let req = REQ.as_bytes();
-    // Envelope method differs from the object's.
-    let p = encode(
-        bridge::BRIDGE_REQUEST,
-        MessageKind::REQUEST,
-        b"7",
-        "tools/list",
-        ContentType::JSON,
-        req,
-    );
-    assert!(matches!(
-        decode_check(bridge::BRIDGE_REQUEST, &p),
-        Err(carriage::CarriageError::MethodMismatch { .. })
-    ));
-    // jsonrpc is not "2.0".
-    let bad = br#"{"jsonrpc":"1.0","id":7,"method":"tools/call"}"#;
-    let p = encode(
-        bridge::BRIDGE_REQUEST,
-        MessageKind::REQUEST,
-        b"7",
-        "tools/call",
-        ContentType::JSON,
-        bad,
-    );
-    assert!(matches!(
-        decode_check(bridge::BRIDGE_REQUEST, &p),
-        Err(carriage::CarriageError::Foreign(_))
-    ));
-    // A notify that carries an id.
-    let p = encode(
-        bridge::BRIDGE_NOTIFY,
-        MessageKind::NOTIFICATION,
-        b"",
-        "tools/call",
-        ContentType::JSON,
-        req,
-    );
-    assert!(matches!(
-        decode_check(bridge::BRIDGE_NOTIFY, &p),
-        Err(carriage::CarriageError::KindMismatch { .. })
-    ));
-    // A success response under BRIDGE_ERROR.
-    let ok = br#"{"jsonrpc":"2.0","result":1,"id":7}"#;
-    let p = encode(
-        bridge::BRIDGE_ERROR,
-        MessageKind::ERROR,
-        b"7",
-        "",
-        ContentType::JSON,
-        ok,
-    );
-    assert!(matches!(
-        decode_check(bridge::BRIDGE_ERROR, &p),
-        Err(carriage::CarriageError::KindMismatch { .. })
-    ));
-    // Not application/json.
-    let p = encode(
-        bridge::BRIDGE_REQUEST,
-        MessageKind::REQUEST,
-        b"7",
-        "tools/call",
-        ContentType::CBOR,
-        req,
-    );
-    assert!(matches!(
-        decode_check(bridge::BRIDGE_REQUEST, &p),
-        Err(carriage::CarriageError::ContentType(2))
-    ));
-    // A batch inside one frame.
+    let bad_version = br#"{"jsonrpc":"1.0","id":7,"method":"tools/call"}"#;
+    let success = br#"{"jsonrpc":"2.0","result":1,"id":7}"#;
     let batch = format!("[{REQ}]");
-    let p = encode(
-        bridge::BRIDGE_REQUEST,
-        MessageKind::REQUEST,
-        b"7",
-        "tools/call",
-        ContentType::JSON,
-        batch.as_bytes(),
+    let request = (bridge::BRIDGE_REQUEST, MessageKind::REQUEST);
+    let notify = (bridge::BRIDGE_NOTIFY, MessageKind::NOTIFICATION);
+    let error = (bridge::BRIDGE_ERROR, MessageKind::ERROR);
+    type Case<'a> = (
+        &'static str,
+        (FrameType, MessageKind),
+        &'a [u8],
+        &'a str,
+        ContentType,
+        &'a [u8],
+        fn(&E) -> bool,
     );
-    assert!(matches!(
-        decode_check(bridge::BRIDGE_REQUEST, &p),
-        Err(carriage::CarriageError::BatchInFrame)
-    ));
-    {
-        let err = carriage::CarriageError::BatchInFrame;
-        assert_eq!(err.transport_error(), TransportError::ENVELOPE_MALFORMED);
+    let cases: [Case<'_>; 6] = [
+        (
+            "envelope method differs from the object's",
+            request,
+            b"7",
+            "tools/list",
+            ContentType::JSON,
+            req,
+            |e| matches!(e, E::MethodMismatch { .. }),
+        ),
+        (
+            "jsonrpc is not 2.0",
+            request,
+            b"7",
+            "tools/call",
+            ContentType::JSON,
+            bad_version,
+            |e| matches!(e, E::Foreign(_)),
+        ),
+        (
+            "a notify that carries an id",
+            notify,
+            b"",
+            "tools/call",
+            ContentType::JSON,
+            req,
+            |e| matches!(e, E::KindMismatch { .. }),
+        ),
+        (
+            "a success response under BRIDGE_ERROR",
+            error,
+            b"7",
+            "",
+            ContentType::JSON,
+            success,
+            |e| matches!(e, E::KindMismatch { .. }),
+        ),
+        (
+            "not application/json",
+            request,
+            b"7",
+            "tools/call",
+            ContentType::CBOR,
+            req,
+            |e| matches!(e, E::ContentType(2)),
+        ),
+        (
+            "a batch inside one frame",
+            request,
+            b"7",
+            "tools/call",
+            ContentType::JSON,
+            batch.as_bytes(),
+            |e| matches!(e, E::BatchInFrame),
+        ),
+    ];
+    for (what, (ft, kind), corr, method, ct, foreign, expected) in cases {
+        let payload = encode(ft, kind, corr, method, ct, foreign);
+        match decode_check(ft, &payload) {
+            Err(e) if expected(&e) => {
+                assert_eq!(e.transport_error(), TransportError::ENVELOPE_MALFORMED)
+            }
+            other => panic!("{what}: got {other:?}"),
+        }
     }
 }
 

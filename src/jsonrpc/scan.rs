@@ -778,12 +778,7 @@ impl<K: Kernel> Parser<'_, K> {
         }
         match buf.get(i) {
             Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => {
-                i += 1;
-                while let Some(b'0'..=b'9') = buf.get(i) {
-                    i += 1;
-                }
-            }
+            Some(b'1'..=b'9') => i = skip_digits(buf, i + 1),
             _ => {
                 self.pos = i;
                 return Err(self.error("invalid number: expected a digit"));
@@ -791,11 +786,8 @@ impl<K: Kernel> Parser<'_, K> {
         }
         let mut ty = ValueType::Integer;
         if buf.get(i) == Some(&b'.') {
-            i += 1;
-            let digits = i;
-            while let Some(b'0'..=b'9') = buf.get(i) {
-                i += 1;
-            }
+            let digits = i + 1;
+            i = skip_digits(buf, digits);
             if i == digits {
                 self.pos = i;
                 return Err(self.error("invalid number: expected a digit after `.`"));
@@ -808,9 +800,7 @@ impl<K: Kernel> Parser<'_, K> {
                 i += 1;
             }
             let digits = i;
-            while let Some(b'0'..=b'9') = buf.get(i) {
-                i += 1;
-            }
+            i = skip_digits(buf, digits);
             if i == digits {
                 self.pos = i;
                 return Err(self.error("invalid number: expected a digit in the exponent"));
@@ -883,6 +873,15 @@ impl<K: Kernel> Parser<'_, K> {
             }
         }
     }
+}
+
+/// The index after the run of ASCII digits starting at `i`.
+#[inline(always)]
+fn skip_digits(buf: &[u8], mut i: usize) -> usize {
+    while let Some(b'0'..=b'9') = buf.get(i) {
+        i += 1;
+    }
+    i
 }
 
 fn id_kind(v: ValueType) -> Option<IdKind> {
