@@ -198,9 +198,34 @@ async fn serve(listen: Vec<PeerAddr>, ep: Endpoint) -> anyhow::Result<()> {
         );
         listeners.push(l);
     }
-    tokio::signal::ctrl_c().await?;
-    println!("shutting down");
+    shutdown_signal().await?;
+    println!(
+        "shutting down: {} associations accepted, {} handshakes failed",
+        stats
+            .associations
+            .load(std::sync::atomic::Ordering::Relaxed),
+        stats
+            .handshake_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+    );
+    for l in &listeners {
+        l.abort();
+    }
     Ok(())
+}
+
+/// Ctrl-C, or SIGTERM where there is one.
+async fn shutdown_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await
 }
 
 async fn ping(url: PeerAddr, count: u32, interval: Duration, ep: Endpoint) -> anyhow::Result<()> {

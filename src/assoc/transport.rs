@@ -587,7 +587,7 @@ pub fn quic_endpoint(
     )?)
 }
 
-/// What a server does with the associations it accepts.
+/// Counters a server keeps over all its listeners.
 #[derive(Clone, Default)]
 pub struct ServeStats {
     pub associations: Arc<std::sync::atomic::AtomicU64>,
