@@ -7,14 +7,7 @@ cd "$(dirname "$0")/.."
 out="results/$(date -u +%Y-%m-%d)-assoc"
 mkdir -p "$out"
 opts=(--warm-up-time 1 --measurement-time 5)
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "git: $(git rev-parse HEAD)$(git diff --quiet || echo ' (dirty)')"
-  echo "nproc: $(nproc)"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-  echo "rustc: $(rustc --version)"
-  echo "command: cargo bench --bench assoc -- ${opts[*]}; npamp-gateway ping --count 200 --interval-ms 2 (quic, tls)"
-} > "$out/machine.txt"
+results/machine-info.sh "cargo bench --bench assoc -- ${opts[*]}; npamp-gateway ping --count 200 --interval-ms 2 (quic, tls)" > "$out/machine.txt"
 cargo bench --bench assoc -- "${opts[@]}" 2>&1 | tee "$out/assoc.raw.txt" | grep -E '^[a-z_]+/|time:|thrpt:' || true
 python3 results/summarize.py "$out/assoc.raw.txt" raw_quinn_same_bytes > "$out/assoc.md"
 

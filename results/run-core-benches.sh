@@ -7,14 +7,7 @@ cd "$(dirname "$0")/.."
 out="results/$(date -u +%Y-%m-%d)-core"
 mkdir -p "$out"
 opts=(--warm-up-time 1 --measurement-time 3)
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "git: $(git rev-parse HEAD)$(git diff --quiet || echo ' (dirty)')"
-  echo "nproc: $(nproc)"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-  echo "rustc: $(rustc --version)"
-  echo "command: cargo bench --bench {record,wire,scanner} -- ${opts[*]}"
-} > "$out/machine.txt"
+results/machine-info.sh "cargo bench --bench {record,wire,scanner} -- ${opts[*]}" > "$out/machine.txt"
 for b in record wire scanner; do
   cargo bench --bench "$b" -- "${opts[@]}" 2>&1 | tee "$out/$b.raw.txt" | grep -E '^[a-z_]+/|time:' || true
 done

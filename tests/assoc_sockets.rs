@@ -150,15 +150,9 @@ async fn wrong_alpn_is_refused() {
 async fn stalled_handshake_times_out_and_oversized_frame_is_refused() {
     let (listener, stats) = server(Scheme::Tls, Trust::InsecureAcceptAny).await;
     // A raw TLS client that completes TLS and then sends nothing.
-    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .dangerous()
-    .with_custom_certificate_verifier(std::sync::Arc::new(AcceptAny))
-    .with_no_client_auth();
-    config.alpn_protocols = vec![b"n-pamp/2".to_vec()];
+    // The library's own client config: TLS 1.3, ALPN n-pamp/2, any certificate.
+    let config =
+        npamp_gateway::assoc::transport::tls_client_config(b"n-pamp/2").expect("tls config");
     let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(listener.local_addr.addr)
         .await
@@ -199,43 +193,6 @@ async fn stalled_handshake_times_out_and_oversized_frame_is_refused() {
         stats.handshake_failures.load(Ordering::Relaxed) >= 2
     })
     .await;
-}
-
-#[derive(Debug)]
-struct AcceptAny;
-
-impl rustls::client::danger::ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &[rustls::pki_types::CertificateDer<'_>],
-        _: &rustls::pki_types::ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &rustls::pki_types::CertificateDer<'_>,
-        _: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        Ok(rustls::client::danger::HandshakeSignatureValid::assertion())
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        rustls::crypto::aws_lc_rs::default_provider()
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

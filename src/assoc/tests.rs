@@ -57,6 +57,14 @@ fn deliver(
     (events, replies, None)
 }
 
+/// Seals one BRIDGE_NOTIFY whose payload is the single octet `b`.
+fn notify(from: &mut Association, wire: &mut Vec<u8>, b: u8) {
+    from.seal(wire, ChannelId::BRIDGE, crate::bridge::BRIDGE_NOTIFY, |o| {
+        o.push(b)
+    })
+    .unwrap();
+}
+
 #[test]
 fn ping_pong_measures_rtt_on_the_virtual_clock() {
     let (mut a, mut b) = pair(AssocConfig::default());
@@ -85,13 +93,7 @@ fn key_update_happens_before_the_budget_runs_out() {
     let now = Instant::now();
     let mut wire = Vec::new();
     for i in 0..10u8 {
-        a.seal(
-            &mut wire,
-            ChannelId::BRIDGE,
-            crate::bridge::BRIDGE_NOTIFY,
-            |o| o.push(i),
-        )
-        .unwrap();
+        notify(&mut a, &mut wire, i);
     }
     // Bridge payloads here are not envelopes; the association only routes them.
     let (ev, acks, err) = deliver(&mut b, &mut wire, now);
@@ -137,13 +139,7 @@ fn replayed_or_tampered_frames_are_fatal_unknown_channels_dropped() {
     let now = Instant::now();
     let (mut a, mut b) = pair(AssocConfig::default());
     let mut wire = Vec::new();
-    a.seal(
-        &mut wire,
-        ChannelId::BRIDGE,
-        crate::bridge::BRIDGE_NOTIFY,
-        |o| o.push(1),
-    )
-    .unwrap();
+    notify(&mut a, &mut wire, 1);
     let mut replay = wire.clone();
     assert!(deliver(&mut b, &mut wire, now).2.is_none());
     let (_, _, err) = deliver(&mut b, &mut replay, now);
@@ -160,13 +156,7 @@ fn replayed_or_tampered_frames_are_fatal_unknown_channels_dropped() {
 
     let (mut a, mut b) = pair(AssocConfig::default());
     let mut wire = Vec::new();
-    a.seal(
-        &mut wire,
-        ChannelId::BRIDGE,
-        crate::bridge::BRIDGE_NOTIFY,
-        |o| o.push(1),
-    )
-    .unwrap();
+    notify(&mut a, &mut wire, 1);
     let last = wire.len() - 1;
     wire[last] ^= 0x80;
     assert!(matches!(

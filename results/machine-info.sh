@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Prints the facts every committed result carries: date, git revision,
+# machine and toolchain, then the command line given as arguments.
+#   results/machine-info.sh "cargo bench ..." > DIR/machine.txt
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "git: $(git rev-parse HEAD)$(git diff --quiet || echo ' (dirty)')"
+echo "nproc: $(nproc)"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+echo "rustc: $(rustc --version)"
+echo "command: $*"
