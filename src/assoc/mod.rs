@@ -13,6 +13,7 @@
 //! The async drivers (`transport`) only move these octets; time comes in as
 //! an `Instant` argument.
 
+pub mod driver;
 pub mod transport;
 
 use std::collections::HashMap;

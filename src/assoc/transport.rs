@@ -20,6 +20,7 @@ use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, info, warn};
 
+use super::driver::{self, AssocHandle, BridgeSink, End, Streams};
 use super::{AssocConfig, AssocError, Association, Event, Role};
 use crate::handshake::{
     Client, ClientRandom, Config as HandshakeConfig, Established, HandshakeError, Identity, Server,
@@ -31,6 +32,8 @@ use crate::wire::{ChannelId, Deframer, Header, WireError};
 pub const ALPN: &[u8] = b"n-pamp/2";
 /// Default limit on a handshake, so a stalled peer cannot pin resources.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// QUIC keep-alive of client connections, well inside the idle timeout.
+pub const QUIC_KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// UDP socket buffers asked for on QUIC endpoints.
 pub const UDP_BUFFER_BYTES: usize = 8 << 20;
 
@@ -63,6 +66,8 @@ pub enum TransportError {
     Certificate(String),
     #[error("OS random number generator failed")]
     Random,
+    #[error("association ended: {0}")]
+    Ended(String),
 }
 
 /// Which transport an address is reached over.
@@ -145,8 +150,10 @@ fn random<const N: usize>() -> Result<[u8; N], TransportError> {
     Ok(out)
 }
 
-type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
-type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
+/// A boxed read half of a stream (QUIC receive stream or TLS read half).
+pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
+/// A boxed write half of a stream.
+pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Reads whole frames from a stream into one reused buffer.
 pub struct FrameReader {
@@ -424,9 +431,14 @@ impl Link {
                 let endpoint = quic_endpoint(bind, None)?;
                 let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
                     .map_err(|e| TransportError::Certificate(e.to_string()))?;
+                let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+                let mut transport = quinn::TransportConfig::default();
+                // An idle association stays up (the default idle timeout is 30 s).
+                transport.keep_alive_interval(Some(QUIC_KEEP_ALIVE));
+                config.transport_config(Arc::new(transport));
                 let conn = endpoint
                     .connect_with(
-                        quinn::ClientConfig::new(Arc::new(crypto)),
+                        config,
                         peer.addr,
                         "localhost",
                     )?
@@ -523,6 +535,43 @@ impl Link {
         Ok(n)
     }
 
+    /// Hands the association to a reader and a writer task: Bridge frames
+    /// that arrive go to the sink `make_sink` builds; the returned handle
+    /// sends. On QUIC a PING opens the Bridge stream at once, so the server
+    /// can send on it before the client has a request to make.
+    pub fn spawn<S, F>(self, make_sink: F) -> AssocHandle
+    where
+        S: BridgeSink,
+        F: FnOnce(AssocHandle) -> S,
+    {
+        let (endpoint, conn) = match self._quic {
+            Some((endpoint, conn)) => (Some(endpoint), Some(conn)),
+            None => (None, None),
+        };
+        let open_bridge = conn.is_some();
+        let handle = driver::spawn(
+            self.assoc,
+            Streams {
+                control: self.control,
+                bridge: self.bridge,
+                quic: conn,
+                accept_bridge: false,
+            },
+            open_bridge,
+            make_sink,
+        );
+        if let Some(endpoint) = endpoint {
+            // The endpoint (its UDP socket) lives as long as the association.
+            let h = handle.clone();
+            tokio::spawn(async move {
+                h.ended().await;
+                tokio::time::sleep(driver::CLOSE_WAIT).await;
+                drop(endpoint);
+            });
+        }
+        handle
+    }
+
     /// Authenticated CLOSE, then waits (briefly) for CLOSE_ACK.
     pub async fn close(mut self) -> Result<(), TransportError> {
         let mut out = Vec::new();
@@ -604,12 +653,31 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// A server that counts Bridge frames and delivers them nowhere
+    /// (benchmarks, `serve` without an upstream).
     pub async fn bind(
         addr: PeerAddr,
         ep: Endpoint,
         stats: ServeStats,
     ) -> Result<Self, TransportError> {
+        let frames = stats.bridge_frames.clone();
+        Self::bind_with(addr, ep, stats, move |_| CountingSink(frames.clone())).await
+    }
+
+    /// A server whose associations deliver Bridge frames to the sink
+    /// `make_sink` builds for each (given the handle to answer on).
+    pub async fn bind_with<S, F>(
+        addr: PeerAddr,
+        ep: Endpoint,
+        stats: ServeStats,
+        make_sink: F,
+    ) -> Result<Self, TransportError>
+    where
+        S: BridgeSink,
+        F: Fn(AssocHandle) -> S + Send + Sync + 'static,
+    {
         let ep = Arc::new(ep);
+        let make_sink = Arc::new(make_sink);
         match addr.scheme {
             Scheme::Tls => {
                 let listener = tokio::net::TcpListener::bind(addr.addr).await?;
@@ -625,7 +693,8 @@ impl Listener {
                         let Ok((tcp, from)) = listener.accept().await else {
                             continue;
                         };
-                        let (acceptor, ep, stats) = (acceptor.clone(), ep.clone(), stats.clone());
+                        let (acceptor, ep, stats, make_sink) =
+                            (acceptor.clone(), ep.clone(), stats.clone(), make_sink.clone());
                         tokio::spawn(async move {
                             let _ = tcp.set_nodelay(true);
                             let result = async {
@@ -640,6 +709,7 @@ impl Listener {
                                     &stats,
                                     (FrameReader::new(Box::new(r)), Box::new(w)),
                                     None,
+                                    &*make_sink,
                                 )
                                 .await
                             }
@@ -668,7 +738,7 @@ impl Listener {
                 };
                 let task = tokio::spawn(async move {
                     while let Some(incoming) = endpoint.accept().await {
-                        let (ep, stats) = (ep.clone(), stats.clone());
+                        let (ep, stats, make_sink) = (ep.clone(), stats.clone(), make_sink.clone());
                         let from = incoming.remote_address();
                         tokio::spawn(async move {
                             let result = async {
@@ -687,6 +757,7 @@ impl Listener {
                                     &stats,
                                     (FrameReader::new(Box::new(r)), Box::new(w)),
                                     Some(conn),
+                                    &*make_sink,
                                 )
                                 .await
                             }
@@ -735,12 +806,17 @@ fn log_end(from: SocketAddr, result: Result<(), Ended>, stats: &ServeStats) {
     }
 }
 
-async fn serve_streams(
+async fn serve_streams<S, F>(
     ep: &Endpoint,
     stats: &ServeStats,
     (mut reader, mut writer): (FrameReader, BoxWrite),
     quic: Option<quinn::Connection>,
-) -> Result<(), Ended> {
+    make_sink: &F,
+) -> Result<(), Ended>
+where
+    S: BridgeSink,
+    F: Fn(AssocHandle) -> S,
+{
     let established = match with_timeout(
         ep.handshake_timeout,
         server_handshake(ep, &mut reader, &mut writer),
@@ -759,88 +835,54 @@ async fn serve_streams(
             return Err(Ended::Handshake(e));
         }
     };
-    serve_association(ep, stats, established, (reader, writer), quic)
+    serve_association(ep, stats, established, (reader, writer), quic, make_sink)
         .await
         .map_err(Ended::Association)
 }
 
-async fn serve_association(
+async fn serve_association<S, F>(
     ep: &Endpoint,
     stats: &ServeStats,
     established: Established,
-    (mut reader, mut writer): (FrameReader, BoxWrite),
+    control: (FrameReader, BoxWrite),
     quic: Option<quinn::Connection>,
-) -> Result<(), TransportError> {
+    make_sink: &F,
+) -> Result<(), TransportError>
+where
+    S: BridgeSink,
+    F: Fn(AssocHandle) -> S,
+{
     info!(identity = %hex::encode(established.peer_identity), "association accepted");
     stats
         .associations
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut assoc = Association::new(Role::Server, established, ep.assoc)?;
-    let mut bridge = None;
-    let mut out = Vec::with_capacity(4096);
-    loop {
-        // QUIC: the Bridge stream is accepted when the client opens it.
-        let (from_bridge, next) = if let (Some(conn), true) = (&quic, bridge.is_none()) {
-            tokio::select! {
-                f = reader.next() => (false, f?),
-                s = conn.accept_bi() => {
-                    let (w, r) = s?;
-                    bridge = Some((FrameReader::new(Box::new(r)), Box::new(w) as BoxWrite));
-                    continue;
-                }
-            }
-        } else if let Some((br, _)) = &mut bridge {
-            tokio::select! {
-                f = reader.next() => (false, f?),
-                f = br.next() => (true, f?),
-            }
-        } else {
-            (false, reader.next().await?)
-        };
-        let Some((header, frame)) = next else {
-            return Ok(());
-        };
-        out.clear();
-        let mut closed = on_frame(&mut assoc, stats, &header, frame, &mut out)?;
-        // Frames already buffered on the same stream are handled without
-        // another trip through the scheduler; their replies go out in one write.
-        let source = match (&mut bridge, from_bridge) {
-            (Some((br, _)), true) => br,
-            _ => &mut reader,
-        };
-        while !closed {
-            let Some((header, frame)) = source.buffered()? else {
-                break;
-            };
-            closed = on_frame(&mut assoc, stats, &header, frame, &mut out)?;
-        }
-        if !out.is_empty() {
-            let w = match (&mut bridge, from_bridge) {
-                (Some((_, bw)), true) => bw,
-                _ => &mut writer,
-            };
-            w.write_all(&out).await?;
-            w.flush().await?;
-        }
-        if closed {
-            return Ok(());
-        }
+    let assoc = Association::new(Role::Server, established, ep.assoc)?;
+    let accept_bridge = quic.is_some();
+    let handle = driver::spawn(
+        assoc,
+        Streams {
+            control,
+            bridge: None,
+            quic,
+            accept_bridge,
+        },
+        false,
+        make_sink,
+    );
+    handle.ended().await;
+    match handle.end() {
+        Some(End::Error(e)) => Err(TransportError::Ended(e)),
+        _ => Ok(()),
     }
 }
 
-/// One inbound frame on a server association; `true` when it closed.
-fn on_frame(
-    assoc: &mut Association,
-    stats: &ServeStats,
-    header: &Header,
-    frame: &mut [u8],
-    out: &mut Vec<u8>,
-) -> Result<bool, TransportError> {
-    let event = assoc.handle(header, frame, Instant::now(), out)?;
-    if let Event::Bridge { .. } = event {
-        stats
-            .bridge_frames
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+/// The sink of [`Listener::bind`]: counts Bridge frames, delivers nothing.
+struct CountingSink(Arc<std::sync::atomic::AtomicU64>);
+
+impl BridgeSink for CountingSink {
+    async fn frame(&mut self, _: crate::wire::FrameType, _: &[u8]) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    Ok(matches!(event, Event::Closed { .. }))
+
+    fn ended(&mut self, _: &End) {}
 }
