@@ -20,7 +20,9 @@
 pub mod assoc;
 pub mod bridge;
 pub mod conformance;
+pub mod gateway;
 pub mod handshake;
 pub mod jsonrpc;
+pub mod mock;
 pub mod record;
 pub mod wire;

@@ -13,11 +13,19 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use clap::{Args, Parser, Subcommand};
-use npamp_gateway::assoc::transport::{Endpoint, Link, Listener, PeerAddr, ServeStats, TlsFiles};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use npamp_gateway::assoc::transport::{Endpoint, Link, PeerAddr};
 use npamp_gateway::bridge::{
     self, BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
 };
+use npamp_gateway::gateway::config::GatewayOptions;
+use npamp_gateway::gateway::edge::Edge;
+use npamp_gateway::gateway::metrics::Metrics;
+use npamp_gateway::gateway::{Ctx, Gateway};
 use npamp_gateway::handshake::{Identity, Trust};
+use npamp_gateway::mock::{self, MockAddr};
 use npamp_gateway::record::{Direction, HashAlg, Suite, TrafficKeys, hkdf_extract};
 use npamp_gateway::wire::{ChannelId, Deframer, Flags};
 use tracing::warn;
@@ -56,19 +64,31 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Accept N-PAMP associations.
+    /// Run a gateway: accept associations and deliver to an upstream
+    /// (--listen + --upstream/--upstream-cmd), accept JSON-RPC clients and
+    /// carry them to a peer (--ingress + --peer), or both. Stops on SIGTERM
+    /// or Ctrl-C: stops accepting, drains in-flight requests, closes
+    /// associations with CLOSE.
     Serve {
-        /// quic://ADDR or tls://ADDR; repeat for several listeners.
-        #[arg(long = "listen", required = true)]
-        listen: Vec<PeerAddr>,
-        /// TLS certificate chain (PEM) to present instead of a self-signed one.
-        #[arg(long, requires = "tls_key")]
-        tls_cert: Option<PathBuf>,
-        /// The private key (PEM) of --tls-cert.
-        #[arg(long, requires = "tls_cert")]
-        tls_key: Option<PathBuf>,
         #[command(flatten)]
-        peer: PeerFlags,
+        options: GatewayOptions,
+    },
+    /// The stdio ingress: this process's stdin/stdout is one JSON-RPC client
+    /// session (newline-delimited), carried to --peer. Give it to an MCP
+    /// client as the server command.
+    Connect {
+        #[command(flatten)]
+        options: GatewayOptions,
+    },
+    /// A mock JSON-RPC upstream (echo, fail, sleep, notify, ask, subscribe,
+    /// exit) for tests and demos.
+    MockUpstream {
+        /// http://ADDR, ws://ADDR or tcp://ADDR (repeatable).
+        #[arg(long, value_name = "URL", required_unless_present = "stdio")]
+        listen: Vec<MockAddr>,
+        /// Serve one session on stdin/stdout instead (as a child process).
+        #[arg(long, conflicts_with = "listen")]
+        stdio: bool,
     },
     /// Connect, run the handshake, send PINGs, print the peer identity,
     /// handshake time and RTT percentiles.
@@ -183,34 +203,62 @@ fn keygen(out: &Path, force: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(listen: Vec<PeerAddr>, ep: Endpoint) -> anyhow::Result<()> {
-    let stats = ServeStats::default();
-    let me = Identity::from_seed(&ep.identity_seed)?;
-    let mut listeners = Vec::new();
-    for addr in listen {
-        let l = Listener::bind(addr, ep.clone(), stats.clone())
-            .await
-            .with_context(|| format!("listening on {addr}"))?;
-        println!(
-            "listening on {} as {}",
-            l.local_addr,
-            hex::encode(me.public_key())
-        );
-        listeners.push(l);
+async fn serve(options: GatewayOptions) -> anyhow::Result<()> {
+    let config = options.resolve()?;
+    if config.listen.is_empty() && config.ingress.is_empty() {
+        bail!("nothing to do: give --listen (with --upstream) and/or --ingress (with --peer)");
+    }
+    let me = Identity::from_seed(&config.endpoint.identity_seed)?;
+    let gateway = Gateway::start(config).await?;
+    println!("identity {}", hex::encode(me.public_key()));
+    for l in &gateway.listening {
+        println!("listening on {l}");
+    }
+    for i in &gateway.ingress {
+        println!("ingress {i}");
+    }
+    if let Some(m) = gateway.metrics_addr {
+        println!("metrics http://{m}/metrics");
     }
     shutdown_signal().await?;
-    println!(
-        "shutting down: {} associations accepted, {} handshakes failed",
-        stats
-            .associations
-            .load(std::sync::atomic::Ordering::Relaxed),
-        stats
-            .handshake_failures
-            .load(std::sync::atomic::Ordering::Relaxed)
+    let m = gateway.ctx.metrics.clone();
+    eprintln!("shutting down: draining requests in flight");
+    let left = gateway.shutdown().await;
+    eprintln!(
+        "stopped: {} associations opened, {} handshakes failed, {} requests left unanswered at the drain deadline",
+        m.associations_opened.load(Relaxed) + m.serve.associations.load(Relaxed),
+        m.handshake_failures.load(Relaxed) + m.serve.handshake_failures.load(Relaxed),
+        left
     );
-    for l in &listeners {
-        l.abort();
+    Ok(())
+}
+
+async fn connect(options: GatewayOptions) -> anyhow::Result<()> {
+    let config = options.resolve()?;
+    let peer = config
+        .peer
+        .context("connect needs --peer quic://ADDR or tls://ADDR")?;
+    if !config.listen.is_empty() || !config.ingress.is_empty() {
+        bail!("connect serves stdin/stdout only: --listen and --ingress belong to `serve`");
     }
+    let ctx = Arc::new(Ctx::new(&config, Arc::new(Metrics::default())));
+    let edge = Arc::new(Edge::new(peer, config.endpoint.clone(), ctx));
+    npamp_gateway::gateway::ingress::serve_stdio(edge).await;
+    Ok(())
+}
+
+async fn mock_upstream(listen: Vec<MockAddr>, stdio: bool) -> anyhow::Result<()> {
+    if stdio {
+        mock::lines(tokio::io::stdin(), tokio::io::stdout()).await;
+        return Ok(());
+    }
+    for addr in listen {
+        let bound = mock::spawn(addr)
+            .await
+            .with_context(|| format!("listening on {addr}"))?;
+        println!("mock upstream {bound}");
+    }
+    shutdown_signal().await?;
     Ok(())
 }
 
@@ -276,20 +324,13 @@ fn main() -> ExitCode {
         None => self_check(DEFAULT_MESSAGE),
         Some(Command::SelfCheck { message }) => self_check(&message),
         Some(Command::Keygen { out, force }) => keygen(&out, force),
-        Some(Command::Serve {
-            listen,
-            tls_cert,
-            tls_key,
-            peer,
-        }) => peer.endpoint().and_then(|mut ep| {
-            if let (Some(cert_chain), Some(private_key)) = (tls_cert, tls_key) {
-                ep.tls_files = Some(TlsFiles {
-                    cert_chain,
-                    private_key,
-                });
-            }
-            runtime()?.block_on(serve(listen, ep))
-        }),
+        Some(Command::Serve { options }) => runtime().and_then(|rt| rt.block_on(serve(options))),
+        Some(Command::Connect { options }) => {
+            runtime().and_then(|rt| rt.block_on(connect(options)))
+        }
+        Some(Command::MockUpstream { listen, stdio }) => {
+            runtime().and_then(|rt| rt.block_on(mock_upstream(listen, stdio)))
+        }
         Some(Command::Ping {
             url,
             count,

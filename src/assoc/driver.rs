@@ -162,7 +162,7 @@ impl AssocHandle {
                 }
                 if s.bridge.len() < PENDING_LIMIT {
                     let State { assoc, bridge, .. } = &mut *s;
-                    let write = write.take().ok_or_else(|| Gone(End::LocalClose))?;
+                    let write = write.take().ok_or(Gone(End::LocalClose))?;
                     let sealed = assoc.seal(bridge, ChannelId::BRIDGE, frame_type, write);
                     drop(s);
                     return match sealed {
@@ -318,10 +318,10 @@ async fn write_loop(
                 control.flush().await?;
             }
             if !spare_bridge.is_empty() {
-                if bridge.is_none() {
-                    if let Some(rx) = late_bridge.take() {
-                        bridge = rx.await.ok();
-                    }
+                if bridge.is_none()
+                    && let Some(rx) = late_bridge.take()
+                {
+                    bridge = rx.await.ok();
                 }
                 let w = match (&mut bridge, quic) {
                     (Some(w), _) => w,

@@ -437,11 +437,7 @@ impl Link {
                 transport.keep_alive_interval(Some(QUIC_KEEP_ALIVE));
                 config.transport_config(Arc::new(transport));
                 let conn = endpoint
-                    .connect_with(
-                        config,
-                        peer.addr,
-                        "localhost",
-                    )?
+                    .connect_with(config, peer.addr, "localhost")?
                     .await?;
                 let (w, r) = conn.open_bi().await?;
                 (
@@ -693,8 +689,12 @@ impl Listener {
                         let Ok((tcp, from)) = listener.accept().await else {
                             continue;
                         };
-                        let (acceptor, ep, stats, make_sink) =
-                            (acceptor.clone(), ep.clone(), stats.clone(), make_sink.clone());
+                        let (acceptor, ep, stats, make_sink) = (
+                            acceptor.clone(),
+                            ep.clone(),
+                            stats.clone(),
+                            make_sink.clone(),
+                        );
                         tokio::spawn(async move {
                             let _ = tcp.set_nodelay(true);
                             let result = async {
@@ -775,6 +775,11 @@ impl Listener {
     }
 
     pub fn abort(&self) {
+        self.task.abort();
+    }
+
+    /// Stops accepting new associations; established ones carry on.
+    pub fn stop_accepting(&self) {
         self.task.abort();
     }
 }

@@ -150,6 +150,15 @@ impl<T> Correlator<T> {
         self.outstanding.drain().map(|(k, e)| (k, e.context))
     }
 
+    /// Removes and returns the outstanding requests `pick` selects (those
+    /// whose deadline has passed, say).
+    pub fn remove_where(&mut self, mut pick: impl FnMut(&T) -> bool) -> Vec<T> {
+        self.outstanding
+            .extract_if(|_, e| pick(&e.context))
+            .map(|(_, e)| e.context)
+            .collect()
+    }
+
     /// The raw id token a correlation_id was registered with.
     pub fn id_token(&self, corr: &[u8]) -> Option<&[u8]> {
         self.outstanding.get(corr).map(|e| &*e.id_token)

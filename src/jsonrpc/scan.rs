@@ -89,6 +89,24 @@ pub enum Kind {
     Error { id: IdToken },
 }
 
+impl Kind {
+    /// The same kind with its ranges made relative to `start` (a batch
+    /// element's ranges index the batch text; this rebases them onto the
+    /// element's own octets).
+    pub fn relative_to(mut self, start: usize) -> Self {
+        let shift = |r: &mut Range<usize>| *r = r.start - start..r.end - start;
+        match &mut self {
+            Kind::Request { method, id } => {
+                shift(&mut method.raw);
+                shift(&mut id.token);
+            }
+            Kind::Notification { method } => shift(&mut method.raw),
+            Kind::Success { id } | Kind::Error { id } => shift(&mut id.token),
+        }
+        self
+    }
+}
+
 /// Why a syntactically valid object is not a JSON-RPC 2.0 message (-32600).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidRequest {

@@ -1,0 +1,620 @@
+//! Gateway options: command-line flags and their TOML form (`--config
+//! FILE`), one struct for both. Every flag `--some-flag` is the key
+//! `some-flag` in the file; a flag given on the command line wins over the
+//! file. Errors name the flag, or the key and its line in the file.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{GatewayConfig, IngressAddr, Limits, MAX_BODY_LIMIT, Upstream};
+use crate::assoc::transport::{Endpoint, PeerAddr, TlsFiles};
+use crate::bridge::{Effect, ProtocolId};
+use crate::handshake::Trust;
+use crate::jsonrpc::{EffectTable, SafetyPolicy};
+
+/// The flags of `serve` and `connect` (and the keys of `--config`).
+#[derive(clap::Args, Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct GatewayOptions {
+    /// Read these options from a TOML file (keys are the flag names without
+    /// `--`); flags on the command line win.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Accept associations: quic://ADDR or tls://ADDR (repeatable).
+    #[arg(long, value_name = "URL")]
+    pub listen: Vec<String>,
+    /// Deliver to this JSON-RPC server: http://, https://, ws:// or wss:// URL.
+    #[arg(long, value_name = "URL", conflicts_with = "upstream_cmd")]
+    pub upstream: Option<String>,
+    /// Deliver to a child process speaking newline-delimited JSON-RPC on
+    /// stdio, e.g. an MCP server ("PROGRAM ARGS…", split on whitespace;
+    /// restarted with backoff when it exits).
+    #[arg(long, value_name = "COMMAND")]
+    pub upstream_cmd: Option<String>,
+    /// Accept JSON-RPC clients: http://ADDR, ws://ADDR or tcp://ADDR
+    /// (newline-delimited); repeatable. Needs --peer.
+    #[arg(long, value_name = "URL")]
+    pub ingress: Vec<String>,
+    /// The peer gateway clients are carried to: quic://ADDR or tls://ADDR.
+    #[arg(long, value_name = "URL")]
+    pub peer: Option<String>,
+    /// Serve Prometheus /metrics and /healthz on this address.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
+    /// mcp (0x01), a2a (0x02) or jsonrpc (experimental id 0x10): the
+    /// protocol_id and SafetyLabel table [default: jsonrpc].
+    #[arg(long, value_name = "NAME")]
+    pub protocol: Option<String>,
+    /// Effect class of a method for labels and policy: METHOD=read-only |
+    /// idempotent-write | non-idempotent-write | destructive (repeatable).
+    #[arg(long, value_name = "METHOD=CLASS")]
+    pub effect: Vec<String>,
+    /// Origin: refuse requests of this effect class with SafetyPolicy
+    /// (repeatable).
+    #[arg(long, value_name = "CLASS")]
+    pub refuse_effect: Vec<String>,
+    /// Origin: deliver only these methods (MethodUnsupported for others).
+    #[arg(long, value_name = "METHOD")]
+    pub allow_method: Vec<String>,
+    /// Origin: refuse these methods with MethodUnsupported.
+    #[arg(long, value_name = "METHOD")]
+    pub deny_method: Vec<String>,
+
+    /// This gateway's identity key file (from `keygen`); without it an
+    /// ephemeral identity is generated.
+    #[arg(long, value_name = "FILE")]
+    pub identity: Option<PathBuf>,
+    /// A trusted peer public key, 64 hex digits (repeatable).
+    #[arg(long, value_name = "HEX")]
+    pub trust: Vec<String>,
+    /// Accept any peer identity. INSECURE: anyone can impersonate the peer.
+    #[arg(long)]
+    pub insecure_accept_any_peer: bool,
+    /// Give up an N-PAMP handshake after this many seconds [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    pub handshake_timeout: Option<u64>,
+    /// TLS certificate chain (PEM) for the listeners instead of a
+    /// self-signed one.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Largest JSON-RPC message, octets [default: 1048576, the most a frame carries].
+    #[arg(long, value_name = "OCTETS")]
+    pub max_body: Option<usize>,
+    /// Most elements in a batch [default: 100].
+    #[arg(long, value_name = "N")]
+    pub max_batch: Option<usize>,
+    /// Requests in flight, whole gateway [default: 16384].
+    #[arg(long, value_name = "N")]
+    pub max_in_flight: Option<usize>,
+    /// Requests in flight, one client session [default: 1024].
+    #[arg(long, value_name = "N")]
+    pub max_in_flight_per_connection: Option<usize>,
+    /// Client connections per ingress [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Seconds before an unanswered request gets a timeout error [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub request_timeout: Option<f64>,
+    /// Seconds a silent session client stays connected [default: 300].
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout: Option<f64>,
+    /// Associations per peer for HTTP traffic [default: worker threads].
+    #[arg(long, value_name = "N")]
+    pub pool_size: Option<usize>,
+    /// Seconds in-flight requests may take to finish on SIGTERM [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    pub drain_timeout: Option<f64>,
+}
+
+/// A bad option: names the flag, or the key and line in the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{at}: {message}")]
+pub struct ConfigError {
+    pub at: String,
+    pub message: String,
+}
+
+/// Where an option came from, for error messages.
+struct Origins<'a> {
+    cli: &'a GatewayOptions,
+    file: Option<(&'a Path, &'a str)>,
+}
+
+impl Origins<'_> {
+    fn at(&self, key: &str, on_cli: bool) -> String {
+        match (on_cli, self.file) {
+            (false, Some((path, text))) => match line_of(text, key) {
+                Some(line) => format!("{}: line {line}: key `{key}`", path.display()),
+                None => format!("{}: key `{key}`", path.display()),
+            },
+            _ => format!("--{key}"),
+        }
+    }
+}
+
+/// The line (1-based) where `key` is set in a TOML text.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
+}
+
+impl GatewayOptions {
+    /// Reads `--config` (if given) under the command-line flags.
+    pub fn resolve(&self) -> Result<GatewayConfig, ConfigError> {
+        let text;
+        let (merged, file) = match &self.config {
+            Some(path) => {
+                text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+                    at: path.display().to_string(),
+                    message: format!("cannot read: {e}"),
+                })?;
+                let file: GatewayOptions = toml::from_str(&text).map_err(|e| ConfigError {
+                    at: path.display().to_string(),
+                    message: e.to_string().trim_end().to_owned(),
+                })?;
+                (
+                    self.clone().over(file),
+                    Some((path.as_path(), text.as_str())),
+                )
+            }
+            None => (self.clone(), None),
+        };
+        merged.build(&Origins { cli: self, file })
+    }
+
+    /// `self` (the command line) over `file`.
+    fn over(self, file: GatewayOptions) -> GatewayOptions {
+        macro_rules! pick {
+            ($($f:ident),*) => {
+                GatewayOptions {
+                    config: self.config,
+                    insecure_accept_any_peer: self.insecure_accept_any_peer
+                        || file.insecure_accept_any_peer,
+                    $($f: pick_one(self.$f, file.$f),)*
+                }
+            };
+        }
+        pick!(
+            listen,
+            upstream,
+            upstream_cmd,
+            ingress,
+            peer,
+            metrics,
+            protocol,
+            effect,
+            refuse_effect,
+            allow_method,
+            deny_method,
+            identity,
+            trust,
+            handshake_timeout,
+            tls_cert,
+            tls_key,
+            max_body,
+            max_batch,
+            max_in_flight,
+            max_in_flight_per_connection,
+            max_connections,
+            request_timeout,
+            idle_timeout,
+            pool_size,
+            drain_timeout
+        )
+    }
+
+    fn build(&self, o: &Origins<'_>) -> Result<GatewayConfig, ConfigError> {
+        let cli = o.cli;
+        let err = |key: &str, on_cli: bool, message: String| ConfigError {
+            at: o.at(key, on_cli),
+            message,
+        };
+        let listen = self
+            .listen
+            .iter()
+            .map(|s| {
+                s.parse::<PeerAddr>()
+                    .map_err(|e| err("listen", !cli.listen.is_empty(), e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let peer = self
+            .peer
+            .as_deref()
+            .map(|s| {
+                s.parse::<PeerAddr>()
+                    .map_err(|e| err("peer", cli.peer.is_some(), e.to_string()))
+            })
+            .transpose()?;
+        let ingress = self
+            .ingress
+            .iter()
+            .map(|s| parse_ingress(s).map_err(|m| err("ingress", !cli.ingress.is_empty(), m)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let upstream = match (&self.upstream, &self.upstream_cmd) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "upstream",
+                    cli.upstream.is_some(),
+                    "give --upstream or --upstream-cmd, not both".into(),
+                ));
+            }
+            (Some(url), None) => {
+                Some(parse_upstream(url).map_err(|m| err("upstream", cli.upstream.is_some(), m))?)
+            }
+            (None, Some(cmd)) => {
+                let argv: Vec<String> = cmd.split_whitespace().map(str::to_owned).collect();
+                if argv.is_empty() {
+                    return Err(err(
+                        "upstream-cmd",
+                        cli.upstream_cmd.is_some(),
+                        "empty command".into(),
+                    ));
+                }
+                Some(Upstream::Cmd(argv))
+            }
+            (None, None) => None,
+        };
+        if !listen.is_empty() && upstream.is_none() {
+            return Err(err(
+                "listen",
+                !cli.listen.is_empty(),
+                "accepting associations needs somewhere to deliver: --upstream URL or --upstream-cmd COMMAND".into(),
+            ));
+        }
+        if !ingress.is_empty() && peer.is_none() {
+            return Err(err(
+                "ingress",
+                !cli.ingress.is_empty(),
+                "accepting clients needs a peer gateway: --peer quic://ADDR or tls://ADDR".into(),
+            ));
+        }
+        let metrics = self
+            .metrics
+            .as_deref()
+            .map(|s| {
+                std::net::ToSocketAddrs::to_socket_addrs(s)
+                    .ok()
+                    .and_then(|mut a| a.next())
+                    .ok_or_else(|| {
+                        err(
+                            "metrics",
+                            cli.metrics.is_some(),
+                            format!("bad address {s:?}: expected HOST:PORT"),
+                        )
+                    })
+            })
+            .transpose()?;
+        let protocol = match self.protocol.as_deref().unwrap_or("jsonrpc") {
+            "mcp" => ProtocolId::MCP,
+            "a2a" => ProtocolId::A2A,
+            "jsonrpc" => ProtocolId::JSONRPC_EXPERIMENTAL,
+            other => {
+                return Err(err(
+                    "protocol",
+                    cli.protocol.is_some(),
+                    format!("unknown protocol {other:?}: expected mcp, a2a or jsonrpc"),
+                ));
+            }
+        };
+        let mut effects = EffectTable::for_protocol(protocol);
+        for e in &self.effect {
+            let (method, class) = e.split_once('=').ok_or_else(|| {
+                err(
+                    "effect",
+                    !cli.effect.is_empty(),
+                    format!("{e:?}: expected METHOD=CLASS"),
+                )
+            })?;
+            let class =
+                parse_effect(class.trim()).map_err(|m| err("effect", !cli.effect.is_empty(), m))?;
+            effects = effects.with(method.trim(), class);
+        }
+        let mut policy = SafetyPolicy::allow_all();
+        for c in &self.refuse_effect {
+            policy = policy.refuse(
+                parse_effect(c)
+                    .map_err(|m| err("refuse-effect", !cli.refuse_effect.is_empty(), m))?,
+            );
+        }
+        let allow_methods =
+            (!self.allow_method.is_empty()).then(|| self.allow_method.iter().cloned().collect());
+        let deny_methods: HashSet<String> = self.deny_method.iter().cloned().collect();
+
+        let seed = match &self.identity {
+            Some(path) => {
+                read_identity(path).map_err(|m| err("identity", cli.identity.is_some(), m))?
+            }
+            None => random_seed().map_err(|m| err("identity", false, m))?,
+        };
+        let trust = if self.insecure_accept_any_peer {
+            if !self.trust.is_empty() {
+                return Err(err(
+                    "insecure-accept-any-peer",
+                    cli.insecure_accept_any_peer,
+                    "conflicts with --trust".into(),
+                ));
+            }
+            Trust::InsecureAcceptAny
+        } else if self.trust.is_empty() {
+            return Err(err(
+                "trust",
+                true,
+                "no trusted peer key: pass --trust HEX (the peer's `keygen` public key), or --insecure-accept-any-peer to skip authentication".into(),
+            ));
+        } else {
+            Trust::Pinned(
+                self.trust
+                    .iter()
+                    .map(|h| parse_key(h).map_err(|m| err("trust", !cli.trust.is_empty(), m)))
+                    .collect::<Result<_, _>>()?,
+            )
+        };
+        let mut endpoint = Endpoint::new(seed, trust);
+        if let Some(s) = self.handshake_timeout {
+            endpoint.handshake_timeout = Duration::from_secs(s.max(1));
+        }
+        if let (Some(cert_chain), Some(private_key)) = (&self.tls_cert, &self.tls_key) {
+            endpoint.tls_files = Some(TlsFiles {
+                cert_chain: cert_chain.clone(),
+                private_key: private_key.clone(),
+            });
+        }
+
+        let mut limits = Limits::default();
+        let positive = |key: &str, on_cli: bool, v: usize| {
+            if v == 0 {
+                Err(err(key, on_cli, "must be at least 1".into()))
+            } else {
+                Ok(v)
+            }
+        };
+        let seconds = |key: &str, on_cli: bool, v: f64| {
+            if v.is_finite() && v > 0.0 && v < 1e7 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(err(
+                    key,
+                    on_cli,
+                    format!("{v}: expected a positive number of seconds"),
+                ))
+            }
+        };
+        if let Some(v) = self.max_body {
+            if v > MAX_BODY_LIMIT {
+                return Err(err(
+                    "max-body",
+                    cli.max_body.is_some(),
+                    format!("{v} is more than one frame carries ({MAX_BODY_LIMIT})"),
+                ));
+            }
+            limits.max_body = positive("max-body", cli.max_body.is_some(), v)?;
+        }
+        if let Some(v) = self.max_batch {
+            limits.max_batch = positive("max-batch", cli.max_batch.is_some(), v)?;
+        }
+        if let Some(v) = self.max_in_flight {
+            limits.max_in_flight = positive("max-in-flight", cli.max_in_flight.is_some(), v)?;
+        }
+        if let Some(v) = self.max_in_flight_per_connection {
+            limits.max_in_flight_per_connection = positive(
+                "max-in-flight-per-connection",
+                cli.max_in_flight_per_connection.is_some(),
+                v,
+            )?;
+        }
+        if let Some(v) = self.max_connections {
+            limits.max_connections = positive("max-connections", cli.max_connections.is_some(), v)?;
+        }
+        if let Some(v) = self.pool_size {
+            limits.pool_size = positive("pool-size", cli.pool_size.is_some(), v)?;
+        }
+        if let Some(v) = self.request_timeout {
+            limits.request_timeout = seconds("request-timeout", cli.request_timeout.is_some(), v)?;
+        }
+        if let Some(v) = self.idle_timeout {
+            limits.idle_timeout = seconds("idle-timeout", cli.idle_timeout.is_some(), v)?;
+        }
+        if let Some(v) = self.drain_timeout {
+            limits.drain_timeout = seconds("drain-timeout", cli.drain_timeout.is_some(), v)?;
+        }
+        Ok(GatewayConfig {
+            endpoint,
+            listen,
+            upstream,
+            ingress,
+            peer,
+            metrics,
+            protocol,
+            effects,
+            policy,
+            allow_methods,
+            deny_methods,
+            limits,
+        })
+    }
+}
+
+fn pick_one<T: IsSet>(cli: T, file: T) -> T {
+    if cli.is_set() { cli } else { file }
+}
+
+trait IsSet {
+    fn is_set(&self) -> bool;
+}
+
+impl<T> IsSet for Option<T> {
+    fn is_set(&self) -> bool {
+        self.is_some()
+    }
+}
+
+impl<T> IsSet for Vec<T> {
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+fn parse_ingress(s: &str) -> Result<IngressAddr, String> {
+    let bad = || format!("bad ingress {s:?}: expected http://ADDR, ws://ADDR or tcp://ADDR");
+    let (scheme, rest) = s.split_once("://").ok_or_else(bad)?;
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(rest.trim_end_matches('/'))
+        .map_err(|_| bad())?
+        .next()
+        .ok_or_else(bad)?;
+    match scheme {
+        "http" => Ok(IngressAddr::Http(addr)),
+        "ws" => Ok(IngressAddr::Ws(addr)),
+        "tcp" => Ok(IngressAddr::Tcp(addr)),
+        _ => Err(bad()),
+    }
+}
+
+fn parse_upstream(s: &str) -> Result<Upstream, String> {
+    let uri: hyper::Uri = s.parse().map_err(|e| format!("bad URL {s:?}: {e}"))?;
+    if uri.host().is_none() {
+        return Err(format!("bad URL {s:?}: no host"));
+    }
+    match uri.scheme_str() {
+        Some("http" | "https") => Ok(Upstream::Http(uri)),
+        Some("ws" | "wss") => Ok(Upstream::Ws(s.to_owned())),
+        _ => Err(format!(
+            "bad URL {s:?}: expected http://, https://, ws:// or wss://"
+        )),
+    }
+}
+
+fn parse_effect(s: &str) -> Result<Effect, String> {
+    match s {
+        "read-only" | "readonly" | "read_only" => Ok(Effect::ReadOnly),
+        "idempotent-write" => Ok(Effect::IdempotentWrite),
+        "non-idempotent-write" => Ok(Effect::NonIdempotentWrite),
+        "destructive" => Ok(Effect::Destructive),
+        _ => Err(format!(
+            "unknown effect class {s:?}: expected read-only, idempotent-write, non-idempotent-write or destructive"
+        )),
+    }
+}
+
+/// Parses a 32-octet public key in hex.
+pub fn parse_key(hex_key: &str) -> Result<[u8; 32], String> {
+    let bytes = hex::decode(hex_key.trim()).map_err(|_| format!("{hex_key:?} is not hex"))?;
+    bytes
+        .try_into()
+        .map_err(|b: Vec<u8>| format!("a key is 32 octets (64 hex digits), got {}", b.len()))
+}
+
+/// A fresh random identity seed.
+pub fn random_seed() -> Result<[u8; 32], String> {
+    use aws_lc_rs::rand::SecureRandom;
+    let mut seed = [0u8; 32];
+    aws_lc_rs::rand::SystemRandom::new()
+        .fill(&mut seed)
+        .map_err(|_| "the OS random number generator failed".to_owned())?;
+    Ok(seed)
+}
+
+/// Reads an identity key file written by `keygen` (hex seed).
+pub fn read_identity(path: &Path) -> Result<[u8; 32], String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("reading identity file {}: {e}", path.display()))?;
+    let bytes = hex::decode(text.trim())
+        .map_err(|_| format!("{} is not a hex key file from `keygen`", path.display()))?;
+    bytes.try_into().map_err(|_| {
+        format!(
+            "{} must hold a 32-octet seed (64 hex digits)",
+            path.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_file(text: &str, cli: GatewayOptions) -> Result<GatewayConfig, ConfigError> {
+        let dir = std::env::temp_dir().join(format!(
+            "npamp-config-{}-{}",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gw.toml");
+        std::fs::write(&path, text).unwrap();
+        GatewayOptions {
+            config: Some(path),
+            ..cli
+        }
+        .resolve()
+    }
+
+    #[test]
+    fn file_keys_are_flag_names_and_flags_win() {
+        let text = "listen = [\"quic://127.0.0.1:0\"]\nupstream = \"http://127.0.0.1:8545\"\ninsecure-accept-any-peer = true\nrequest-timeout = 2.5\npool-size = 3\n";
+        let cli = GatewayOptions {
+            pool_size: Some(7),
+            ..Default::default()
+        };
+        let c = with_file(text, cli).expect("valid");
+        assert_eq!(c.listen.len(), 1);
+        assert_eq!(c.limits.request_timeout, Duration::from_millis(2500));
+        assert_eq!(c.limits.pool_size, 7, "the flag wins");
+        assert!(matches!(c.upstream, Some(Upstream::Http(_))));
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_line() {
+        let text = "insecure-accept-any-peer = true\n\npeer = \"udp://x\"\ningress = [\"http://127.0.0.1:0\"]\n";
+        let e = with_file(text, GatewayOptions::default()).unwrap_err();
+        assert!(e.at.ends_with("line 3: key `peer`"), "{e}");
+
+        let e = with_file(
+            "insecure-accept-any-peer = true\npoolsize = 3\n",
+            GatewayOptions::default(),
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("line 2") && msg.contains("poolsize"), "{msg}");
+
+        let e = with_file(
+            "insecure-accept-any-peer = true\nmax-body = \"big\"\n",
+            GatewayOptions::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn flag_errors_name_the_flag() {
+        let o = GatewayOptions {
+            insecure_accept_any_peer: true,
+            ingress: vec!["ftp://127.0.0.1:1".into()],
+            peer: Some("quic://127.0.0.1:1".into()),
+            ..Default::default()
+        };
+        let e = o.resolve().unwrap_err();
+        assert_eq!(e.at, "--ingress");
+        let o = GatewayOptions {
+            listen: vec!["quic://127.0.0.1:0".into()],
+            insecure_accept_any_peer: true,
+            ..Default::default()
+        };
+        assert!(o.resolve().unwrap_err().message.contains("--upstream"));
+        let o = GatewayOptions::default();
+        assert!(o.resolve().unwrap_err().message.contains("--trust"));
+    }
+}

@@ -1,0 +1,530 @@
+//! Where JSON-RPC clients come in: HTTP (POST, one request or batch per
+//! body), WebSocket (one message per frame), TCP and stdio (one message per
+//! line). HTTP shares the pool of associations; every WebSocket, TCP or
+//! stdio client gets a session (an association) of its own.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Request, Response, StatusCode};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tracing::{debug, warn};
+
+use super::carry::{Failure, Reply};
+use super::edge::Edge;
+use super::lines::{LineReader, write_line};
+use super::metrics::{Ingress, ReplyClass};
+use super::session::{Session, Side};
+use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
+use crate::jsonrpc::{Kind, ScanError, Scanned, scan};
+
+/// Stops accepting when the value turns `true`.
+pub type Shutdown = watch::Receiver<bool>;
+
+async fn stopped(mut s: Shutdown) {
+    let _ = s.wait_for(|v| *v).await;
+}
+
+type HttpResponse = Response<Full<Bytes>>;
+
+fn json_response(status: u16, body: impl Into<Bytes>) -> HttpResponse {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn status_only(status: StatusCode, why: &str) -> HttpResponse {
+    let body = serde_json::json!({ "error": why }).to_string();
+    json_response(status.as_u16(), body)
+}
+
+/// HTTP ingress: accepts until shutdown, at most `max_connections` at once.
+pub async fn serve_http(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown) {
+    let limits = &edge.ctx.limits;
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let (tcp, from) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped(shutdown.clone()) => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        let (edge, shutdown) = (edge.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(|req| {
+                let edge = edge.clone();
+                async move { Ok::<_, Infallible>(handle_http(req, &edge).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(edge.ctx.limits.header_read_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = stopped(shutdown.clone()) => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                debug!(%from, error = %e, "HTTP connection ended");
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn handle_http(req: Request<hyper::body::Incoming>, edge: &Arc<Edge>) -> HttpResponse {
+    let ctx = &edge.ctx;
+    if req.method() != hyper::Method::POST {
+        let mut r = status_only(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "JSON-RPC over HTTP: use POST",
+        );
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("POST"),
+        );
+        return r;
+    }
+    if let Some(ct) = req.headers().get(hyper::header::CONTENT_TYPE) {
+        let ok = ct
+            .to_str()
+            .map(|s| {
+                s.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("application/json")
+            })
+            .unwrap_or(false);
+        if !ok {
+            return status_only(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Type must be application/json",
+            );
+        }
+    }
+    let too_large = || {
+        ctx.metrics.reply(ReplyClass::Invalid);
+        status_only(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "body larger than the limit of {} octets",
+                ctx.limits.max_body
+            ),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > ctx.limits.max_body as u64) {
+        return too_large();
+    }
+    let body = match Limited::new(req.into_body(), ctx.limits.max_body)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Err(e) => {
+            return status_only(StatusCode::BAD_REQUEST, &format!("reading the body: {e}"));
+        }
+    };
+    match scan(&body, &ctx.scan) {
+        Err(ScanError::TooLarge { .. }) => too_large(),
+        Err(e) => {
+            ctx.metrics.reply(ReplyClass::Invalid);
+            json_response(200, scan_error_response(&e))
+        }
+        Ok(Scanned::Single(kind)) => match http_one(edge, body, kind).await {
+            HttpAnswer::Reply(text) => json_response(200, text),
+            HttpAnswer::Failed(f, id) => json_response(f.http_status(), f.response(id.as_deref())),
+            HttpAnswer::None => {
+                let mut r = Response::new(Full::new(Bytes::new()));
+                *r.status_mut() = StatusCode::NO_CONTENT;
+                r
+            }
+        },
+        Ok(Scanned::Batch(elements)) => {
+            let answers = futures_util::future::join_all(elements.into_iter().map(|e| {
+                let start = e.range.start;
+                let elem = body.slice(e.range);
+                async move {
+                    match e.kind {
+                        Ok(kind) => match http_one(edge, elem, kind.relative_to(start)).await {
+                            HttpAnswer::Reply(text) => Some(text),
+                            HttpAnswer::Failed(f, id) => Some(f.response(id.as_deref()).into()),
+                            HttpAnswer::None => None,
+                        },
+                        Err(invalid) => {
+                            ctx.metrics.reply(ReplyClass::Invalid);
+                            Some(scan_error_response(&ScanError::Invalid(invalid)).into())
+                        }
+                    }
+                }
+            }))
+            .await;
+            let mut join = BatchJoin::with_capacity(body.len());
+            for a in answers.iter().flatten() {
+                join.push(a);
+            }
+            match join.finish() {
+                Some(array) => json_response(200, array),
+                None => {
+                    let mut r = Response::new(Full::new(Bytes::new()));
+                    *r.status_mut() = StatusCode::NO_CONTENT;
+                    r
+                }
+            }
+        }
+    }
+}
+
+enum HttpAnswer {
+    Reply(Bytes),
+    /// The failure and the request's id token (to answer with).
+    Failed(Failure, Option<Bytes>),
+    /// A notification: nothing to answer.
+    None,
+}
+
+async fn http_one(edge: &Arc<Edge>, text: Bytes, kind: Kind) -> HttpAnswer {
+    let ctx = &edge.ctx;
+    match &kind {
+        Kind::Request { id, .. } => {
+            ctx.metrics.request(Ingress::Http);
+            let id_token = text.slice(id.token.clone());
+            if ctx.metrics.in_flight.load(Relaxed) >= ctx.limits.max_in_flight as i64 {
+                let f = Failure::Unavailable("too many requests in flight".into());
+                ctx.metrics.reply(f.class());
+                return HttpAnswer::Failed(f, Some(id_token));
+            }
+            ctx.metrics.in_flight.fetch_add(1, Relaxed);
+            let started = Instant::now();
+            let reply = edge.call(&text, &kind).await;
+            ctx.metrics.in_flight.fetch_sub(1, Relaxed);
+            ctx.metrics.latency.observe(started.elapsed());
+            match reply {
+                Reply::Message { text, is_error } => {
+                    ctx.metrics.reply(if is_error {
+                        ReplyClass::Error
+                    } else {
+                        ReplyClass::Success
+                    });
+                    HttpAnswer::Reply(text)
+                }
+                Reply::Failed(f) => {
+                    ctx.metrics.reply(f.class());
+                    HttpAnswer::Failed(f, Some(id_token))
+                }
+            }
+        }
+        Kind::Notification { .. } => {
+            ctx.metrics.notification(Ingress::Http);
+            match edge.notify(&text, &kind).await {
+                Ok(()) => HttpAnswer::None,
+                Err(f) => HttpAnswer::Failed(f, None),
+            }
+        }
+        Kind::Success { .. } | Kind::Error { .. } => {
+            ctx.metrics.reply(ReplyClass::Invalid);
+            let id = id_of(&kind).map(|i| &text[i.token.clone()]);
+            HttpAnswer::Reply(
+                local_error(
+                    id,
+                    -32600,
+                    "Invalid Request",
+                    Some("\"the HTTP ingress accepts requests and notifications, not responses\""),
+                )
+                .into(),
+            )
+        }
+    }
+}
+
+/// A stream of messages from a client.
+pub trait MessageSource: Send {
+    fn next_message(&mut self) -> impl Future<Output = std::io::Result<Option<Bytes>>> + Send;
+}
+
+impl<R: AsyncRead + Unpin + Send> MessageSource for LineReader<R> {
+    async fn next_message(&mut self) -> std::io::Result<Option<Bytes>> {
+        self.next().await
+    }
+}
+
+/// Writes messages for a line-delimited client until the queue closes.
+pub async fn write_lines<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Bytes>) {
+    while let Some(text) = rx.recv().await {
+        if write_line(&mut w, &text).await.is_err() {
+            return;
+        }
+        if rx.is_empty() && w.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = w.flush().await;
+    let _ = w.shutdown().await;
+}
+
+/// Serves one session client: its messages go to the peer over an
+/// association of its own (established at the first message); what comes
+/// back goes to `tx`. Returns when the client is done and its outstanding
+/// requests are answered, or the association is gone.
+pub async fn stream_client<S: MessageSource>(
+    mut source: S,
+    tx: mpsc::Sender<Bytes>,
+    edge: Arc<Edge>,
+    ingress: Ingress,
+) {
+    let ctx = edge.ctx.clone();
+    let mut session: Option<Session> = None;
+    loop {
+        let ended = async {
+            match &session {
+                Some(s) => s.assoc().ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        let next = tokio::select! {
+            m = tokio::time::timeout(ctx.limits.idle_timeout, source.next_message()) => m,
+            _ = ended => {
+                debug!("association ended: closing the client connection");
+                return;
+            }
+        };
+        let text = match next {
+            Ok(Ok(Some(text))) => text,
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => {
+                warn!(error = %e, "client connection failed");
+                let f = ScanError::TooLarge {
+                    len: ctx.limits.max_body + 1,
+                    limit: ctx.limits.max_body,
+                };
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    let _ = tx.send(scan_error_response(&f).into()).await;
+                }
+                break;
+            }
+            Err(_) => {
+                if session.as_ref().is_some_and(|s| s.outstanding() > 0) {
+                    continue;
+                }
+                debug!("idle client: closing");
+                break;
+            }
+        };
+        if session.is_none() {
+            match edge.session(Side::Edge(ingress), tx.clone()).await {
+                Ok(s) => session = Some(s),
+                Err(f) => {
+                    answer_all(&text, &f, &tx, &edge).await;
+                    continue;
+                }
+            }
+        }
+        if let Some(s) = &session {
+            s.on_local_message(text).await;
+        }
+    }
+    // The client is done sending: its outstanding requests still get their
+    // replies (bounded by the request timeout), then the association closes.
+    if let Some(s) = session {
+        let deadline = Instant::now() + ctx.limits.request_timeout + Duration::from_secs(1);
+        while s.outstanding() > 0 && Instant::now() < deadline && s.assoc().is_open() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        s.close().await;
+    }
+}
+
+/// Without an association, every request in `text` gets `f`.
+async fn answer_all(text: &Bytes, f: &Failure, tx: &mpsc::Sender<Bytes>, edge: &Edge) {
+    let m = &edge.ctx.metrics;
+    let answer = match scan(text, &edge.ctx.scan) {
+        Err(e) => {
+            m.reply(ReplyClass::Invalid);
+            Some(scan_error_response(&e))
+        }
+        Ok(Scanned::Single(kind)) => id_of(&kind)
+            .filter(|_| matches!(kind, Kind::Request { .. }))
+            .map(|id| {
+                m.reply(f.class());
+                f.response(Some(&text[id.token.clone()]))
+            }),
+        Ok(Scanned::Batch(elements)) => {
+            let mut join = BatchJoin::default();
+            for e in elements {
+                match e.kind {
+                    Ok(Kind::Request { id, .. }) => {
+                        m.reply(f.class());
+                        join.push(&f.response(Some(&text[id.token])));
+                    }
+                    Ok(_) => {}
+                    Err(invalid) => join.push(&scan_error_response(&ScanError::Invalid(invalid))),
+                }
+            }
+            join.finish()
+        }
+    };
+    if let Some(a) = answer {
+        let _ = tx.send(a.into()).await;
+    }
+}
+
+/// TCP ingress: newline-delimited JSON-RPC, one session per connection.
+pub async fn serve_tcp(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown) {
+    let permits = Arc::new(Semaphore::new(edge.ctx.limits.max_connections));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let (tcp, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(_) => continue,
+            },
+            _ = stopped(shutdown.clone()) => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        let edge = edge.clone();
+        tokio::spawn(async move {
+            let (r, w) = tcp.into_split();
+            let (tx, rx) = mpsc::channel(edge.ctx.limits.session_queue);
+            let writer = tokio::spawn(write_lines(w, rx));
+            let max = edge.ctx.limits.max_body;
+            stream_client(LineReader::new(r, max), tx, edge, Ingress::Tcp).await;
+            let _ = writer.await;
+            drop(permit);
+        });
+    }
+}
+
+struct WsSource<S>(S);
+
+impl<S> MessageSource for WsSource<S>
+where
+    S: futures_util::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin
+        + Send,
+{
+    async fn next_message(&mut self) -> std::io::Result<Option<Bytes>> {
+        use tokio_tungstenite::tungstenite::{Error, Message};
+        loop {
+            return match self.0.next().await {
+                Some(Ok(Message::Text(t))) => Ok(Some(Bytes::from(t))),
+                Some(Ok(Message::Binary(b))) => Ok(Some(b)),
+                Some(Ok(Message::Close(_))) | None => Ok(None),
+                Some(Ok(_)) => continue,
+                Some(Err(Error::Capacity(e))) => Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    e.to_string(),
+                )),
+                Some(Err(e)) => Err(std::io::Error::other(e)),
+            };
+        }
+    }
+}
+
+/// WebSocket ingress: one JSON-RPC message per text frame, one session per
+/// connection.
+pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown) {
+    use tokio_tungstenite::tungstenite::Message;
+    let permits = Arc::new(Semaphore::new(edge.ctx.limits.max_connections));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let (tcp, from) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(_) => continue,
+            },
+            _ = stopped(shutdown.clone()) => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        let edge = edge.clone();
+        tokio::spawn(async move {
+            let config = super::ws_config(edge.ctx.limits.max_body);
+            let handshake = tokio::time::timeout(
+                edge.ctx.limits.header_read_timeout,
+                tokio_tungstenite::accept_async_with_config(tcp, Some(config)),
+            )
+            .await;
+            let ws = match handshake {
+                Ok(Ok(ws)) => ws,
+                Ok(Err(e)) => {
+                    debug!(%from, error = %e, "WebSocket handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    debug!(%from, "WebSocket handshake timed out");
+                    return;
+                }
+            };
+            let (mut sink, stream) = ws.split();
+            let (tx, mut rx) = mpsc::channel::<Bytes>(edge.ctx.limits.session_queue);
+            let writer = tokio::spawn(async move {
+                while let Some(text) = rx.recv().await {
+                    let msg = match tokio_tungstenite::tungstenite::Utf8Bytes::try_from(text) {
+                        Ok(t) => Message::Text(t),
+                        Err(_) => continue,
+                    };
+                    if sink.feed(msg).await.is_err() {
+                        return;
+                    }
+                    if rx.is_empty() && sink.flush().await.is_err() {
+                        return;
+                    }
+                }
+                let _ = sink.close().await;
+            });
+            stream_client(WsSource(stream), tx, edge, Ingress::WebSocket).await;
+            let _ = writer.await;
+            drop(permit);
+        });
+    }
+}
+
+/// The stdio ingress (`npamp-gateway connect`): this process's stdin and
+/// stdout are one client session.
+pub async fn serve_stdio(edge: Arc<Edge>) {
+    let (tx, rx) = mpsc::channel(edge.ctx.limits.session_queue);
+    let writer = tokio::spawn(write_lines(tokio::io::stdout(), rx));
+    let max = edge.ctx.limits.max_body;
+    stream_client(
+        LineReader::new(tokio::io::stdin(), max),
+        tx,
+        edge,
+        Ingress::Stdio,
+    )
+    .await;
+    let _ = writer.await;
+}

@@ -1,0 +1,333 @@
+//! Gateway metrics: lock-free counters rendered in the Prometheus text
+//! exposition format (`/metrics`).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crate::bridge::TransportError;
+
+/// Upper bounds of the latency histogram buckets, in seconds.
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// A latency histogram with fixed buckets (cumulative on render).
+#[derive(Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    overflow: AtomicU64,
+    sum_micros: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        match BUCKETS.iter().position(|&b| s <= b) {
+            Some(i) => self.buckets[i].fetch_add(1, Relaxed),
+            None => self.overflow.fetch_add(1, Relaxed),
+        };
+        self.sum_micros
+            .fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Relaxed);
+        self.count.fetch_add(1, Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Relaxed)
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        for (b, n) in BUCKETS.iter().zip(&self.buckets) {
+            cumulative += n.load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{b}\"}} {cumulative}");
+        }
+        cumulative += self.overflow.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {cumulative}");
+        let plain = labels.trim_end_matches(',');
+        let sel = if plain.is_empty() {
+            String::new()
+        } else {
+            format!("{{{plain}}}")
+        };
+        let sum = self.sum_micros.load(Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum{sel} {sum}");
+        let _ = writeln!(out, "{name}_count{sel} {}", self.count());
+    }
+}
+
+/// Where a JSON-RPC message entered the gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ingress {
+    Http = 0,
+    WebSocket = 1,
+    Tcp = 2,
+    Stdio = 3,
+}
+
+impl Ingress {
+    const ALL: [Ingress; 4] = [Self::Http, Self::WebSocket, Self::Tcp, Self::Stdio];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::WebSocket => "ws",
+            Self::Tcp => "tcp",
+            Self::Stdio => "stdio",
+        }
+    }
+}
+
+/// How a request was answered at the edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyClass {
+    /// The upstream's result.
+    Success = 0,
+    /// The upstream's JSON-RPC error, carried verbatim.
+    Error = 1,
+    /// An N-PAMP transport error from the peer, answered by the edge.
+    Transport = 2,
+    /// No reply within the request timeout.
+    Timeout = 3,
+    /// Refused by the edge: overload or no association to the peer.
+    Unavailable = 4,
+    /// Refused by the edge: not JSON-RPC (-32700 / -32600), too large.
+    Invalid = 5,
+}
+
+impl ReplyClass {
+    const ALL: [ReplyClass; 6] = [
+        Self::Success,
+        Self::Error,
+        Self::Transport,
+        Self::Timeout,
+        Self::Unavailable,
+        Self::Invalid,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Error => "error",
+            Self::Transport => "transport_error",
+            Self::Timeout => "timeout",
+            Self::Unavailable => "unavailable",
+            Self::Invalid => "invalid",
+        }
+    }
+}
+
+/// All counters of one gateway process.
+#[derive(Default)]
+pub struct Metrics {
+    requests: [AtomicU64; 4],
+    notifications: [AtomicU64; 4],
+    replies: [AtomicU64; 6],
+    /// Transport errors by code (1–5; 0 counts unknown codes).
+    transport_errors: [AtomicU64; 6],
+    pub in_flight: AtomicI64,
+    pub associations: AtomicI64,
+    pub associations_opened: AtomicU64,
+    pub handshake_failures: AtomicU64,
+    pub association_errors: AtomicU64,
+    /// Origin: requests delivered to the upstream, and their answers.
+    pub upstream_requests: AtomicU64,
+    pub upstream_failures: AtomicU64,
+    pub upstream_restarts: AtomicU64,
+    /// Frames or messages dropped (malformed, unknown correlation, no client).
+    pub dropped: AtomicU64,
+    pub latency: Histogram,
+    pub upstream_latency: Histogram,
+    /// The association listeners' own counters (origin role).
+    pub serve: crate::assoc::transport::ServeStats,
+}
+
+impl Metrics {
+    pub fn request(&self, ingress: Ingress) {
+        self.requests[ingress as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn notification(&self, ingress: Ingress) {
+        self.notifications[ingress as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn reply(&self, class: ReplyClass) {
+        self.replies[class as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn replies(&self, class: ReplyClass) -> u64 {
+        self.replies[class as usize].load(Relaxed)
+    }
+
+    pub fn requests(&self, ingress: Ingress) -> u64 {
+        self.requests[ingress as usize].load(Relaxed)
+    }
+
+    pub fn transport_error(&self, code: TransportError) {
+        let i = if (1..=5).contains(&code.0) {
+            code.0 as usize
+        } else {
+            0
+        };
+        self.transport_errors[i].fetch_add(1, Relaxed);
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut o = String::with_capacity(4096);
+        let counter = |o: &mut String, name: &str, help: &str| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+        };
+        counter(
+            &mut o,
+            "npamp_requests_total",
+            "JSON-RPC requests accepted from clients, by ingress.",
+        );
+        for i in Ingress::ALL {
+            let _ = writeln!(
+                o,
+                "npamp_requests_total{{ingress=\"{}\"}} {}",
+                i.name(),
+                self.requests[i as usize].load(Relaxed)
+            );
+        }
+        counter(
+            &mut o,
+            "npamp_notifications_total",
+            "JSON-RPC notifications accepted from clients, by ingress.",
+        );
+        for i in Ingress::ALL {
+            let _ = writeln!(
+                o,
+                "npamp_notifications_total{{ingress=\"{}\"}} {}",
+                i.name(),
+                self.notifications[i as usize].load(Relaxed)
+            );
+        }
+        counter(
+            &mut o,
+            "npamp_replies_total",
+            "Answers given to client requests, by class.",
+        );
+        for c in ReplyClass::ALL {
+            let _ = writeln!(
+                o,
+                "npamp_replies_total{{class=\"{}\"}} {}",
+                c.name(),
+                self.replies[c as usize].load(Relaxed)
+            );
+        }
+        counter(
+            &mut o,
+            "npamp_transport_errors_total",
+            "N-PAMP transport errors received or sent, by code.",
+        );
+        for code in 0..6u16 {
+            let _ = writeln!(
+                o,
+                "npamp_transport_errors_total{{code=\"{}\"}} {}",
+                TransportError(code).name(),
+                self.transport_errors[code as usize].load(Relaxed)
+            );
+        }
+        let gauge = |o: &mut String, name: &str, help: &str, v: i64| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        gauge(
+            &mut o,
+            "npamp_in_flight",
+            "Requests awaiting a reply.",
+            self.in_flight.load(Relaxed),
+        );
+        gauge(
+            &mut o,
+            "npamp_associations",
+            "Open N-PAMP associations.",
+            self.associations.load(Relaxed),
+        );
+        for (name, help, v) in [
+            (
+                "npamp_associations_opened_total",
+                "N-PAMP associations established.",
+                &self.associations_opened,
+            ),
+            (
+                "npamp_handshake_failures_total",
+                "N-PAMP handshakes that failed (both roles).",
+                &AtomicU64::new(
+                    self.handshake_failures.load(Relaxed)
+                        + self.serve.handshake_failures.load(Relaxed),
+                ),
+            ),
+            (
+                "npamp_association_errors_total",
+                "Associations that ended with an error (tampered, out-of-sequence, I/O).",
+                &self.association_errors,
+            ),
+            (
+                "npamp_upstream_requests_total",
+                "Requests delivered to the upstream.",
+                &self.upstream_requests,
+            ),
+            (
+                "npamp_upstream_failures_total",
+                "Requests the upstream could not be reached for (answered NotDelivered).",
+                &self.upstream_failures,
+            ),
+            (
+                "npamp_upstream_restarts_total",
+                "Upstream child processes restarted.",
+                &self.upstream_restarts,
+            ),
+            (
+                "npamp_dropped_total",
+                "Messages dropped: malformed frames, unknown correlation ids, no client.",
+                &self.dropped,
+            ),
+        ] {
+            counter(&mut o, name, help);
+            let _ = writeln!(o, "{name} {}", v.load(Relaxed));
+        }
+        for (name, help, h) in [
+            (
+                "npamp_request_duration_seconds",
+                "Edge: time from a request's arrival to its answer.",
+                &self.latency,
+            ),
+            (
+                "npamp_upstream_duration_seconds",
+                "Origin: time the upstream took to answer.",
+                &self.upstream_latency,
+            ),
+        ] {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");
+            h.render(&mut o, name, "");
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_cumulative_buckets() {
+        let m = Metrics::default();
+        m.request(Ingress::Http);
+        m.reply(ReplyClass::Success);
+        m.transport_error(TransportError::NOT_DELIVERED);
+        m.latency.observe(Duration::from_micros(300));
+        m.latency.observe(Duration::from_secs(60));
+        let text = m.render();
+        assert!(text.contains("npamp_requests_total{ingress=\"http\"} 1"));
+        assert!(text.contains("npamp_replies_total{class=\"success\"} 1"));
+        assert!(text.contains("npamp_transport_errors_total{code=\"NotDelivered\"} 1"));
+        assert!(text.contains("npamp_request_duration_seconds_bucket{le=\"0.0005\"} 1"));
+        assert!(text.contains("npamp_request_duration_seconds_bucket{le=\"10\"} 1"));
+        assert!(text.contains("npamp_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
+        assert!(text.contains("npamp_request_duration_seconds_count 2"));
+    }
+}

@@ -1,0 +1,496 @@
+//! The gateway: JSON-RPC in (HTTP, WebSocket, TCP, stdio), N-PAMP across,
+//! JSON-RPC out (HTTP, WebSocket, child process).
+//!
+//! ```text
+//!  client ─▶ ingress ─scan─▶ edge (pool | session) ═N-PAMP/QUIC═▶ origin ─▶ upstream
+//!  client ◀─ ingress ◀────── edge ◀═══════ reply by correlation_id ══ origin ◀─ upstream
+//! ```
+//!
+//! One process can be an edge (`ingress` + `peer`), an origin (`listen` +
+//! `upstream`), or both. See `docs/gateway.md` for the edge semantics.
+
+pub mod carry;
+pub mod config;
+pub mod edge;
+pub mod ingress;
+pub mod lines;
+pub mod metrics;
+pub mod origin;
+pub mod session;
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::assoc::driver::AssocHandle;
+use crate::assoc::transport::{Endpoint, Listener, PeerAddr, TransportError as LinkError};
+use crate::bridge::{Effect, ProtocolId, TransportError};
+use crate::jsonrpc::{EffectTable, Labeler, SafetyPolicy};
+use metrics::Metrics;
+
+/// Errors of starting or configuring a gateway.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("config: {0}")]
+    Config(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("association listener {addr}: {source}")]
+    Listen { addr: PeerAddr, source: LinkError },
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// Limits, with safe defaults (README "Limits and defaults").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest JSON-RPC text (HTTP body, WebSocket message, line). A text
+    /// crosses in one frame, so this stays under the frame limit.
+    pub max_body: usize,
+    /// Most elements in a batch.
+    pub max_batch: usize,
+    /// Requests awaiting a reply, whole gateway.
+    pub max_in_flight: usize,
+    /// Requests awaiting a reply, one client session.
+    pub max_in_flight_per_connection: usize,
+    /// Client connections per ingress listener.
+    pub max_connections: usize,
+    /// A request not answered in this time gets a timeout error.
+    pub request_timeout: Duration,
+    /// A session client silent this long (nothing outstanding) is closed.
+    pub idle_timeout: Duration,
+    /// An HTTP request's headers (or a WebSocket handshake) must arrive
+    /// within this time (slowloris).
+    pub header_read_timeout: Duration,
+    /// Associations per peer for stateless traffic.
+    pub pool_size: usize,
+    /// Messages queued for one session's local party.
+    pub session_queue: usize,
+    /// On SIGTERM: how long in-flight requests may take to finish.
+    pub drain_timeout: Duration,
+}
+
+/// The largest text a frame carries with room for the envelope and label.
+pub const MAX_BODY_LIMIT: usize = 1 << 20;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body: MAX_BODY_LIMIT,
+            max_batch: 100,
+            max_in_flight: 16_384,
+            max_in_flight_per_connection: 1024,
+            max_connections: 4096,
+            request_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+            header_read_timeout: Duration::from_secs(10),
+            pool_size: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            session_queue: 256,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Where the origin delivers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Upstream {
+    Http(hyper::Uri),
+    Ws(String),
+    /// A program and its arguments.
+    Cmd(Vec<String>),
+}
+
+impl std::fmt::Display for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Upstream::Http(u) => write!(f, "{u}"),
+            Upstream::Ws(u) => f.write_str(u),
+            Upstream::Cmd(argv) => write!(f, "command {:?}", argv.join(" ")),
+        }
+    }
+}
+
+/// A client-facing listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IngressAddr {
+    Http(SocketAddr),
+    Ws(SocketAddr),
+    Tcp(SocketAddr),
+}
+
+impl std::fmt::Display for IngressAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IngressAddr::Http(a) => write!(f, "http://{a}"),
+            IngressAddr::Ws(a) => write!(f, "ws://{a}"),
+            IngressAddr::Tcp(a) => write!(f, "tcp://{a}"),
+        }
+    }
+}
+
+/// Everything one gateway process does.
+#[derive(Clone)]
+pub struct GatewayConfig {
+    pub endpoint: Endpoint,
+    /// Accept associations here (origin role).
+    pub listen: Vec<PeerAddr>,
+    pub upstream: Option<Upstream>,
+    /// Accept clients here (edge role) ...
+    pub ingress: Vec<IngressAddr>,
+    /// ... and carry them to this peer.
+    pub peer: Option<PeerAddr>,
+    pub metrics: Option<SocketAddr>,
+    pub protocol: ProtocolId,
+    pub effects: EffectTable,
+    pub policy: SafetyPolicy,
+    /// Origin: only these methods are delivered (MethodUnsupported else).
+    pub allow_methods: Option<HashSet<String>>,
+    /// Origin: these methods are refused with MethodUnsupported.
+    pub deny_methods: HashSet<String>,
+    pub limits: Limits,
+}
+
+impl std::fmt::Debug for GatewayConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The endpoint holds the identity seed: never printed.
+        f.debug_struct("GatewayConfig")
+            .field("listen", &self.listen)
+            .field("upstream", &self.upstream)
+            .field("ingress", &self.ingress)
+            .field("peer", &self.peer)
+            .field("metrics", &self.metrics)
+            .field("protocol", &self.protocol)
+            .field("policy", &self.policy)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What every part of a running gateway shares.
+pub struct Ctx {
+    pub protocol: ProtocolId,
+    pub labeler: Labeler,
+    pub policy: SafetyPolicy,
+    pub allow_methods: Option<HashSet<String>>,
+    pub deny_methods: HashSet<String>,
+    pub limits: Limits,
+    pub scan: crate::jsonrpc::Limits,
+    pub metrics: Arc<Metrics>,
+    assocs: Mutex<Vec<AssocHandle>>,
+}
+
+impl Ctx {
+    pub fn new(config: &GatewayConfig, metrics: Arc<Metrics>) -> Self {
+        Self {
+            protocol: config.protocol,
+            labeler: Labeler::new(config.protocol, config.effects.clone()),
+            policy: config.policy,
+            allow_methods: config.allow_methods.clone(),
+            deny_methods: config.deny_methods.clone(),
+            scan: crate::jsonrpc::Limits {
+                max_len: config.limits.max_body,
+                max_batch: config.limits.max_batch,
+                ..crate::jsonrpc::Limits::default()
+            },
+            limits: config.limits.clone(),
+            metrics,
+            assocs: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Origin: why a request from the peer is refused, if it is.
+    pub fn refusal(&self, method: &str, label: Option<Effect>) -> Option<(TransportError, String)> {
+        let allowed = self
+            .allow_methods
+            .as_ref()
+            .is_none_or(|a| a.contains(method));
+        if !allowed || self.deny_methods.contains(method) {
+            return Some((
+                TransportError::METHOD_UNSUPPORTED,
+                format!("method {method:?} is not delivered by this gateway"),
+            ));
+        }
+        if let Err(code) = self.policy.check(label, method, self.labeler.table()) {
+            let effect = SafetyPolicy::effective_effect(label, method, self.labeler.table());
+            return Some((
+                code,
+                format!("local policy refuses {effect:?} requests ({method:?})"),
+            ));
+        }
+        None
+    }
+
+    /// Remembers an association for metrics and shutdown.
+    pub fn track(&self, handle: &AssocHandle) {
+        let m = &self.metrics;
+        m.associations.fetch_add(1, Relaxed);
+        m.associations_opened.fetch_add(1, Relaxed);
+        {
+            let mut all = self.assocs.lock().unwrap_or_else(|p| p.into_inner());
+            all.retain(AssocHandle::is_open);
+            all.push(handle.clone());
+        }
+        let (h, m) = (handle.clone(), self.metrics.clone());
+        tokio::spawn(async move {
+            h.ended().await;
+            m.associations.fetch_sub(1, Relaxed);
+        });
+    }
+
+    fn open_assocs(&self) -> Vec<AssocHandle> {
+        let all = self.assocs.lock().unwrap_or_else(|p| p.into_inner());
+        all.iter().filter(|h| h.is_open()).cloned().collect()
+    }
+}
+
+/// A TLS client config trusting the Mozilla root set (HTTPS and WSS
+/// upstreams).
+pub fn tls_roots_client_config() -> Result<rustls::ClientConfig, GatewayError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| GatewayError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// WebSocket limits: one message at most `max` octets.
+pub fn ws_config(max: usize) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
+}
+
+/// A byte stream: TCP, or TLS over TCP.
+pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// A WebSocket client connection (`ws://` or `wss://`).
+pub type WsClient = tokio_tungstenite::WebSocketStream<Box<dyn Io>>;
+
+/// Connects to a `ws://` or `wss://` URL (`wss://` checked against the
+/// Mozilla root set).
+pub async fn ws_connect(url: &str, max: usize) -> Result<WsClient, String> {
+    let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
+    let secure = match uri.scheme_str() {
+        Some("ws") => false,
+        Some("wss") => true,
+        _ => return Err(format!("bad URL {url:?}: expected ws:// or wss://")),
+    };
+    let host = uri
+        .host()
+        .ok_or_else(|| format!("bad URL {url:?}: no host"))?;
+    let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+    let host_name = host.trim_start_matches('[').trim_end_matches(']');
+    let tcp = tokio::net::TcpStream::connect((host_name, port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Io> = if secure {
+        let tls = tls_roots_client_config().map_err(|e| e.to_string())?;
+        let name = rustls::pki_types::ServerName::try_from(host_name.to_owned())
+            .map_err(|e| e.to_string())?;
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(tls))
+            .connect(name, tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        Box::new(tls)
+    } else {
+        Box::new(tcp)
+    };
+    let (ws, _) = tokio_tungstenite::client_async_with_config(url, stream, Some(ws_config(max)))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(ws)
+}
+
+/// A running gateway.
+pub struct Gateway {
+    pub ctx: Arc<Ctx>,
+    /// Where each listener is (ports resolved).
+    pub listening: Vec<PeerAddr>,
+    pub ingress: Vec<IngressAddr>,
+    pub metrics_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    listeners: Vec<Listener>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Binds every listener and starts serving.
+    pub async fn start(config: GatewayConfig) -> Result<Self, GatewayError> {
+        let metrics = Arc::new(Metrics::default());
+        let ctx = Arc::new(Ctx::new(&config, metrics.clone()));
+        let (shutdown, watch_rx) = watch::channel(false);
+        let mut listeners = Vec::new();
+        let mut listening = Vec::new();
+        let mut tasks = Vec::new();
+        if !config.listen.is_empty() {
+            let upstream = config.upstream.clone().ok_or_else(|| {
+                GatewayError::Config(
+                    "--listen needs an upstream (--upstream or --upstream-cmd)".into(),
+                )
+            })?;
+            let origin = Arc::new(origin::Origin::new(ctx.clone(), upstream)?);
+            for addr in &config.listen {
+                let origin = origin.clone();
+                let l = Listener::bind_with(
+                    *addr,
+                    config.endpoint.clone(),
+                    metrics.serve.clone(),
+                    move |assoc| origin.sink(assoc),
+                )
+                .await
+                .map_err(|source| GatewayError::Listen {
+                    addr: *addr,
+                    source,
+                })?;
+                info!(listen = %l.local_addr, "accepting associations");
+                listening.push(l.local_addr);
+                listeners.push(l);
+            }
+        }
+        let mut ingress = Vec::new();
+        if !config.ingress.is_empty() {
+            let peer = config.peer.ok_or_else(|| {
+                GatewayError::Config("--ingress needs --peer quic://ADDR or tls://ADDR".into())
+            })?;
+            let edge = Arc::new(edge::Edge::new(peer, config.endpoint.clone(), ctx.clone()));
+            for addr in &config.ingress {
+                let (IngressAddr::Http(a) | IngressAddr::Ws(a) | IngressAddr::Tcp(a)) = *addr;
+                let listener = TcpListener::bind(a)
+                    .await
+                    .map_err(|source| GatewayError::Bind {
+                        addr: addr.to_string(),
+                        source,
+                    })?;
+                let local = listener.local_addr().map_err(|source| GatewayError::Bind {
+                    addr: addr.to_string(),
+                    source,
+                })?;
+                let (edge, rx) = (edge.clone(), watch_rx.clone());
+                let (bound, task) = match addr {
+                    IngressAddr::Http(_) => (
+                        IngressAddr::Http(local),
+                        tokio::spawn(ingress::serve_http(listener, edge, rx)),
+                    ),
+                    IngressAddr::Ws(_) => (
+                        IngressAddr::Ws(local),
+                        tokio::spawn(ingress::serve_ws(listener, edge, rx)),
+                    ),
+                    IngressAddr::Tcp(_) => (
+                        IngressAddr::Tcp(local),
+                        tokio::spawn(ingress::serve_tcp(listener, edge, rx)),
+                    ),
+                };
+                info!(ingress = %bound, peer = %peer, "accepting JSON-RPC clients");
+                ingress.push(bound);
+                tasks.push(task);
+            }
+        }
+        let mut metrics_addr = None;
+        if let Some(addr) = config.metrics {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| GatewayError::Bind {
+                    addr: addr.to_string(),
+                    source,
+                })?;
+            metrics_addr = listener.local_addr().ok();
+            info!(metrics = ?metrics_addr, "serving /metrics and /healthz");
+            tasks.push(tokio::spawn(serve_metrics(
+                listener,
+                ctx.clone(),
+                watch_rx.clone(),
+            )));
+        }
+        Ok(Self {
+            ctx,
+            listening,
+            ingress,
+            metrics_addr,
+            shutdown,
+            listeners,
+            tasks,
+        })
+    }
+
+    /// Graceful shutdown: stop accepting, let in-flight requests finish
+    /// (up to the drain timeout), close every association with CLOSE.
+    /// Returns the requests still in flight when the deadline hit.
+    pub async fn shutdown(self) -> i64 {
+        let _ = self.shutdown.send(true);
+        for l in &self.listeners {
+            l.stop_accepting();
+        }
+        let deadline = Instant::now() + self.ctx.limits.drain_timeout;
+        let m = &self.ctx.metrics;
+        while m.in_flight.load(Relaxed) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let left = m.in_flight.load(Relaxed);
+        if left > 0 {
+            warn!(left, "drain deadline reached with requests in flight");
+        }
+        let closes = self
+            .ctx
+            .open_assocs()
+            .into_iter()
+            .map(|h| async move { h.close(0).await });
+        futures_util::future::join_all(closes).await;
+        for t in self.tasks {
+            t.abort();
+        }
+        left
+    }
+}
+
+async fn serve_metrics(listener: TcpListener, ctx: Arc<Ctx>, shutdown: watch::Receiver<bool>) {
+    loop {
+        let mut s = shutdown.clone();
+        let (tcp, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(_) => continue,
+            },
+            _ = s.wait_for(|v| *v) => return,
+        };
+        let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+                let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
+                async move {
+                    let (status, body) = match req.uri().path() {
+                        "/metrics" => (200, ctx.metrics.render()),
+                        "/healthz" if *shutdown.borrow() => (503, "draining\n".to_owned()),
+                        "/healthz" => (200, "ok\n".to_owned()),
+                        _ => (404, "not found: try /metrics or /healthz\n".to_owned()),
+                    };
+                    let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+                    *r.status_mut() = hyper::StatusCode::from_u16(status)
+                        .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+                    r.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
+                    );
+                    Ok::<_, std::convert::Infallible>(r)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                .await;
+        });
+    }
+}

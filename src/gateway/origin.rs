@@ -1,0 +1,498 @@
+//! The origin's side: what arrives over an association is delivered to the
+//! upstream JSON-RPC server, and its replies go back.
+//!
+//! - HTTP(S) upstream: each request is one POST on a pooled keep-alive
+//!   HTTP/1.1 client; its reply goes back on the request's correlation_id.
+//! - WebSocket upstream or child process (stdio): one upstream session per
+//!   association ([`Session`] with [`Side::Origin`]), reconnected or
+//!   restarted with backoff when it goes away.
+//!
+//! An upstream that cannot be reached, refuses, or does not answer in time
+//! is answered with BRIDGE_ERROR NotDelivered: never a fabricated success or
+//! JSON-RPC error.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::{Semaphore, mpsc};
+use tracing::{debug, info, warn};
+
+use super::carry::{Outgoing, Received, receive, send_transport_error};
+use super::lines::{LineReader, write_line};
+use super::session::{Session, SessionSink, Side};
+use super::{Ctx, Upstream};
+use crate::assoc::driver::{AssocHandle, BridgeSink, End};
+use crate::bridge::TransportError;
+use crate::jsonrpc::carriage::Inbound;
+use crate::jsonrpc::{Kind, Scanned, same_id, scan};
+use crate::wire::FrameType;
+
+/// The longest pause between upstream restarts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// What the origin delivers to; shared by all associations.
+pub struct Origin {
+    ctx: Arc<Ctx>,
+    upstream: Upstream,
+    http: Option<HttpsClient>,
+    /// Bounds the upstream calls in flight (HTTP).
+    permits: Arc<Semaphore>,
+}
+
+impl Origin {
+    pub fn new(ctx: Arc<Ctx>, upstream: Upstream) -> Result<Self, super::GatewayError> {
+        let http = match &upstream {
+            Upstream::Http(_) => {
+                let tls = super::tls_roots_client_config()?;
+                let connector = hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_tls_config(tls)
+                    .https_or_http()
+                    .enable_http1()
+                    .build();
+                let client = Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .pool_idle_timeout(Duration::from_secs(90))
+                    .pool_max_idle_per_host(ctx.limits.max_in_flight.min(1024))
+                    .build(connector);
+                Some(client)
+            }
+            _ => None,
+        };
+        let permits = Arc::new(Semaphore::new(ctx.limits.max_in_flight));
+        Ok(Self {
+            ctx,
+            upstream,
+            http,
+            permits,
+        })
+    }
+
+    /// The sink for a newly accepted association.
+    pub fn sink(self: &Arc<Self>, assoc: AssocHandle) -> OriginSink {
+        self.ctx.track(&assoc);
+        match &self.upstream {
+            Upstream::Http(_) => OriginSink::Http {
+                origin: self.clone(),
+                assoc,
+            },
+            Upstream::Ws(_) | Upstream::Cmd(_) => {
+                let (tx, rx) = mpsc::channel(self.ctx.limits.session_queue);
+                let session = Session::new(Side::Origin, assoc, self.ctx.clone(), tx);
+                let sink = session.sink();
+                let origin = self.clone();
+                tokio::spawn(async move { origin.run_upstream(session, rx).await });
+                OriginSink::Session(sink)
+            }
+        }
+    }
+
+    /// Keeps one upstream session up for as long as the association lives.
+    async fn run_upstream(&self, session: Session, mut rx: mpsc::Receiver<Bytes>) {
+        let mut backoff = FIRST_BACKOFF;
+        let mut first = true;
+        loop {
+            if !first {
+                self.ctx.metrics.upstream_restarts.fetch_add(1, Relaxed);
+            }
+            first = false;
+            // What was queued while the upstream was down was answered
+            // NotDelivered already: it must not reach the next upstream.
+            while rx.try_recv().is_ok() {}
+            let started = Instant::now();
+            let why = tokio::select! {
+                why = self.one_upstream(&session, &mut rx) => why,
+                _ = session.assoc().ended() => return,
+            };
+            warn!(upstream = %self.upstream, %why, "upstream session ended");
+            session.local_down(&why).await;
+            if !session.assoc().is_open() {
+                return;
+            }
+            if started.elapsed() > MAX_BACKOFF * 2 {
+                backoff = FIRST_BACKOFF;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = session.assoc().ended() => return,
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// Runs one upstream session until it fails; returns why.
+    async fn one_upstream(&self, session: &Session, rx: &mut mpsc::Receiver<Bytes>) -> String {
+        match &self.upstream {
+            Upstream::Cmd(argv) => run_child(argv, session, rx, &self.ctx).await,
+            Upstream::Ws(url) => run_ws(url, session, rx, &self.ctx).await,
+            Upstream::Http(_) => "an HTTP upstream has no session".into(),
+        }
+    }
+
+    /// One request to the HTTP upstream; its reply, or NotDelivered, goes
+    /// back on `corr`.
+    async fn post(&self, assoc: &AssocHandle, text: Bytes, corr: Vec<u8>, is_request: bool) {
+        let (Upstream::Http(uri), Some(client)) = (&self.upstream, &self.http) else {
+            return;
+        };
+        let ctx = &self.ctx;
+        let started = Instant::now();
+        let req = hyper::Request::post(uri.clone())
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(text.clone()));
+        let req = match req {
+            Ok(r) => r,
+            Err(e) => {
+                self.not_delivered(assoc, &corr, &format!("bad upstream request: {e}"))
+                    .await;
+                return;
+            }
+        };
+        ctx.metrics.upstream_requests.fetch_add(1, Relaxed);
+        let limit = ctx.limits.max_body;
+        let result = tokio::time::timeout(ctx.limits.request_timeout, async {
+            let resp = client.request(req).await.map_err(|e| {
+                let mut msg = e.to_string();
+                let mut src = std::error::Error::source(&e);
+                while let Some(s) = src {
+                    msg = format!("{msg}: {s}");
+                    src = s.source();
+                }
+                msg
+            })?;
+            let status = resp.status();
+            let body = Limited::new(resp.into_body(), limit)
+                .collect()
+                .await
+                .map_err(|e| format!("reading the upstream's reply: {e}"))?
+                .to_bytes();
+            Ok::<_, String>((status, body))
+        })
+        .await;
+        ctx.metrics.upstream_latency.observe(started.elapsed());
+        if !is_request {
+            if let Ok(Err(e)) | Err(e) = result.map_err(|_| "timeout".to_owned()) {
+                debug!(error = %e, "notification to the upstream failed");
+            }
+            return;
+        }
+        let (status, body) = match result {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                self.not_delivered(assoc, &corr, &format!("upstream {uri}: {e}"))
+                    .await;
+                return;
+            }
+            Err(_) => {
+                let d = format!(
+                    "upstream {uri} did not answer within {:?}",
+                    ctx.limits.request_timeout
+                );
+                self.not_delivered(assoc, &corr, &d).await;
+                return;
+            }
+        };
+        let request_id = match scan(&text, &ctx.scan) {
+            Ok(Scanned::Single(Kind::Request { id, .. })) => {
+                (text.slice(id.token.clone()), id.kind)
+            }
+            _ => return,
+        };
+        let kind = match scan(&body, &ctx.scan) {
+            Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => k,
+            _ => {
+                let d = format!(
+                    "upstream {uri} answered HTTP {status} without a JSON-RPC response ({} octets)",
+                    body.len()
+                );
+                self.not_delivered(assoc, &corr, &d).await;
+                return;
+            }
+        };
+        if let Kind::Success { id } | Kind::Error { id } = &kind {
+            let is_error = matches!(kind, Kind::Error { .. });
+            let undetermined = is_error && id.kind == crate::jsonrpc::IdKind::Null;
+            if !undetermined
+                && !same_id(
+                    &body[id.token.clone()],
+                    id.kind,
+                    &request_id.0,
+                    request_id.1,
+                )
+            {
+                let d = format!("upstream {uri} answered with another request's id");
+                self.not_delivered(assoc, &corr, &d).await;
+                return;
+            }
+        }
+        let out = match Outgoing::new(&body, &kind, &ctx.labeler) {
+            Ok(o) => o,
+            Err(e) => {
+                self.not_delivered(assoc, &corr, &e.to_string()).await;
+                return;
+            }
+        };
+        if let Err(e) = out.send(assoc, ctx.protocol, &corr).await {
+            debug!(error = %e, "reply not sent");
+        }
+    }
+
+    async fn not_delivered(&self, assoc: &AssocHandle, corr: &[u8], detail: &str) {
+        let ctx = &self.ctx;
+        ctx.metrics.upstream_failures.fetch_add(1, Relaxed);
+        ctx.metrics.transport_error(TransportError::NOT_DELIVERED);
+        debug!(%detail, "NotDelivered");
+        let _ = send_transport_error(
+            assoc,
+            ctx.protocol,
+            corr,
+            TransportError::NOT_DELIVERED,
+            detail,
+        )
+        .await;
+    }
+}
+
+/// The sink of an association at the origin.
+pub enum OriginSink {
+    Http {
+        origin: Arc<Origin>,
+        assoc: AssocHandle,
+    },
+    Session(SessionSink),
+}
+
+impl BridgeSink for OriginSink {
+    async fn frame(&mut self, frame_type: FrameType, payload: &[u8]) {
+        match self {
+            OriginSink::Session(s) => s.frame(frame_type, payload).await,
+            OriginSink::Http { origin, assoc } => {
+                http_frame(origin, assoc, frame_type, payload).await;
+            }
+        }
+    }
+
+    fn ended(&mut self, why: &End) {
+        match self {
+            OriginSink::Session(s) => s.ended(why),
+            OriginSink::Http { origin, .. } => {
+                if matches!(why, End::Error(_)) {
+                    origin.ctx.metrics.association_errors.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+}
+
+async fn http_frame(
+    origin: &Arc<Origin>,
+    assoc: &AssocHandle,
+    frame_type: FrameType,
+    payload: &[u8],
+) {
+    let ctx = &origin.ctx;
+    let (text, corr, is_request) = match receive(frame_type, payload, ctx.protocol, &ctx.scan) {
+        Received::Message(Inbound::JsonRpc {
+            kind: Kind::Request { method, .. },
+            text,
+            correlation_id,
+            safety,
+        }) => {
+            let name = crate::jsonrpc::carriage::method_of(text, &method);
+            if let Some((code, detail)) = ctx.refusal(name.as_deref().unwrap_or_default(), safety) {
+                ctx.metrics.transport_error(code);
+                let _ =
+                    send_transport_error(assoc, ctx.protocol, correlation_id, code, &detail).await;
+                return;
+            }
+            (text, correlation_id.to_vec(), true)
+        }
+        Received::Message(Inbound::JsonRpc {
+            kind: Kind::Notification { method },
+            text,
+            safety,
+            ..
+        }) => {
+            let name = crate::jsonrpc::carriage::method_of(text, &method);
+            if ctx
+                .refusal(name.as_deref().unwrap_or_default(), safety)
+                .is_some()
+            {
+                ctx.metrics.dropped.fetch_add(1, Relaxed);
+                return;
+            }
+            (text, Vec::new(), false)
+        }
+        Received::Message(_) => {
+            // Replies and transport errors: an HTTP upstream asks nothing.
+            ctx.metrics.dropped.fetch_add(1, Relaxed);
+            return;
+        }
+        Received::Malformed {
+            error,
+            correlation_id,
+        } => {
+            warn!(%error, "malformed Bridge frame");
+            ctx.metrics.dropped.fetch_add(1, Relaxed);
+            if let Some(corr) = correlation_id {
+                let code = TransportError::ENVELOPE_MALFORMED;
+                ctx.metrics.transport_error(code);
+                let _ = send_transport_error(assoc, ctx.protocol, corr, code, &error).await;
+            }
+            return;
+        }
+        Received::WrongProtocol {
+            protocol,
+            correlation_id,
+        } => {
+            if frame_type == crate::bridge::BRIDGE_REQUEST {
+                let code = TransportError::PROTOCOL_UNSUPPORTED;
+                ctx.metrics.transport_error(code);
+                let detail = format!(
+                    "this gateway carries protocol_id {:#04x}, not {:#04x}",
+                    ctx.protocol.0, protocol.0
+                );
+                let _ =
+                    send_transport_error(assoc, ctx.protocol, correlation_id, code, &detail).await;
+            }
+            return;
+        }
+    };
+    // Waiting for a permit here is backpressure on the peer.
+    let Ok(permit) = origin.permits.clone().acquire_owned().await else {
+        return;
+    };
+    let text = Bytes::copy_from_slice(text);
+    let (origin, assoc) = (origin.clone(), assoc.clone());
+    tokio::spawn(async move {
+        origin.post(&assoc, text, corr, is_request).await;
+        drop(permit);
+    });
+}
+
+/// A child process speaking newline-delimited JSON-RPC on stdio.
+async fn run_child(
+    argv: &[String],
+    session: &Session,
+    rx: &mut mpsc::Receiver<Bytes>,
+    ctx: &Ctx,
+) -> String {
+    let Some((program, args)) = argv.split_first() else {
+        return "empty upstream command".into();
+    };
+    let mut child = match tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return format!("cannot start {program:?}: {e}"),
+    };
+    let pid = child.id().unwrap_or_default();
+    info!(pid, command = %argv.join(" "), "upstream process started");
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return "the child's stdio is not piped".into();
+    };
+    session.local_up();
+    let log_stderr = async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            info!(target: "upstream", pid, "{line}");
+        }
+        std::future::pending::<()>().await;
+    };
+    let write = async {
+        while let Some(text) = rx.recv().await {
+            if let Err(e) = write_line(&mut stdin, &text).await {
+                return format!("writing to the upstream's stdin: {e}");
+            }
+            if rx.is_empty()
+                && let Err(e) = stdin.flush().await
+            {
+                return format!("writing to the upstream's stdin: {e}");
+            }
+        }
+        "session ended".to_owned()
+    };
+    let read = async {
+        let mut lines = LineReader::new(stdout, ctx.limits.max_body);
+        loop {
+            match lines.next().await {
+                Ok(Some(line)) => session.on_local_message(line).await,
+                Ok(None) => return "the upstream closed its stdout".to_owned(),
+                Err(e) => return format!("reading the upstream's stdout: {e}"),
+            }
+        }
+    };
+    let why = tokio::select! {
+        w = write => w,
+        r = read => r,
+        status = child.wait() => match status {
+            Ok(s) => format!("the upstream process exited ({s})"),
+            Err(e) => format!("waiting for the upstream process: {e}"),
+        },
+        _ = log_stderr => unreachable!("pending"),
+    };
+    let _ = child.start_kill();
+    why
+}
+
+/// A WebSocket upstream: one connection per association.
+async fn run_ws(url: &str, session: &Session, rx: &mut mpsc::Receiver<Bytes>, ctx: &Ctx) -> String {
+    use tokio_tungstenite::tungstenite::Message;
+    let ws = match super::ws_connect(url, ctx.limits.max_body).await {
+        Ok(ws) => ws,
+        Err(e) => return format!("cannot connect to {url}: {e}"),
+    };
+    info!(%url, "upstream WebSocket connected");
+    session.local_up();
+    let (mut tx, mut stream) = ws.split();
+    let write = async {
+        while let Some(text) = rx.recv().await {
+            // The carried octets are UTF-8 JSON (the scanner checked).
+            let msg = match std::str::from_utf8(&text) {
+                Ok(_) => Message::Text(unsafe_free_utf8(text)),
+                Err(_) => Message::Binary(text),
+            };
+            if let Err(e) = tx.send(msg).await {
+                return format!("writing to the upstream WebSocket: {e}");
+            }
+        }
+        "session ended".to_owned()
+    };
+    let read = async {
+        while let Some(msg) = stream.next().await {
+            match msg {
+                Ok(Message::Text(t)) => session.on_local_message(Bytes::from(t)).await,
+                Ok(Message::Binary(b)) => session.on_local_message(b).await,
+                Ok(Message::Close(_)) => return "the upstream closed the WebSocket".to_owned(),
+                Ok(_) => {}
+                Err(e) => return format!("reading the upstream WebSocket: {e}"),
+            }
+        }
+        "the upstream WebSocket ended".to_owned()
+    };
+    tokio::select! {
+        w = write => w,
+        r = read => r,
+    }
+}
+
+/// Text-frame payload from octets already known to be UTF-8.
+fn unsafe_free_utf8(b: Bytes) -> tokio_tungstenite::tungstenite::Utf8Bytes {
+    tokio_tungstenite::tungstenite::Utf8Bytes::try_from(b).unwrap_or_default()
+}
