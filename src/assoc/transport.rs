@@ -33,7 +33,10 @@ pub const ALPN: &[u8] = b"n-pamp/2";
 /// Default limit on a handshake, so a stalled peer cannot pin resources.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// QUIC keep-alive of client connections, well inside the idle timeout.
-pub const QUIC_KEEP_ALIVE: Duration = Duration::from_secs(5);
+pub const QUIC_KEEP_ALIVE: Duration = Duration::from_secs(2);
+/// A QUIC connection silent this long (no keep-alive answered) is lost: a
+/// peer that died is noticed within this time.
+pub const QUIC_IDLE_TIMEOUT: Duration = Duration::from_secs(8);
 /// UDP socket buffers asked for on QUIC endpoints.
 pub const UDP_BUFFER_BYTES: usize = 8 << 20;
 
@@ -435,6 +438,7 @@ impl Link {
                 let mut transport = quinn::TransportConfig::default();
                 // An idle association stays up (the default idle timeout is 30 s).
                 transport.keep_alive_interval(Some(QUIC_KEEP_ALIVE));
+                transport.max_idle_timeout(QUIC_IDLE_TIMEOUT.try_into().ok());
                 config.transport_config(Arc::new(transport));
                 let conn = endpoint
                     .connect_with(config, peer.addr, "localhost")?

@@ -38,6 +38,8 @@ use crate::wire::FrameType;
 /// The longest pause between upstream restarts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// How long a WebSocket upstream may take to accept a connection.
+const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -105,9 +107,6 @@ impl Origin {
                 self.ctx.metrics.upstream_restarts.fetch_add(1, Relaxed);
             }
             first = false;
-            // What was queued while the upstream was down was answered
-            // NotDelivered already: it must not reach the next upstream.
-            while rx.try_recv().is_ok() {}
             let started = Instant::now();
             let why = tokio::select! {
                 why = self.one_upstream(&session, &mut rx) => why,
@@ -126,6 +125,10 @@ impl Origin {
                 _ = session.assoc().ended() => return,
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
+            // What was queued while the upstream was down was answered
+            // NotDelivered already: it must not reach the next upstream.
+            while rx.try_recv().is_ok() {}
+            session.local_starting();
         }
     }
 
@@ -454,9 +457,15 @@ async fn run_child(
 /// A WebSocket upstream: one connection per association.
 async fn run_ws(url: &str, session: &Session, rx: &mut mpsc::Receiver<Bytes>, ctx: &Ctx) -> String {
     use tokio_tungstenite::tungstenite::Message;
-    let ws = match super::ws_connect(url, ctx.limits.max_body).await {
-        Ok(ws) => ws,
-        Err(e) => return format!("cannot connect to {url}: {e}"),
+    let connect = super::ws_connect(url, ctx.limits.max_body);
+    let ws = match tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, connect).await {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(e)) => return format!("cannot connect to {url}: {e}"),
+        Err(_) => {
+            return format!(
+                "cannot connect to {url}: no answer within {UPSTREAM_CONNECT_TIMEOUT:?}"
+            );
+        }
     };
     info!(%url, "upstream WebSocket connected");
     session.local_up();

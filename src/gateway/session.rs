@@ -12,7 +12,7 @@
 //! gets exactly one answer: the reply, or an error naming what failed.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,14 @@ use crate::bridge::{self, TransportError};
 use crate::jsonrpc::carriage::{BatchJoin, Inbound, id_of, method_of, scan_error_response};
 use crate::jsonrpc::{Begin, CorrelationMode, Correlator, IdKind, Kind, Scanned, same_id, scan};
 use crate::wire::FrameType;
+
+/// The upstream is being started: messages queue for it.
+const LOCAL_STARTING: u8 = 0;
+/// The local party is there.
+const LOCAL_UP: u8 = 1;
+/// The upstream is down (backing off before a restart): requests are
+/// answered NotDelivered at once.
+const LOCAL_DOWN: u8 = 2;
 
 /// Which end of the pair this session is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,8 +94,8 @@ struct Inner {
     ctx: Arc<Ctx>,
     to_local: mpsc::Sender<Bytes>,
     state: Mutex<State>,
-    /// Origin: whether the upstream is running.
-    local_up: AtomicBool,
+    /// Origin: the upstream's state (`LOCAL_*`).
+    local: AtomicU8,
 }
 
 /// A running session; cheap to clone.
@@ -130,7 +138,11 @@ impl Session {
                 batches: HashMap::new(),
                 next_batch: 0,
             }),
-            local_up: AtomicBool::new(side != Side::Origin),
+            local: AtomicU8::new(if side == Side::Origin {
+                LOCAL_STARTING
+            } else {
+                LOCAL_UP
+            }),
         }));
         let sweeper = session.clone();
         tokio::spawn(async move { sweeper.sweep().await });
@@ -397,7 +409,7 @@ impl Session {
                     .await;
                 }
                 Kind::Notification { .. } => {
-                    if self.0.local_up.load(Relaxed) {
+                    if self.0.local.load(Relaxed) != LOCAL_DOWN {
                         self.to_local(Bytes::copy_from_slice(text)).await;
                     } else {
                         ctx.metrics.dropped.fetch_add(1, Relaxed);
@@ -499,7 +511,7 @@ impl Session {
         if let Some(refusal) = self.0.ctx.refusal(method, label) {
             return Some(refusal);
         }
-        if !self.0.local_up.load(Relaxed) {
+        if self.0.local.load(Relaxed) == LOCAL_DOWN {
             self.0.ctx.metrics.upstream_failures.fetch_add(1, Relaxed);
             return Some((
                 TransportError::NOT_DELIVERED,
@@ -631,7 +643,7 @@ impl Session {
     /// Origin: the upstream went away. Requests it had not answered get
     /// NotDelivered; requests it made to the client are forgotten.
     pub async fn local_down(&self, why: &str) {
-        self.0.local_up.store(false, Relaxed);
+        self.0.local.store(LOCAL_DOWN, Relaxed);
         let (incoming, held): (Vec<Incoming>, Vec<Vec<u8>>) = {
             let mut s = self.lock();
             let incoming = s.incoming.drain().map(|(_, i)| i).collect();
@@ -656,9 +668,14 @@ impl Session {
         }
     }
 
-    /// Origin: the upstream is (again) running.
+    /// Origin: the upstream is being (re)started; messages queue for it.
+    pub fn local_starting(&self) {
+        self.0.local.store(LOCAL_STARTING, Relaxed);
+    }
+
+    /// Origin: the upstream is running.
     pub fn local_up(&self) {
-        self.0.local_up.store(true, Relaxed);
+        self.0.local.store(LOCAL_UP, Relaxed);
     }
 
     /// Closes the association (the local party went away).

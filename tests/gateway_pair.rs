@@ -1,0 +1,872 @@
+//! Two `npamp-gateway` processes on 127.0.0.1 (an edge and an origin) and a
+//! mock upstream: every ingress (HTTP, WebSocket, TCP, stdio `connect`) ×
+//! every upstream kind (HTTP, WebSocket, child process) × both transports
+//! (QUIC, TLS), and the edge semantics of DESIGN.md §5, each with a test.
+
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_npamp-gateway");
+
+/// A child process killed when dropped, with what it printed on stdout.
+struct Proc {
+    child: Child,
+    lines: Vec<String>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Proc {
+    /// Starts `npamp-gateway ARGS` and reads stdout until a line starting
+    /// with `ready` appears (the last address it prints).
+    async fn start(args: &[&str], ready: &str) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start npamp-gateway");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut reader = BufReader::new(stdout).lines();
+        let mut lines = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = tokio::time::timeout(left, reader.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("{args:?} did not print {ready:?}: {lines:?}"))
+                .expect("read stdout")
+                .unwrap_or_else(|| panic!("{args:?} exited: {lines:?}"));
+            let done = line.starts_with(ready);
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        // Keep draining stdout so the process never blocks on it.
+        tokio::spawn(async move { while let Ok(Some(_)) = reader.next_line().await {} });
+        Proc { child, lines }
+    }
+
+    /// The value after `prefix` on the first line that starts with it.
+    fn printed(&self, prefix: &str) -> String {
+        self.lines
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in {:?}", self.lines))
+            .trim()
+            .to_owned()
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id().expect("running") as i32
+    }
+}
+
+async fn mock(kind: &str) -> (Proc, String) {
+    let p = Proc::start(
+        &[
+            "mock-upstream",
+            "--listen",
+            &format!("{kind}://127.0.0.1:0"),
+        ],
+        "mock upstream",
+    )
+    .await;
+    let url = p.printed("mock upstream ");
+    (p, url)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Up {
+    Http,
+    Ws,
+    Stdio,
+}
+
+/// An edge and an origin process, pinned to each other's identities.
+struct Pair {
+    _upstream: Option<Proc>,
+    origin: Proc,
+    edge: Proc,
+    keys: tempdir::Dir,
+    origin_pub: String,
+}
+
+mod tempdir {
+    use std::path::PathBuf;
+
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+    pub struct Dir(pub PathBuf);
+
+    impl Dir {
+        pub fn new() -> Self {
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let p = std::env::temp_dir().join(format!("npamp-pair-{}-{n}", std::process::id()));
+            std::fs::create_dir_all(&p).expect("temp dir");
+            Dir(p)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn keygen(path: &std::path::Path) -> String {
+    let out = std::process::Command::new(BIN)
+        .args(["keygen", "--out"])
+        .arg(path)
+        .output()
+        .expect("keygen");
+    assert!(out.status.success(), "keygen failed");
+    String::from_utf8(out.stdout)
+        .expect("utf8")
+        .trim()
+        .to_owned()
+}
+
+struct PairOptions<'a> {
+    transport: &'a str,
+    upstream: Up,
+    origin_extra: &'a [&'a str],
+    edge_extra: &'a [&'a str],
+}
+
+impl Default for PairOptions<'_> {
+    fn default() -> Self {
+        Self {
+            transport: "quic",
+            upstream: Up::Http,
+            origin_extra: &[],
+            edge_extra: &[],
+        }
+    }
+}
+
+impl Pair {
+    async fn start(o: PairOptions<'_>) -> Pair {
+        let keys = tempdir::Dir::new();
+        let (origin_key, edge_key) = (keys.0.join("origin.key"), keys.0.join("edge.key"));
+        let (origin_pub, edge_pub) = (keygen(&origin_key), keygen(&edge_key));
+        let (upstream, up_args): (Option<Proc>, Vec<String>) = match o.upstream {
+            Up::Http => {
+                let (p, url) = mock("http").await;
+                (Some(p), vec!["--upstream".into(), url])
+            }
+            Up::Ws => {
+                let (p, url) = mock("ws").await;
+                (Some(p), vec!["--upstream".into(), url])
+            }
+            Up::Stdio => (
+                None,
+                vec![
+                    "--upstream-cmd".into(),
+                    format!("{BIN} mock-upstream --stdio"),
+                ],
+            ),
+        };
+        let listen = format!("{}://127.0.0.1:0", o.transport);
+        let mut args: Vec<&str> = vec!["serve", "--listen", &listen];
+        args.extend(up_args.iter().map(String::as_str));
+        let origin_key = origin_key.to_string_lossy().into_owned();
+        args.extend(["--identity", &origin_key, "--trust", &edge_pub]);
+        args.extend(o.origin_extra);
+        let origin = Proc::start(&args, "listening on").await;
+        let peer = origin.printed("listening on ");
+        let edge_key = edge_key.to_string_lossy().into_owned();
+        let mut args = vec![
+            "serve",
+            "--ingress",
+            "http://127.0.0.1:0",
+            "--ingress",
+            "ws://127.0.0.1:0",
+            "--ingress",
+            "tcp://127.0.0.1:0",
+            "--peer",
+            &peer,
+            "--identity",
+            &edge_key,
+            "--trust",
+            &origin_pub,
+            "--metrics",
+            "127.0.0.1:0",
+        ];
+        args.extend(o.edge_extra);
+        let edge = Proc::start(&args, "metrics").await;
+        Pair {
+            _upstream: upstream,
+            origin,
+            edge,
+            keys,
+            origin_pub,
+        }
+    }
+
+    fn ingress(&self, scheme: &str) -> String {
+        self.edge
+            .lines
+            .iter()
+            .find_map(|l| l.strip_prefix("ingress ").filter(|u| u.starts_with(scheme)))
+            .unwrap_or_else(|| panic!("no {scheme} ingress in {:?}", self.edge.lines))
+            .to_owned()
+    }
+
+    fn peer(&self) -> String {
+        self.origin.printed("listening on ")
+    }
+
+    /// A `connect` (stdio ingress) process with the edge's identity.
+    async fn stdio_client(&self) -> Client {
+        let key = self.keys.0.join("edge.key").to_string_lossy().into_owned();
+        Client::stdio(
+            &self.peer(),
+            &["--identity", &key, "--trust", &self.origin_pub],
+        )
+        .await
+    }
+}
+
+/// POSTs a body; returns the status and the body.
+async fn post(url: &str, body: &str) -> (u16, String) {
+    post_with(url, body, "application/json").await
+}
+
+async fn post_with(url: &str, body: &str, content_type: &str) -> (u16, String) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let req = hyper::Request::post(url)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .expect("request");
+    let resp = tokio::time::timeout(Duration::from_secs(20), client.request(req))
+        .await
+        .expect("HTTP answer in time")
+        .expect("HTTP answer");
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn parse(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+/// A message-stream client: WebSocket, TCP or stdio (`connect`).
+enum Client {
+    Ws(
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    ),
+    Lines {
+        write: Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+        read: tokio::io::Lines<BufReader<Box<dyn tokio::io::AsyncRead + Unpin + Send>>>,
+        _proc: Option<Child>,
+    },
+}
+
+impl Client {
+    async fn ws(url: &str) -> Client {
+        let (ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("WebSocket");
+        Client::Ws(ws)
+    }
+
+    async fn tcp(url: &str) -> Client {
+        let addr = url.strip_prefix("tcp://").expect("tcp URL");
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("TCP");
+        let (r, w) = tcp.into_split();
+        Client::Lines {
+            write: Box::new(w),
+            read: BufReader::new(Box::new(r) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)
+                .lines(),
+            _proc: None,
+        }
+    }
+
+    async fn stdio(peer: &str, extra: &[&str]) -> Client {
+        let mut child = Command::new(BIN)
+            .args(["connect", "--peer", peer])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("connect");
+        let write = Box::new(child.stdin.take().expect("stdin"));
+        let read = Box::new(child.stdout.take().expect("stdout"));
+        Client::Lines {
+            write,
+            read: BufReader::new(read as Box<dyn tokio::io::AsyncRead + Unpin + Send>).lines(),
+            _proc: Some(child),
+        }
+    }
+
+    async fn send(&mut self, text: &str) {
+        match self {
+            Client::Ws(ws) => ws
+                .send(tokio_tungstenite::tungstenite::Message::Text(text.into()))
+                .await
+                .expect("send"),
+            Client::Lines { write, .. } => {
+                write.write_all(text.as_bytes()).await.expect("send");
+                write.write_all(b"\n").await.expect("send");
+                write.flush().await.expect("flush");
+            }
+        }
+    }
+
+    /// The next message, or `None` when the connection ended.
+    async fn recv(&mut self) -> Option<Value> {
+        let next = async {
+            match self {
+                Client::Ws(ws) => loop {
+                    match ws.next().await {
+                        Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t))) => {
+                            return Some(parse(&t));
+                        }
+                        Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_))) | None => {
+                            return None;
+                        }
+                        Some(Ok(_)) => continue,
+                        Some(Err(_)) => return None,
+                    }
+                },
+                Client::Lines { read, .. } => {
+                    read.next_line().await.ok().flatten().map(|l| parse(&l))
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), next)
+            .await
+            .expect("a message in time")
+    }
+
+    async fn call(&mut self, req: Value) -> Value {
+        self.send(&req.to_string()).await;
+        self.recv().await.expect("a reply")
+    }
+}
+
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+/// One round of the basic exchanges on a session client.
+async fn exercise_session(c: &mut Client, what: &str) {
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let r = c
+        .call(json!({"jsonrpc":"2.0","id":id,"method":"echo","params":{"n":id,"s":"é\"x"}}))
+        .await;
+    assert_eq!(
+        r,
+        json!({"jsonrpc":"2.0","id":id,"result":{"n":id,"s":"é\"x"}}),
+        "{what}"
+    );
+    // The upstream's error, verbatim.
+    let r = c
+        .call(json!({"jsonrpc":"2.0","id":"e1","method":"fail","params":[1]}))
+        .await;
+    assert_eq!(r["error"]["code"], -32042, "{what}: {r}");
+    assert_eq!(r["id"], "e1");
+    // A null id is carried and answered as null.
+    let r = c
+        .call(json!({"jsonrpc":"2.0","id":null,"method":"echo","params":[2]}))
+        .await;
+    assert_eq!(r, json!({"jsonrpc":"2.0","id":null,"result":[2]}), "{what}");
+    // A notification gets nothing; the next request's reply comes first.
+    c.send(r#"{"jsonrpc":"2.0","method":"echo","params":[3]}"#)
+        .await;
+    // A batch: one array, the notification without an element.
+    c.send(r#"[{"jsonrpc":"2.0","id":10,"method":"echo","params":[10]},{"jsonrpc":"2.0","method":"echo"},{"jsonrpc":"2.0","id":11,"method":"fail"},{"x":1}]"#)
+        .await;
+    let r = c.recv().await.expect("batch reply");
+    let arr = r
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: batch answered with {r}"));
+    assert_eq!(arr.len(), 3, "{what}: {r}");
+    let by_id = |id: Value| arr.iter().find(|e| e["id"] == id).cloned();
+    assert_eq!(by_id(json!(10)).expect("10")["result"], json!([10]));
+    assert_eq!(by_id(json!(11)).expect("11")["error"]["code"], -32042);
+    assert_eq!(
+        by_id(Value::Null).expect("invalid element")["error"]["code"],
+        -32600
+    );
+    // Malformed input is answered by the edge.
+    c.send("{\"jsonrpc\":\"2.0\",\"id\":1,").await;
+    let r = c.recv().await.expect("parse error reply");
+    assert_eq!(r["error"]["code"], -32700, "{what}: {r}");
+    c.send(r#"{"jsonrpc":"1.0","id":5,"method":"echo"}"#).await;
+    let r = c.recv().await.expect("invalid request reply");
+    assert_eq!(r["error"]["code"], -32600, "{what}: {r}");
+}
+
+async fn exercise_http(url: &str, what: &str) {
+    let (s, b) = post(
+        url,
+        r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":["a"]}"#,
+    )
+    .await;
+    assert_eq!(
+        (s, parse(&b)),
+        (200, json!({"jsonrpc":"2.0","id":1,"result":["a"]})),
+        "{what}"
+    );
+    let (s, b) = post(url, r#"{"jsonrpc":"2.0","id":"f","method":"fail"}"#).await;
+    assert_eq!(s, 200, "{what}");
+    assert_eq!(parse(&b)["error"]["code"], -32042);
+    let (s, b) = post(url, r#"{"jsonrpc":"2.0","method":"echo"}"#).await;
+    assert_eq!((s, b.as_str()), (204, ""), "{what}: notification");
+    let (s, b) = post(
+        url,
+        r#"[{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]},{"jsonrpc":"2.0","method":"echo"},{"jsonrpc":"2.0","id":2,"method":"fail"}]"#,
+    )
+    .await;
+    assert_eq!(s, 200, "{what}");
+    assert_eq!(parse(&b).as_array().map(Vec::len), Some(2), "{what}: {b}");
+    let (s, _) = post(
+        url,
+        r#"[{"jsonrpc":"2.0","method":"echo"},{"jsonrpc":"2.0","method":"echo"}]"#,
+    )
+    .await;
+    assert_eq!(s, 204, "{what}: notification-only batch");
+    let (s, b) = post(
+        url,
+        r#"{"jsonrpc":"2.0","id":null,"method":"echo","params":[0]}"#,
+    )
+    .await;
+    assert_eq!(
+        (s, parse(&b)),
+        (200, json!({"jsonrpc":"2.0","id":null,"result":[0]})),
+        "{what}"
+    );
+    let (s, b) = post(url, "{oops").await;
+    assert_eq!(
+        (s, parse(&b)["error"]["code"].clone()),
+        (200, json!(-32700)),
+        "{what}"
+    );
+    let (s, b) = post(url, r#"{"jsonrpc":"2.0","id":1}"#).await;
+    assert_eq!(
+        (s, parse(&b)["error"]["code"].clone()),
+        (200, json!(-32600)),
+        "{what}"
+    );
+}
+
+/// Every ingress against one gateway pair.
+async fn all_ingresses(transport: &str, upstream: Up) {
+    let pair = Pair::start(PairOptions {
+        transport,
+        upstream,
+        ..Default::default()
+    })
+    .await;
+    let what = format!("{transport} → {upstream:?}");
+    exercise_http(&pair.ingress("http://"), &format!("HTTP, {what}")).await;
+    let mut ws = Client::ws(&pair.ingress("ws://")).await;
+    exercise_session(&mut ws, &format!("WebSocket, {what}")).await;
+    let mut tcp = Client::tcp(&pair.ingress("tcp://")).await;
+    exercise_session(&mut tcp, &format!("TCP, {what}")).await;
+    let mut stdio = pair.stdio_client().await;
+    exercise_session(&mut stdio, &format!("stdio, {what}")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quic_to_http_upstream() {
+    all_ingresses("quic", Up::Http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quic_to_websocket_upstream() {
+    all_ingresses("quic", Up::Ws).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quic_to_stdio_upstream() {
+    all_ingresses("quic", Up::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_http_upstream() {
+    all_ingresses("tls", Up::Http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_websocket_upstream() {
+    all_ingresses("tls", Up::Ws).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_stdio_upstream() {
+    all_ingresses("tls", Up::Stdio).await;
+}
+
+/// Server-originated requests and notifications reach the right client
+/// (MCP sampling / progress, `eth_subscription`), over WebSocket and stdio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_originated_messages_reach_their_session() {
+    for upstream in [Up::Ws, Up::Stdio] {
+        let pair = Pair::start(PairOptions {
+            upstream,
+            ..Default::default()
+        })
+        .await;
+        let clients = [
+            ("WebSocket", Client::ws(&pair.ingress("ws://")).await),
+            ("stdio", pair.stdio_client().await),
+            ("TCP", Client::tcp(&pair.ingress("tcp://")).await),
+        ];
+        for (name, mut c) in clients {
+            let what = format!("{name} client, {upstream:?} upstream");
+            // The upstream asks the client a question before it answers.
+            c.send(r#"{"jsonrpc":"2.0","id":"a1","method":"ask","params":{"q":"model?"}}"#)
+                .await;
+            let q = c.recv().await.expect("server-originated request");
+            assert_eq!(q["method"], "mock/question", "{what}: {q}");
+            assert_eq!(q["params"], json!({"q":"model?"}));
+            let qid = q["id"].clone();
+            c.send(&json!({"jsonrpc":"2.0","id":qid,"result":"claude"}).to_string())
+                .await;
+            let r = c.recv().await.expect("reply after the answer");
+            assert_eq!(
+                r,
+                json!({"jsonrpc":"2.0","id":"a1","result":{"answer":"claude"}}),
+                "{what}"
+            );
+            // A notification before the reply.
+            let r1 = c
+                .call(json!({"jsonrpc":"2.0","id":2,"method":"notify","params":[7]}))
+                .await;
+            assert_eq!(r1["method"], "mock/notified", "{what}: {r1}");
+            let r2 = c.recv().await.expect("reply");
+            assert_eq!(r2["result"], json!([7]));
+            // Subscription pushes after the reply.
+            let r = c
+                .call(json!({"jsonrpc":"2.0","id":3,"method":"subscribe"}))
+                .await;
+            assert_eq!(r["result"], "0x1", "{what}");
+            for i in 0..3 {
+                let n = c.recv().await.expect("push");
+                assert_eq!(n["method"], "eth_subscription", "{what}");
+                assert_eq!(n["params"]["result"], i);
+            }
+        }
+    }
+}
+
+/// Two HTTP clients using the same id at the same time get their own
+/// replies (opaque correlation ids on the shared pool); one session client
+/// reusing an outstanding id is held back until the first is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_ids_are_never_cross_wired() {
+    let pair = Pair::start(PairOptions::default()).await;
+    let url = pair.ingress("http://");
+    let calls = (0..16).map(|i| {
+        let url = url.clone();
+        async move {
+            let body =
+                json!({"jsonrpc":"2.0","id":1,"method":"sleep","params":[20, i]}).to_string();
+            let (s, b) = post(&url, &body).await;
+            assert_eq!(s, 200);
+            assert_eq!(parse(&b), json!({"jsonrpc":"2.0","id":1,"result":[20, i]}));
+        }
+    });
+    futures_util::future::join_all(calls).await;
+
+    let mut tcp = Client::tcp(&pair.ingress("tcp://")).await;
+    tcp.send(r#"{"jsonrpc":"2.0","id":9,"method":"sleep","params":[100,"first"]}"#)
+        .await;
+    tcp.send(r#"{"jsonrpc":"2.0","id":9,"method":"echo","params":["second"]}"#)
+        .await;
+    let a = tcp.recv().await.expect("first");
+    let b = tcp.recv().await.expect("second");
+    assert_eq!(
+        a["result"],
+        json!([100, "first"]),
+        "the held-back request must wait"
+    );
+    assert_eq!(b["result"], json!(["second"]));
+}
+
+/// Upstream down, slow or crashing; peer gone; policy refusals; limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_are_answered_by_the_edge_and_name_the_error() {
+    // An HTTP upstream that refuses connections: NotDelivered → 502; the
+    // same over TCP: a local -32004 error naming NotDelivered.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let dead = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let keys = tempdir::Dir::new();
+    let origin = Proc::start(
+        &[
+            "serve",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--upstream",
+            &dead,
+            "--insecure-accept-any-peer",
+            "--protocol",
+            "mcp",
+            "--refuse-effect",
+            "destructive",
+            "--deny-method",
+            "admin/wipe",
+        ],
+        "listening on",
+    )
+    .await;
+    let peer = origin.printed("listening on ");
+    let edge = Proc::start(
+        &[
+            "serve",
+            "--ingress",
+            "http://127.0.0.1:0",
+            "--ingress",
+            "tcp://127.0.0.1:0",
+            "--peer",
+            &peer,
+            "--insecure-accept-any-peer",
+            "--protocol",
+            "mcp",
+            "--max-body",
+            "2000",
+            "--request-timeout",
+            "2",
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+        "metrics",
+    )
+    .await;
+    let find = |scheme: &str| {
+        edge.lines
+            .iter()
+            .find_map(|l| l.strip_prefix("ingress ").filter(|u| u.starts_with(scheme)))
+            .expect("ingress")
+            .to_owned()
+    };
+    let http = find("http://");
+    let (s, b) = post(&http, r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#).await;
+    let v = parse(&b);
+    assert_eq!(s, 502, "{b}");
+    assert_eq!(v["id"], 4);
+    assert_eq!(v["error"]["code"], -32004);
+    assert_eq!(v["error"]["data"]["npamp_error"], "NotDelivered");
+    let mut tcp = Client::tcp(&find("tcp://")).await;
+    let r = tcp
+        .call(json!({"jsonrpc":"2.0","id":5,"method":"tools/list"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+    assert_eq!(r["error"]["data"]["npamp_error"], "NotDelivered");
+    // SafetyPolicy: an unlabelled-by-table tools/call counts as destructive.
+    let (s, b) = post(
+        &http,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"rm"}}"#,
+    )
+    .await;
+    assert_eq!(s, 502, "{b}");
+    assert_eq!(parse(&b)["error"]["data"]["npamp_error"], "SafetyPolicy");
+    // MethodUnsupported.
+    let (s, b) = post(&http, r#"{"jsonrpc":"2.0","id":7,"method":"admin/wipe"}"#).await;
+    assert_eq!(s, 502, "{b}");
+    assert_eq!(
+        parse(&b)["error"]["data"]["npamp_error"],
+        "MethodUnsupported"
+    );
+    // Body too large → 413; not application/json → 415; GET → 405.
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":8,"method":"echo","params":["{}"]}}"#,
+        "x".repeat(3000)
+    );
+    assert_eq!(post(&http, &big).await.0, 413);
+    assert_eq!(post_with(&http, "{}", "text/plain").await.0, 415);
+
+    // ProtocolUnsupported: an edge carrying A2A to an MCP origin.
+    let edge_a2a = Proc::start(
+        &[
+            "serve",
+            "--ingress",
+            "http://127.0.0.1:0",
+            "--peer",
+            &peer,
+            "--insecure-accept-any-peer",
+            "--protocol",
+            "a2a",
+        ],
+        "ingress",
+    )
+    .await;
+    let (s, b) = post(
+        &edge_a2a.printed("ingress "),
+        r#"{"jsonrpc":"2.0","id":9,"method":"message/send"}"#,
+    )
+    .await;
+    assert_eq!(s, 502, "{b}");
+    assert_eq!(
+        parse(&b)["error"]["data"]["npamp_error"],
+        "ProtocolUnsupported"
+    );
+
+    // Peer gateway gone (killed): requests on the dead association time out
+    // (504) until QUIC declares it lost, then the edge cannot reconnect
+    // (503); session clients get -32010 / -32011. Never a success.
+    drop(origin);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (s, b) = post(&http, r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#).await;
+        let v = parse(&b);
+        assert_eq!(v["id"], 10, "{b}");
+        let code = v["error"]["code"].as_i64().expect("an error");
+        assert!((-32099..=-32000).contains(&code), "{b}");
+        if s == 503 {
+            assert_eq!(v["error"]["data"]["npamp_error"], "Unavailable", "{b}");
+            break;
+        }
+        assert!(s == 504 || s == 502, "{s} {b}");
+        assert!(Instant::now() < deadline, "the dead peer was never noticed");
+    }
+    let mut tcp2 = Client::tcp(&find("tcp://")).await;
+    let r = tcp2
+        .call(json!({"jsonrpc":"2.0","id":11,"method":"tools/list"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32011, "{r}");
+    assert_eq!(r["id"], 11);
+    drop(keys);
+}
+
+/// A slow upstream → 504 after the request timeout; a crashing child
+/// process → NotDelivered, then it is restarted and serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_crashing_upstreams() {
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Stdio,
+        edge_extra: &["--request-timeout", "0.5"],
+        ..Default::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let (s, b) = post(
+        &http,
+        r#"{"jsonrpc":"2.0","id":1,"method":"sleep","params":[3000]}"#,
+    )
+    .await;
+    assert_eq!(s, 504, "{b}");
+    assert_eq!(parse(&b)["error"]["data"]["npamp_error"], "Timeout");
+
+    let mut tcp = Client::tcp(&pair.ingress("tcp://")).await;
+    let r = tcp
+        .call(json!({"jsonrpc":"2.0","id":"x","method":"exit"}))
+        .await;
+    assert_eq!(r["id"], "x", "{r}");
+    assert_eq!(r["error"]["data"]["npamp_error"], "NotDelivered", "{r}");
+    // The child is restarted (with backoff); the session serves again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = tcp
+            .call(json!({"jsonrpc":"2.0","id":"y","method":"echo","params":[1]}))
+            .await;
+        if r.get("result").is_some() {
+            assert_eq!(r["result"], json!([1]));
+            break;
+        }
+        assert_eq!(r["error"]["data"]["npamp_error"], "NotDelivered", "{r}");
+        assert!(Instant::now() < deadline, "the upstream was not restarted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// SIGTERM: the edge stops accepting, lets in-flight requests finish, and
+/// exits cleanly.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_in_flight_requests() {
+    let mut pair = Pair::start(PairOptions::default()).await;
+    let http = pair.ingress("http://");
+    let slow = tokio::spawn({
+        let http = http.clone();
+        async move {
+            post(
+                &http,
+                r#"{"jsonrpc":"2.0","id":1,"method":"sleep","params":[700]}"#,
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = pair.edge.pid();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let (s, b) = slow.await.expect("join");
+    assert_eq!(
+        (s, parse(&b)["result"].clone()),
+        (200, json!([700])),
+        "the in-flight request finished"
+    );
+    let exit = tokio::time::timeout(Duration::from_secs(10), pair.edge.child.wait())
+        .await
+        .expect("exits after draining")
+        .expect("wait");
+    assert!(exit.success(), "{exit:?}");
+    // New connections are refused now.
+    let addr = http.strip_prefix("http://").expect("url");
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+/// /metrics and /healthz of a running edge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_what_happened() {
+    let pair = Pair::start(PairOptions::default()).await;
+    let http = pair.ingress("http://");
+    for _ in 0..3 {
+        post(&http, r#"{"jsonrpc":"2.0","id":1,"method":"echo"}"#).await;
+    }
+    let metrics = pair.edge.printed("metrics ");
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let get = |url: String| {
+        let client = client.clone();
+        async move {
+            let resp = client.get(url.parse().expect("uri")).await.expect("GET");
+            let status = resp.status().as_u16();
+            let body = resp.into_body().collect().await.expect("body").to_bytes();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    let (s, text) = get(metrics.clone()).await;
+    assert_eq!(s, 200);
+    assert!(
+        text.contains("npamp_requests_total{ingress=\"http\"} 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("npamp_replies_total{class=\"success\"} 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("npamp_request_duration_seconds_count 3"),
+        "{text}"
+    );
+    let health = metrics.replace("/metrics", "/healthz");
+    assert_eq!(get(health).await.0, 200);
+}
