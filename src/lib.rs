@@ -20,6 +20,7 @@
 pub mod assoc;
 pub mod bridge;
 pub mod conformance;
+pub mod exactly_once;
 pub mod gateway;
 pub mod handshake;
 pub mod jsonrpc;

@@ -1,9 +1,12 @@
 //! `npamp-gateway` command line.
 //!
-//! - `self-check` (default): seals a JSON-RPC request into an N-PAMP Bridge
-//!   frame and opens it again, printing each step.
+//! - `exactly-once` (default): an embedded gateway pair under 64 HTTP
+//!   clients, every reply checked against its request.
+//! - `serve`: the gateway (origin and/or edge); `connect`: the stdio ingress.
+//! - `mock-upstream`: a JSON-RPC server for tests and demos.
+//! - `self-check`: seals a JSON-RPC request into an N-PAMP Bridge frame and
+//!   opens it again, printing each step.
 //! - `keygen --out FILE`: a new Ed25519 identity; prints its public key.
-//! - `serve --listen quic://ADDR --listen tls://ADDR`: accepts associations.
 //! - `ping quic://ADDR | tls://ADDR`: handshake, N PINGs, RTT percentiles.
 
 use std::path::{Path, PathBuf};
@@ -16,10 +19,11 @@ use clap::{Args, Parser, Subcommand};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use npamp_gateway::assoc::transport::{Endpoint, Link, PeerAddr};
+use npamp_gateway::assoc::transport::{Endpoint, Link, PeerAddr, Scheme};
 use npamp_gateway::bridge::{
     self, BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
 };
+use npamp_gateway::exactly_once::EmbeddedPair;
 use npamp_gateway::gateway::config::GatewayOptions;
 use npamp_gateway::gateway::edge::Edge;
 use npamp_gateway::gateway::metrics::Metrics;
@@ -54,6 +58,26 @@ enum Command {
         /// The JSON-RPC message to carry.
         #[arg(long, default_value = DEFAULT_MESSAGE)]
         message: String,
+    },
+    /// Closed-loop HTTP clients that check every request gets exactly one
+    /// answer, its own: against --url (a gateway's HTTP ingress, or any
+    /// JSON-RPC server with an `echo` method), or without it against an
+    /// embedded gateway pair (mock upstream, origin and edge in this
+    /// process, N-PAMP over QUIC or TLS). The default command. Exits
+    /// non-zero when anything was lost or mismatched.
+    ExactlyOnce {
+        /// The HTTP JSON-RPC endpoint; default: an embedded gateway pair.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Concurrent clients, each on its own keep-alive connection.
+        #[arg(long, default_value_t = 64)]
+        clients: u64,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 5.0)]
+        duration: f64,
+        /// The embedded pair's transport: quic or tls.
+        #[arg(long, default_value = "quic", value_parser = ["quic", "tls"])]
+        transport: String,
     },
     /// Create an Ed25519 identity key file and print its public key (hex).
     Keygen {
@@ -247,6 +271,82 @@ async fn connect(options: GatewayOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn exactly_once(
+    url: Option<String>,
+    clients: u64,
+    seconds: f64,
+    transport: &str,
+) -> anyhow::Result<()> {
+    if !(seconds.is_finite() && seconds > 0.0) {
+        bail!("--duration must be a positive number of seconds");
+    }
+    let duration = Duration::from_secs_f64(seconds);
+    let (pair, url) = match url {
+        Some(url) => (None, url),
+        None => {
+            let scheme = if transport == "tls" {
+                Scheme::Tls
+            } else {
+                Scheme::Quic
+            };
+            let pair = EmbeddedPair::start(scheme)
+                .await
+                .map_err(|e| anyhow::anyhow!("starting the embedded pair: {e}"))?;
+            println!(
+                "embedded pair: HTTP ingress {} -> edge -> N-PAMP over {} {} -> origin -> mock upstream {}",
+                pair.ingress,
+                transport.to_uppercase(),
+                pair.origin.listening[0],
+                pair.upstream
+            );
+            let url = pair.ingress.clone();
+            (Some(pair), url)
+        }
+    };
+    println!(
+        "{clients} clients, {seconds} s, closed loop: echo requests with unique ids, each reply checked against its request"
+    );
+    let t = npamp_gateway::exactly_once::run(&url, clients, duration)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let errors: u64 = t.errors.values().sum();
+    let q = |p: f64| t.latency_us.value_at_quantile(p) as f64 / 1e3;
+    println!("sent       {}", t.sent);
+    println!("own reply  {}", t.ok);
+    println!("errors     {errors} {:?}", t.errors);
+    println!("lost       {}", t.lost);
+    println!("mismatched {}", t.mismatched);
+    println!("rate       {:.0} requests/s", t.rate());
+    println!(
+        "latency ms p50={:.3} p90={:.3} p99={:.3} p99.9={:.3} max={:.3}",
+        q(0.5),
+        q(0.9),
+        q(0.99),
+        q(0.999),
+        t.latency_us.max() as f64 / 1e3
+    );
+    if let Some(pair) = pair {
+        let m = &pair.edge.ctx.metrics;
+        println!(
+            "edge metrics: requests {} success {} in flight {}",
+            m.requests(npamp_gateway::gateway::metrics::Ingress::Http),
+            m.replies(npamp_gateway::gateway::metrics::ReplyClass::Success),
+            m.in_flight.load(Relaxed)
+        );
+        pair.edge.shutdown().await;
+        pair.origin.shutdown().await;
+    }
+    if !t.exact() {
+        bail!(
+            "not exactly once: {} lost, {} mismatched",
+            t.lost,
+            t.mismatched
+        );
+    }
+    println!("ok: every request got exactly one answer, its own");
+    Ok(())
+}
+
 async fn mock_upstream(listen: Vec<MockAddr>, stdio: bool) -> anyhow::Result<()> {
     if stdio {
         mock::lines(tokio::io::stdin(), tokio::io::stdout()).await;
@@ -321,7 +421,15 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        None => self_check(DEFAULT_MESSAGE),
+        None => runtime().and_then(|rt| rt.block_on(exactly_once(None, 64, 5.0, "quic"))),
+        Some(Command::ExactlyOnce {
+            url,
+            clients,
+            duration,
+            transport,
+        }) => {
+            runtime().and_then(|rt| rt.block_on(exactly_once(url, clients, duration, &transport)))
+        }
         Some(Command::SelfCheck { message }) => self_check(&message),
         Some(Command::Keygen { out, force }) => keygen(&out, force),
         Some(Command::Serve { options }) => runtime().and_then(|rt| rt.block_on(serve(options))),

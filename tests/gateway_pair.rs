@@ -870,3 +870,17 @@ async fn metrics_count_what_happened() {
     let health = metrics.replace("/metrics", "/healthz");
     assert_eq!(get(health).await.0, 200);
 }
+
+/// 64 concurrent HTTP clients: every request gets exactly one reply, its
+/// own (`npamp-gateway exactly-once` runs this for 60 s: `results/`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_http_clients_get_exactly_their_own_replies() {
+    let pair = Pair::start(PairOptions::default()).await;
+    let tally =
+        npamp_gateway::exactly_once::run(&pair.ingress("http://"), 64, Duration::from_secs(3))
+            .await
+            .expect("run");
+    assert!(tally.sent > 64, "{tally:?}");
+    assert!(tally.exact(), "{tally:?}");
+    assert_eq!(tally.ok, tally.sent, "{tally:?}");
+}
