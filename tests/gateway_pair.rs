@@ -698,6 +698,28 @@ async fn failures_are_answered_by_the_edge_and_name_the_error() {
     );
     assert_eq!(post(&http, &big).await.0, 413);
     assert_eq!(post_with(&http, "{}", "text/plain").await.0, 415);
+    // Over a session: -32600, then the connection closes (an over-long
+    // line cannot be resynchronised).
+    let mut tcp_big = Client::tcp(&find("tcp://")).await;
+    tcp_big.send(&big).await;
+    let r = tcp_big
+        .recv()
+        .await
+        .expect("an answer to the over-long line");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    assert!(tcp_big.recv().await.is_none(), "the connection closes");
+    // A method name longer than an envelope carries: -32600 from the edge.
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":12,"method":"{}"}}"#,
+        "m".repeat(300)
+    );
+    let (s, b) = post(&http, &long).await;
+    assert_eq!(
+        (s, parse(&b)["error"]["code"].clone()),
+        (200, json!(-32600)),
+        "{b}"
+    );
+    assert_eq!(parse(&b)["id"], 12);
 
     // ProtocolUnsupported: an edge carrying A2A to an MCP origin.
     let edge_a2a = Proc::start(

@@ -28,6 +28,9 @@ pub enum Failure {
     Unavailable(String),
     /// The association ended before the reply came.
     Lost(String),
+    /// The message cannot be carried (-32600 from the edge, HTTP 200 as
+    /// for any invalid request).
+    Invalid(String),
 }
 
 impl Failure {
@@ -38,6 +41,7 @@ impl Failure {
             Self::Timeout => "Timeout",
             Self::Unavailable(_) => "Unavailable",
             Self::Lost(_) => "NotDelivered",
+            Self::Invalid(_) => "Invalid",
         }
     }
 
@@ -48,6 +52,7 @@ impl Failure {
             Self::Lost(_) => carriage::edge_code(TransportError::NOT_DELIVERED),
             Self::Timeout => -32010,
             Self::Unavailable(_) => -32011,
+            Self::Invalid(_) => -32600,
         }
     }
 
@@ -57,6 +62,7 @@ impl Failure {
             Self::Transport(..) | Self::Lost(_) => 502,
             Self::Unavailable(_) => 503,
             Self::Timeout => 504,
+            Self::Invalid(_) => 200,
         }
     }
 
@@ -65,12 +71,13 @@ impl Failure {
             Self::Transport(..) | Self::Lost(_) => ReplyClass::Transport,
             Self::Timeout => ReplyClass::Timeout,
             Self::Unavailable(_) => ReplyClass::Unavailable,
+            Self::Invalid(_) => ReplyClass::Invalid,
         }
     }
 
     fn detail(&self) -> &str {
         match self {
-            Self::Transport(_, d) | Self::Unavailable(d) | Self::Lost(d) => d,
+            Self::Transport(_, d) | Self::Unavailable(d) | Self::Lost(d) | Self::Invalid(d) => d,
             Self::Timeout => "no reply within the request timeout",
         }
     }
@@ -78,8 +85,15 @@ impl Failure {
     /// The JSON-RPC error the edge answers with; `data` names the failure:
     /// `{"npamp_error":"NotDelivered","npamp_code":4,"detail":"…"}`.
     pub fn response(&self, id: Option<&[u8]>) -> Vec<u8> {
-        if let Self::Transport(code, detail) = self {
-            return carriage::transport_error_response(id, *code, detail);
+        match self {
+            Self::Transport(code, detail) => {
+                return carriage::transport_error_response(id, *code, detail);
+            }
+            Self::Invalid(detail) => {
+                let data = serde_json::Value::String(detail.clone()).to_string();
+                return carriage::local_error(id, -32600, "Invalid Request", Some(&data));
+            }
+            _ => {}
         }
         let code = match self {
             Self::Lost(_) => TransportError::NOT_DELIVERED.0,

@@ -87,11 +87,11 @@ impl Edge {
     /// reply (or the request timeout).
     pub async fn call(self: &Arc<Self>, text: &Bytes, kind: &Kind) -> Reply {
         let Some(id) = crate::jsonrpc::carriage::id_of(kind) else {
-            return Reply::Failed(Failure::Unavailable("not a request".into()));
+            return Reply::Failed(Failure::Invalid("not a request".into()));
         };
         let out = match Outgoing::new(text, kind, &self.ctx.labeler) {
             Ok(o) => o,
-            Err(e) => return Reply::Failed(Failure::Unavailable(e.to_string())),
+            Err(e) => return Reply::Failed(Failure::Invalid(e.to_string())),
         };
         let pooled = match self.pooled().await {
             Ok(p) => p,
@@ -126,7 +126,7 @@ impl Edge {
     /// Carries one notification over a pooled association.
     pub async fn notify(self: &Arc<Self>, text: &Bytes, kind: &Kind) -> Result<(), Failure> {
         let out = Outgoing::new(text, kind, &self.ctx.labeler)
-            .map_err(|e| Failure::Unavailable(e.to_string()))?;
+            .map_err(|e| Failure::Invalid(e.to_string()))?;
         let pooled = self.pooled().await?;
         out.send(&pooled.handle, self.ctx.protocol, &[])
             .await

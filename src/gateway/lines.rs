@@ -30,6 +30,9 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         loop {
             if let Some(i) = self.buf[self.searched..].iter().position(|&b| b == b'\n') {
                 let end = self.searched + i;
+                if end > self.max {
+                    return Err(too_long(self.max));
+                }
                 let mut line = self.buf.split_to(end + 1);
                 self.searched = 0;
                 line.truncate(end);
@@ -43,10 +46,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             }
             self.searched = self.buf.len();
             if self.buf.len() > self.max {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("line longer than the limit of {} octets", self.max),
-                ));
+                return Err(too_long(self.max));
             }
             self.buf.reserve(8 << 10);
             if self.inner.read_buf(&mut self.buf).await? == 0 {
@@ -58,6 +58,13 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             }
         }
     }
+}
+
+fn too_long(max: usize) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("line longer than the limit of {max} octets"),
+    )
 }
 
 /// Writes one message and its newline. JSON allows raw line breaks only as
@@ -93,6 +100,13 @@ mod tests {
         let long = [b'x'; 100];
         let mut r = LineReader::new(&long[..], 64);
         assert!(r.next().await.is_err());
+        let mut with_newline = [b'x'; 100];
+        with_newline[99] = b'\n';
+        let mut r = LineReader::new(&with_newline[..], 64);
+        assert!(
+            r.next().await.is_err(),
+            "a whole over-long line in one read"
+        );
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@
 //! is answered with BRIDGE_ERROR NotDelivered: never a fabricated success or
 //! JSON-RPC error.
 
+use std::ops::Range;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -32,7 +33,7 @@ use super::{Ctx, Upstream};
 use crate::assoc::driver::{AssocHandle, BridgeSink, End};
 use crate::bridge::TransportError;
 use crate::jsonrpc::carriage::Inbound;
-use crate::jsonrpc::{Kind, Scanned, same_id, scan};
+use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
 use crate::wire::FrameType;
 
 /// The longest pause between upstream restarts.
@@ -143,7 +144,14 @@ impl Origin {
 
     /// One request to the HTTP upstream; its reply, or NotDelivered, goes
     /// back on `corr`.
-    async fn post(&self, assoc: &AssocHandle, text: Bytes, corr: Vec<u8>, is_request: bool) {
+    /// `id`: the request's id token and kind (`None`: a notification).
+    async fn post(
+        &self,
+        assoc: &AssocHandle,
+        text: Bytes,
+        corr: Vec<u8>,
+        id: Option<(Range<usize>, IdKind)>,
+    ) {
         let (Upstream::Http(uri), Some(client)) = (&self.upstream, &self.http) else {
             return;
         };
@@ -182,12 +190,12 @@ impl Origin {
         })
         .await;
         ctx.metrics.upstream_latency.observe(started.elapsed());
-        if !is_request {
+        let Some((id_range, id_kind)) = id else {
             if let Ok(Err(e)) | Err(e) = result.map_err(|_| "timeout".to_owned()) {
                 debug!(error = %e, "notification to the upstream failed");
             }
             return;
-        }
+        };
         let (status, body) = match result {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
@@ -204,12 +212,6 @@ impl Origin {
                 return;
             }
         };
-        let request_id = match scan(&text, &ctx.scan) {
-            Ok(Scanned::Single(Kind::Request { id, .. })) => {
-                (text.slice(id.token.clone()), id.kind)
-            }
-            _ => return,
-        };
         let kind = match scan(&body, &ctx.scan) {
             Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => k,
             _ => {
@@ -223,14 +225,8 @@ impl Origin {
         };
         if let Kind::Success { id } | Kind::Error { id } = &kind {
             let is_error = matches!(kind, Kind::Error { .. });
-            let undetermined = is_error && id.kind == crate::jsonrpc::IdKind::Null;
-            if !undetermined
-                && !same_id(
-                    &body[id.token.clone()],
-                    id.kind,
-                    &request_id.0,
-                    request_id.1,
-                )
+            let undetermined = is_error && id.kind == IdKind::Null;
+            if !undetermined && !same_id(&body[id.token.clone()], id.kind, &text[id_range], id_kind)
             {
                 let d = format!("upstream {uri} answered with another request's id");
                 self.not_delivered(assoc, &corr, &d).await;
@@ -303,9 +299,9 @@ async fn http_frame(
     payload: &[u8],
 ) {
     let ctx = &origin.ctx;
-    let (text, corr, is_request) = match receive(frame_type, payload, ctx.protocol, &ctx.scan) {
+    let (text, corr, id) = match receive(frame_type, payload, ctx.protocol, &ctx.scan) {
         Received::Message(Inbound::JsonRpc {
-            kind: Kind::Request { method, .. },
+            kind: Kind::Request { method, id },
             text,
             correlation_id,
             safety,
@@ -317,7 +313,7 @@ async fn http_frame(
                     send_transport_error(assoc, ctx.protocol, correlation_id, code, &detail).await;
                 return;
             }
-            (text, correlation_id.to_vec(), true)
+            (text, correlation_id.to_vec(), Some((id.token, id.kind)))
         }
         Received::Message(Inbound::JsonRpc {
             kind: Kind::Notification { method },
@@ -333,7 +329,7 @@ async fn http_frame(
                 ctx.metrics.dropped.fetch_add(1, Relaxed);
                 return;
             }
-            (text, Vec::new(), false)
+            (text, Vec::new(), None)
         }
         Received::Message(_) => {
             // Replies and transport errors: an HTTP upstream asks nothing.
@@ -377,7 +373,7 @@ async fn http_frame(
     let text = Bytes::copy_from_slice(text);
     let (origin, assoc) = (origin.clone(), assoc.clone());
     tokio::spawn(async move {
-        origin.post(&assoc, text, corr, is_request).await;
+        origin.post(&assoc, text, corr, id).await;
         drop(permit);
     });
 }

@@ -237,16 +237,10 @@ impl Session {
         let out = match Outgoing::new(&text, &kind, &ctx.labeler) {
             Ok(o) => o,
             Err(e) => {
-                let id = id_of(&kind).map(|i| text.slice(i.token.clone()));
-                let msg = crate::jsonrpc::carriage::local_error(
-                    id.as_deref(),
-                    -32600,
-                    "Invalid Request",
-                    Some(&serde_json::Value::String(e.to_string()).to_string()),
-                );
-                if matches!(kind, Kind::Request { .. }) {
-                    ctx.metrics.reply(ReplyClass::Invalid);
-                    self.answer_local(batch, msg.into()).await;
+                if let Kind::Request { id, .. } = &kind {
+                    let id = text.slice(id.token.clone());
+                    self.fail(batch, Some(&id), Failure::Invalid(e.to_string()))
+                        .await;
                 }
                 return;
             }
@@ -258,9 +252,8 @@ impl Session {
                 }
                 let id_token = text.slice(id.token.clone());
                 if id_token.len() > bridge::FIELD_MAX_LEN && id.kind != IdKind::Null {
-                    let e = Failure::Unavailable(
-                        "an id longer than 255 octets cannot be carried".into(),
-                    );
+                    let e =
+                        Failure::Invalid("an id longer than 255 octets cannot be carried".into());
                     self.fail(batch, Some(&id_token), e).await;
                     return;
                 }
