@@ -161,7 +161,7 @@ pub struct EmbeddedPair {
 
 impl EmbeddedPair {
     pub async fn start(transport: Scheme) -> Result<Self, String> {
-        let upstream = crate::mock::spawn(MockAddr::Http(loopback()))
+        let upstream = crate::mock::spawn(MockAddr::Http(loopback()), None)
             .await
             .map_err(|e| format!("mock upstream: {e}"))?;
         let (origin_seed, edge_seed) = (random_seed()?, random_seed()?);
@@ -175,6 +175,7 @@ impl EmbeddedPair {
             endpoint: Endpoint::new(seed, Trust::Pinned(vec![peer_key])),
             listen: Vec::new(),
             upstream: None,
+            upstream_ca: None,
             ingress: Vec::new(),
             peer: None,
             metrics: None,

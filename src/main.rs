@@ -19,7 +19,7 @@ use clap::{Args, Parser, Subcommand};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use npamp_gateway::assoc::transport::{Endpoint, Link, PeerAddr, Scheme};
+use npamp_gateway::assoc::transport::{Endpoint, Link, PeerAddr, Scheme, TlsFiles};
 use npamp_gateway::bridge::{
     self, BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
 };
@@ -107,12 +107,19 @@ enum Command {
     /// A mock JSON-RPC upstream (echo, fail, sleep, notify, ask, subscribe,
     /// exit) for tests and demos.
     MockUpstream {
-        /// http://ADDR, ws://ADDR or tcp://ADDR (repeatable).
+        /// http://ADDR, https://ADDR, ws://ADDR, wss://ADDR or tcp://ADDR
+        /// (repeatable).
         #[arg(long, value_name = "URL", required_unless_present = "stdio")]
         listen: Vec<MockAddr>,
         /// Serve one session on stdin/stdout instead (as a child process).
         #[arg(long, conflicts_with = "listen")]
         stdio: bool,
+        /// Certificate chain (PEM) for https:// and wss:// listeners.
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key (PEM) of --tls-cert.
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Connect, run the handshake, send PINGs, print the peer identity,
     /// handshake time and RTT percentiles.
@@ -347,13 +354,25 @@ async fn exactly_once(
     Ok(())
 }
 
-async fn mock_upstream(listen: Vec<MockAddr>, stdio: bool) -> anyhow::Result<()> {
+async fn mock_upstream(
+    listen: Vec<MockAddr>,
+    stdio: bool,
+    tls: Option<TlsFiles>,
+) -> anyhow::Result<()> {
     if stdio {
         mock::lines(tokio::io::stdin(), tokio::io::stdout()).await;
         return Ok(());
     }
+    let tls = match tls {
+        Some(files) => {
+            let mut config = npamp_gateway::assoc::transport::tls_server_config(Some(&files))?;
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Some(Arc::new(config))
+        }
+        None => None,
+    };
     for addr in listen {
-        let bound = mock::spawn(addr)
+        let bound = mock::spawn(addr, tls.clone())
             .await
             .with_context(|| format!("listening on {addr}"))?;
         println!("mock upstream {bound}");
@@ -436,9 +455,21 @@ fn main() -> ExitCode {
         Some(Command::Connect { options }) => {
             runtime().and_then(|rt| rt.block_on(connect(options)))
         }
-        Some(Command::MockUpstream { listen, stdio }) => {
-            runtime().and_then(|rt| rt.block_on(mock_upstream(listen, stdio)))
-        }
+        Some(Command::MockUpstream {
+            listen,
+            stdio,
+            tls_cert,
+            tls_key,
+        }) => runtime().and_then(|rt| {
+            let tls = match (tls_cert, tls_key) {
+                (Some(cert_chain), Some(private_key)) => Some(TlsFiles {
+                    cert_chain,
+                    private_key,
+                }),
+                _ => None,
+            };
+            rt.block_on(mock_upstream(listen, stdio, tls))
+        }),
         Some(Command::Ping {
             url,
             count,

@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::gateway::Io;
 use crate::gateway::lines::{LineReader, write_line};
 
 /// What the mock does with one message, given a way to push messages to
@@ -149,11 +150,28 @@ impl Peer {
     }
 }
 
-/// Serves HTTP: each POST body is one message or batch.
-pub async fn serve_http(listener: TcpListener) {
-    let peer = Arc::new(Peer::new(None));
-    while let Ok((tcp, _)) = listener.accept().await {
+/// Accepts TCP connections, with TLS on top when `tls` is given.
+async fn accept(
+    listener: &TcpListener,
+    tls: &Option<tokio_rustls::TlsAcceptor>,
+) -> Option<Box<dyn Io>> {
+    loop {
+        let (tcp, _) = listener.accept().await.ok()?;
         let _ = tcp.set_nodelay(true);
+        match tls {
+            None => return Some(Box::new(tcp)),
+            Some(acceptor) => match acceptor.accept(tcp).await {
+                Ok(s) => return Some(Box::new(s)),
+                Err(_) => continue,
+            },
+        }
+    }
+}
+
+/// Serves HTTP(S): each POST body is one message or batch.
+pub async fn serve_http(listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
+    let peer = Arc::new(Peer::new(None));
+    while let Some(tcp) = accept(&listener, &tls).await {
         let peer = peer.clone();
         tokio::spawn(async move {
             let service =
@@ -201,11 +219,11 @@ async fn session(peer: Arc<Peer>, text: Bytes, out: mpsc::Sender<Bytes>) {
     });
 }
 
-/// Serves WebSocket clients: one message per text frame.
-pub async fn serve_ws(listener: TcpListener) {
+/// Serves WebSocket clients (over TLS when `tls` is given): one message
+/// per text frame.
+pub async fn serve_ws(listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
     use tokio_tungstenite::tungstenite::Message;
-    while let Ok((tcp, _)) = listener.accept().await {
-        let _ = tcp.set_nodelay(true);
+    while let Some(tcp) = accept(&listener, &tls).await {
         tokio::spawn(async move {
             let Ok(ws) = tokio_tungstenite::accept_async(tcp).await else {
                 return;
@@ -281,13 +299,21 @@ pub enum MockAddr {
     Http(SocketAddr),
     Ws(SocketAddr),
     Tcp(SocketAddr),
+    /// HTTP over TLS (needs a certificate).
+    Https(SocketAddr),
+    /// WebSocket over TLS (needs a certificate).
+    Wss(SocketAddr),
 }
 
 impl std::str::FromStr for MockAddr {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("bad address {s:?}: expected http://, ws:// or tcp://HOST:PORT");
+        let bad = || {
+            format!(
+                "bad address {s:?}: expected http://, https://, ws://, wss:// or tcp://HOST:PORT"
+            )
+        };
         let (scheme, rest) = s.split_once("://").ok_or_else(bad)?;
         let addr = std::net::ToSocketAddrs::to_socket_addrs(rest.trim_end_matches('/'))
             .map_err(|_| bad())?
@@ -297,24 +323,53 @@ impl std::str::FromStr for MockAddr {
             "http" => Ok(Self::Http(addr)),
             "ws" => Ok(Self::Ws(addr)),
             "tcp" => Ok(Self::Tcp(addr)),
+            "https" => Ok(Self::Https(addr)),
+            "wss" => Ok(Self::Wss(addr)),
             _ => Err(bad()),
         }
     }
 }
 
 /// Binds a mock and serves it in the background; returns the bound address.
-pub async fn spawn(addr: MockAddr) -> std::io::Result<MockAddr> {
-    let (MockAddr::Http(a) | MockAddr::Ws(a) | MockAddr::Tcp(a)) = addr;
+/// `tls` (a server config) is needed for `https://` and `wss://`.
+pub async fn spawn(
+    addr: MockAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<MockAddr> {
+    let (MockAddr::Http(a)
+    | MockAddr::Ws(a)
+    | MockAddr::Tcp(a)
+    | MockAddr::Https(a)
+    | MockAddr::Wss(a)) = addr;
+    let acceptor = match (addr, tls) {
+        (MockAddr::Https(_) | MockAddr::Wss(_), Some(tls)) => {
+            Some(tokio_rustls::TlsAcceptor::from(tls))
+        }
+        (MockAddr::Https(_) | MockAddr::Wss(_), None) => {
+            return Err(std::io::Error::other(format!(
+                "{addr}: TLS needs --tls-cert and --tls-key"
+            )));
+        }
+        _ => None,
+    };
     let listener = TcpListener::bind(a).await?;
     let local = listener.local_addr()?;
     Ok(match addr {
         MockAddr::Http(_) => {
-            tokio::spawn(serve_http(listener));
+            tokio::spawn(serve_http(listener, None));
             MockAddr::Http(local)
         }
+        MockAddr::Https(_) => {
+            tokio::spawn(serve_http(listener, acceptor));
+            MockAddr::Https(local)
+        }
         MockAddr::Ws(_) => {
-            tokio::spawn(serve_ws(listener));
+            tokio::spawn(serve_ws(listener, None));
             MockAddr::Ws(local)
+        }
+        MockAddr::Wss(_) => {
+            tokio::spawn(serve_ws(listener, acceptor));
+            MockAddr::Wss(local)
         }
         MockAddr::Tcp(_) => {
             tokio::spawn(serve_tcp(listener));
@@ -329,6 +384,8 @@ impl std::fmt::Display for MockAddr {
             MockAddr::Http(a) => write!(f, "http://{a}"),
             MockAddr::Ws(a) => write!(f, "ws://{a}"),
             MockAddr::Tcp(a) => write!(f, "tcp://{a}"),
+            MockAddr::Https(a) => write!(f, "https://{a}"),
+            MockAddr::Wss(a) => write!(f, "wss://{a}"),
         }
     }
 }

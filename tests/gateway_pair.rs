@@ -906,3 +906,94 @@ async fn sixty_four_http_clients_get_exactly_their_own_replies() {
     assert!(tally.exact(), "{tally:?}");
     assert_eq!(tally.ok, tally.sent, "{tally:?}");
 }
+
+/// HTTPS and WSS upstreams, trusted through `--upstream-ca`; without it the
+/// upstream's certificate is refused and the request is NotDelivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_upstreams_with_an_operator_ca() {
+    let dir = tempdir::Dir::new();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("certificate");
+    let (cert_path, key_path) = (dir.0.join("cert.pem"), dir.0.join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).expect("write cert");
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).expect("write key");
+    let (cert_arg, key_arg) = (
+        cert_path.to_string_lossy().into_owned(),
+        key_path.to_string_lossy().into_owned(),
+    );
+    let mock = Proc::start(
+        &[
+            "mock-upstream",
+            "--listen",
+            "https://127.0.0.1:0",
+            "--listen",
+            "wss://127.0.0.1:0",
+            "--tls-cert",
+            &cert_arg,
+            "--tls-key",
+            &key_arg,
+        ],
+        "mock upstream wss",
+    )
+    .await;
+    let find = |p: &Proc, prefix: &str| {
+        p.lines
+            .iter()
+            .find_map(|l| {
+                l.strip_prefix("mock upstream ")
+                    .filter(|u| u.starts_with(prefix))
+            })
+            .expect("mock URL")
+            .to_owned()
+    };
+    for (url, trusted) in [
+        (find(&mock, "https://"), true),
+        (find(&mock, "wss://"), true),
+        (find(&mock, "https://"), false),
+    ] {
+        let mut args = vec![
+            "serve",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--upstream",
+            &url,
+            "--insecure-accept-any-peer",
+        ];
+        if trusted {
+            args.extend(["--upstream-ca", &cert_arg]);
+        }
+        let origin = Proc::start(&args, "listening on").await;
+        let peer = origin.printed("listening on ");
+        let edge = Proc::start(
+            &[
+                "serve",
+                "--ingress",
+                "http://127.0.0.1:0",
+                "--peer",
+                &peer,
+                "--insecure-accept-any-peer",
+            ],
+            "ingress",
+        )
+        .await;
+        let (s, b) = post(
+            &edge.printed("ingress "),
+            r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":["tls"]}"#,
+        )
+        .await;
+        if trusted {
+            assert_eq!(
+                (s, parse(&b)),
+                (200, json!({"jsonrpc":"2.0","id":1,"result":["tls"]})),
+                "{url}"
+            );
+        } else {
+            assert_eq!(s, 502, "{url}: {b}");
+            let v = parse(&b);
+            assert_eq!(v["error"]["data"]["npamp_error"], "NotDelivered");
+            let detail = v["error"]["data"]["detail"].as_str().unwrap_or_default();
+            assert!(detail.contains("certificate"), "{detail}");
+        }
+    }
+}

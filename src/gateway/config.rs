@@ -31,6 +31,10 @@ pub struct GatewayOptions {
     /// Deliver to this JSON-RPC server: http://, https://, ws:// or wss:// URL.
     #[arg(long, value_name = "URL", conflicts_with = "upstream_cmd")]
     pub upstream: Option<String>,
+    /// Extra CA certificates (PEM) trusted for an https:// or wss://
+    /// upstream, besides the Mozilla root set.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
     /// Deliver to a child process speaking newline-delimited JSON-RPC on
     /// stdio, e.g. an MCP server ("PROGRAM ARGS…", split on whitespace;
     /// restarted with backoff when it exits).
@@ -192,6 +196,7 @@ impl GatewayOptions {
         pick!(
             listen,
             upstream,
+            upstream_ca,
             upstream_cmd,
             ingress,
             peer,
@@ -436,6 +441,7 @@ impl GatewayOptions {
             endpoint,
             listen,
             upstream,
+            upstream_ca: self.upstream_ca.clone(),
             ingress,
             peer,
             metrics,

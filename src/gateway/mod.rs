@@ -146,6 +146,8 @@ pub struct GatewayConfig {
     /// Accept associations here (origin role).
     pub listen: Vec<PeerAddr>,
     pub upstream: Option<Upstream>,
+    /// Extra CA certificates (PEM) for an HTTPS / WSS upstream.
+    pub upstream_ca: Option<std::path::PathBuf>,
     /// Accept clients here (edge role) ...
     pub ingress: Vec<IngressAddr>,
     /// ... and carry them to this peer.
@@ -254,11 +256,30 @@ impl Ctx {
     }
 }
 
-/// A TLS client config trusting the Mozilla root set (HTTPS and WSS
-/// upstreams).
-pub fn tls_roots_client_config() -> Result<rustls::ClientConfig, GatewayError> {
+/// A TLS client config for HTTPS and WSS upstreams: the Mozilla root set,
+/// plus the operator's CA certificates (`--upstream-ca`, PEM) when given.
+pub fn tls_roots_client_config(
+    extra_ca: Option<&std::path::Path>,
+) -> Result<rustls::ClientConfig, GatewayError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let mut roots =
+        rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = extra_ca {
+        let bad = |e: String| GatewayError::Tls(format!("--upstream-ca {}: {e}", path.display()));
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| bad(e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(bad("no certificate in the file".into()));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| bad(e.to_string()))?;
+        }
+    }
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| GatewayError::Tls(e.to_string()))?
@@ -280,9 +301,12 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 /// A WebSocket client connection (`ws://` or `wss://`).
 pub type WsClient = tokio_tungstenite::WebSocketStream<Box<dyn Io>>;
 
-/// Connects to a `ws://` or `wss://` URL (`wss://` checked against the
-/// Mozilla root set).
-pub async fn ws_connect(url: &str, max: usize) -> Result<WsClient, String> {
+/// Connects to a `ws://` or `wss://` URL (`wss://` checked against `tls`).
+pub async fn ws_connect(
+    url: &str,
+    max: usize,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<WsClient, String> {
     let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
     let secure = match uri.scheme_str() {
         Some("ws") => false,
@@ -299,10 +323,9 @@ pub async fn ws_connect(url: &str, max: usize) -> Result<WsClient, String> {
         .map_err(|e| e.to_string())?;
     let _ = tcp.set_nodelay(true);
     let stream: Box<dyn Io> = if secure {
-        let tls = tls_roots_client_config().map_err(|e| e.to_string())?;
         let name = rustls::pki_types::ServerName::try_from(host_name.to_owned())
             .map_err(|e| e.to_string())?;
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        let tls = tokio_rustls::TlsConnector::from(tls)
             .connect(name, tcp)
             .await
             .map_err(|e| e.to_string())?;
@@ -343,7 +366,11 @@ impl Gateway {
                     "--listen needs an upstream (--upstream or --upstream-cmd)".into(),
                 )
             })?;
-            let origin = Arc::new(origin::Origin::new(ctx.clone(), upstream)?);
+            let origin = Arc::new(origin::Origin::new(
+                ctx.clone(),
+                upstream,
+                config.upstream_ca.as_deref(),
+            )?);
             for addr in &config.listen {
                 let origin = origin.clone();
                 let l = Listener::bind_with(

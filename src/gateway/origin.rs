@@ -49,15 +49,22 @@ pub struct Origin {
     ctx: Arc<Ctx>,
     upstream: Upstream,
     http: Option<HttpsClient>,
+    /// TLS for a WSS upstream.
+    tls: Arc<rustls::ClientConfig>,
     /// Bounds the upstream calls in flight (HTTP).
     permits: Arc<Semaphore>,
 }
 
 impl Origin {
-    pub fn new(ctx: Arc<Ctx>, upstream: Upstream) -> Result<Self, super::GatewayError> {
+    pub fn new(
+        ctx: Arc<Ctx>,
+        upstream: Upstream,
+        upstream_ca: Option<&std::path::Path>,
+    ) -> Result<Self, super::GatewayError> {
+        let tls = Arc::new(super::tls_roots_client_config(upstream_ca)?);
         let http = match &upstream {
             Upstream::Http(_) => {
-                let tls = super::tls_roots_client_config()?;
+                let tls = (*tls).clone();
                 let connector = hyper_rustls::HttpsConnectorBuilder::new()
                     .with_tls_config(tls)
                     .https_or_http()
@@ -76,6 +83,7 @@ impl Origin {
             ctx,
             upstream,
             http,
+            tls,
             permits,
         })
     }
@@ -137,7 +145,7 @@ impl Origin {
     async fn one_upstream(&self, session: &Session, rx: &mut mpsc::Receiver<Bytes>) -> String {
         match &self.upstream {
             Upstream::Cmd(argv) => run_child(argv, session, rx, &self.ctx).await,
-            Upstream::Ws(url) => run_ws(url, session, rx, &self.ctx).await,
+            Upstream::Ws(url) => run_ws(url, session, rx, &self.ctx, self.tls.clone()).await,
             Upstream::Http(_) => "an HTTP upstream has no session".into(),
         }
     }
@@ -407,13 +415,12 @@ async fn run_child(
         return "the child's stdio is not piped".into();
     };
     session.local_up();
-    let log_stderr = async move {
+    tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             info!(target: "upstream", pid, "{line}");
         }
-        std::future::pending::<()>().await;
-    };
+    });
     let write = async {
         while let Some(text) = rx.recv().await {
             if let Err(e) = write_line(&mut stdin, &text).await {
@@ -444,16 +451,21 @@ async fn run_child(
             Ok(s) => format!("the upstream process exited ({s})"),
             Err(e) => format!("waiting for the upstream process: {e}"),
         },
-        _ = log_stderr => unreachable!("pending"),
     };
     let _ = child.start_kill();
     why
 }
 
 /// A WebSocket upstream: one connection per association.
-async fn run_ws(url: &str, session: &Session, rx: &mut mpsc::Receiver<Bytes>, ctx: &Ctx) -> String {
+async fn run_ws(
+    url: &str,
+    session: &Session,
+    rx: &mut mpsc::Receiver<Bytes>,
+    ctx: &Ctx,
+    tls: Arc<rustls::ClientConfig>,
+) -> String {
     use tokio_tungstenite::tungstenite::Message;
-    let connect = super::ws_connect(url, ctx.limits.max_body);
+    let connect = super::ws_connect(url, ctx.limits.max_body, tls);
     let ws = match tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, connect).await {
         Ok(Ok(ws)) => ws,
         Ok(Err(e)) => return format!("cannot connect to {url}: {e}"),
