@@ -1,6 +1,6 @@
 //! The edge's side of the bridge: associations to the peer gateway.
 //!
-//! - Stateless traffic (HTTP ingress) shares a [`Pool`] of associations with
+//! - Stateless traffic (HTTP ingress) shares a pool of associations with
 //!   opaque correlation ids, so two clients using the same `id` at the same
 //!   time are never cross-wired.
 //! - Session traffic (WebSocket, TCP, stdio clients) gets an association of
