@@ -997,3 +997,29 @@ async fn tls_upstreams_with_an_operator_ca() {
         }
     }
 }
+
+/// The origin does not keep a request its upstream never answers: after
+/// the origin's request timeout it answers NotDelivered, and a request on
+/// the same id held behind it goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origin_forgets_requests_its_upstream_never_answers() {
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Stdio,
+        origin_extra: &["--request-timeout", "1"],
+        ..Default::default()
+    })
+    .await;
+    let mut tcp = Client::tcp(&pair.ingress("tcp://")).await;
+    let started = Instant::now();
+    let r = tcp
+        .call(json!({"jsonrpc":"2.0","id":1,"method":"sleep","params":[5000]}))
+        .await;
+    assert_eq!(r["error"]["data"]["npamp_error"], "NotDelivered", "{r}");
+    let detail = r["error"]["data"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("no answer from the upstream"), "{detail}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -11,6 +11,7 @@
 //! tracked in `incoming` until the local party answers them. Every request
 //! gets exactly one answer: the reply, or an error naming what failed.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,6 +58,8 @@ struct Pending {
 struct Incoming {
     corr: Vec<u8>,
     kind: IdKind,
+    /// Answered NotDelivered if the local party has not answered by then.
+    deadline: Instant,
 }
 
 struct Held {
@@ -345,19 +348,36 @@ impl Session {
     /// Hands a request from the peer to the local party and remembers it;
     /// holds it back while the local party owes an answer on the same id.
     async fn deliver_request(&self, h: HeldIn) {
-        {
+        let limit = self.0.ctx.limits.max_in_flight_per_connection;
+        let deadline = Instant::now() + self.0.ctx.limits.request_timeout;
+        let full = {
             let mut s = self.lock();
-            if s.incoming.contains_key(&h.token) {
-                s.held_in.push_back(h);
-                return;
+            let State {
+                incoming, held_in, ..
+            } = &mut *s;
+            if incoming.len() + held_in.len() >= limit {
+                Some(h.corr)
+            } else {
+                match incoming.entry(h.token.clone()) {
+                    Entry::Occupied(_) => {
+                        held_in.push_back(h);
+                        return;
+                    }
+                    Entry::Vacant(v) => {
+                        v.insert(Incoming {
+                            corr: h.corr,
+                            kind: h.kind,
+                            deadline,
+                        });
+                        None
+                    }
+                }
             }
-            s.incoming.insert(
-                h.token,
-                Incoming {
-                    corr: h.corr,
-                    kind: h.kind,
-                },
-            );
+        };
+        if let Some(corr) = full {
+            let detail = format!("{limit} requests already wait for an answer here");
+            self.not_delivered(&corr, &detail).await;
+            return;
         }
         if self.0.side == Side::Origin {
             self.0.ctx.metrics.upstream_requests.fetch_add(1, Relaxed);
@@ -589,11 +609,47 @@ impl Session {
                 _ = self.0.assoc.ended() => return,
             }
             let now = Instant::now();
-            let expired = self.lock().outgoing.remove_where(|p| p.deadline <= now);
+            let (expired, unanswered) = {
+                let mut s = self.lock();
+                let expired = s.outgoing.remove_where(|p| p.deadline <= now);
+                let unanswered: Vec<(Bytes, Vec<u8>)> = s
+                    .incoming
+                    .extract_if(|_, i| i.deadline <= now)
+                    .map(|(token, i)| (token, i.corr))
+                    .collect();
+                (expired, unanswered)
+            };
             for p in expired {
                 self.finish(p, Err(Failure::Timeout)).await;
             }
+            // A request the local party never answered: its sender's edge
+            // has answered Timeout by now; the peer learns NotDelivered and
+            // the entry does not stay forever.
+            let detail = format!(
+                "no answer from the {} within {:?}",
+                if self.0.side == Side::Origin {
+                    "upstream"
+                } else {
+                    "client"
+                },
+                self.0.ctx.limits.request_timeout
+            );
+            for (token, corr) in unanswered {
+                self.not_delivered(&corr, &detail).await;
+                self.release_incoming(&token).await;
+            }
         }
+    }
+
+    /// Answers a peer request with NotDelivered.
+    async fn not_delivered(&self, corr: &[u8], detail: &str) {
+        let ctx = &self.0.ctx;
+        let code = TransportError::NOT_DELIVERED;
+        ctx.metrics.transport_error(code);
+        if self.0.side == Side::Origin {
+            ctx.metrics.upstream_failures.fetch_add(1, Relaxed);
+        }
+        let _ = send_transport_error(&self.0.assoc, ctx.protocol, corr, code, detail).await;
     }
 
     /// The association ended: every request still waiting gets its answer.
@@ -641,23 +697,16 @@ impl Session {
             let mut s = self.lock();
             let incoming = s.incoming.drain().map(|(_, i)| i).collect();
             let held = s.held_in.drain(..).map(|h| h.corr).collect();
-            let _ = s.outgoing.drain().count();
+            // The upstream's own requests to the client: nobody is left to
+            // take their replies.
+            let forgotten = s.outgoing.drain().count() as i64;
+            self.0.ctx.metrics.in_flight.fetch_sub(forgotten, Relaxed);
             s.held_out.clear();
             (incoming, held)
         };
-        let ctx = &self.0.ctx;
         let detail = format!("the upstream went away before replying: {why}");
         for corr in incoming.into_iter().map(|i| i.corr).chain(held) {
-            ctx.metrics.upstream_failures.fetch_add(1, Relaxed);
-            ctx.metrics.transport_error(TransportError::NOT_DELIVERED);
-            let _ = send_transport_error(
-                &self.0.assoc,
-                ctx.protocol,
-                &corr,
-                TransportError::NOT_DELIVERED,
-                &detail,
-            )
-            .await;
+            self.not_delivered(&corr, &detail).await;
         }
     }
 
