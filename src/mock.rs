@@ -10,8 +10,10 @@
 //!   client; answers with `{"answer": <the client's result>}`;
 //! - `subscribe` → (sessions) result `"0x1"`, then three `eth_subscription`
 //!   notifications;
-//! - `exit` → (stdio) the process exits at once with status 3, no reply;
-//! - anything else → -32601 Method not found.
+//! - `exit` → the process exits at once with status 3, no reply (a crash);
+//! - `nosuch` → -32601 Method not found;
+//! - any other method → `result` = the params, so any API's method names
+//!   (`eth_call`, `tools/call`, ...) can be replayed against the mock.
 //!
 //! Notifications get no reply; batches get an array.
 

@@ -1,5 +1,16 @@
-//! `npamp-loadgen`: the load generator paired with `npamp-gateway`.
+//! `npamp-loadgen`: load for JSON-RPC services and for `npamp-gateway`,
+//! with exact accounting of every request and latency measured from the
+//! intended send time.
 //!
-//! Nothing is implemented here yet: the open-loop scheduler, scenarios and
-//! HdrHistogram reports are tracked by their own issue. The crate exists so the
-//! workspace layout is in place and builds from the first commit.
+//! - [`scenario`]: scenario files (mix, load model, SLOs);
+//! - [`template`]: `params` templates and the messages of a run;
+//! - [`engine`]: the schedule, the targets (HTTP, WebSocket, TCP, N-PAMP)
+//!   and the accounting;
+//! - [`report`]: the table, the JSON summary, the SVG report;
+//! - [`compare`]: two summaries side by side, with a regression threshold.
+
+pub mod compare;
+pub mod engine;
+pub mod report;
+pub mod scenario;
+pub mod template;

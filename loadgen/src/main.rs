@@ -1,0 +1,359 @@
+//! `npamp-loadgen` command line.
+//!
+//! Exit codes: 0 pass; 1 the run could not be made; 2 usage or scenario
+//! error; 3 an SLO failed; 4 accounting error (lost, duplicated or
+//! mismatched replies); 5 `compare` found a regression.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use npamp_gateway::assoc::transport::{PeerAddr, Scheme};
+use npamp_gateway::exactly_once::EmbeddedPair;
+use npamp_gateway::gateway::config::GatewayOptions;
+use npamp_gateway::gateway::edge::Edge;
+use npamp_gateway::gateway::metrics::Metrics;
+use npamp_gateway::mock::{self, MockAddr};
+use npamp_loadgen::engine::{self, Stats, Target};
+use npamp_loadgen::report::{self, Summary};
+use npamp_loadgen::scenario::{Load, Scenario, Stage};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const EXIT_RUN: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_SLO: u8 = 3;
+const EXIT_ACCOUNTING: u8 = 4;
+const EXIT_REGRESSION: u8 = 5;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Load generator for JSON-RPC services and npamp-gateway"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario. Without a target (here or in the scenario), an
+    /// embedded gateway pair is started in this process (mock upstream,
+    /// origin, edge, N-PAMP over QUIC) and loaded through its HTTP ingress.
+    Run {
+        /// The scenario file (scenarios/*.toml).
+        scenario: PathBuf,
+        /// http://, ws://, tcp://HOST:PORT, npamp+quic:// or npamp+tls://
+        /// (Bridge frames straight to a gateway's association port).
+        #[arg(long)]
+        target: Option<String>,
+        /// Requests per second (open loop; replaces the scenario's stages).
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Seconds measured (replaces the scenario's duration and stages).
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Connections to the target.
+        #[arg(long)]
+        connections: Option<usize>,
+        /// Requests in flight (switches to closed loop).
+        #[arg(long)]
+        concurrency: Option<usize>,
+        /// Write summary.json, report.svg and latency.hlog here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seed of the generated values.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// No live progress line.
+        #[arg(long)]
+        quiet: bool,
+        /// Identity and trust for npamp+ targets (as `npamp-gateway`).
+        #[command(flatten)]
+        npamp: GatewayOptions,
+    },
+    /// The mock JSON-RPC upstream (echo, fail, sleep, notify, ask,
+    /// subscribe) over HTTP, WebSocket and newline-delimited TCP.
+    Upstream {
+        /// http://ADDR, ws://ADDR or tcp://ADDR (repeatable).
+        #[arg(long, required = true)]
+        listen: Vec<MockAddr>,
+    },
+    /// Compare two JSON summaries; exit 5 when NEW regressed beyond the
+    /// threshold (throughput down or p99 up by more than it, or more lost).
+    Compare {
+        base: PathBuf,
+        new: PathBuf,
+        /// Percent.
+        #[arg(long, default_value_t = 10.0)]
+        threshold: f64,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Compare {
+            base,
+            new,
+            threshold,
+        } => match compare(&base, &new, threshold) {
+            Ok(false) => ExitCode::SUCCESS,
+            Ok(true) => ExitCode::from(EXIT_REGRESSION),
+            Err(e) => fail(EXIT_USAGE, &e),
+        },
+        Command::Upstream { listen } => {
+            match runtime().and_then(|rt| rt.block_on(upstream(listen))) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(EXIT_RUN, &e),
+            }
+        }
+        Command::Run {
+            scenario,
+            target,
+            rate,
+            duration,
+            connections,
+            concurrency,
+            out,
+            seed,
+            quiet,
+            npamp,
+        } => {
+            let mut s = match Scenario::load(&scenario) {
+                Ok(s) => s,
+                Err(e) => return fail(EXIT_USAGE, &e.into()),
+            };
+            if let Some(t) = target {
+                s.target = Some(t);
+            }
+            if let Some(c) = connections {
+                s.connections = c.max(1);
+            }
+            if let Some(c) = concurrency {
+                s.load = Load::Closed {
+                    concurrency: c.max(1),
+                };
+            }
+            if let Some(r) = rate {
+                s.load = Load::Open {
+                    rate: r,
+                    stages: Vec::new(),
+                };
+            }
+            if let Some(d) = duration {
+                s.duration = d;
+                if let Load::Open { rate, stages } = &mut s.load
+                    && !stages.is_empty()
+                {
+                    // One stage at the last stage's rate for the new duration.
+                    let last = stages.last().copied().unwrap_or(Stage {
+                        rate: *rate,
+                        duration: d,
+                    });
+                    *rate = last.rate;
+                    stages.clear();
+                }
+            }
+            match runtime().and_then(|rt| rt.block_on(run(s, out, seed, quiet, npamp))) {
+                Ok(summary) if summary.accounting_failed() => ExitCode::from(EXIT_ACCOUNTING),
+                Ok(summary) if !summary.pass => ExitCode::from(EXIT_SLO),
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(EXIT_RUN, &e),
+            }
+        }
+    }
+}
+
+fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {e:#}");
+    ExitCode::from(code)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+async fn upstream(listen: Vec<MockAddr>) -> anyhow::Result<()> {
+    for addr in listen {
+        let bound = mock::spawn(addr, None)
+            .await
+            .with_context(|| format!("listening on {addr}"))?;
+        println!("mock upstream {bound}");
+    }
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}
+
+async fn target_of(url: &str, npamp: &GatewayOptions) -> anyhow::Result<Target> {
+    if let Some(rest) = url.strip_prefix("npamp+") {
+        let peer: PeerAddr = rest.parse()?;
+        let mut options = npamp.clone();
+        options.peer = Some(rest.to_owned());
+        let config = options.resolve()?;
+        let ctx = Arc::new(npamp_gateway::gateway::Ctx::new(
+            &config,
+            Arc::new(Metrics::default()),
+        ));
+        return Ok(Target::Npamp(Arc::new(Edge::new(
+            peer,
+            config.endpoint,
+            ctx,
+        ))));
+    }
+    if let Some(addr) = url.strip_prefix("tcp://") {
+        return Ok(Target::Tcp(addr.trim_end_matches('/').to_owned()));
+    }
+    if url.starts_with("ws://") || url.starts_with("wss://") {
+        return Ok(Target::Ws(url.to_owned()));
+    }
+    if url.starts_with("http://") {
+        return Ok(Target::Http(
+            url.parse().with_context(|| format!("bad URL {url:?}"))?,
+        ));
+    }
+    bail!("unknown target {url:?}: expected http://, ws://, tcp://, npamp+quic:// or npamp+tls://")
+}
+
+async fn run(
+    scenario: Scenario,
+    out: Option<PathBuf>,
+    seed: u64,
+    quiet: bool,
+    npamp: GatewayOptions,
+) -> anyhow::Result<Summary> {
+    let (pair, target) = match &scenario.target {
+        Some(url) => (None, target_of(url, &npamp).await?),
+        None => {
+            let pair = EmbeddedPair::start(Scheme::Quic)
+                .await
+                .map_err(|e| anyhow::anyhow!("starting the embedded gateway pair: {e}"))?;
+            eprintln!(
+                "embedded gateway pair: HTTP ingress {} -> N-PAMP over QUIC -> mock upstream {}",
+                pair.ingress, pair.upstream
+            );
+            let t = Target::Http(pair.ingress.parse()?);
+            (Some(pair), t)
+        }
+    };
+    let described = target.describe();
+    eprintln!(
+        "{}: {} loop, {} connections, {:.1} s (+{:.1} s warm-up) against {described}",
+        scenario.name,
+        match scenario.load {
+            Load::Open { .. } => "open",
+            Load::Closed { .. } => "closed",
+        },
+        scenario.connections,
+        scenario.measured().as_secs_f64(),
+        scenario.warmup().as_secs_f64()
+    );
+    let mut intervals: Vec<(Duration, hdrhistogram::Histogram<u64>)> = Vec::new();
+    let stats: Stats = engine::run(&scenario, target, seed, |s, t| {
+        let h = std::mem::replace(
+            &mut s.interval,
+            hdrhistogram::Histogram::new(3).expect("valid precision"),
+        );
+        let second = s
+            .per_second
+            .get(t.as_secs().saturating_sub(1) as usize)
+            .copied();
+        if !quiet {
+            let (replies, errors) = second.unwrap_or((0, 0));
+            eprintln!(
+                "t={:>4}s  replies/s {:>7}  p99 {:>8.3} ms  errors {:>5}  outstanding {}",
+                t.as_secs(),
+                replies,
+                h.value_at_quantile(0.99) as f64 / 1e3,
+                errors,
+                s.outstanding()
+            );
+        }
+        intervals.push((t, h));
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(pair) = pair {
+        pair.edge.shutdown().await;
+        pair.origin.shutdown().await;
+    }
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    let summary = report::summarize(&stats, &scenario, &described, date);
+    print!("{}", summary.table());
+    if let Some(dir) = out {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let json = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(dir.join("summary.json"), json)?;
+        std::fs::write(
+            dir.join("report.svg"),
+            report::svg(&summary, &stats.overall),
+        )?;
+        std::fs::write(dir.join("latency.hlog"), interval_log(&intervals)?)?;
+        eprintln!(
+            "wrote {}/summary.json, report.svg, latency.hlog",
+            dir.display()
+        );
+    }
+    if summary.accounting_failed() {
+        eprintln!("ACCOUNTING FAILED: lost, duplicated or mismatched replies");
+    }
+    Ok(summary)
+}
+
+/// The HdrHistogram interval log (one histogram per second, µs values,
+/// reported in ms as the format's max-value divisor says).
+fn interval_log(intervals: &[(Duration, hdrhistogram::Histogram<u64>)]) -> anyhow::Result<Vec<u8>> {
+    use hdrhistogram::serialization::V2DeflateSerializer;
+    use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+    let mut out = Vec::new();
+    let mut ser = V2DeflateSerializer::new();
+    {
+        let mut w = IntervalLogWriterBuilder::new()
+            .add_comment(
+                "npamp-loadgen latency, microseconds, measured from the intended send time",
+            )
+            .with_max_value_divisor(1000.0)
+            .begin_log_with(&mut out, &mut ser)
+            .map_err(|e| anyhow::anyhow!("interval log: {e:?}"))?;
+        let mut start = Duration::ZERO;
+        for (end, h) in intervals {
+            w.write_histogram(h, start, end.saturating_sub(start), None)
+                .map_err(|e| anyhow::anyhow!("interval log: {e:?}"))?;
+            start = *end;
+        }
+    }
+    Ok(out)
+}
+
+fn compare(base: &std::path::Path, new: &std::path::Path, threshold: f64) -> anyhow::Result<bool> {
+    let read = |p: &std::path::Path| -> anyhow::Result<Summary> {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a loadgen summary", p.display()))
+    };
+    let (table, regressed) = npamp_loadgen::compare::compare(&read(base)?, &read(new)?, threshold);
+    print!("{table}");
+    Ok(regressed)
+}

@@ -1,0 +1,418 @@
+//! What a run reports: the final table, the JSON summary (its schema is
+//! `results/schema.json`), the HdrHistogram interval log and an SVG report.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Stats;
+use crate::scenario::Scenario;
+
+/// Latency percentiles in milliseconds.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    pub fn of(h: &Histogram<u64>) -> Self {
+        let q = |p: f64| h.value_at_quantile(p) as f64 / 1e3;
+        Self {
+            count: h.len(),
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: h.max() as f64 / 1e3,
+        }
+    }
+}
+
+/// Every count of a run (see `engine` for what each means).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Accounting {
+    pub sent_requests: u64,
+    pub sent_notifications: u64,
+    pub sent_batches: u64,
+    pub replied: u64,
+    pub ok: u64,
+    pub expected_errors: u64,
+    pub unexpected_errors: u64,
+    pub error_codes: BTreeMap<String, u64>,
+    pub http_status: BTreeMap<String, u64>,
+    pub transport_errors: BTreeMap<String, u64>,
+    pub timed_out: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub late: u64,
+    pub mismatched: u64,
+}
+
+/// One SLO check.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Check {
+    pub name: String,
+    pub limit: f64,
+    pub value: f64,
+    pub pass: bool,
+}
+
+/// The JSON summary of a run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub schema: String,
+    pub scenario: String,
+    pub target: String,
+    pub model: String,
+    pub date: String,
+    pub machine: Machine,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub connections: usize,
+    /// Replies per second over the measured part.
+    pub throughput: f64,
+    pub accounting: Accounting,
+    pub latency_ms: Latency,
+    pub per_method: BTreeMap<String, Latency>,
+    /// Replies and errors in each second since the start (warm-up included).
+    pub per_second: Vec<[u64; 2]>,
+    /// How late the generator itself was against its schedule.
+    pub schedule_lag_ms: Latency,
+    pub generator_kept_schedule: bool,
+    pub slo: Vec<Check>,
+    pub pass: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Machine {
+    pub nproc: usize,
+    pub cpu: String,
+}
+
+impl Machine {
+    pub fn here() -> Self {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_owned())
+            })
+            .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+        Self {
+            nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu,
+        }
+    }
+}
+
+pub const SCHEMA_ID: &str = "npamp-loadgen/summary/v1";
+
+/// The generator kept its schedule when 99 % of sends left within 5 ms of
+/// their intended time.
+const LAG_P99_LIMIT_MS: f64 = 5.0;
+
+pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> Summary {
+    let measured = scenario.measured().as_secs_f64();
+    let throughput = s.overall.len() as f64 / measured;
+    let accounting = Accounting {
+        sent_requests: s.sent_requests,
+        sent_notifications: s.sent_notifications,
+        sent_batches: s.sent_batches,
+        replied: s.answered(),
+        ok: s.ok,
+        expected_errors: s.expected_errors,
+        unexpected_errors: s.unexpected_errors,
+        error_codes: s
+            .error_codes
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        http_status: s
+            .http_status
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        transport_errors: s.transport.clone(),
+        timed_out: s.timed_out,
+        lost: s.lost,
+        duplicated: s.duplicated,
+        late: s.late,
+        mismatched: s.mismatched,
+    };
+    let latency = Latency::of(&s.overall);
+    let per_method = scenario
+        .mix
+        .messages
+        .iter()
+        .zip(&s.per_method)
+        .map(|(m, h)| (m.method.clone(), Latency::of(h)))
+        .collect();
+    let lag = Latency::of(&s.schedule_lag);
+    let mut slo = Vec::new();
+    if let Some(limit) = scenario.slo.p99_ms {
+        slo.push(Check {
+            name: "p99_ms".into(),
+            limit,
+            value: latency.p99,
+            pass: latency.count > 0 && latency.p99 <= limit,
+        });
+    }
+    if let Some(limit) = scenario.slo.max_error_rate {
+        let failed = s.unexpected_errors + s.transport.values().sum::<u64>() + s.timed_out + s.lost;
+        let rate = failed as f64 / (s.sent_requests.max(1)) as f64;
+        slo.push(Check {
+            name: "max_error_rate".into(),
+            limit,
+            value: rate,
+            pass: rate <= limit,
+        });
+    }
+    if let Some(limit) = scenario.slo.min_throughput {
+        slo.push(Check {
+            name: "min_throughput".into(),
+            limit,
+            value: throughput,
+            pass: throughput >= limit,
+        });
+    }
+    let pass = slo.iter().all(|c| c.pass);
+    Summary {
+        schema: SCHEMA_ID.into(),
+        scenario: scenario.name.clone(),
+        target: target.into(),
+        model: match scenario.load {
+            crate::scenario::Load::Open { .. } => "open".into(),
+            crate::scenario::Load::Closed { .. } => "closed".into(),
+        },
+        date,
+        machine: Machine::here(),
+        duration_s: measured,
+        warmup_s: scenario.warmup().as_secs_f64(),
+        connections: scenario.connections,
+        throughput,
+        accounting,
+        latency_ms: latency,
+        per_method,
+        per_second: s.per_second.iter().map(|&(a, b)| [a, b]).collect(),
+        generator_kept_schedule: lag.p99 <= LAG_P99_LIMIT_MS,
+        schedule_lag_ms: lag,
+        slo,
+        pass,
+    }
+}
+
+impl Summary {
+    /// Lost, duplicated or mismatched replies: the accounting did not close.
+    pub fn accounting_failed(&self) -> bool {
+        let a = &self.accounting;
+        a.lost > 0 || a.duplicated > 0 || a.mismatched > 0
+    }
+
+    /// The final table.
+    pub fn table(&self) -> String {
+        let a = &self.accounting;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "scenario   {} ({} loop) against {}",
+            self.scenario, self.model, self.target
+        );
+        let _ = writeln!(
+            o,
+            "measured   {:.1} s after {:.1} s warm-up, {} connections",
+            self.duration_s, self.warmup_s, self.connections
+        );
+        let _ = writeln!(
+            o,
+            "sent       {} requests, {} notifications ({} sends were batches)",
+            a.sent_requests, a.sent_notifications, a.sent_batches
+        );
+        let _ = writeln!(
+            o,
+            "replied    {} ({} ok, {} expected errors, {} unexpected errors)",
+            a.replied, a.ok, a.expected_errors, a.unexpected_errors
+        );
+        if !a.error_codes.is_empty() {
+            let _ = writeln!(o, "  codes    {:?}", a.error_codes);
+        }
+        if !a.http_status.is_empty() {
+            let _ = writeln!(o, "  HTTP     {:?}", a.http_status);
+        }
+        let _ = writeln!(
+            o,
+            "transport  {} {:?}",
+            a.transport_errors.values().sum::<u64>(),
+            a.transport_errors
+        );
+        let _ = writeln!(
+            o,
+            "timed out  {}   lost {}   duplicated {}   late {}   mismatched {}",
+            a.timed_out, a.lost, a.duplicated, a.late, a.mismatched
+        );
+        let _ = writeln!(o, "throughput {:.0} replies/s", self.throughput);
+        let l = &self.latency_ms;
+        let _ = writeln!(
+            o,
+            "latency ms p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  (n={})",
+            l.p50, l.p90, l.p99, l.p999, l.max, l.count
+        );
+        for (m, l) in &self.per_method {
+            let _ = writeln!(
+                o,
+                "  {m:<20} p50 {:.3}  p99 {:.3}  max {:.3}  (n={})",
+                l.p50, l.p99, l.max, l.count
+            );
+        }
+        let _ = writeln!(
+            o,
+            "schedule   p99 lag {:.3} ms, max {:.3} ms{}",
+            self.schedule_lag_ms.p99,
+            self.schedule_lag_ms.max,
+            if self.generator_kept_schedule {
+                ""
+            } else {
+                "  — THE GENERATOR COULD NOT KEEP ITS SCHEDULE: the offered load was lower than asked"
+            }
+        );
+        for c in &self.slo {
+            let _ = writeln!(
+                o,
+                "SLO        {:<16} {} (limit {}, measured {:.4})",
+                c.name,
+                if c.pass { "pass" } else { "FAIL" },
+                c.limit,
+                c.value
+            );
+        }
+        o
+    }
+}
+
+/// An SVG report: the latency percentile spectrum and replies per second.
+pub fn svg(summary: &Summary, h: &Histogram<u64>) -> String {
+    let (w, ht) = (720.0, 300.0);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{}" font-family="sans-serif" font-size="12">"#,
+        ht * 2.0 + 60.0
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="10" y="18" font-size="14">{} — {} — {:.0} replies/s, p99 {:.3} ms</text>"#,
+        xml(&summary.scenario),
+        xml(&summary.target),
+        summary.throughput,
+        summary.latency_ms.p99
+    );
+    // Percentile spectrum: x = log10(1/(1-q)) from 0 (p0) to 5 (p99.999).
+    let top = 30.0;
+    let plot = |o: &mut String,
+                y0: f64,
+                points: &[(f64, f64)],
+                xmax: f64,
+                ymax: f64,
+                xlabels: &[(f64, String)],
+                ylabel: &str| {
+        let (x0, pw, ph) = (60.0, w - 80.0, ht - 60.0);
+        let _ = writeln!(
+            o,
+            r##"<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
+        );
+        for (x, label) in xlabels {
+            let px = x0 + x / xmax * pw;
+            let _ = writeln!(
+                o,
+                r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                y0 + ph + 15.0,
+                xml(label)
+            );
+        }
+        for i in 0..=4 {
+            let v = ymax * f64::from(i) / 4.0;
+            let py = y0 + ph - ph * f64::from(i) / 4.0;
+            let _ = writeln!(
+                o,
+                r#"<text x="{:.1}" y="{py:.1}" text-anchor="end">{v:.2}</text>"#,
+                x0 - 4.0
+            );
+        }
+        let _ = writeln!(
+            o,
+            r#"<text x="12" y="{:.1}" transform="rotate(-90 12 {:.1})" text-anchor="middle">{}</text>"#,
+            y0 + ph / 2.0,
+            y0 + ph / 2.0,
+            xml(ylabel)
+        );
+        let path: Vec<String> = points
+            .iter()
+            .map(|(x, y)| {
+                format!(
+                    "{:.1},{:.1}",
+                    x0 + x / xmax * pw,
+                    y0 + ph - (y / ymax.max(1e-9)).min(1.0) * ph
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            r##"<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{}"/>"##,
+            path.join(" ")
+        );
+    };
+    let mut spectrum = Vec::new();
+    if !h.is_empty() {
+        for i in 0..=100 {
+            let x = 5.0 * f64::from(i) / 100.0;
+            let q = 1.0 - 10f64.powf(-x);
+            spectrum.push((x, h.value_at_quantile(q) as f64 / 1e3));
+        }
+    }
+    let ymax = spectrum.iter().map(|p| p.1).fold(0.0, f64::max).max(0.001);
+    let xlabels: Vec<(f64, String)> = ["p0", "p90", "p99", "p99.9", "p99.99", "p99.999"]
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i as f64, (*l).to_owned()))
+        .collect();
+    plot(&mut o, top, &spectrum, 5.0, ymax, &xlabels, "latency ms");
+    let per: Vec<(f64, f64)> = summary
+        .per_second
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (i as f64, r[0] as f64))
+        .collect();
+    let xmax = (per.len().max(2) - 1) as f64;
+    let rmax = per.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0);
+    let ticks: Vec<(f64, String)> = (0..=4)
+        .map(|i| {
+            let x = xmax * f64::from(i) / 4.0;
+            (x, format!("{x:.0} s"))
+        })
+        .collect();
+    plot(
+        &mut o,
+        top + ht + 20.0,
+        &per,
+        xmax,
+        rmax,
+        &ticks,
+        "replies/s",
+    );
+    o.push_str("</svg>\n");
+    o
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}

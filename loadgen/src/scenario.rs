@@ -1,0 +1,354 @@
+//! Scenario files (`scenarios/*.toml`): what to send, how fast, for how
+//! long, and what counts as passing. A mistake is reported with the key and
+//! its line.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// A whole scenario as written in its file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// `http://`, `ws://`, `tcp://`, `npamp+quic://`, `npamp+tls://`; none:
+    /// an embedded gateway pair.
+    pub target: Option<String>,
+    /// Seconds measured (after the warm-up); ignored when `stages` are set.
+    #[serde(default = "default_duration")]
+    pub duration: f64,
+    /// Seconds sent but not measured, before the measured part.
+    #[serde(default)]
+    pub warmup: f64,
+    /// Connections to the target (HTTP: at most this many requests in flight).
+    #[serde(default = "default_connections")]
+    pub connections: usize,
+    /// Seconds before an unanswered request counts as timed out.
+    #[serde(default = "default_timeout")]
+    pub timeout: f64,
+    pub load: Load,
+    pub mix: Mix,
+    #[serde(default)]
+    pub slo: Slo,
+}
+
+fn default_duration() -> f64 {
+    10.0
+}
+fn default_connections() -> usize {
+    16
+}
+fn default_timeout() -> f64 {
+    10.0
+}
+
+/// Open loop (a schedule of intended send times) or closed loop (a fixed
+/// number of requests in flight).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "model", rename_all = "kebab-case")]
+pub enum Load {
+    /// Constant rate, or stages of rates; latency is measured from each
+    /// request's intended send time (no coordinated omission).
+    Open {
+        #[serde(default)]
+        rate: f64,
+        #[serde(default)]
+        stages: Vec<Stage>,
+    },
+    /// `concurrency` requests always in flight.
+    Closed { concurrency: usize },
+}
+
+/// One step of a ramp: `rate` requests per second for `duration` seconds.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Stage {
+    pub rate: f64,
+    pub duration: f64,
+}
+
+/// The message mix.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mix {
+    /// Share of sends that are notifications (no reply expected).
+    #[serde(default)]
+    pub notification_share: f64,
+    /// Share of sends that are batches.
+    #[serde(default)]
+    pub batch_share: f64,
+    /// Elements per batch.
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    #[serde(rename = "message")]
+    pub messages: Vec<Message>,
+}
+
+fn default_batch_size() -> usize {
+    10
+}
+
+/// One kind of message in the mix.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    pub method: String,
+    #[serde(default = "default_weight")]
+    pub weight: f64,
+    /// JSON text of `params` with placeholders: `{seq}` (a counter),
+    /// `{rand:N}` (an integer below N), `{hex:N}` (N random hex digits),
+    /// `{bytes:N}` (N filler characters).
+    #[serde(default)]
+    pub params: Option<String>,
+    /// JSON-RPC errors are the expected answer (not counted against the
+    /// error-rate SLO).
+    #[serde(default)]
+    pub expect_error: bool,
+}
+
+fn default_weight() -> f64 {
+    1.0
+}
+
+/// Pass/fail thresholds; each is optional.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    pub p99_ms: Option<f64>,
+    /// Unexpected errors / requests.
+    pub max_error_rate: Option<f64>,
+    /// Replies per second over the measured part.
+    pub min_throughput: Option<f64>,
+}
+
+/// A scenario that cannot be used: where and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{at}: {message}")]
+pub struct ScenarioError {
+    pub at: String,
+    pub message: String,
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            at: path.display().to_string(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and checks a scenario; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ScenarioError> {
+        let s: Scenario = toml::from_str(text).map_err(|e| {
+            let message = e.to_string().trim_end().to_owned();
+            // Inside a tagged table the parser points at the table; name
+            // the offending key's own line.
+            let unknown = message
+                .split_once("unknown field `")
+                .and_then(|(_, rest)| rest.split_once('`'))
+                .map(|(key, _)| key.to_owned());
+            let at = match unknown
+                .as_deref()
+                .and_then(|k| line_of(text, k).map(|l| (k, l)))
+            {
+                Some((key, line)) => format!("{origin}: line {line}: key `{key}`"),
+                None => origin.to_owned(),
+            };
+            ScenarioError { at, message }
+        })?;
+        s.check().map_err(|(key, message)| ScenarioError {
+            at: match line_of(text, key) {
+                Some(line) => format!("{origin}: line {line}: key `{key}`"),
+                None => format!("{origin}: key `{key}`"),
+            },
+            message,
+        })?;
+        Ok(s)
+    }
+
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        let positive = |key: &'static str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err((key, format!("{v}: must be a positive number")))
+            }
+        };
+        let share = |key: &'static str, v: f64| {
+            if (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err((key, format!("{v}: a share is between 0 and 1")))
+            }
+        };
+        positive("duration", self.duration)?;
+        positive("timeout", self.timeout)?;
+        if !(self.warmup.is_finite() && self.warmup >= 0.0) {
+            return Err(("warmup", format!("{}: must be 0 or more", self.warmup)));
+        }
+        if self.connections == 0 {
+            return Err(("connections", "must be at least 1".into()));
+        }
+        match &self.load {
+            Load::Open { rate, stages } => {
+                if stages.is_empty() {
+                    positive("rate", *rate)?;
+                }
+                for s in stages {
+                    positive("rate", s.rate)?;
+                    positive("duration", s.duration)?;
+                }
+            }
+            Load::Closed { concurrency } => {
+                if *concurrency == 0 {
+                    return Err(("concurrency", "must be at least 1".into()));
+                }
+            }
+        }
+        share("notification_share", self.mix.notification_share)?;
+        share("batch_share", self.mix.batch_share)?;
+        if self.mix.notification_share + self.mix.batch_share > 1.0 {
+            return Err((
+                "batch_share",
+                "notification_share + batch_share must not exceed 1".into(),
+            ));
+        }
+        if self.mix.batch_size < 2 && self.mix.batch_share > 0.0 {
+            return Err(("batch_size", "a batch has at least 2 elements".into()));
+        }
+        if self.mix.messages.is_empty() {
+            return Err((
+                "message",
+                "the mix needs at least one [[mix.message]]".into(),
+            ));
+        }
+        for m in &self.mix.messages {
+            positive("weight", m.weight)?;
+            if let Some(p) = &m.params {
+                let sample = crate::template::Template::parse(p)
+                    .map_err(|e| ("params", format!("{p:?}: {e}")))?
+                    .render(0, &mut crate::template::Rng::new(1));
+                serde_json::from_str::<serde_json::Value>(&sample).map_err(|e| {
+                    (
+                        "params",
+                        format!("{p:?} does not render to JSON ({e}): {sample}"),
+                    )
+                })?;
+            }
+        }
+        if let Some(p) = self.slo.max_error_rate {
+            share("max_error_rate", p)?;
+        }
+        if let Some(p) = self.slo.p99_ms {
+            positive("p99_ms", p)?;
+        }
+        if let Some(p) = self.slo.min_throughput {
+            positive("min_throughput", p)?;
+        }
+        Ok(())
+    }
+
+    /// The measured time: the stages' sum, or `duration`.
+    pub fn measured(&self) -> Duration {
+        match &self.load {
+            Load::Open { stages, .. } if !stages.is_empty() => {
+                Duration::from_secs_f64(stages.iter().map(|s| s.duration).sum())
+            }
+            _ => Duration::from_secs_f64(self.duration),
+        }
+    }
+
+    pub fn warmup(&self) -> Duration {
+        Duration::from_secs_f64(self.warmup)
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.timeout)
+    }
+
+    /// The offered rate at `t` seconds after the measured part began
+    /// (warm-up runs at the first stage's rate); `None` for closed loop.
+    pub fn rate_at(&self, t: f64) -> Option<f64> {
+        match &self.load {
+            Load::Closed { .. } => None,
+            Load::Open { rate, stages } if stages.is_empty() => Some(*rate),
+            Load::Open { stages, .. } => {
+                let mut end = 0.0;
+                for s in stages {
+                    end += s.duration;
+                    if t < end {
+                        return Some(s.rate);
+                    }
+                }
+                stages.last().map(|s| s.rate)
+            }
+        }
+    }
+}
+
+/// The line (1-based) of the first `key = ` in a TOML text.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start().trim_start_matches('{').trim_start();
+            l.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"
+name = "t"
+duration = 2
+[load]
+model = "open"
+rate = 100
+[mix]
+[[mix.message]]
+method = "echo"
+params = '{"n": {seq}}'
+"#;
+
+    #[test]
+    fn a_valid_scenario_parses() {
+        let s = Scenario::parse(OK, "t.toml").expect("valid");
+        assert_eq!(s.rate_at(0.5), Some(100.0));
+        assert_eq!(s.measured(), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn mistakes_name_the_key_and_the_line() {
+        let e = Scenario::parse(&OK.replace("rate = 100", "rate = -1"), "t.toml").unwrap_err();
+        assert_eq!(e.at, "t.toml: line 6: key `rate`", "{e}");
+        let e = Scenario::parse(&OK.replace("rate = 100", "rat = 100"), "t.toml").unwrap_err();
+        assert_eq!(e.at, "t.toml: line 6: key `rat`", "{e}");
+        let e =
+            Scenario::parse(&OK.replace("duration = 2", "duration = \"x\""), "t.toml").unwrap_err();
+        assert!(e.message.contains("line 3"), "{e}");
+        let e = Scenario::parse(&OK.replace("{seq}}", "{seq}"), "t.toml").unwrap_err();
+        assert!(e.at.ends_with("line 10: key `params`"), "{e}");
+        let e = Scenario::parse(&OK.replace("{seq}", "{nope}"), "t.toml").unwrap_err();
+        assert!(e.message.contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn stages_give_the_rate_over_time() {
+        let text = OK.replace(
+            "rate = 100",
+            "stages = [ { rate = 10, duration = 1 }, { rate = 20, duration = 2 } ]",
+        );
+        let s = Scenario::parse(&text, "t.toml").expect("valid");
+        assert_eq!(s.rate_at(0.5), Some(10.0));
+        assert_eq!(s.rate_at(1.5), Some(20.0));
+        assert_eq!(s.measured(), Duration::from_secs(3));
+    }
+}

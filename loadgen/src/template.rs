@@ -1,0 +1,331 @@
+//! `params` templates and the messages a run sends.
+
+use crate::scenario::Scenario;
+
+/// A small, fast, seeded generator for test data (not for cryptography).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    /// xorshift64*.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Part {
+    Text(String),
+    Seq,
+    Rand(u64),
+    Hex(usize),
+    Bytes(usize),
+}
+
+/// A parsed `params` template.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Template(Vec<Part>);
+
+impl Template {
+    /// Placeholders: `{seq}`, `{rand:N}`, `{hex:N}`, `{bytes:N}`; any other
+    /// `{` is literal JSON.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut parts = Vec::new();
+        let mut text = String::new();
+        let mut rest = s;
+        while let Some(i) = rest.find('{') {
+            text.push_str(&rest[..i]);
+            let after = &rest[i + 1..];
+            let end = after.find('}');
+            let placeholder = end.map(|e| &after[..e]).filter(|p| {
+                p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '_')
+                    && !p.is_empty()
+            });
+            match (placeholder, end) {
+                (Some(p), Some(e)) => {
+                    let part = match p.split_once(':') {
+                        None if p == "seq" => Part::Seq,
+                        Some(("rand", n)) => Part::Rand(number(n, p)?.max(1) as u64),
+                        Some(("hex", n)) => Part::Hex(number(n, p)?),
+                        Some(("bytes", n)) => Part::Bytes(number(n, p)?),
+                        _ => {
+                            return Err(format!(
+                                "unknown placeholder {{{p}}}: expected {{seq}}, {{rand:N}}, {{hex:N}} or {{bytes:N}}"
+                            ));
+                        }
+                    };
+                    if !text.is_empty() {
+                        parts.push(Part::Text(std::mem::take(&mut text)));
+                    }
+                    parts.push(part);
+                    rest = &after[e + 1..];
+                }
+                _ => {
+                    text.push('{');
+                    rest = after;
+                }
+            }
+        }
+        text.push_str(rest);
+        if !text.is_empty() {
+            parts.push(Part::Text(text));
+        }
+        Ok(Self(parts))
+    }
+
+    pub fn render(&self, seq: u64, rng: &mut Rng) -> String {
+        let mut out = String::new();
+        self.render_into(&mut out, seq, rng);
+        out
+    }
+
+    pub fn render_into(&self, out: &mut String, seq: u64, rng: &mut Rng) {
+        use std::fmt::Write;
+        for p in &self.0 {
+            match p {
+                Part::Text(t) => out.push_str(t),
+                Part::Seq => {
+                    let _ = write!(out, "{seq}");
+                }
+                Part::Rand(n) => {
+                    let _ = write!(out, "{}", rng.next_u64() % n);
+                }
+                Part::Hex(n) => {
+                    for _ in 0..*n {
+                        let d = (rng.next_u64() % 16) as u32;
+                        out.push(char::from_digit(d, 16).unwrap_or('0'));
+                    }
+                }
+                Part::Bytes(n) => out.extend(std::iter::repeat_n('x', *n)),
+            }
+        }
+    }
+}
+
+fn number(n: &str, p: &str) -> Result<usize, String> {
+    n.parse()
+        .map_err(|_| format!("{{{p}}}: {n:?} is not a number"))
+        .and_then(|v: usize| {
+            if v > 64 << 20 {
+                Err(format!("{{{p}}}: {v} is larger than 64 MiB"))
+            } else {
+                Ok(v)
+            }
+        })
+}
+
+/// One request inside a send: its id, and which mix entry it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expect {
+    pub id: u64,
+    pub message: usize,
+}
+
+/// One send: the text, and the replies it expects (none for a
+/// notification, several for a batch).
+#[derive(Clone, Debug)]
+pub struct Outbound {
+    pub text: String,
+    pub expects: Vec<Expect>,
+    /// Notifications inside it.
+    pub notifications: u32,
+    pub batch: bool,
+}
+
+/// Builds the messages of a run from the scenario's mix.
+pub struct Generator {
+    templates: Vec<Option<Template>>,
+    methods: Vec<String>,
+    cumulative: Vec<f64>,
+    notification_share: f64,
+    batch_share: f64,
+    batch_size: usize,
+    rng: Rng,
+}
+
+impl Generator {
+    pub fn new(s: &Scenario, seed: u64) -> Result<Self, String> {
+        let mut cumulative = Vec::new();
+        let mut total = 0.0;
+        for m in &s.mix.messages {
+            total += m.weight;
+            cumulative.push(total);
+        }
+        let templates = s
+            .mix
+            .messages
+            .iter()
+            .map(|m| m.params.as_deref().map(Template::parse).transpose())
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            templates,
+            methods: s.mix.messages.iter().map(|m| m.method.clone()).collect(),
+            cumulative: cumulative.iter().map(|c| c / total).collect(),
+            notification_share: s.mix.notification_share,
+            batch_share: s.mix.batch_share,
+            batch_size: s.mix.batch_size,
+            rng: Rng::new(seed),
+        })
+    }
+
+    fn pick(&mut self) -> usize {
+        let u = self.rng.unit();
+        self.cumulative
+            .iter()
+            .position(|&c| u < c)
+            .unwrap_or(self.cumulative.len() - 1)
+    }
+
+    fn object(&mut self, out: &mut String, i: usize, id: Option<u64>, seq: u64) {
+        use std::fmt::Write;
+        out.push_str("{\"jsonrpc\":\"2.0\",");
+        if let Some(id) = id {
+            let _ = write!(out, "\"id\":{id},");
+        }
+        out.push_str("\"method\":");
+        let _ = write!(
+            out,
+            "{}",
+            serde_json::Value::String(self.methods[i].clone())
+        );
+        if let Some(t) = &self.templates[i] {
+            out.push_str(",\"params\":");
+            let mut rng = self.rng.clone();
+            t.render_into(out, seq, &mut rng);
+            self.rng = rng;
+        }
+        out.push('}');
+    }
+
+    /// The next send; `next_id` hands out ids unique across the run.
+    pub fn next(&mut self, mut next_id: impl FnMut() -> u64) -> Outbound {
+        let u = self.rng.unit();
+        let mut text = String::with_capacity(128);
+        if u < self.notification_share {
+            let i = self.pick();
+            let seq = next_id();
+            self.object(&mut text, i, None, seq);
+            return Outbound {
+                text,
+                expects: Vec::new(),
+                notifications: 1,
+                batch: false,
+            };
+        }
+        if u < self.notification_share + self.batch_share {
+            let mut expects = Vec::new();
+            let mut notifications = 0;
+            text.push('[');
+            for k in 0..self.batch_size {
+                if k > 0 {
+                    text.push(',');
+                }
+                let i = self.pick();
+                let id = next_id();
+                if self.rng.unit() < self.notification_share {
+                    notifications += 1;
+                    self.object(&mut text, i, None, id);
+                } else {
+                    expects.push(Expect { id, message: i });
+                    self.object(&mut text, i, Some(id), id);
+                }
+            }
+            text.push(']');
+            return Outbound {
+                text,
+                expects,
+                notifications,
+                batch: true,
+            };
+        }
+        let i = self.pick();
+        let id = next_id();
+        self.object(&mut text, i, Some(id), id);
+        Outbound {
+            text,
+            expects: vec![Expect { id, message: i }],
+            notifications: 0,
+            batch: false,
+        }
+    }
+
+    pub fn methods(&self) -> &[String] {
+        &self.methods
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_render_and_literal_braces_stay() {
+        let t = Template::parse(r#"{"n":{seq},"r":{rand:10},"h":"{hex:4}","b":"{bytes:3}"}"#)
+            .expect("parse");
+        let mut rng = Rng::new(7);
+        let s = t.render(42, &mut rng);
+        let v: serde_json::Value = serde_json::from_str(&s).expect("JSON");
+        assert_eq!(v["n"], 42);
+        assert!(v["r"].as_u64().expect("r") < 10);
+        assert_eq!(v["h"].as_str().expect("h").len(), 4);
+        assert_eq!(v["b"], "xxx");
+        assert!(Template::parse("{bogus:1}").is_err());
+    }
+
+    #[test]
+    fn sends_are_valid_json_rpc_with_unique_ids() {
+        let s = crate::scenario::Scenario::parse(
+            r#"
+name = "t"
+[load]
+model = "open"
+rate = 1
+[mix]
+notification_share = 0.2
+batch_share = 0.3
+batch_size = 4
+[[mix.message]]
+method = "echo"
+params = '[{seq}]'
+[[mix.message]]
+method = "fail"
+"#,
+            "t",
+        )
+        .expect("scenario");
+        let mut g = Generator::new(&s, 3).expect("generator");
+        let mut id = 0;
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..500 {
+            let send = g.next(|| {
+                id += 1;
+                id
+            });
+            let v: serde_json::Value = serde_json::from_str(&send.text).expect("JSON");
+            let objects = match &v {
+                serde_json::Value::Array(a) => a.clone(),
+                o => vec![o.clone()],
+            };
+            let with_id: Vec<_> = objects.iter().filter(|o| o.get("id").is_some()).collect();
+            assert_eq!(with_id.len(), send.expects.len());
+            for e in &send.expects {
+                assert!(seen.insert(e.id), "duplicate id {}", e.id);
+            }
+        }
+    }
+}

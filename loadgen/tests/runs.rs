@@ -1,0 +1,442 @@
+//! The load generator against real targets on 127.0.0.1: every target kind
+//! with exact accounting, the JSON summary against `results/schema.json`,
+//! every shipped scenario parsing, and the exit codes.
+
+use npamp_gateway::assoc::transport::Scheme;
+use npamp_gateway::exactly_once::EmbeddedPair;
+use npamp_gateway::mock::{self, MockAddr};
+use npamp_loadgen::engine::{self, Target};
+use npamp_loadgen::report::{self, Summary};
+use npamp_loadgen::scenario::Scenario;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const BIN: &str = env!("CARGO_BIN_EXE_npamp-loadgen");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A JSON Schema checker for the keywords `results/schema.json` uses:
+/// type, required, properties, additionalProperties (false or a schema),
+/// items, minItems, maxItems, enum, const, minimum, $ref to #/$defs.
+fn check(schema: &Value, root: &Value, v: &Value, at: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        let name = r.trim_start_matches("#/$defs/");
+        return check(&root["$defs"][name], root, v, at);
+    }
+    if let Some(t) = schema.get("type").and_then(Value::as_str) {
+        let ok = match t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_u64() || v.is_i64(),
+            "number" => v.is_number(),
+            "boolean" => v.is_boolean(),
+            _ => false,
+        };
+        if !ok {
+            errs.push(format!("{at}: expected {t}, got {v}"));
+            return errs;
+        }
+    }
+    if let Some(c) = schema.get("const")
+        && c != v
+    {
+        errs.push(format!("{at}: expected {c}"));
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array)
+        && !e.contains(v)
+    {
+        errs.push(format!("{at}: {v} not in {e:?}"));
+    }
+    if let (Some(m), Some(x)) = (schema.get("minimum").and_then(Value::as_f64), v.as_f64())
+        && x < m
+    {
+        errs.push(format!("{at}: {x} < {m}"));
+    }
+    if let Some(obj) = v.as_object() {
+        for r in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let r = r.as_str().unwrap_or_default();
+            if !obj.contains_key(r) {
+                errs.push(format!("{at}: missing {r}"));
+            }
+        }
+        let props = schema.get("properties").and_then(Value::as_object);
+        for (k, x) in obj {
+            match props.and_then(|p| p.get(k)) {
+                Some(s) => errs.extend(check(s, root, x, &format!("{at}.{k}"))),
+                None => match schema.get("additionalProperties") {
+                    Some(Value::Bool(false)) => errs.push(format!("{at}: unexpected key {k}")),
+                    Some(s @ Value::Object(_)) => {
+                        errs.extend(check(s, root, x, &format!("{at}.{k}")))
+                    }
+                    _ => {}
+                },
+            }
+        }
+    }
+    if let Some(arr) = v.as_array() {
+        if let Some(n) = schema.get("minItems").and_then(Value::as_u64)
+            && (arr.len() as u64) < n
+        {
+            errs.push(format!("{at}: fewer than {n} items"));
+        }
+        if let Some(n) = schema.get("maxItems").and_then(Value::as_u64)
+            && (arr.len() as u64) > n
+        {
+            errs.push(format!("{at}: more than {n} items"));
+        }
+        if let Some(items) = schema.get("items") {
+            for (i, x) in arr.iter().enumerate() {
+                errs.extend(check(items, root, x, &format!("{at}[{i}]")));
+            }
+        }
+    }
+    errs
+}
+
+fn assert_schema(summary: &Summary) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("results/schema.json")).expect("schema"),
+    )
+    .expect("schema is JSON");
+    let v = serde_json::to_value(summary).expect("summary");
+    let errs = check(&schema, &schema, &v, "$");
+    assert!(
+        errs.is_empty(),
+        "summary does not match results/schema.json: {errs:#?}"
+    );
+}
+
+#[test]
+fn the_schema_checker_catches_what_it_must() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("results/schema.json")).expect("schema"),
+    )
+    .expect("JSON");
+    let bad = serde_json::json!({"schema": "other", "extra": 1});
+    let errs = check(&schema, &schema, &bad, "$");
+    assert!(
+        errs.iter().any(|e| e.contains("missing accounting")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter().any(|e| e.contains("unexpected key extra")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("expected \"npamp-loadgen/summary/v1\"")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn every_shipped_scenario_parses() {
+    let dir = repo().join("scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("scenarios/") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    for name in [
+        "quickstart",
+        "mcp-tools",
+        "eth-mixed",
+        "notify-flood",
+        "large-payloads",
+        "batch",
+        "error-storm",
+        "ramp-to-saturation",
+    ] {
+        assert!(
+            dir.join(format!("{name}.toml")).exists(),
+            "{name}.toml is missing"
+        );
+    }
+    assert!(n >= 8);
+}
+
+/// A short scenario: requests, notifications and batches, one expected-error method.
+fn short(rate: f64) -> Scenario {
+    Scenario::parse(
+        &format!(
+            r#"
+name = "short"
+duration = 1.0
+warmup = 0.2
+connections = 4
+timeout = 5
+[load]
+model = "open"
+rate = {rate}
+[mix]
+notification_share = 0.1
+batch_share = 0.1
+batch_size = 3
+[[mix.message]]
+method = "echo"
+params = '{{"n": {{seq}}}}'
+[[mix.message]]
+method = "fail"
+weight = 0.5
+expect_error = true
+"#
+        ),
+        "short",
+    )
+    .expect("scenario")
+}
+
+fn exact(summary: &Summary) {
+    let a = &summary.accounting;
+    assert_eq!(a.lost + a.duplicated + a.mismatched + a.late, 0, "{a:?}");
+    assert_eq!(a.timed_out, 0, "{a:?}");
+    assert!(a.transport_errors.is_empty(), "{a:?}");
+    assert_eq!(a.replied, a.sent_requests, "{a:?}");
+    assert_eq!(a.unexpected_errors, 0, "{a:?}");
+    assert!(a.expected_errors > 0 && a.ok > 0, "{a:?}");
+    assert!(a.sent_batches > 0 && a.sent_notifications > 0, "{a:?}");
+}
+
+async fn run(target: Target) -> Summary {
+    let s = short(300.0);
+    let described = target.describe();
+    let stats = engine::run(&s, target, 7, |_, _| {}).await.expect("run");
+    let summary = report::summarize(&stats, &s, &described, "test".into());
+    assert_schema(&summary);
+    summary
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_ws_and_tcp_targets_account_for_every_request() {
+    for kind in ["http", "ws", "tcp"] {
+        let addr: MockAddr = format!("{kind}://127.0.0.1:0").parse().expect("addr");
+        let bound = mock::spawn(addr, None).await.expect("mock");
+        let target = match bound {
+            MockAddr::Http(a) => Target::Http(format!("http://{a}/").parse().expect("uri")),
+            MockAddr::Ws(a) => Target::Ws(format!("ws://{a}")),
+            MockAddr::Tcp(a) => Target::Tcp(a.to_string()),
+            _ => unreachable!("plain mocks only"),
+        };
+        let summary = run(target).await;
+        exact(&summary);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_a_gateway_pair_and_straight_to_its_association_port() {
+    let pair = EmbeddedPair::start(Scheme::Quic).await.expect("pair");
+    let summary = run(Target::Http(pair.ingress.parse().expect("uri"))).await;
+    exact(&summary);
+    // npamp+quic: frames straight to the origin, pinned to nothing here.
+    let origin = pair.origin.listening[0];
+    let out = std::process::Command::new(BIN)
+        .args([
+            "run",
+            "--quiet",
+            "--insecure-accept-any-peer",
+            "--duration",
+            "1",
+            "--rate",
+            "200",
+        ])
+        .arg("--target")
+        .arg(format!("npamp+{origin}"))
+        .arg(repo().join("scenarios/quickstart.toml"))
+        .output()
+        .expect("run the binary");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The origin pins the embedded edge's key: a stranger is refused, and
+    // the run says so (transport errors), it does not hang or pass.
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("transport"), "{text}");
+}
+
+#[test]
+fn exit_codes_say_what_went_wrong() {
+    let dir = std::env::temp_dir().join(format!("loadgen-exit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    // 2: a scenario with a mistake, named with its line.
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\n[load]\nmodel = \"open\"\nrate = 0\n[mix]\n[[mix.message]]\nmethod = \"echo\"\n").expect("write");
+    let out = std::process::Command::new(BIN)
+        .args(["run"])
+        .arg(&bad)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 4") && err.contains("rate"), "{err}");
+
+    // 3: an SLO no run can meet (embedded pair, 0.2 s).
+    let slo = dir.join("slo.toml");
+    std::fs::write(
+        &slo,
+        "name = \"slo\"\nduration = 0.5\n[load]\nmodel = \"open\"\nrate = 100\n[mix]\n[[mix.message]]\nmethod = \"echo\"\n[slo]\nmin_throughput = 1000000\n",
+    )
+    .expect("write");
+    let out = std::process::Command::new(BIN)
+        .args(["run", "--quiet"])
+        .arg(&slo)
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // 4: a server that answers with the wrong ids.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        use std::io::{BufRead, Write};
+        for stream in listener.incoming().flatten() {
+            let mut w = stream.try_clone().expect("clone");
+            for line in std::io::BufReader::new(stream)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let v: Value = serde_json::from_str(&line).unwrap_or_default();
+                let id = v["id"].as_u64().unwrap_or(0) + 1_000_000;
+                let _ = writeln!(w, r#"{{"jsonrpc":"2.0","id":{id},"result":1}}"#);
+            }
+        }
+    });
+    let out = std::process::Command::new(BIN)
+        .args([
+            "run",
+            "--quiet",
+            "--duration",
+            "0.5",
+            "--rate",
+            "50",
+            "--target",
+        ])
+        .arg(format!("tcp://{addr}"))
+        .arg(&slo)
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // 5: compare finds a regression.
+    let base = dir.join("base.json");
+    let new = dir.join("new.json");
+    let mut s = report::summarize(
+        &tokio::runtime::Runtime::new().expect("rt").block_on(async {
+            let bound = mock::spawn(MockAddr::Http("127.0.0.1:0".parse().expect("addr")), None)
+                .await
+                .expect("mock");
+            let MockAddr::Http(a) = bound else {
+                unreachable!()
+            };
+            engine::run(
+                &short(100.0),
+                Target::Http(format!("http://{a}/").parse().expect("uri")),
+                1,
+                |_, _| {},
+            )
+            .await
+            .expect("run")
+        }),
+        &short(100.0),
+        "mock",
+        "test".into(),
+    );
+    std::fs::write(&base, serde_json::to_string(&s).expect("json")).expect("write");
+    s.throughput /= 2.0;
+    std::fs::write(&new, serde_json::to_string(&s).expect("json")).expect("write");
+    let out = std::process::Command::new(BIN)
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = std::process::Command::new(BIN)
+        .arg("compare")
+        .arg(&base)
+        .arg(&base)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// npamp+quic and npamp+tls: Bridge frames straight to an origin's
+/// association port, no ingress in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npamp_targets_send_frames_straight_to_an_origin() {
+    use npamp_gateway::assoc::transport::{Endpoint, PeerAddr};
+    use npamp_gateway::bridge::ProtocolId;
+    use npamp_gateway::gateway::edge::Edge;
+    use npamp_gateway::gateway::metrics::Metrics;
+    use npamp_gateway::gateway::{Ctx, Gateway, GatewayConfig, Limits, Upstream};
+    use npamp_gateway::handshake::Trust;
+    use npamp_gateway::jsonrpc::{EffectTable, SafetyPolicy};
+    use std::sync::Arc;
+
+    let bound = mock::spawn(MockAddr::Http("127.0.0.1:0".parse().expect("addr")), None)
+        .await
+        .expect("mock");
+    let config = |seed: [u8; 32]| GatewayConfig {
+        endpoint: Endpoint::new(seed, Trust::InsecureAcceptAny),
+        listen: Vec::new(),
+        upstream: None,
+        upstream_ca: None,
+        ingress: Vec::new(),
+        peer: None,
+        metrics: None,
+        protocol: ProtocolId::JSONRPC_EXPERIMENTAL,
+        effects: EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
+        policy: SafetyPolicy::allow_all(),
+        allow_methods: None,
+        deny_methods: Default::default(),
+        limits: Limits::default(),
+    };
+    for scheme in [Scheme::Quic, Scheme::Tls] {
+        let origin = Gateway::start(GatewayConfig {
+            listen: vec![PeerAddr {
+                scheme,
+                addr: "127.0.0.1:0".parse().expect("addr"),
+            }],
+            upstream: Some(Upstream::Http(bound.to_string().parse().expect("uri"))),
+            ..config([3; 32])
+        })
+        .await
+        .expect("origin");
+        let peer = origin.listening[0];
+        let edge_config = GatewayConfig {
+            peer: Some(peer),
+            ..config([4; 32])
+        };
+        let ctx = Arc::new(Ctx::new(&edge_config, Arc::new(Metrics::default())));
+        let edge = Arc::new(Edge::new(peer, edge_config.endpoint.clone(), ctx));
+        let summary = run(Target::Npamp(edge)).await;
+        exact(&summary);
+        assert!(summary.target.starts_with("npamp+"), "{}", summary.target);
+        origin.shutdown().await;
+    }
+}
