@@ -304,78 +304,66 @@ pub async fn run(
     }
     let warmup = scenario.warmup();
     let end = started + warmup + scenario.measured();
-    let permits = match scenario.load {
-        Load::Closed { concurrency } => Some(Arc::new(Semaphore::new(concurrency))),
-        Load::Open { .. } => None,
-    };
-    // The schedule.
     let mut next_progress = started + Duration::from_secs(1);
-    let mut intended = started;
-    let mut rr = 0usize;
-    loop {
-        let now = Instant::now();
-        if now >= next_progress {
-            let mut s = run.stats();
-            progress(&mut s, now.duration_since(started));
-            next_progress += Duration::from_secs(1);
-        }
-        let permit = match &permits {
-            Some(p) => {
-                let acquire = p.clone().acquire_owned();
-                match tokio::time::timeout(end.saturating_duration_since(now), acquire).await {
-                    Ok(Ok(permit)) => {
-                        intended = Instant::now();
-                        Some(permit)
-                    }
-                    _ => None,
+    let queue = Queue {
+        shared: shared_queue.then_some(shared_tx),
+        each: queues,
+        next: 0,
+    };
+    match scenario.load {
+        Load::Open { .. } => {
+            // The schedule runs on a thread of its own: a thread sleep is
+            // precise to tens of microseconds, the runtime's timer to a
+            // millisecond, and every microsecond the generator is late is
+            // added to the measured latency.
+            let (run2, scenario2) = (run.clone(), scenario.clone());
+            let schedule = std::thread::Builder::new()
+                .name("schedule".into())
+                .spawn(move || open_loop(&scenario2, &run2, generator, queue, started, end))
+                .map_err(|e| format!("cannot start the schedule thread: {e}"))?;
+            while !schedule.is_finished() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let now = Instant::now();
+                if now >= next_progress {
+                    let mut s = run.stats();
+                    progress(&mut s, now.duration_since(started));
+                    next_progress += Duration::from_secs(1);
                 }
             }
-            None => {
-                let t = intended
-                    .saturating_duration_since(started + warmup)
-                    .as_secs_f64();
-                let rate = scenario.rate_at(t).unwrap_or(1.0).max(1e-3);
-                intended += Duration::from_secs_f64(1.0 / rate);
-                if intended > now {
-                    tokio::time::sleep_until(intended.into()).await;
+            let _ = schedule.join();
+        }
+        Load::Closed { concurrency } => {
+            let permits = Arc::new(Semaphore::new(concurrency));
+            let mut queue = queue;
+            loop {
+                let now = Instant::now();
+                if now >= next_progress {
+                    let mut s = run.stats();
+                    progress(&mut s, now.duration_since(started));
+                    next_progress += Duration::from_secs(1);
                 }
-                None
+                let acquire = permits.clone().acquire_owned();
+                let wait = end
+                    .saturating_duration_since(now)
+                    .min(Duration::from_millis(100));
+                let permit = match tokio::time::timeout(wait, acquire).await {
+                    Ok(Ok(permit)) => permit,
+                    _ if Instant::now() >= end => break,
+                    _ => continue,
+                };
+                let intended = Instant::now();
+                if intended >= end {
+                    break;
+                }
+                let job = new_job(&run, &mut generator, intended, Some(permit));
+                if !queue.send_async(job).await {
+                    break;
+                }
             }
-        };
-        if intended >= end || (permits.is_some() && permit.is_none()) {
-            break;
         }
-        let send = generator.next(|| run.id());
-        {
-            let mut s = run.stats();
-            s.sent_requests += send.expects.len() as u64;
-            s.sent_notifications += u64::from(send.notifications);
-            s.sent_batches += u64::from(send.batch);
-        }
-        let job = Job {
-            send,
-            intended,
-            _permit: permit,
-        };
-        let sent = if shared_queue {
-            shared_tx.send(job).await.is_ok()
-        } else {
-            rr = (rr + 1) % queues.len();
-            queues[rr].send(job).await.is_ok()
-        };
-        if !sent {
-            break;
-        }
-        let lag = Instant::now().saturating_duration_since(intended);
-        let _ = run
-            .stats()
-            .schedule_lag
-            .record(u64::try_from(lag.as_micros()).unwrap_or(u64::MAX).max(1));
     }
     // Drain: no more sends; wait for what is outstanding (bounded by the
     // timeout), then whatever is left is lost.
-    drop(shared_tx);
-    drop(queues);
     let drain_until = Instant::now() + run.timeout + Duration::from_secs(1);
     while run.stats().outstanding() > 0 && Instant::now() < drain_until {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -397,6 +385,95 @@ pub async fn run(
     s.lost += left;
     let stats = std::mem::replace(&mut *s, Stats::new(started, Duration::ZERO, 0, Vec::new()));
     Ok(stats)
+}
+
+/// Where jobs go: one queue all connections take from (HTTP, N-PAMP), or
+/// one per connection, round robin (WebSocket, TCP).
+struct Queue {
+    shared: Option<mpsc::Sender<Job>>,
+    each: Vec<mpsc::Sender<Job>>,
+    next: usize,
+}
+
+impl Queue {
+    fn pick(&mut self) -> Option<&mpsc::Sender<Job>> {
+        if let Some(s) = &self.shared {
+            return Some(s);
+        }
+        self.next = (self.next + 1) % self.each.len().max(1);
+        self.each.get(self.next)
+    }
+
+    async fn send_async(&mut self, job: Job) -> bool {
+        match self.pick() {
+            Some(q) => q.send(job).await.is_ok(),
+            None => false,
+        }
+    }
+
+    fn send_blocking(&mut self, job: Job) -> bool {
+        match self.pick() {
+            Some(q) => q.blocking_send(job).is_ok(),
+            None => false,
+        }
+    }
+}
+
+fn new_job(
+    run: &Run,
+    generator: &mut Generator,
+    intended: Instant,
+    permit: Option<OwnedSemaphorePermit>,
+) -> Job {
+    let send = generator.next(|| run.id());
+    let mut s = run.stats();
+    s.sent_requests += send.expects.len() as u64;
+    s.sent_notifications += u64::from(send.notifications);
+    s.sent_batches += u64::from(send.batch);
+    Job {
+        send,
+        intended,
+        _permit: permit,
+    }
+}
+
+/// The open-loop schedule: each send at its intended time, the rate
+/// following the scenario's stages; records how late each send left.
+fn open_loop(
+    scenario: &Scenario,
+    run: &Run,
+    mut generator: Generator,
+    mut queue: Queue,
+    started: Instant,
+    end: Instant,
+) {
+    let measure_from = started + scenario.warmup();
+    let mut intended = started;
+    loop {
+        let t = intended
+            .saturating_duration_since(measure_from)
+            .as_secs_f64();
+        let rate = scenario.rate_at(t).unwrap_or(1.0).max(1e-3);
+        intended += Duration::from_secs_f64(1.0 / rate);
+        if intended >= end {
+            return;
+        }
+        let now = Instant::now();
+        if intended > now {
+            std::thread::sleep(intended - now);
+        }
+        let job = new_job(run, &mut generator, intended, None);
+        // A full queue (every connection busy) blocks here: the schedule
+        // slips, and the lag below says so.
+        if !queue.send_blocking(job) {
+            return;
+        }
+        let lag = Instant::now().saturating_duration_since(intended);
+        let _ = run
+            .stats()
+            .schedule_lag
+            .record(u64::try_from(lag.as_micros()).unwrap_or(u64::MAX).max(1));
+    }
 }
 
 /// Classifies one JSON-RPC reply object against the request it answers.

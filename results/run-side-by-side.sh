@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The same load against four paths, in one run, on 127.0.0.1:
+#   (a) the mock upstream directly,
+#   (b) an npamp-gateway pair over QUIC (edge HTTP ingress -> origin -> mock),
+#   (c) the same pair over TCP + TLS 1.3,
+#   (d) two nginx reverse proxies in series with TLS 1.3 between them
+#       (front: HTTP in, HTTPS out with keep-alive; back: HTTPS in, HTTP out),
+# for each scenario given (default: an open-loop fixed rate for latency, and
+# a closed loop for capacity). Needs Debian's nginx (`apt-get install nginx-light`).
+#   results/run-side-by-side.sh [SCENARIO...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SCENARIOS=("$@")
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(scenarios/eth-mixed.toml scenarios/closed-64.toml)
+OUT=results/$(date -u +%Y-%m-%d)-side-by-side
+mkdir -p "$OUT"
+command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)"; exit 1; }
+cargo build --release -q --workspace
+GW=target/release/npamp-gateway
+LG=target/release/npamp-loadgen
+TMP=$(mktemp -d)
+pids=()
+cleanup() {
+  kill "${pids[@]}" 2>/dev/null || true
+  [ -f "$TMP/nginx/front.pid" ] && kill "$(cat "$TMP/nginx/front.pid")" 2>/dev/null || true
+  [ -f "$TMP/nginx/back.pid" ] && kill "$(cat "$TMP/nginx/back.pid")" 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+start() {
+  local name=$1 ready=$2; shift 2
+  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  pids+=($!)
+  for _ in $(seq 100); do
+    grep -q "$ready" "$TMP/$name.out" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+"$GW" keygen --out "$TMP/origin.key" >"$TMP/origin.pub"
+"$GW" keygen --out "$TMP/edge.key" >"$TMP/edge.pub"
+MOCK_PORT=$(free_port)
+start mock "mock upstream" "$GW" mock-upstream --listen "http://127.0.0.1:$MOCK_PORT"
+MOCK=http://127.0.0.1:$MOCK_PORT
+start origin "listening on tls" "$GW" serve --listen quic://127.0.0.1:0 --listen tls://127.0.0.1:0 \
+  --upstream "$MOCK" --identity "$TMP/origin.key" --trust "$(cat "$TMP/edge.pub")"
+QUIC=$(grep -m1 '^listening on quic' "$TMP/origin.out" | sed 's/^listening on //')
+TLS=$(grep -m1 '^listening on tls' "$TMP/origin.out" | sed 's/^listening on //')
+for t in quic tls; do
+  peer=$QUIC; [ $t = tls ] && peer=$TLS
+  start "edge-$t" "^ingress" "$GW" serve --ingress http://127.0.0.1:0 --peer "$peer" \
+    --identity "$TMP/edge.key" --trust "$(cat "$TMP/origin.pub")"
+done
+EDGE_QUIC=$(grep -m1 '^ingress' "$TMP/edge-quic.out" | sed 's/^ingress //')/
+EDGE_TLS=$(grep -m1 '^ingress' "$TMP/edge-tls.out" | sed 's/^ingress //')/
+
+# nginx pair: front (HTTP) -> TLS 1.3 -> back (HTTPS) -> mock.
+mkdir -p "$TMP/nginx"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj /CN=localhost -keyout "$TMP/nginx/key.pem" -out "$TMP/nginx/cert.pem" 2>/dev/null
+FRONT_PORT=$(free_port); BACK_PORT=$(free_port)
+WORKERS=$(nproc)
+nginx_conf() { # NAME SERVER-BLOCK
+  cat >"$TMP/nginx/$1.conf" <<CONF
+worker_processes $WORKERS;
+pid $TMP/nginx/$1.pid;
+error_log $TMP/nginx/$1.error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/nginx/$1.body;
+  proxy_temp_path $TMP/nginx/$1.proxy;
+  fastcgi_temp_path $TMP/nginx/$1.fcgi;
+  uwsgi_temp_path $TMP/nginx/$1.uwsgi;
+  scgi_temp_path $TMP/nginx/$1.scgi;
+  keepalive_requests 1000000;
+  $2
+}
+CONF
+}
+nginx_conf back "
+  upstream mock { server 127.0.0.1:$MOCK_PORT; keepalive 256; }
+  server {
+    listen 127.0.0.1:$BACK_PORT ssl;
+    ssl_certificate $TMP/nginx/cert.pem; ssl_certificate_key $TMP/nginx/key.pem;
+    ssl_protocols TLSv1.3;
+    location / { proxy_pass http://mock; proxy_http_version 1.1; proxy_set_header Connection \"\"; }
+  }"
+nginx_conf front "
+  upstream back { server 127.0.0.1:$BACK_PORT; keepalive 256; }
+  server {
+    listen 127.0.0.1:$FRONT_PORT;
+    location / {
+      proxy_pass https://back; proxy_http_version 1.1; proxy_set_header Connection \"\";
+      proxy_ssl_protocols TLSv1.3; proxy_ssl_session_reuse on;
+    }
+  }"
+nginx -p "$TMP/nginx" -c "$TMP/nginx/back.conf" -e "$TMP/nginx/back.stderr.log"
+nginx -p "$TMP/nginx" -c "$TMP/nginx/front.conf" -e "$TMP/nginx/front.stderr.log"
+sleep 0.5
+NGINX=http://127.0.0.1:$FRONT_PORT/
+
+results/machine-info.sh "results/run-side-by-side.sh ${SCENARIOS[*]}" >"$OUT/machine.txt"
+echo "nginx: $(nginx -v 2>&1)" >>"$OUT/machine.txt"
+for scenario in "${SCENARIOS[@]}"; do
+  name=$(basename "$scenario" .toml)
+  for path in direct gateway-quic gateway-tls nginx-tls; do
+    case $path in
+      direct) url=$MOCK/ ;;
+      gateway-quic) url=$EDGE_QUIC ;;
+      gateway-tls) url=$EDGE_TLS ;;
+      nginx-tls) url=$NGINX ;;
+    esac
+    echo "== $name: $path ($url)"
+    "$LG" run "$scenario" --target "$url" --quiet --out "$OUT/$name/$path" | tee "$OUT/$name/$path.txt" || true
+  done
+done
+python3 results/side-by-side-table.py "$OUT" | tee "$OUT/README.md"
