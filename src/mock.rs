@@ -145,9 +145,10 @@ impl Peer {
                 ok(json!("0x1"))
             }
             "exit" => std::process::exit(3),
-            _ => Some(
+            "nosuch" => Some(
                 json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"Method not found"}}),
             ),
+            _ => ok(params),
         }
     }
 }
