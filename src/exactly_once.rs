@@ -161,7 +161,7 @@ pub struct EmbeddedPair {
 
 impl EmbeddedPair {
     pub async fn start(transport: Scheme) -> Result<Self, String> {
-        let upstream = crate::mock::spawn(MockAddr::Http(loopback()), None)
+        let upstream = crate::mock::spawn(MockAddr::Http(loopback()), None, Default::default())
             .await
             .map_err(|e| format!("mock upstream: {e}"))?;
         let (origin_seed, edge_seed) = (random_seed()?, random_seed()?);

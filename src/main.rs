@@ -120,6 +120,8 @@ enum Command {
         /// The private key (PEM) of --tls-cert.
         #[arg(long, value_name = "FILE", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        #[command(flatten)]
+        behavior: mock::MockOptions,
     },
     /// Connect, run the handshake, send PINGs, print the peer identity,
     /// handshake time and RTT percentiles.
@@ -358,9 +360,10 @@ async fn mock_upstream(
     listen: Vec<MockAddr>,
     stdio: bool,
     tls: Option<TlsFiles>,
+    behavior: Arc<mock::Behavior>,
 ) -> anyhow::Result<()> {
     if stdio {
-        mock::lines(tokio::io::stdin(), tokio::io::stdout()).await;
+        mock::lines(tokio::io::stdin(), tokio::io::stdout(), behavior).await;
         return Ok(());
     }
     let tls = match tls {
@@ -372,7 +375,7 @@ async fn mock_upstream(
         None => None,
     };
     for addr in listen {
-        let bound = mock::spawn(addr, tls.clone())
+        let bound = mock::spawn(addr, tls.clone(), behavior.clone())
             .await
             .with_context(|| format!("listening on {addr}"))?;
         println!("mock upstream {bound}");
@@ -460,6 +463,7 @@ fn main() -> ExitCode {
             stdio,
             tls_cert,
             tls_key,
+            behavior,
         }) => runtime().and_then(|rt| {
             let tls = match (tls_cert, tls_key) {
                 (Some(cert_chain), Some(private_key)) => Some(TlsFiles {
@@ -468,7 +472,7 @@ fn main() -> ExitCode {
                 }),
                 _ => None,
             };
-            rt.block_on(mock_upstream(listen, stdio, tls))
+            rt.block_on(mock_upstream(listen, stdio, tls, behavior.behavior()))
         }),
         Some(Command::Ping {
             url,

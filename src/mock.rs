@@ -37,6 +37,7 @@ use crate::gateway::lines::{LineReader, write_line};
 /// What the mock does with one message, given a way to push messages to
 /// the client (sessions only).
 struct Peer {
+    behavior: Arc<Behavior>,
     push: Option<mpsc::Sender<Bytes>>,
     /// Server-originated requests awaiting the client's answer.
     asked: Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>,
@@ -44,8 +45,9 @@ struct Peer {
 }
 
 impl Peer {
-    fn new(push: Option<mpsc::Sender<Bytes>>) -> Self {
+    fn new(behavior: Arc<Behavior>, push: Option<mpsc::Sender<Bytes>>) -> Self {
         Self {
+            behavior,
             push,
             asked: Arc::default(),
             next: Arc::default(),
@@ -55,6 +57,19 @@ impl Peer {
     async fn push(&self, v: Value) {
         if let Some(p) = &self.push {
             let _ = p.send(Bytes::from(v.to_string())).await;
+        }
+    }
+
+    /// The reply to a text, with the configured faults applied.
+    async fn reply(&self, text: &[u8]) -> Replies {
+        let Some(reply) = self.handle(text).await else {
+            return Replies::None;
+        };
+        match self.behavior.next_fault() {
+            Fault::None => Replies::Some(reply, 1),
+            Fault::Drop => Replies::Dropped,
+            Fault::Duplicate => Replies::Some(reply, 2),
+            Fault::WrongId => Replies::Some(wrong_id(&reply), 1),
         }
     }
 
@@ -148,7 +163,21 @@ impl Peer {
             "nosuch" => Some(
                 json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"Method not found"}}),
             ),
-            _ => ok(params),
+            _ => {
+                let b = &self.behavior;
+                if let Some(d) = b.latency.sample(b.next_random()) {
+                    tokio::time::sleep(d).await;
+                }
+                if b.error_share > 0.0 && b.next_random() < b.error_share {
+                    return Some(
+                        json!({"jsonrpc":"2.0","id":id,"error":{"code":-32050,"message":"injected error","data":params}}),
+                    );
+                }
+                if b.result_size > 0 {
+                    return ok(json!({"params": params, "pad": "x".repeat(b.result_size)}));
+                }
+                ok(params)
+            }
         }
     }
 }
@@ -171,9 +200,229 @@ async fn accept(
     }
 }
 
+/// What the mock does besides answering: latency, injected errors, result
+/// size and faults. One per process (or per [`spawn`]).
+#[derive(Debug, Default)]
+pub struct Behavior {
+    pub latency: Latency,
+    /// Share of requests (other methods than the special ones) answered
+    /// with error -32050.
+    pub error_share: f64,
+    /// Pad each result with this many octets.
+    pub result_size: usize,
+    pub faults: Faults,
+    replies: AtomicU64,
+    random: AtomicU64,
+}
+
+/// The mock's flags (`npamp-gateway mock-upstream`, `npamp-loadgen upstream`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct MockOptions {
+    /// Latency before answering plain methods: fixed:MS, uniform:MIN:MAX or
+    /// exp:MEAN (milliseconds).
+    #[arg(long, value_name = "DIST")]
+    pub latency: Option<Latency>,
+    /// Share of plain requests answered with error -32050 (0 to 1).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
+    pub error_share: f64,
+    /// Pad each plain result with this many octets.
+    #[arg(long, value_name = "OCTETS", default_value_t = 0)]
+    pub result_size: usize,
+    /// Faults in percent of replies, exact by count: drop=P,dup=P,wrong-id=P.
+    #[arg(long, value_name = "LIST")]
+    pub faults: Option<Faults>,
+}
+
+impl MockOptions {
+    pub fn behavior(&self) -> Arc<Behavior> {
+        Arc::new(Behavior::new(
+            self.latency.unwrap_or_default(),
+            self.error_share.clamp(0.0, 1.0),
+            self.result_size,
+            self.faults.unwrap_or_default(),
+        ))
+    }
+}
+
+/// Faults, in percent of replies, decided by a counter so their number is
+/// exact: of every 100 replies, the first `drop` are never sent, the next
+/// `duplicate` are sent twice, the next `wrong_id` carry another id. (HTTP
+/// cannot answer twice: duplicates apply to WebSocket, TCP and stdio.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    pub drop: u64,
+    pub duplicate: u64,
+    pub wrong_id: u64,
+}
+
+impl std::str::FromStr for Faults {
+    type Err = String;
+
+    /// `drop=1,dup=1,wrong-id=1` (percent).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut f = Faults::default();
+        for part in s.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{part:?}: expected NAME=PERCENT"))?;
+            let v: u64 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{part:?}: not a whole percent"))?;
+            match k.trim() {
+                "drop" => f.drop = v,
+                "dup" | "duplicate" => f.duplicate = v,
+                "wrong-id" => f.wrong_id = v,
+                other => {
+                    return Err(format!(
+                        "unknown fault {other:?}: expected drop, dup, wrong-id"
+                    ));
+                }
+            }
+        }
+        if f.drop + f.duplicate + f.wrong_id > 100 {
+            return Err("faults add up to more than 100 %".into());
+        }
+        Ok(f)
+    }
+}
+
+impl Faults {
+    /// The fault of the `n`-th reply (0-based).
+    pub fn of(&self, n: u64) -> Fault {
+        let k = n % 100;
+        if k < self.drop {
+            Fault::Drop
+        } else if k < self.drop + self.duplicate {
+            Fault::Duplicate
+        } else if k < self.drop + self.duplicate + self.wrong_id {
+            Fault::WrongId
+        } else {
+            Fault::None
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    None,
+    Drop,
+    Duplicate,
+    WrongId,
+}
+
+/// A reply after faults: nothing to answer, dropped, or sent `n` times.
+enum Replies {
+    None,
+    Dropped,
+    Some(Bytes, usize),
+}
+
+/// The upstream's latency distribution (before it answers `echo` and other
+/// plain methods).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Latency {
+    #[default]
+    None,
+    Fixed(Duration),
+    Uniform(Duration, Duration),
+    /// Exponential with this mean.
+    Exp(Duration),
+}
+
+impl std::str::FromStr for Latency {
+    type Err = String;
+
+    /// `fixed:MS`, `uniform:MIN:MAX`, `exp:MEAN` (milliseconds).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let ms = |v: &str| -> Result<Duration, String> {
+            let x: f64 = v
+                .parse()
+                .map_err(|_| format!("{v:?} is not a number of ms"))?;
+            if !(0.0..=60_000.0).contains(&x) {
+                return Err(format!("{x} ms is out of range"));
+            }
+            Ok(Duration::from_secs_f64(x / 1e3))
+        };
+        let parts: Vec<&str> = s.split(':').collect();
+        match parts.as_slice() {
+            ["fixed", v] => Ok(Self::Fixed(ms(v)?)),
+            ["uniform", a, b] => Ok(Self::Uniform(ms(a)?, ms(b)?)),
+            ["exp", v] => Ok(Self::Exp(ms(v)?)),
+            _ => Err(format!(
+                "{s:?}: expected fixed:MS, uniform:MIN:MAX or exp:MEAN"
+            )),
+        }
+    }
+}
+
+impl Latency {
+    /// A delay, given a uniform random number in [0, 1).
+    fn sample(&self, u: f64) -> Option<Duration> {
+        match *self {
+            Self::None => None,
+            Self::Fixed(d) => Some(d),
+            Self::Uniform(a, b) => Some(a + (b.saturating_sub(a)).mul_f64(u)),
+            Self::Exp(mean) => Some(mean.mul_f64(-(1.0 - u).ln()).min(Duration::from_secs(60))),
+        }
+    }
+}
+
+impl Behavior {
+    pub fn new(latency: Latency, error_share: f64, result_size: usize, faults: Faults) -> Self {
+        Self {
+            latency,
+            error_share,
+            result_size,
+            faults,
+            replies: AtomicU64::new(0),
+            random: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
+        }
+    }
+
+    fn next_fault(&self) -> Fault {
+        self.faults.of(self.replies.fetch_add(1, Relaxed))
+    }
+
+    /// Uniform in [0, 1) (splitmix64 over a shared counter; test data only).
+    fn next_random(&self) -> f64 {
+        let mut z = self.random.fetch_add(0x9E37_79B9_7F4A_7C15, Relaxed);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The same reply with an id no request has (objects and batch elements).
+fn wrong_id(reply: &[u8]) -> Bytes {
+    let shift = |v: &mut Value| {
+        if let Some(n) = v.get("id").and_then(Value::as_u64) {
+            v["id"] = json!(n + (1 << 52));
+        } else if v.get("id").is_some() {
+            v["id"] = json!("wrong-id");
+        }
+    };
+    match serde_json::from_slice::<Value>(reply) {
+        Ok(Value::Array(mut items)) => {
+            items.iter_mut().for_each(shift);
+            Bytes::from(Value::Array(items).to_string())
+        }
+        Ok(mut v) => {
+            shift(&mut v);
+            Bytes::from(v.to_string())
+        }
+        Err(_) => Bytes::copy_from_slice(reply),
+    }
+}
+
 /// Serves HTTP(S): each POST body is one message or batch.
-pub async fn serve_http(listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
-    let peer = Arc::new(Peer::new(None));
+pub async fn serve_http(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    behavior: Arc<Behavior>,
+) {
+    let peer = Arc::new(Peer::new(behavior, None));
     while let Some(tcp) = accept(&listener, &tls).await {
         let peer = peer.clone();
         tokio::spawn(async move {
@@ -183,13 +432,16 @@ pub async fn serve_http(listener: TcpListener, tls: Option<tokio_rustls::TlsAcce
                     async move {
                         let body = req.into_body().collect().await.map(|b| b.to_bytes());
                         let mut resp = match body {
-                            Ok(body) => match peer.handle(&body).await {
-                                Some(reply) => hyper::Response::new(Full::new(reply)),
-                                None => {
+                            Ok(body) => match peer.reply(&body).await {
+                                Replies::None => {
                                     let mut r = hyper::Response::new(Full::new(Bytes::new()));
                                     *r.status_mut() = hyper::StatusCode::NO_CONTENT;
                                     r
                                 }
+                                // A dropped reply never comes; the client times out.
+                                Replies::Dropped => std::future::pending().await,
+                                // HTTP cannot answer twice: the first copy goes.
+                                Replies::Some(reply, _) => hyper::Response::new(Full::new(reply)),
                             },
                             Err(_) => {
                                 let mut r = hyper::Response::new(Full::new(Bytes::new()));
@@ -216,17 +468,24 @@ async fn session(peer: Arc<Peer>, text: Bytes, out: mpsc::Sender<Bytes>) {
     // Each message is handled on its own task: a slow `sleep` or an `ask`
     // waiting for the client does not hold up the next message.
     tokio::spawn(async move {
-        if let Some(reply) = peer.handle(&text).await {
-            let _ = out.send(reply).await;
+        if let Replies::Some(reply, copies) = peer.reply(&text).await {
+            for _ in 0..copies {
+                let _ = out.send(reply.clone()).await;
+            }
         }
     });
 }
 
 /// Serves WebSocket clients (over TLS when `tls` is given): one message
 /// per text frame.
-pub async fn serve_ws(listener: TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
+pub async fn serve_ws(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    behavior: Arc<Behavior>,
+) {
     use tokio_tungstenite::tungstenite::Message;
     while let Some(tcp) = accept(&listener, &tls).await {
+        let behavior = behavior.clone();
         tokio::spawn(async move {
             let Ok(ws) = tokio_tungstenite::accept_async(tcp).await else {
                 return;
@@ -243,7 +502,7 @@ pub async fn serve_ws(listener: TcpListener, tls: Option<tokio_rustls::TlsAccept
                     }
                 }
             });
-            let peer = Arc::new(Peer::new(Some(tx.clone())));
+            let peer = Arc::new(Peer::new(behavior.clone(), Some(tx.clone())));
             while let Some(Ok(msg)) = stream.next().await {
                 let text = match msg {
                     Message::Text(t) => Bytes::from(t),
@@ -260,18 +519,19 @@ pub async fn serve_ws(listener: TcpListener, tls: Option<tokio_rustls::TlsAccept
 }
 
 /// Serves newline-delimited TCP clients.
-pub async fn serve_tcp(listener: TcpListener) {
+pub async fn serve_tcp(listener: TcpListener, behavior: Arc<Behavior>) {
     while let Ok((tcp, _)) = listener.accept().await {
         let _ = tcp.set_nodelay(true);
+        let behavior = behavior.clone();
         tokio::spawn(async move {
             let (r, w) = tcp.into_split();
-            lines(r, w).await;
+            lines(r, w, behavior).await;
         });
     }
 }
 
 /// Serves one line-delimited session on a reader and writer (stdio, TCP).
-pub async fn lines<R, W>(r: R, mut w: W)
+pub async fn lines<R, W>(r: R, mut w: W, behavior: Arc<Behavior>)
 where
     R: tokio::io::AsyncRead + Unpin + Send,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -287,7 +547,7 @@ where
             }
         }
     });
-    let peer = Arc::new(Peer::new(Some(tx.clone())));
+    let peer = Arc::new(Peer::new(behavior, Some(tx.clone())));
     let mut reader = LineReader::new(r, 16 << 20);
     while let Ok(Some(line)) = reader.next().await {
         session(peer.clone(), line, tx.clone()).await;
@@ -338,6 +598,7 @@ impl std::str::FromStr for MockAddr {
 pub async fn spawn(
     addr: MockAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
+    behavior: Arc<Behavior>,
 ) -> std::io::Result<MockAddr> {
     let (MockAddr::Http(a)
     | MockAddr::Ws(a)
@@ -359,23 +620,23 @@ pub async fn spawn(
     let local = listener.local_addr()?;
     Ok(match addr {
         MockAddr::Http(_) => {
-            tokio::spawn(serve_http(listener, None));
+            tokio::spawn(serve_http(listener, None, behavior));
             MockAddr::Http(local)
         }
         MockAddr::Https(_) => {
-            tokio::spawn(serve_http(listener, acceptor));
+            tokio::spawn(serve_http(listener, acceptor, behavior));
             MockAddr::Https(local)
         }
         MockAddr::Ws(_) => {
-            tokio::spawn(serve_ws(listener, None));
+            tokio::spawn(serve_ws(listener, None, behavior));
             MockAddr::Ws(local)
         }
         MockAddr::Wss(_) => {
-            tokio::spawn(serve_ws(listener, acceptor));
+            tokio::spawn(serve_ws(listener, acceptor, behavior));
             MockAddr::Wss(local)
         }
         MockAddr::Tcp(_) => {
-            tokio::spawn(serve_tcp(listener));
+            tokio::spawn(serve_tcp(listener, behavior));
             MockAddr::Tcp(local)
         }
     })

@@ -6,12 +6,13 @@
 //! loop: `concurrency` permits; a send waits for a permit and its intended
 //! time is when it got one.
 //!
-//! Every request ends in exactly one class: replied (result or JSON-RPC
-//! error), failed at the transport (connection refused or broken, HTTP
-//! error without a JSON-RPC body), timed out, or lost (never answered by
-//! the end of the run). Replies that match nothing are counted as
-//! duplicated (its id was answered already), late (its id had timed out) or
-//! mismatched (no request had that id).
+//! Every request ends in exactly one class: replied in time (result or
+//! JSON-RPC error), failed at the transport (connection refused or broken,
+//! HTTP error without a JSON-RPC body), replied late (after its timeout), or
+//! lost (never answered by the end of the run and its drain). `timed_out`
+//! counts late + lost-after-timeout. Replies that match no waiting request
+//! are counted as duplicated (its id was answered already), late (its id
+//! had timed out) or mismatched (no request had that id).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -153,7 +154,12 @@ impl Stats {
     fn unmatched(&mut self, id: Option<u64>) {
         match id {
             Some(id) if Self::is_marked(&self.answered, id) => self.duplicated += 1,
-            Some(id) if Self::is_marked(&self.expired, id) => self.late += 1,
+            Some(id) if Self::is_marked(&self.expired, id) => {
+                // The first answer after the timeout is late; another one
+                // would be a duplicate.
+                self.late += 1;
+                Self::mark(&mut self.answered, id);
+            }
             _ => self.mismatched += 1,
         }
     }
@@ -381,8 +387,10 @@ pub async fn run(
         let _ = t.await;
     }
     let mut s = run.stats();
+    // Lost: never answered at all — timed out and no late answer either,
+    // or still outstanding when the drain ended.
     let left = s.outstanding();
-    s.lost += left;
+    s.lost += s.timed_out.saturating_sub(s.late) + left;
     let stats = std::mem::replace(&mut *s, Stats::new(started, Duration::ZERO, 0, Vec::new()));
     Ok(stats)
 }

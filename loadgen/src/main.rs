@@ -85,6 +85,8 @@ enum Command {
         /// http://ADDR, ws://ADDR or tcp://ADDR (repeatable).
         #[arg(long, required = true)]
         listen: Vec<MockAddr>,
+        #[command(flatten)]
+        behavior: mock::MockOptions,
     },
     /// Compare two JSON summaries; exit 5 when NEW regressed beyond the
     /// threshold (throughput down or p99 up by more than it, or more lost).
@@ -115,8 +117,8 @@ fn main() -> ExitCode {
             Ok(true) => ExitCode::from(EXIT_REGRESSION),
             Err(e) => fail(EXIT_USAGE, &e),
         },
-        Command::Upstream { listen } => {
-            match runtime().and_then(|rt| rt.block_on(upstream(listen))) {
+        Command::Upstream { listen, behavior } => {
+            match runtime().and_then(|rt| rt.block_on(upstream(listen, behavior.behavior()))) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(EXIT_RUN, &e),
             }
@@ -189,9 +191,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-async fn upstream(listen: Vec<MockAddr>) -> anyhow::Result<()> {
+async fn upstream(listen: Vec<MockAddr>, behavior: Arc<mock::Behavior>) -> anyhow::Result<()> {
     for addr in listen {
-        let bound = mock::spawn(addr, None)
+        let bound = mock::spawn(addr, None, behavior.clone())
             .await
             .with_context(|| format!("listening on {addr}"))?;
         println!("mock upstream {bound}");

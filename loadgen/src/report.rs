@@ -255,8 +255,8 @@ impl Summary {
         );
         let _ = writeln!(
             o,
-            "timed out  {}   lost {}   duplicated {}   late {}   mismatched {}",
-            a.timed_out, a.lost, a.duplicated, a.late, a.mismatched
+            "timed out  {} ({} answered late)   lost {}   duplicated {}   mismatched {}",
+            a.timed_out, a.late, a.lost, a.duplicated, a.mismatched
         );
         let _ = writeln!(o, "throughput {:.0} replies/s", self.throughput);
         let l = &self.latency_ms;

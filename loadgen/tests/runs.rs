@@ -222,7 +222,9 @@ async fn run(target: Target) -> Summary {
 async fn http_ws_and_tcp_targets_account_for_every_request() {
     for kind in ["http", "ws", "tcp"] {
         let addr: MockAddr = format!("{kind}://127.0.0.1:0").parse().expect("addr");
-        let bound = mock::spawn(addr, None).await.expect("mock");
+        let bound = mock::spawn(addr, None, Default::default())
+            .await
+            .expect("mock");
         let target = match bound {
             MockAddr::Http(a) => Target::Http(format!("http://{a}/").parse().expect("uri")),
             MockAddr::Ws(a) => Target::Ws(format!("ws://{a}")),
@@ -341,9 +343,13 @@ fn exit_codes_say_what_went_wrong() {
     let new = dir.join("new.json");
     let mut s = report::summarize(
         &tokio::runtime::Runtime::new().expect("rt").block_on(async {
-            let bound = mock::spawn(MockAddr::Http("127.0.0.1:0".parse().expect("addr")), None)
-                .await
-                .expect("mock");
+            let bound = mock::spawn(
+                MockAddr::Http("127.0.0.1:0".parse().expect("addr")),
+                None,
+                Default::default(),
+            )
+            .await
+            .expect("mock");
             let MockAddr::Http(a) = bound else {
                 unreachable!()
             };
@@ -398,9 +404,13 @@ async fn npamp_targets_send_frames_straight_to_an_origin() {
     use npamp_gateway::jsonrpc::{EffectTable, SafetyPolicy};
     use std::sync::Arc;
 
-    let bound = mock::spawn(MockAddr::Http("127.0.0.1:0".parse().expect("addr")), None)
-        .await
-        .expect("mock");
+    let bound = mock::spawn(
+        MockAddr::Http("127.0.0.1:0".parse().expect("addr")),
+        None,
+        Default::default(),
+    )
+    .await
+    .expect("mock");
     let config = |seed: [u8; 32]| GatewayConfig {
         endpoint: Endpoint::new(seed, Trust::InsecureAcceptAny),
         listen: Vec::new(),
@@ -438,5 +448,57 @@ async fn npamp_targets_send_frames_straight_to_an_origin() {
         exact(&summary);
         assert!(summary.target.starts_with("npamp+"), "{}", summary.target);
         origin.shutdown().await;
+    }
+}
+
+/// A deliberately faulty upstream (drops 1 % of replies, duplicates 1 %,
+/// answers 1 % with a wrong id) is reported with the exact counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_faulty_upstream_is_reported_with_exact_counts() {
+    use npamp_gateway::mock::{Behavior, Faults};
+    use std::sync::Arc;
+    let faults = Faults {
+        drop: 1,
+        duplicate: 1,
+        wrong_id: 1,
+    };
+    for kind in ["tcp", "ws"] {
+        let behavior = Arc::new(Behavior::new(Default::default(), 0.0, 0, faults));
+        let addr: MockAddr = format!("{kind}://127.0.0.1:0").parse().expect("addr");
+        let target = match mock::spawn(addr, None, behavior).await.expect("mock") {
+            MockAddr::Tcp(a) => Target::Tcp(a.to_string()),
+            MockAddr::Ws(a) => Target::Ws(format!("ws://{a}")),
+            _ => unreachable!("tcp and ws only"),
+        };
+        let s = Scenario::parse(
+            r#"
+name = "faulty"
+duration = 1.5
+connections = 4
+timeout = 0.5
+[load]
+model = "open"
+rate = 1000
+[mix]
+[[mix.message]]
+method = "echo"
+params = '[{seq}]'
+"#,
+            "faulty",
+        )
+        .expect("scenario");
+        let stats = engine::run(&s, target, 3, |_, _| {}).await.expect("run");
+        let summary = report::summarize(&stats, &s, kind, "test".into());
+        let a = &summary.accounting;
+        let n = a.sent_requests;
+        let count = |k: u64| (0..n).filter(|i| i % 100 == k).count() as u64;
+        let (drops, dups, wrong) = (count(0), count(1), count(2));
+        assert!(drops > 10, "{a:?}");
+        assert_eq!(a.duplicated, dups, "{kind}: {a:?}");
+        assert_eq!(a.mismatched, wrong, "{kind}: {a:?}");
+        assert_eq!(a.lost, drops + wrong, "{kind}: {a:?}");
+        assert_eq!(a.ok, n - drops - wrong, "{kind}: {a:?}");
+        assert_eq!(a.late, 0, "{kind}: {a:?}");
+        assert!(summary.accounting_failed());
     }
 }
