@@ -230,6 +230,8 @@ impl Stats {
 /// The shared state of a run.
 pub struct Run {
     pub stats: Mutex<Stats>,
+    /// Requests, notifications and batches sent (counted without the lock).
+    sent: [AtomicU64; 3],
     next_id: AtomicU64,
     timeout: Duration,
 }
@@ -237,6 +239,15 @@ pub struct Run {
 impl Run {
     fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
         self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The stats with the send counters brought up to date.
+    fn stats_now(&self) -> std::sync::MutexGuard<'_, Stats> {
+        let mut s = self.stats();
+        s.sent_requests = self.sent[0].load(Relaxed);
+        s.sent_notifications = self.sent[1].load(Relaxed);
+        s.sent_batches = self.sent[2].load(Relaxed);
+        s
     }
 
     fn id(&self) -> u64 {
@@ -276,25 +287,48 @@ pub async fn run(
             expect_error,
         )),
         next_id: AtomicU64::new(1),
+        sent: Default::default(),
         timeout: scenario.timeout(),
     });
     let connections = scenario.connections;
     // Connections: each takes jobs from its queue.
     let mut queues = Vec::with_capacity(connections);
     let mut tasks = Vec::with_capacity(connections);
+    let mut workers: Vec<Worker> = Vec::new();
     let shared_queue = matches!(target, Target::Http(_) | Target::Npamp(_));
     let (shared_tx, shared_rx) = mpsc::channel::<Job>(connections * 64);
     let shared_rx = Arc::new(tokio::sync::Mutex::new(shared_rx));
-    for _ in 0..connections {
+    let warmup = scenario.warmup();
+    let end = started + warmup + scenario.measured();
+    // Closed loop over request/response targets: each worker drives its own
+    // requests, one in flight on its own connection.
+    let closed_workers = match scenario.load {
+        Load::Closed { concurrency } if shared_queue => concurrency,
+        _ => 0,
+    };
+    for i in 0..closed_workers {
+        let generator = Generator::new(scenario, seed.wrapping_add(1 + i as u64))?;
+        let source = Source::Closed { generator, end };
+        let run = run.clone();
+        match &target {
+            Target::Http(uri) => workers.push(Box::pin(http_worker(uri.clone(), source, run))),
+            Target::Npamp(edge) => {
+                workers.push(Box::pin(npamp_worker(edge.clone(), source, run)));
+            }
+            _ => {}
+        }
+    }
+    let open_connections = if closed_workers > 0 { 0 } else { connections };
+    for _ in 0..open_connections {
         let run = run.clone();
         match &target {
             Target::Http(uri) => {
-                let (uri, rx) = (uri.clone(), shared_rx.clone());
-                tasks.push(tokio::spawn(http_connection(uri, rx, run)));
+                let source = Source::Queue(shared_rx.clone());
+                workers.push(Box::pin(http_worker(uri.clone(), source, run)));
             }
             Target::Npamp(edge) => {
-                let (edge, rx) = (edge.clone(), shared_rx.clone());
-                tasks.push(tokio::spawn(npamp_connection(edge, rx, run)));
+                let source = Source::Queue(shared_rx.clone());
+                workers.push(Box::pin(npamp_worker(edge.clone(), source, run)));
             }
             Target::Ws(url) => {
                 let (tx, rx) = mpsc::channel::<Job>(1024);
@@ -308,8 +342,7 @@ pub async fn run(
             }
         }
     }
-    let warmup = scenario.warmup();
-    let end = started + warmup + scenario.measured();
+    let threads = worker_threads(workers)?;
     let mut next_progress = started + Duration::from_secs(1);
     let queue = Queue {
         shared: shared_queue.then_some(shared_tx),
@@ -331,12 +364,23 @@ pub async fn run(
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let now = Instant::now();
                 if now >= next_progress {
-                    let mut s = run.stats();
+                    let mut s = run.stats_now();
                     progress(&mut s, now.duration_since(started));
                     next_progress += Duration::from_secs(1);
                 }
             }
             let _ = schedule.join();
+        }
+        Load::Closed { .. } if closed_workers > 0 => {
+            while Instant::now() < end {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let now = Instant::now();
+                if now >= next_progress {
+                    let mut s = run.stats_now();
+                    progress(&mut s, now.duration_since(started));
+                    next_progress += Duration::from_secs(1);
+                }
+            }
         }
         Load::Closed { concurrency } => {
             let permits = Arc::new(Semaphore::new(concurrency));
@@ -344,7 +388,7 @@ pub async fn run(
             loop {
                 let now = Instant::now();
                 if now >= next_progress {
-                    let mut s = run.stats();
+                    let mut s = run.stats_now();
                     progress(&mut s, now.duration_since(started));
                     next_progress += Duration::from_secs(1);
                 }
@@ -371,11 +415,11 @@ pub async fn run(
     // Drain: no more sends; wait for what is outstanding (bounded by the
     // timeout), then whatever is left is lost.
     let drain_until = Instant::now() + run.timeout + Duration::from_secs(1);
-    while run.stats().outstanding() > 0 && Instant::now() < drain_until {
+    while run.stats_now().outstanding() > 0 && Instant::now() < drain_until {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let now = Instant::now();
         if now >= next_progress {
-            let mut s = run.stats();
+            let mut s = run.stats_now();
             progress(&mut s, now.duration_since(started));
             next_progress += Duration::from_secs(1);
         }
@@ -383,10 +427,18 @@ pub async fn run(
     for t in &tasks {
         t.abort();
     }
+    // Request/response workers end once their source is done and their
+    // last request answered or timed out.
+    let _ = tokio::task::spawn_blocking(move || {
+        for t in threads {
+            let _ = t.join();
+        }
+    })
+    .await;
     for t in tasks {
         let _ = t.await;
     }
-    let mut s = run.stats();
+    let mut s = run.stats_now();
     // Lost: never answered at all — timed out and no late answer either,
     // or still outstanding when the drain ended.
     let left = s.outstanding();
@@ -434,10 +486,9 @@ fn new_job(
     permit: Option<OwnedSemaphorePermit>,
 ) -> Job {
     let send = generator.next(|| run.id());
-    let mut s = run.stats();
-    s.sent_requests += send.expects.len() as u64;
-    s.sent_notifications += u64::from(send.notifications);
-    s.sent_batches += u64::from(send.batch);
+    run.sent[0].fetch_add(send.expects.len() as u64, Relaxed);
+    run.sent[1].fetch_add(u64::from(send.notifications), Relaxed);
+    run.sent[2].fetch_add(u64::from(send.batch), Relaxed);
     Job {
         send,
         intended,
@@ -499,9 +550,34 @@ fn reply_id(v: &Value) -> Option<u64> {
     v.get("id").and_then(Value::as_u64)
 }
 
+/// The common case, found with the gateway's scanner instead of building a
+/// JSON value: one success reply carrying the one request's id.
+fn own_success(job: &Job, body: &[u8]) -> Option<Expect> {
+    use npamp_gateway::jsonrpc::{IdKind, Kind, Limits, Scanned, scan};
+    let [e] = job.send.expects.as_slice() else {
+        return None;
+    };
+    if job.send.batch {
+        return None;
+    }
+    match scan(body, &Limits::default()) {
+        Ok(Scanned::Single(Kind::Success { id })) if id.kind == IdKind::Number => {
+            let token = std::str::from_utf8(body.get(id.token)?).ok()?;
+            (token.parse::<u64>().ok()? == e.id).then_some(*e)
+        }
+        _ => None,
+    }
+}
+
 /// Matches the objects of a reply (one, or a batch array) to what the send
 /// expected.
 fn settle(run: &Run, job: &Job, body: &[u8], status: Option<u16>) {
+    if status.is_none()
+        && let Some(e) = own_success(job, body)
+    {
+        run.stats().complete(e, job.intended, Outcome::Ok);
+        return;
+    }
     let mut s = run.stats();
     let expects = &job.send.expects;
     if expects.is_empty() {
@@ -568,28 +644,125 @@ fn settle(run: &Run, job: &Job, body: &[u8], status: Option<u16>) {
     }
 }
 
-async fn next_job(rx: &tokio::sync::Mutex<mpsc::Receiver<Job>>) -> Option<Job> {
-    rx.lock().await.recv().await
+type Worker = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Runs request/response workers on threads of their own, each a
+/// single-threaded runtime (as wrk runs one event loop per thread): a
+/// worker and its connection share a thread, so no reply crosses threads.
+fn worker_threads(workers: Vec<Worker>) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
+    if workers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(workers.len());
+    let mut shares: Vec<Vec<Worker>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, w) in workers.into_iter().enumerate() {
+        shares[i % n].push(w);
+    }
+    shares
+        .into_iter()
+        .enumerate()
+        .map(|(i, share)| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("worker runtime: {e}"))?;
+            std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(move || {
+                    rt.block_on(futures_util::future::join_all(share));
+                })
+                .map_err(|e| format!("worker thread: {e}"))
+        })
+        .collect()
 }
 
-async fn http_connection(
-    uri: hyper::Uri,
-    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>,
-    run: Arc<Run>,
-) {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .pool_max_idle_per_host(1)
-        .build_http::<Full<Bytes>>();
-    while let Some(job) = next_job(&rx).await {
-        let req = hyper::Request::post(uri.clone())
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(job.send.text.clone())));
-        let Ok(req) = req else {
-            fail_all(&run, &job, "bad request URI");
-            continue;
+/// Where a request/response worker (HTTP, N-PAMP) gets its jobs: the
+/// shared queue of the open-loop schedule, or (closed loop) its own
+/// generator, one request in flight at a time, until the end.
+enum Source {
+    Queue(Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>),
+    Closed { generator: Generator, end: Instant },
+}
+
+impl Source {
+    async fn next(&mut self, run: &Run) -> Option<Job> {
+        match self {
+            Source::Queue(rx) => rx.lock().await.recv().await,
+            Source::Closed { generator, end } => {
+                let now = Instant::now();
+                (now < *end).then(|| new_job(run, generator, now, None))
+            }
+        }
+    }
+}
+
+type HttpSender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+type HttpConnection = hyper::client::conn::http1::Connection<
+    hyper_util::rt::TokioIo<tokio::net::TcpStream>,
+    Full<Bytes>,
+>;
+
+/// One HTTP/1.1 connection, re-established when it breaks. The connection
+/// is driven inside the request's own future (no task of its own), so a
+/// reply wakes one task, not two.
+struct HttpConn {
+    authority: String,
+    path: String,
+    live: Option<(HttpSender, std::pin::Pin<Box<HttpConnection>>)>,
+}
+
+impl HttpConn {
+    fn new(uri: &hyper::Uri) -> Result<Self, String> {
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("{uri}: no host"))?
+            .to_string();
+        let path = uri
+            .path_and_query()
+            .map_or("/".to_owned(), |p| p.as_str().to_owned());
+        Ok(Self {
+            authority,
+            path,
+            live: None,
+        })
+    }
+
+    async fn send(&mut self, body: Bytes) -> Result<(u16, Bytes), String> {
+        use futures_util::FutureExt;
+        // The connection is only driven during a request: let it notice now
+        // whether the server closed it while idle, before a request is lost
+        // on it.
+        if let Some((_, conn)) = self.live.as_mut()
+            && conn.as_mut().now_or_never().is_some()
+        {
+            self.live = None;
+        }
+        if self.live.is_none() {
+            let tcp = tokio::net::TcpStream::connect(self.authority.as_str())
+                .await
+                .map_err(|e| format!("connect: {}", e.kind()))?;
+            let _ = tcp.set_nodelay(true);
+            let (sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                    .await
+                    .map_err(|_| "HTTP handshake failed".to_owned())?;
+            self.live = Some((sender, Box::pin(conn)));
+        }
+        let req = hyper::Request::post(self.path.as_str())
+            .header(hyper::header::HOST, self.authority.as_str())
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(body))
+            .map_err(|e| format!("bad request: {e}"))?;
+        let Some((sender, conn)) = self.live.as_mut() else {
+            return Err("no connection".into());
         };
-        let result = tokio::time::timeout(run.timeout, async {
-            let resp = client.request(req).await.map_err(|e| connect_class(&e))?;
+        let exchange = async {
+            let resp = sender
+                .send_request(req)
+                .await
+                .map_err(|_| "connection broken".to_owned())?;
             let status = resp.status().as_u16();
             let body = resp
                 .into_body()
@@ -598,9 +771,31 @@ async fn http_connection(
                 .map_err(|_| "connection broken mid-reply".to_owned())?
                 .to_bytes();
             Ok::<_, String>((status, body))
-        })
-        .await;
-        match result {
+        };
+        let result = tokio::select! {
+            r = exchange => r,
+            _ = conn.as_mut() => Err("connection closed".to_owned()),
+        };
+        if result.is_err() {
+            self.live = None;
+        }
+        result
+    }
+}
+
+async fn http_worker(uri: hyper::Uri, mut source: Source, run: Arc<Run>) {
+    let mut conn = match HttpConn::new(&uri) {
+        Ok(c) => c,
+        Err(e) => {
+            while let Some(job) = source.next(&run).await {
+                fail_all(&run, &job, &e);
+            }
+            return;
+        }
+    };
+    while let Some(mut job) = source.next(&run).await {
+        let body = Bytes::from(std::mem::take(&mut job.send.text));
+        match tokio::time::timeout(run.timeout, conn.send(body)).await {
             Ok(Ok((status, body))) => {
                 let status = (status != 200).then_some(status);
                 if let Some(code) = status
@@ -615,20 +810,14 @@ async fn http_connection(
             }
             Ok(Err(what)) => fail_all(&run, &job, &what),
             Err(_) => {
+                // The connection is stuck on this request: a new one for the next.
+                conn.live = None;
                 let mut s = run.stats();
                 for e in &job.send.expects {
                     s.complete(*e, job.intended, Outcome::Timeout);
                 }
             }
         }
-    }
-}
-
-fn connect_class(e: &hyper_util::client::legacy::Error) -> String {
-    if e.is_connect() {
-        "connection refused or failed".into()
-    } else {
-        "connection broken".into()
     }
 }
 
@@ -639,14 +828,14 @@ fn fail_all(run: &Run, job: &Job, what: &str) {
     }
 }
 
-async fn npamp_connection(
+async fn npamp_worker(
     edge: Arc<npamp_gateway::gateway::edge::Edge>,
-    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>,
+    mut source: Source,
     run: Arc<Run>,
 ) {
     use npamp_gateway::gateway::carry::Reply;
     use npamp_gateway::jsonrpc::{Kind, Scanned, scan};
-    while let Some(job) = next_job(&rx).await {
+    while let Some(job) = source.next(&run).await {
         let text = Bytes::from(job.send.text.clone());
         let kinds: Vec<(Bytes, Kind)> = match scan(&text, &edge.ctx.scan) {
             Ok(Scanned::Single(k)) => vec![(text.clone(), k)],

@@ -151,6 +151,8 @@ pub struct Outbound {
 pub struct Generator {
     templates: Vec<Option<Template>>,
     methods: Vec<String>,
+    /// Each method as a JSON string token, encoded once.
+    method_tokens: Vec<String>,
     cumulative: Vec<f64>,
     notification_share: f64,
     batch_share: f64,
@@ -175,6 +177,12 @@ impl Generator {
         Ok(Self {
             templates,
             methods: s.mix.messages.iter().map(|m| m.method.clone()).collect(),
+            method_tokens: s
+                .mix
+                .messages
+                .iter()
+                .map(|m| serde_json::Value::String(m.method.clone()).to_string())
+                .collect(),
             cumulative: cumulative.iter().map(|c| c / total).collect(),
             notification_share: s.mix.notification_share,
             batch_share: s.mix.batch_share,
@@ -198,11 +206,7 @@ impl Generator {
             let _ = write!(out, "\"id\":{id},");
         }
         out.push_str("\"method\":");
-        let _ = write!(
-            out,
-            "{}",
-            serde_json::Value::String(self.methods[i].clone())
-        );
+        out.push_str(&self.method_tokens[i]);
         if let Some(t) = &self.templates[i] {
             out.push_str(",\"params\":");
             let mut rng = self.rng.clone();
