@@ -42,7 +42,12 @@ impl BridgeSink for Echo {
     async fn frame(&mut self, frame_type: FrameType, payload: &[u8]) {
         let corr;
         let reply;
-        match receive(frame_type, payload, ProtocolId::JSONRPC_EXPERIMENTAL, &Limits::default()) {
+        match receive(
+            frame_type,
+            payload,
+            ProtocolId::JSONRPC_EXPERIMENTAL,
+            &Limits::default(),
+        ) {
             Received::Message(Inbound::JsonRpc {
                 kind: Kind::Request { id, .. },
                 text,
@@ -125,7 +130,11 @@ fn correlation(c: &mut Criterion) {
     let mut g = c.benchmark_group("correlation/round-trip");
     g.measurement_time(Duration::from_secs(5));
     for scheme in [Scheme::Quic, Scheme::Tls] {
-        let name = if scheme == Scheme::Quic { "quic" } else { "tls" };
+        let name = if scheme == Scheme::Quic {
+            "quic"
+        } else {
+            "tls"
+        };
         let (listener, edge) = rt.block_on(setup(scheme));
         rt.block_on(call(&edge, &text, &kind));
         g.bench_function(format!("{name}/json-rpc request"), |b| {
@@ -155,7 +164,11 @@ fn correlation(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(5));
     g.throughput(Throughput::Elements(IN_FLIGHT as u64 * 2));
     for scheme in [Scheme::Quic, Scheme::Tls] {
-        let name = if scheme == Scheme::Quic { "quic" } else { "tls" };
+        let name = if scheme == Scheme::Quic {
+            "quic"
+        } else {
+            "tls"
+        };
         let (_listener, edge) = rt.block_on(setup(scheme));
         g.bench_function(format!("{name}/64 requests"), |b| {
             b.to_async(&rt).iter(|| async {

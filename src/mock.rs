@@ -577,11 +577,7 @@ impl std::str::FromStr for MockAddr {
                 "bad address {s:?}: expected http://, https://, ws://, wss:// or tcp://HOST:PORT"
             )
         };
-        let (scheme, rest) = s.split_once("://").ok_or_else(bad)?;
-        let addr = std::net::ToSocketAddrs::to_socket_addrs(rest.trim_end_matches('/'))
-            .map_err(|_| bad())?
-            .next()
-            .ok_or_else(bad)?;
+        let (scheme, addr) = crate::gateway::config::scheme_and_addr(s).ok_or_else(bad)?;
         match scheme {
             "http" => Ok(Self::Http(addr)),
             "ws" => Ok(Self::Ws(addr)),

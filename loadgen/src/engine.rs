@@ -312,8 +312,10 @@ pub async fn run(
         let run = run.clone();
         match &target {
             Target::Http(uri) => workers.push(Box::pin(http_worker(uri.clone(), source, run))),
+            // The edge's associations run on the runtime that opened them:
+            // N-PAMP workers stay on the main one, which outlives the run.
             Target::Npamp(edge) => {
-                workers.push(Box::pin(npamp_worker(edge.clone(), source, run)));
+                tasks.push(tokio::spawn(npamp_worker(edge.clone(), source, run)));
             }
             _ => {}
         }
@@ -328,7 +330,7 @@ pub async fn run(
             }
             Target::Npamp(edge) => {
                 let source = Source::Queue(shared_rx.clone());
-                workers.push(Box::pin(npamp_worker(edge.clone(), source, run)));
+                tasks.push(tokio::spawn(npamp_worker(edge.clone(), source, run)));
             }
             Target::Ws(url) => {
                 let (tx, rx) = mpsc::channel::<Job>(1024);
@@ -930,6 +932,20 @@ fn expire(run: &Run, pending: &Mutex<Pending>, all: Option<&str>) {
     }
 }
 
+/// After the last send: keep timing out what is left until the reader is
+/// done (or the run stops this task).
+async fn expire_until_done(
+    tick: &mut tokio::time::Interval,
+    run: &Run,
+    pending: &Mutex<Pending>,
+    reader: &tokio::task::JoinHandle<()>,
+) {
+    while !reader.is_finished() {
+        tick.tick().await;
+        expire(run, pending, None);
+    }
+}
+
 fn register(pending: &Mutex<Pending>, job: &Arc<Job>) {
     let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
     for e in &job.send.expects {
@@ -982,14 +998,7 @@ async fn ws_connection(url: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>) 
             _ = tick.tick() => expire(&run, &pending, None),
         }
     }
-    // Keep timing out what is left until the run stops this task.
-    loop {
-        tick.tick().await;
-        expire(&run, &pending, None);
-        if reader.is_finished() {
-            return;
-        }
-    }
+    expire_until_done(&mut tick, &run, &pending, &reader).await;
 }
 
 async fn tcp_connection(addr: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>) {
@@ -1035,11 +1044,5 @@ async fn tcp_connection(addr: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>
             _ = tick.tick() => expire(&run, &pending, None),
         }
     }
-    loop {
-        tick.tick().await;
-        expire(&run, &pending, None);
-        if reader.is_finished() {
-            return;
-        }
-    }
+    expire_until_done(&mut tick, &run, &pending, &reader).await;
 }

@@ -2,14 +2,10 @@
 //! object on an association (envelope + SafetyLabel + the octets, sealed
 //! once), reading one back, and the edge's answers when the bridge fails.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 
 use crate::assoc::driver::{AssocHandle, End, Gone};
-use crate::bridge::{
-    self, BridgeEnvelope, BridgeMessage, ContentType, ProtocolId, SafetyLabel, TransportError,
-};
+use crate::bridge::{self, BridgeMessage, ContentType, ProtocolId, SafetyLabel, TransportError};
 use crate::jsonrpc::carriage::{self, Inbound, frame_type_of, method_of, write_payload};
 use crate::jsonrpc::{Kind, Labeler, Limits};
 
@@ -257,12 +253,48 @@ pub fn receive<'a>(
     }
 }
 
-/// The envelope a decoded message had (for logs).
-pub fn describe(env: &BridgeEnvelope<'_>) -> String {
-    format!(
-        "protocol {:#04x}, kind {:?}, method {:?}",
-        env.protocol_id.0, env.message_kind, env.method
-    )
+/// A frame for a protocol_id this gateway does not carry: a request is
+/// answered ProtocolUnsupported, anything else dropped.
+pub async fn refuse_protocol(
+    assoc: &AssocHandle,
+    ctx: &super::Ctx,
+    frame_type: crate::wire::FrameType,
+    protocol: ProtocolId,
+    correlation_id: &[u8],
+) {
+    let code = TransportError::PROTOCOL_UNSUPPORTED;
+    ctx.metrics.transport_error(code);
+    if frame_type != bridge::BRIDGE_REQUEST {
+        ctx.metrics
+            .dropped
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return;
+    }
+    let detail = format!(
+        "this gateway carries protocol_id {:#04x}, not {:#04x}",
+        ctx.protocol.0, protocol.0
+    );
+    let _ = send_transport_error(assoc, ctx.protocol, correlation_id, code, &detail).await;
+}
+
+/// A frame that is not valid carriage: dropped and counted; a request
+/// among them (its correlation id could be read) is answered
+/// EnvelopeMalformed.
+pub async fn refuse_malformed(
+    assoc: &AssocHandle,
+    ctx: &super::Ctx,
+    error: &str,
+    correlation_id: Option<&[u8]>,
+) {
+    tracing::warn!(%error, "malformed Bridge frame");
+    ctx.metrics
+        .dropped
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Some(corr) = correlation_id {
+        let code = TransportError::ENVELOPE_MALFORMED;
+        ctx.metrics.transport_error(code);
+        let _ = send_transport_error(assoc, ctx.protocol, corr, code, error).await;
+    }
 }
 
 /// A reply to a request that crossed the bridge, as the edge hands it on.
@@ -279,9 +311,4 @@ pub enum Reply {
 /// Why an association went away, as an edge failure.
 pub fn lost(end: &End) -> Failure {
     Failure::Lost(format!("association lost before the reply: {end}"))
-}
-
-/// Converts `Arc<str>`-like details cheaply.
-pub fn detail(s: impl Into<Arc<str>>) -> Arc<str> {
-    s.into()
 }

@@ -475,13 +475,18 @@ impl<T> IsSet for Vec<T> {
     }
 }
 
+/// `SCHEME://HOST:PORT[/]` → the scheme and the (first resolved) address.
+pub fn scheme_and_addr(s: &str) -> Option<(&str, std::net::SocketAddr)> {
+    let (scheme, rest) = s.split_once("://")?;
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(rest.trim_end_matches('/'))
+        .ok()?
+        .next()?;
+    Some((scheme, addr))
+}
+
 fn parse_ingress(s: &str) -> Result<IngressAddr, String> {
     let bad = || format!("bad ingress {s:?}: expected http://ADDR, ws://ADDR or tcp://ADDR");
-    let (scheme, rest) = s.split_once("://").ok_or_else(bad)?;
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(rest.trim_end_matches('/'))
-        .map_err(|_| bad())?
-        .next()
-        .ok_or_else(bad)?;
+    let (scheme, addr) = scheme_and_addr(s).ok_or_else(bad)?;
     match scheme {
         "http" => Ok(IngressAddr::Http(addr)),
         "ws" => Ok(IngressAddr::Ws(addr)),

@@ -16,7 +16,10 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, warn};
 
 use super::Ctx;
-use super::carry::{Failure, Outgoing, Received, Reply, lost, receive, send_transport_error};
+use super::carry::{
+    Failure, Outgoing, Received, Reply, lost, receive, refuse_malformed, refuse_protocol,
+    send_transport_error,
+};
 use super::session::{Session, Side};
 use crate::assoc::driver::{AssocHandle, BridgeSink, End};
 use crate::assoc::transport::{Endpoint, Link, PeerAddr};
@@ -304,24 +307,11 @@ impl BridgeSink for PoolSink {
             Received::Malformed {
                 error,
                 correlation_id,
-            } => {
-                warn!(%error, "malformed Bridge frame");
-                ctx.metrics.dropped.fetch_add(1, Relaxed);
-                if let Some(corr) = correlation_id {
-                    let code = TransportError::ENVELOPE_MALFORMED;
-                    let _ =
-                        send_transport_error(&self.handle, ctx.protocol, corr, code, &error).await;
-                }
-            }
-            Received::WrongProtocol { correlation_id, .. } => {
-                ctx.metrics.dropped.fetch_add(1, Relaxed);
-                if frame_type == crate::bridge::BRIDGE_REQUEST {
-                    let code = TransportError::PROTOCOL_UNSUPPORTED;
-                    let _ =
-                        send_transport_error(&self.handle, ctx.protocol, correlation_id, code, "")
-                            .await;
-                }
-            }
+            } => refuse_malformed(&self.handle, ctx, &error, correlation_id).await,
+            Received::WrongProtocol {
+                protocol,
+                correlation_id,
+            } => refuse_protocol(&self.handle, ctx, frame_type, protocol, correlation_id).await,
         }
     }
 

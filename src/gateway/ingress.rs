@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Response, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tracing::{debug, warn};
 
 use super::carry::{Failure, Reply};
@@ -30,6 +30,36 @@ pub type Shutdown = watch::Receiver<bool>;
 
 async fn stopped(mut s: Shutdown) {
     let _ = s.wait_for(|v| *v).await;
+}
+
+/// The next client connection, at most `permits` at once (a further one
+/// waits in the listen backlog); `None` once shutdown begins.
+async fn accept(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+    shutdown: &Shutdown,
+) -> Option<(
+    tokio::net::TcpStream,
+    std::net::SocketAddr,
+    OwnedSemaphorePermit,
+)> {
+    let permit = permits.clone().acquire_owned().await.ok()?;
+    loop {
+        tokio::select! {
+            a = listener.accept() => match a {
+                Ok((tcp, from)) => {
+                    let _ = tcp.set_nodelay(true);
+                    return Some((tcp, from, permit));
+                }
+                Err(e) => {
+                    // Out of descriptors and the like: pause, do not spin.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = stopped(shutdown.clone()) => return None,
+        }
+    }
 }
 
 type HttpResponse = Response<Full<Bytes>>;
@@ -53,22 +83,7 @@ fn status_only(status: StatusCode, why: &str) -> HttpResponse {
 pub async fn serve_http(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown) {
     let limits = &edge.ctx.limits;
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let (tcp, from) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stopped(shutdown.clone()) => return,
-        };
-        let _ = tcp.set_nodelay(true);
+    while let Some((tcp, from, permit)) = accept(&listener, &permits, &shutdown).await {
         let (edge, shutdown) = (edge.clone(), shutdown.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(|req| {
@@ -398,18 +413,7 @@ async fn answer_all(text: &Bytes, f: &Failure, tx: &mpsc::Sender<Bytes>, edge: &
 /// TCP ingress: newline-delimited JSON-RPC, one session per connection.
 pub async fn serve_tcp(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown) {
     let permits = Arc::new(Semaphore::new(edge.ctx.limits.max_connections));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let (tcp, _) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(_) => continue,
-            },
-            _ = stopped(shutdown.clone()) => return,
-        };
-        let _ = tcp.set_nodelay(true);
+    while let Some((tcp, _, permit)) = accept(&listener, &permits, &shutdown).await {
         let edge = edge.clone();
         tokio::spawn(async move {
             let (r, w) = tcp.into_split();
@@ -458,18 +462,7 @@ where
 pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown) {
     use tokio_tungstenite::tungstenite::Message;
     let permits = Arc::new(Semaphore::new(edge.ctx.limits.max_connections));
-    loop {
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
-        let (tcp, from) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(_) => continue,
-            },
-            _ = stopped(shutdown.clone()) => return,
-        };
-        let _ = tcp.set_nodelay(true);
+    while let Some((tcp, from, permit)) = accept(&listener, &permits, &shutdown).await {
         let edge = edge.clone();
         tokio::spawn(async move {
             let config = super::ws_config(edge.ctx.limits.max_body);

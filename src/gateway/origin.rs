@@ -26,7 +26,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{debug, info, warn};
 
-use super::carry::{Outgoing, Received, receive, send_transport_error};
+use super::carry::{
+    Outgoing, Received, receive, refuse_malformed, refuse_protocol, send_transport_error,
+};
 use super::lines::{LineReader, write_line};
 use super::session::{Session, SessionSink, Side};
 use super::{Ctx, Upstream};
@@ -348,29 +350,14 @@ async fn http_frame(
             error,
             correlation_id,
         } => {
-            warn!(%error, "malformed Bridge frame");
-            ctx.metrics.dropped.fetch_add(1, Relaxed);
-            if let Some(corr) = correlation_id {
-                let code = TransportError::ENVELOPE_MALFORMED;
-                ctx.metrics.transport_error(code);
-                let _ = send_transport_error(assoc, ctx.protocol, corr, code, &error).await;
-            }
+            refuse_malformed(assoc, ctx, &error, correlation_id).await;
             return;
         }
         Received::WrongProtocol {
             protocol,
             correlation_id,
         } => {
-            if frame_type == crate::bridge::BRIDGE_REQUEST {
-                let code = TransportError::PROTOCOL_UNSUPPORTED;
-                ctx.metrics.transport_error(code);
-                let detail = format!(
-                    "this gateway carries protocol_id {:#04x}, not {:#04x}",
-                    ctx.protocol.0, protocol.0
-                );
-                let _ =
-                    send_transport_error(assoc, ctx.protocol, correlation_id, code, &detail).await;
-            }
+            refuse_protocol(assoc, ctx, frame_type, protocol, correlation_id).await;
             return;
         }
     };

@@ -22,7 +22,10 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::Ctx;
-use super::carry::{Failure, Outgoing, Received, lost, receive, send_transport_error};
+use super::carry::{
+    Failure, Outgoing, Received, lost, receive, refuse_malformed, refuse_protocol,
+    send_transport_error,
+};
 use super::metrics::{Ingress, ReplyClass};
 use crate::assoc::driver::{AssocHandle, BridgeSink, End};
 use crate::bridge::{self, TransportError};
@@ -483,31 +486,11 @@ impl Session {
             Received::Malformed {
                 error,
                 correlation_id,
-            } => {
-                warn!(%error, "malformed Bridge frame");
-                ctx.metrics.dropped.fetch_add(1, Relaxed);
-                if let Some(corr) = correlation_id {
-                    let code = TransportError::ENVELOPE_MALFORMED;
-                    ctx.metrics.transport_error(code);
-                    let _ = send_transport_error(assoc, ctx.protocol, corr, code, &error).await;
-                }
-            }
+            } => refuse_malformed(assoc, &ctx, &error, correlation_id).await,
             Received::WrongProtocol {
                 protocol,
                 correlation_id,
-            } => {
-                let code = TransportError::PROTOCOL_UNSUPPORTED;
-                ctx.metrics.transport_error(code);
-                if frame_type == bridge::BRIDGE_REQUEST {
-                    let detail = format!(
-                        "this gateway carries protocol_id {:#04x}, not {:#04x}",
-                        ctx.protocol.0, protocol.0
-                    );
-                    let _ =
-                        send_transport_error(assoc, ctx.protocol, correlation_id, code, &detail)
-                            .await;
-                }
-            }
+            } => refuse_protocol(assoc, &ctx, frame_type, protocol, correlation_id).await,
         }
     }
 
