@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use hdrhistogram::Histogram;
-use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::scenario::{Load, Scenario};
@@ -700,20 +700,23 @@ impl Source {
     }
 }
 
-type HttpSender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-type HttpConnection = hyper::client::conn::http1::Connection<
-    hyper_util::rt::TokioIo<tokio::net::TcpStream>,
-    Full<Bytes>,
->;
-
-/// One HTTP/1.1 connection, re-established when it breaks. The connection
-/// is driven inside the request's own future (no task of its own), so a
-/// reply wakes one task, not two.
+/// One HTTP/1.1 keep-alive connection, re-established when it breaks: the
+/// request written with one write, the response read with `httparse`
+/// (Content-Length or chunked bodies). A load generator's client does one
+/// thing, so it does it without a general client's machinery.
 struct HttpConn {
     authority: String,
-    path: String,
-    live: Option<(HttpSender, std::pin::Pin<Box<HttpConnection>>)>,
+    head: String,
+    stream: Option<tokio::net::TcpStream>,
+    /// Whether `stream` has carried a request already (a reused connection
+    /// the server may have closed while idle).
+    reused: bool,
+    buf: bytes::BytesMut,
+    out: Vec<u8>,
 }
+
+/// A response: status and body.
+type HttpReply = (u16, Bytes);
 
 impl HttpConn {
     fn new(uri: &hyper::Uri) -> Result<Self, String> {
@@ -721,67 +724,175 @@ impl HttpConn {
             .authority()
             .ok_or_else(|| format!("{uri}: no host"))?
             .to_string();
-        let path = uri
-            .path_and_query()
-            .map_or("/".to_owned(), |p| p.as_str().to_owned());
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: "
+        );
         Ok(Self {
             authority,
-            path,
-            live: None,
+            head,
+            stream: None,
+            reused: false,
+            buf: bytes::BytesMut::with_capacity(16 << 10),
+            out: Vec::with_capacity(4 << 10),
         })
     }
 
-    async fn send(&mut self, body: Bytes) -> Result<(u16, Bytes), String> {
-        use futures_util::FutureExt;
-        // The connection is only driven during a request: let it notice now
-        // whether the server closed it while idle, before a request is lost
-        // on it.
-        if let Some((_, conn)) = self.live.as_mut()
-            && conn.as_mut().now_or_never().is_some()
-        {
-            self.live = None;
+    async fn send(&mut self, body: Bytes) -> Result<HttpReply, String> {
+        match self.exchange(&body).await {
+            // The server closed a kept-alive connection before answering
+            // anything: the request was not taken; once more on a new one.
+            Err(Broken::BeforeReply) if self.reused => {
+                self.stream = None;
+                self.exchange(&body).await.map_err(|e| e.to_string())
+            }
+            r => r.map_err(|e| e.to_string()),
         }
-        if self.live.is_none() {
+    }
+
+    async fn exchange(&mut self, body: &[u8]) -> Result<HttpReply, Broken> {
+        use tokio::io::AsyncReadExt;
+        if self.stream.is_none() {
             let tcp = tokio::net::TcpStream::connect(self.authority.as_str())
                 .await
-                .map_err(|e| format!("connect: {}", e.kind()))?;
+                .map_err(|e| Broken::Connect(e.kind()))?;
             let _ = tcp.set_nodelay(true);
-            let (sender, conn) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            self.stream = Some(tcp);
+            self.reused = false;
+            self.buf.clear();
+        }
+        let result = async {
+            let stream = self.stream.as_mut().ok_or(Broken::BeforeReply)?;
+            self.out.clear();
+            self.out.extend_from_slice(self.head.as_bytes());
+            self.out
+                .extend_from_slice(body.len().to_string().as_bytes());
+            self.out.extend_from_slice(b"\r\n\r\n");
+            self.out.extend_from_slice(body);
+            stream
+                .write_all(&self.out)
+                .await
+                .map_err(|_| Broken::BeforeReply)?;
+            loop {
+                if let Some(reply) = parse_response(&mut self.buf)? {
+                    return Ok(reply);
+                }
+                self.buf.reserve(8 << 10);
+                let n = stream
+                    .read_buf(&mut self.buf)
                     .await
-                    .map_err(|_| "HTTP handshake failed".to_owned())?;
-            self.live = Some((sender, Box::pin(conn)));
+                    .map_err(|_| Broken::MidReply)?;
+                if n == 0 {
+                    return Err(if self.buf.is_empty() {
+                        Broken::BeforeReply
+                    } else {
+                        Broken::MidReply
+                    });
+                }
+            }
         }
-        let req = hyper::Request::post(self.path.as_str())
-            .header(hyper::header::HOST, self.authority.as_str())
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(body))
-            .map_err(|e| format!("bad request: {e}"))?;
-        let Some((sender, conn)) = self.live.as_mut() else {
-            return Err("no connection".into());
-        };
-        let exchange = async {
-            let resp = sender
-                .send_request(req)
-                .await
-                .map_err(|_| "connection broken".to_owned())?;
-            let status = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|_| "connection broken mid-reply".to_owned())?
-                .to_bytes();
-            Ok::<_, String>((status, body))
-        };
-        let result = tokio::select! {
-            r = exchange => r,
-            _ = conn.as_mut() => Err("connection closed".to_owned()),
-        };
-        if result.is_err() {
-            self.live = None;
+        .await;
+        match &result {
+            Ok((_, _, keep_alive)) if *keep_alive => self.reused = true,
+            _ => self.stream = None,
         }
-        result
+        result.map(|(status, body, _)| (status, body))
+    }
+}
+
+/// Why an exchange failed.
+#[derive(Debug)]
+enum Broken {
+    Connect(std::io::ErrorKind),
+    BeforeReply,
+    MidReply,
+    Malformed(&'static str),
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Broken::Connect(k) => write!(f, "connect: {k}"),
+            Broken::BeforeReply => f.write_str("connection closed before the reply"),
+            Broken::MidReply => f.write_str("connection broken mid-reply"),
+            Broken::Malformed(what) => write!(f, "malformed HTTP response: {what}"),
+        }
+    }
+}
+
+/// One whole response from the front of `buf` (consumed), or `None` when
+/// more octets are needed: status, body, and whether the connection stays
+/// open.
+fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<(u16, Bytes, bool)>, Broken> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut resp = httparse::Response::new(&mut headers);
+    let head_len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err(Broken::Malformed("bad status line or headers")),
+    };
+    let status = resp.code.ok_or(Broken::Malformed("no status"))?;
+    let mut length = None;
+    let mut chunked = false;
+    let mut keep_alive = resp.version == Some(1);
+    for h in resp.headers.iter() {
+        let value = std::str::from_utf8(h.value).unwrap_or_default().trim();
+        if h.name.eq_ignore_ascii_case("content-length") {
+            length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| Broken::Malformed("bad Content-Length"))?,
+            );
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = value.eq_ignore_ascii_case("chunked");
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            keep_alive = !value.eq_ignore_ascii_case("close");
+        }
+    }
+    if status == 204 || status == 304 || (100..200).contains(&status) {
+        let _ = buf.split_to(head_len);
+        return Ok(Some((status, Bytes::new(), keep_alive)));
+    }
+    if chunked {
+        let mut body = Vec::new();
+        let mut at = head_len;
+        loop {
+            let Some(eol) = buf[at..].windows(2).position(|w| w == b"\r\n") else {
+                return Ok(None);
+            };
+            let size_text = std::str::from_utf8(&buf[at..at + eol])
+                .map_err(|_| Broken::Malformed("bad chunk size"))?;
+            let size_text = size_text.split(';').next().unwrap_or_default().trim();
+            let size = usize::from_str_radix(size_text, 16)
+                .map_err(|_| Broken::Malformed("bad chunk size"))?;
+            let data = at + eol + 2;
+            if buf.len() < data + size + 2 {
+                return Ok(None);
+            }
+            if size == 0 {
+                // No trailers expected: the last chunk ends with CRLF.
+                let _ = buf.split_to(data + 2);
+                return Ok(Some((status, Bytes::from(body), keep_alive)));
+            }
+            body.extend_from_slice(&buf[data..data + size]);
+            at = data + size + 2;
+        }
+    }
+    match length {
+        Some(n) if buf.len() >= head_len + n => {
+            let mut whole = buf.split_to(head_len + n);
+            Ok(Some((
+                status,
+                whole.split_off(head_len).freeze(),
+                keep_alive,
+            )))
+        }
+        Some(_) => Ok(None),
+        // No length: the body runs to the end of the connection, which this
+        // client does not wait for.
+        None => Err(Broken::Malformed(
+            "a body without Content-Length or chunking",
+        )),
     }
 }
 
@@ -813,7 +924,7 @@ async fn http_worker(uri: hyper::Uri, mut source: Source, run: Arc<Run>) {
             Ok(Err(what)) => fail_all(&run, &job, &what),
             Err(_) => {
                 // The connection is stuck on this request: a new one for the next.
-                conn.live = None;
+                conn.stream = None;
                 let mut s = run.stats();
                 for e in &job.send.expects {
                     s.complete(*e, job.intended, Outcome::Timeout);
@@ -1045,4 +1156,47 @@ async fn tcp_connection(addr: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>
         }
     }
     expire_until_done(&mut tick, &run, &pending, &reader).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(s: &str) -> bytes::BytesMut {
+        bytes::BytesMut::from(s.as_bytes())
+    }
+
+    #[test]
+    fn responses_with_length_chunks_or_nothing() {
+        let mut b =
+            buf("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 204 No Content\r\n\r\n");
+        let (status, body, keep) = parse_response(&mut b).unwrap().unwrap();
+        assert_eq!((status, &body[..], keep), (200, &b"hello"[..], true));
+        let (status, body, _) = parse_response(&mut b).unwrap().unwrap();
+        assert_eq!((status, body.len()), (204, 0));
+        assert!(b.is_empty());
+
+        let mut b = buf(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n2;x=1\r\nde\r\n0\r\n\r\n",
+        );
+        let (status, body, keep) = parse_response(&mut b).unwrap().unwrap();
+        assert_eq!((status, &body[..], keep), (200, &b"abcde"[..], false));
+    }
+
+    #[test]
+    fn partial_responses_wait_and_garbage_is_refused() {
+        for partial in [
+            "HTTP/1.1 200 OK\r\nContent-Len",
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab",
+        ] {
+            assert!(
+                parse_response(&mut buf(partial)).unwrap().is_none(),
+                "{partial}"
+            );
+        }
+        assert!(parse_response(&mut buf("garbage\r\n\r\n")).is_err());
+        assert!(parse_response(&mut buf("HTTP/1.1 200 OK\r\n\r\nbody")).is_err());
+        assert!(parse_response(&mut buf("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n")).is_err());
+    }
 }
