@@ -2,7 +2,8 @@
 # The load generator's own maximum request rate against wrk's, side by side
 # in one run, both against the mock upstream on 127.0.0.1: wrk with N
 # threads and one connection each (-tN -cN), npamp-loadgen closed loop with
-# N requests in flight on N connections; N = 1 and 2. Then the open loop at
+# N requests in flight on N connections; N = 1 and 2. The mock is pinned to
+# the last core, the tools to the others. Then the open loop at
 # a rate below capacity: the achieved rate against the target.
 # Needs Debian's wrk (`apt-get install wrk`).
 #   results/run-loadgen-vs-wrk.sh [SECONDS]   (each round; default 10)
@@ -15,7 +16,12 @@ command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"
 cargo build --release -q -p npamp-loadgen
 LG=target/release/npamp-loadgen
 TMP=$(mktemp -d)
-"$LG" upstream --listen http://127.0.0.1:0 >"$TMP/mock.out" 2>&1 &
+# The mock on the last core, the tool under test on the others (on a
+# 2-core machine: one each), so the two tools compete with the mock the
+# same way and the scheduler's placement does not decide the comparison.
+LAST=$(( $(nproc) - 1 ))
+TOOL_CPUS=0-$(( LAST > 0 ? LAST - 1 : 0 ))
+taskset -c "$LAST" "$LG" upstream --listen http://127.0.0.1:0 >"$TMP/mock.out" 2>&1 &
 MOCK_PID=$!
 trap 'kill $MOCK_PID 2>/dev/null; rm -rf "$TMP"' EXIT
 for _ in $(seq 50); do grep -q "mock upstream" "$TMP/mock.out" && break; sleep 0.1; done
@@ -30,9 +36,9 @@ echo "wrk: $(wrk --version 2>&1 | head -1)" >>"$OUT/machine.txt"
   for n in 1 2; do
     ws=(); ls=()
     for round in 1 2 3 4 5; do
-      wrk -t"$n" -c"$n" -d"${SECONDS_EACH}s" -s results/wrk/post-echo.lua "$URL" >"$OUT/wrk-$n-$round.txt"
+      taskset -c "$TOOL_CPUS" wrk -t"$n" -c"$n" -d"${SECONDS_EACH}s" -s results/wrk/post-echo.lua "$URL" >"$OUT/wrk-$n-$round.txt"
       ws+=("$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$n-$round.txt")")
-      "$LG" run scenarios/closed-64.toml --target "$URL" --concurrency "$n" --connections "$n" \
+      taskset -c "$TOOL_CPUS" "$LG" run scenarios/closed-64.toml --target "$URL" --concurrency "$n" --connections "$n" \
         --duration "$SECONDS_EACH" --quiet --out "$OUT/loadgen-$n-$round" >"$OUT/loadgen-$n-$round.txt"
       ls+=("$(python3 -c "import json; print(round(json.load(open('$OUT/loadgen-$n-$round/summary.json'))['throughput']))")")
     done
