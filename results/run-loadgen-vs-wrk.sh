@@ -28,14 +28,14 @@ for _ in $(seq 50); do grep -q "mock upstream" "$TMP/mock.out" && break; sleep 0
 URL=$(sed -n 's/^mock upstream //p' "$TMP/mock.out")/
 results/machine-info.sh "results/run-loadgen-vs-wrk.sh $SECONDS_EACH" >"$OUT/machine.txt"
 echo "wrk: $(wrk --version 2>&1 | head -1)" >>"$OUT/machine.txt"
-# Five alternating rounds per N (wrk, loadgen, wrk, loadgen, ...): the
+# Seven alternating rounds per N (wrk, loadgen, wrk, loadgen, ...): the
 # machine is shared and noisy, so the medians are compared.
 {
-  echo "| workers | wrk req/s (5 rounds) | npamp-loadgen req/s (5 rounds) | median loadgen / median wrk |"
+  echo "| workers | wrk req/s (7 rounds) | npamp-loadgen req/s (7 rounds) | median loadgen / median wrk |"
   echo "|---|---|---|---|"
   for n in 1 2; do
     ws=(); ls=()
-    for round in 1 2 3 4 5; do
+    for round in 1 2 3 4 5 6 7; do
       taskset -c "$TOOL_CPUS" wrk -t"$n" -c"$n" -d"${SECONDS_EACH}s" -s results/wrk/post-echo.lua "$URL" >"$OUT/wrk-$n-$round.txt"
       ws+=("$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$n-$round.txt")")
       taskset -c "$TOOL_CPUS" "$LG" run scenarios/closed-64.toml --target "$URL" --concurrency "$n" --connections "$n" \

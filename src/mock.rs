@@ -15,7 +15,9 @@
 //! - any other method → `result` = the params, so any API's method names
 //!   (`eth_call`, `tools/call`, ...) can be replayed against the mock.
 //!
-//! Notifications get no reply; batches get an array.
+//! Notifications get no reply; batches get an array. [`MockOptions`] adds
+//! latency, injected errors, padding, exact-count faults and periodic
+//! server-pushed notifications.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -65,12 +67,18 @@ impl Peer {
         let Some(reply) = self.handle(text).await else {
             return Replies::None;
         };
-        match self.behavior.next_fault() {
+        let (fault, tick) = self.behavior.next_fault();
+        let replies = match fault {
             Fault::None => Replies::Some(reply, 1),
             Fault::Drop => Replies::Dropped,
             Fault::Duplicate => Replies::Some(reply, 2),
             Fault::WrongId => Replies::Some(wrong_id(&reply), 1),
+        };
+        if let Some(n) = tick {
+            self.push(json!({"jsonrpc":"2.0","method":"mock/tick","params":{"replies":n}}))
+                .await;
         }
+        replies
     }
 
     /// The reply to a text (`None`: nothing to answer).
@@ -211,6 +219,8 @@ pub struct Behavior {
     /// Pad each result with this many octets.
     pub result_size: usize,
     pub faults: Faults,
+    /// Sessions: a `mock/tick` notification after every this many replies.
+    pub push_every: u64,
     replies: AtomicU64,
     random: AtomicU64,
 }
@@ -231,16 +241,22 @@ pub struct MockOptions {
     /// Faults in percent of replies, exact by count: drop=P,dup=P,wrong-id=P.
     #[arg(long, value_name = "LIST")]
     pub faults: Option<Faults>,
+    /// Sessions (WebSocket, TCP, stdio): push a `mock/tick` notification
+    /// after every N replies (0: never).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub push_every: u64,
 }
 
 impl MockOptions {
     pub fn behavior(&self) -> Arc<Behavior> {
-        Arc::new(Behavior::new(
+        let mut b = Behavior::new(
             self.latency.unwrap_or_default(),
             self.error_share.clamp(0.0, 1.0),
             self.result_size,
             self.faults.unwrap_or_default(),
-        ))
+        );
+        b.push_every = self.push_every;
+        Arc::new(b)
     }
 }
 
@@ -375,13 +391,18 @@ impl Behavior {
             error_share,
             result_size,
             faults,
+            push_every: 0,
             replies: AtomicU64::new(0),
             random: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
         }
     }
 
-    fn next_fault(&self) -> Fault {
-        self.faults.of(self.replies.fetch_add(1, Relaxed))
+    /// The fault of the next reply, and whether a tick is due after it.
+    fn next_fault(&self) -> (Fault, Option<u64>) {
+        let n = self.replies.fetch_add(1, Relaxed);
+        let tick =
+            (self.push_every > 0 && (n + 1).is_multiple_of(self.push_every)).then_some(n + 1);
+        (self.faults.of(n), tick)
     }
 
     /// Uniform in [0, 1) (splitmix64 over a shared counter; test data only).

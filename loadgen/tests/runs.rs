@@ -502,3 +502,19 @@ params = '[{seq}]'
         assert!(summary.accounting_failed());
     }
 }
+
+/// Server-pushed notifications (the mock's `push_every`) are not replies:
+/// the accounting stays exact around them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_pushes_do_not_disturb_the_accounting() {
+    use npamp_gateway::mock::Behavior;
+    use std::sync::Arc;
+    let mut b = Behavior::new(Default::default(), 0.0, 0, Default::default());
+    b.push_every = 5;
+    let addr: MockAddr = "ws://127.0.0.1:0".parse().expect("addr");
+    let MockAddr::Ws(a) = mock::spawn(addr, None, Arc::new(b)).await.expect("mock") else {
+        unreachable!("a WebSocket mock")
+    };
+    let summary = run(Target::Ws(format!("ws://{a}"))).await;
+    exact(&summary);
+}
