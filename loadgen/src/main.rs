@@ -303,13 +303,17 @@ async fn run(
         .unwrap_or_default();
     let summary = report::summarize(&stats, &scenario, &described, date);
     print!("{}", summary.table());
+    let p99s: Vec<f64> = intervals
+        .iter()
+        .map(|(_, h)| h.value_at_quantile(0.99) as f64 / 1e3)
+        .collect();
     if let Some(dir) = out {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let json = serde_json::to_string_pretty(&summary)?;
         std::fs::write(dir.join("summary.json"), json)?;
         std::fs::write(
             dir.join("report.svg"),
-            report::svg(&summary, &stats.overall),
+            report::svg(&summary, &stats.overall, &p99s),
         )?;
         std::fs::write(dir.join("latency.hlog"), interval_log(&intervals)?)?;
         eprintln!(

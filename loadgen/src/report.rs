@@ -297,14 +297,15 @@ impl Summary {
     }
 }
 
-/// An SVG report: the latency percentile spectrum and replies per second.
-pub fn svg(summary: &Summary, h: &Histogram<u64>) -> String {
+/// An SVG report: the latency percentile spectrum, replies per second, and
+/// p99 latency per second (`p99_per_second`, ms, from the interval log).
+pub fn svg(summary: &Summary, h: &Histogram<u64>, p99_per_second: &[f64]) -> String {
     let (w, ht) = (720.0, 300.0);
     let mut o = String::new();
     let _ = writeln!(
         o,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{}" font-family="sans-serif" font-size="12">"#,
-        ht * 2.0 + 60.0
+        ht * 3.0 + 80.0
     );
     let _ = writeln!(
         o,
@@ -406,6 +407,21 @@ pub fn svg(summary: &Summary, h: &Histogram<u64>) -> String {
         rmax,
         &ticks,
         "replies/s",
+    );
+    let lat: Vec<(f64, f64)> = p99_per_second
+        .iter()
+        .enumerate()
+        .map(|(i, v)| ((i + 1) as f64, *v))
+        .collect();
+    let lmax = lat.iter().map(|p| p.1).fold(0.0, f64::max).max(0.001);
+    plot(
+        &mut o,
+        top + 2.0 * (ht + 20.0),
+        &lat,
+        xmax.max(1.0),
+        lmax,
+        &ticks,
+        "p99 ms each second",
     );
     o.push_str("</svg>\n");
     o

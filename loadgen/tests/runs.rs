@@ -518,3 +518,35 @@ async fn server_pushes_do_not_disturb_the_accounting() {
     let summary = run(Target::Ws(format!("ws://{a}"))).await;
     exact(&summary);
 }
+
+/// The SVG report draws the percentile spectrum, replies per second and p99
+/// per second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_svg_report_has_its_three_charts() {
+    let bound = mock::spawn(
+        "http://127.0.0.1:0".parse().expect("addr"),
+        None,
+        Default::default(),
+    )
+    .await
+    .expect("mock");
+    let MockAddr::Http(a) = bound else {
+        unreachable!("an HTTP mock")
+    };
+    let s = short(200.0);
+    let stats = engine::run(
+        &s,
+        Target::Http(format!("http://{a}/").parse().expect("uri")),
+        1,
+        |_, _| {},
+    )
+    .await
+    .expect("run");
+    let summary = report::summarize(&stats, &s, "mock", "test".into());
+    let svg = report::svg(&summary, &stats.overall, &[0.5, 0.7]);
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<polyline").count(), 3, "{svg}");
+    for label in ["latency ms", "replies/s", "p99 ms each second"] {
+        assert!(svg.contains(label), "{label}");
+    }
+}
