@@ -266,6 +266,7 @@ async fn run(
         scenario.warmup().as_secs_f64()
     );
     let mut intervals: Vec<(Duration, hdrhistogram::Histogram<u64>)> = Vec::new();
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let stats: Stats = engine::run(&scenario, target, seed, |s, t| {
         let h = std::mem::replace(
             &mut s.interval,
@@ -277,19 +278,37 @@ async fn run(
             .copied();
         if !quiet {
             let (replies, errors) = second.unwrap_or((0, 0));
-            eprintln!(
-                "t={:>4}s  replies/s {:>7}  p99 {:>8.3} ms  errors {:>5}  outstanding {}",
+            let total = (scenario.warmup() + scenario.measured()).as_secs_f64();
+            let done = (t.as_secs_f64() / total).clamp(0.0, 1.0);
+            let bar: String = (0..20)
+                .map(|i| if f64::from(i) < done * 20.0 { '#' } else { '.' })
+                .collect();
+            let p99 = if t <= scenario.warmup() {
+                "warm-up    ".to_owned()
+            } else {
+                format!("{:>8.3} ms", h.value_at_quantile(0.99) as f64 / 1e3)
+            };
+            let line = format!(
+                "[{bar}] t={:>4}s  replies/s {:>7}  p99 {p99}  errors {:>5}  outstanding {}",
                 t.as_secs(),
                 replies,
-                h.value_at_quantile(0.99) as f64 / 1e3,
                 errors,
                 s.outstanding()
             );
+            // On a terminal the bar updates in place; in a log, a line a second.
+            if tty {
+                eprint!("\r{line}\x1b[K");
+            } else {
+                eprintln!("{line}");
+            }
         }
         intervals.push((t, h));
     })
     .await
     .map_err(|e| anyhow::anyhow!(e))?;
+    if tty && !quiet {
+        eprintln!();
+    }
     if let Some(pair) = pair {
         pair.edge.shutdown().await;
         pair.origin.shutdown().await;
