@@ -18,11 +18,9 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
 use crate::assoc::transport::{Endpoint, PeerAddr, Scheme};
-use crate::bridge::ProtocolId;
 use crate::gateway::config::random_seed;
-use crate::gateway::{Gateway, GatewayConfig, IngressAddr, Limits, Upstream};
+use crate::gateway::{Gateway, GatewayConfig, IngressAddr, Upstream};
 use crate::handshake::{Identity, Trust};
-use crate::jsonrpc::{EffectTable, SafetyPolicy};
 use crate::mock::MockAddr;
 
 /// What happened to every request of a run.
@@ -171,21 +169,8 @@ impl EmbeddedPair {
                 .try_into()
                 .map_err(|_| "identity key is not 32 octets".to_owned())
         };
-        let base = |seed, peer_key| GatewayConfig {
-            endpoint: Endpoint::new(seed, Trust::Pinned(vec![peer_key])),
-            listen: Vec::new(),
-            upstream: None,
-            upstream_ca: None,
-            ingress: Vec::new(),
-            peer: None,
-            metrics: None,
-            protocol: ProtocolId::JSONRPC_EXPERIMENTAL,
-            effects: EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
-            policy: SafetyPolicy::allow_all(),
-            allow_methods: None,
-            deny_methods: Default::default(),
-            limits: Limits::default(),
-        };
+        let base =
+            |seed, peer_key| GatewayConfig::new(Endpoint::new(seed, Trust::Pinned(vec![peer_key])));
         let upstream_uri = upstream
             .to_string()
             .parse()

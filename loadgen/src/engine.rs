@@ -1043,14 +1043,61 @@ fn expire(run: &Run, pending: &Mutex<Pending>, all: Option<&str>) {
     }
 }
 
-/// After the last send: keep timing out what is left until the reader is
-/// done (or the run stops this task).
-async fn expire_until_done(
-    tick: &mut tokio::time::Interval,
+/// Where a streaming connection writes one message.
+trait TextOut: Send {
+    fn send(&mut self, text: String) -> impl std::future::Future<Output = bool> + Send;
+}
+
+/// A WebSocket: one text frame per message.
+struct WsOut<S>(S);
+
+impl<S> TextOut for WsOut<S>
+where
+    S: futures_util::Sink<tokio_tungstenite::tungstenite::Message> + Unpin + Send,
+{
+    async fn send(&mut self, text: String) -> bool {
+        use tokio_tungstenite::tungstenite::Message;
+        self.0.send(Message::Text(text.into())).await.is_ok()
+    }
+}
+
+/// Newline-delimited TCP: one line per message.
+struct LineOut<W>(W);
+
+impl<W: tokio::io::AsyncWrite + Unpin + Send> TextOut for LineOut<W> {
+    async fn send(&mut self, text: String) -> bool {
+        let mut line = text.into_bytes();
+        line.push(b'\n');
+        self.0.write_all(&line).await.is_ok()
+    }
+}
+
+/// A streaming connection's sending side: each job is registered, its text
+/// handed to `send` (moved, not copied), and what waits too long is timed
+/// out; after the last send, timing out goes on until the reader is done
+/// (or the run stops this task).
+async fn send_loop(
+    rx: &mut mpsc::Receiver<Job>,
     run: &Run,
     pending: &Mutex<Pending>,
     reader: &tokio::task::JoinHandle<()>,
+    mut out: impl TextOut,
 ) {
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            job = rx.recv() => {
+                let Some(mut job) = job else { break };
+                let text = std::mem::take(&mut job.send.text);
+                register(pending, &Arc::new(job));
+                if !out.send(text).await {
+                    expire(run, pending, Some("connection broken"));
+                    break;
+                }
+            }
+            _ = tick.tick() => expire(run, pending, None),
+        }
+    }
     while !reader.is_finished() {
         tick.tick().await;
         expire(run, pending, None);
@@ -1076,7 +1123,7 @@ async fn ws_connection(url: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>) 
             return;
         }
     };
-    let (mut sink, mut stream) = ws.split();
+    let (sink, mut stream) = ws.split();
     let pending = Arc::new(Mutex::new(Pending {
         by_id: HashMap::new(),
     }));
@@ -1094,22 +1141,7 @@ async fn ws_connection(url: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>) 
             expire(&run, &pending, Some("connection closed"));
         })
     };
-    let mut tick = tokio::time::interval(Duration::from_millis(50));
-    loop {
-        tokio::select! {
-            job = rx.recv() => {
-                let Some(job) = job else { break };
-                let job = Arc::new(job);
-                register(&pending, &job);
-                if sink.send(Message::Text(job.send.text.clone().into())).await.is_err() {
-                    expire(&run, &pending, Some("connection broken"));
-                    break;
-                }
-            }
-            _ = tick.tick() => expire(&run, &pending, None),
-        }
-    }
-    expire_until_done(&mut tick, &run, &pending, &reader).await;
+    send_loop(&mut rx, &run, &pending, &reader, WsOut(sink)).await;
 }
 
 async fn tcp_connection(addr: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>) {
@@ -1124,7 +1156,7 @@ async fn tcp_connection(addr: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>
         }
     };
     let _ = tcp.set_nodelay(true);
-    let (r, mut w) = tcp.into_split();
+    let (r, w) = tcp.into_split();
     let pending = Arc::new(Mutex::new(Pending {
         by_id: HashMap::new(),
     }));
@@ -1138,24 +1170,7 @@ async fn tcp_connection(addr: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>
             expire(&run, &pending, Some("connection closed"));
         })
     };
-    let mut tick = tokio::time::interval(Duration::from_millis(50));
-    loop {
-        tokio::select! {
-            job = rx.recv() => {
-                let Some(job) = job else { break };
-                let job = Arc::new(job);
-                register(&pending, &job);
-                let mut line = job.send.text.clone().into_bytes();
-                line.push(b'\n');
-                if w.write_all(&line).await.is_err() {
-                    expire(&run, &pending, Some("connection broken"));
-                    break;
-                }
-            }
-            _ = tick.tick() => expire(&run, &pending, None),
-        }
-    }
-    expire_until_done(&mut tick, &run, &pending, &reader).await;
+    send_loop(&mut rx, &run, &pending, &reader, LineOut(w)).await;
 }
 
 #[cfg(test)]

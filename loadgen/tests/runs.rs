@@ -396,12 +396,10 @@ fn exit_codes_say_what_went_wrong() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npamp_targets_send_frames_straight_to_an_origin() {
     use npamp_gateway::assoc::transport::{Endpoint, PeerAddr};
-    use npamp_gateway::bridge::ProtocolId;
     use npamp_gateway::gateway::edge::Edge;
     use npamp_gateway::gateway::metrics::Metrics;
-    use npamp_gateway::gateway::{Ctx, Gateway, GatewayConfig, Limits, Upstream};
+    use npamp_gateway::gateway::{Ctx, Gateway, GatewayConfig, Upstream};
     use npamp_gateway::handshake::Trust;
-    use npamp_gateway::jsonrpc::{EffectTable, SafetyPolicy};
     use std::sync::Arc;
 
     let bound = mock::spawn(
@@ -411,21 +409,7 @@ async fn npamp_targets_send_frames_straight_to_an_origin() {
     )
     .await
     .expect("mock");
-    let config = |seed: [u8; 32]| GatewayConfig {
-        endpoint: Endpoint::new(seed, Trust::InsecureAcceptAny),
-        listen: Vec::new(),
-        upstream: None,
-        upstream_ca: None,
-        ingress: Vec::new(),
-        peer: None,
-        metrics: None,
-        protocol: ProtocolId::JSONRPC_EXPERIMENTAL,
-        effects: EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
-        policy: SafetyPolicy::allow_all(),
-        allow_methods: None,
-        deny_methods: Default::default(),
-        limits: Limits::default(),
-    };
+    let config = |seed: [u8; 32]| GatewayConfig::new(Endpoint::new(seed, Trust::InsecureAcceptAny));
     for scheme in [Scheme::Quic, Scheme::Tls] {
         let origin = Gateway::start(GatewayConfig {
             listen: vec![PeerAddr {

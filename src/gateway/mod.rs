@@ -163,6 +163,29 @@ pub struct GatewayConfig {
     pub limits: Limits,
 }
 
+impl GatewayConfig {
+    /// A gateway with this identity and trust that does nothing yet: no
+    /// listener, no ingress, plain JSON-RPC (experimental protocol_id), no
+    /// policy, default limits. Fill in the roles.
+    pub fn new(endpoint: Endpoint) -> Self {
+        Self {
+            endpoint,
+            listen: Vec::new(),
+            upstream: None,
+            upstream_ca: None,
+            ingress: Vec::new(),
+            peer: None,
+            metrics: None,
+            protocol: ProtocolId::JSONRPC_EXPERIMENTAL,
+            effects: EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
+            policy: SafetyPolicy::allow_all(),
+            allow_methods: None,
+            deny_methods: HashSet::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
 impl std::fmt::Debug for GatewayConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The endpoint holds the identity seed: never printed.
