@@ -170,6 +170,13 @@ fn main() -> ExitCode {
                     stages.clear();
                 }
             }
+            if let Err((key, message)) = s.check() {
+                eprintln!(
+                    "error: {} (with the command-line overrides): {key}: {message}",
+                    scenario.display()
+                );
+                return ExitCode::from(EXIT_USAGE);
+            }
             match runtime().and_then(|rt| rt.block_on(run(s, out, seed, quiet, npamp))) {
                 Ok(summary) if summary.accounting_failed() => ExitCode::from(EXIT_ACCOUNTING),
                 Ok(summary) if !summary.pass => ExitCode::from(EXIT_SLO),

@@ -280,6 +280,16 @@ fn exit_codes_say_what_went_wrong() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 4") && err.contains("rate"), "{err}");
+    // 2 as well: command-line overrides are checked like the file.
+    for flag in ["--rate=-5", "--duration=1e300"] {
+        let out = std::process::Command::new(BIN)
+            .args(["run", "../scenarios/quickstart.toml", flag])
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.contains("overrides"), "{err}");
+    }
 
     // 3: an SLO no run can meet (embedded pair, 0.2 s).
     let slo = dir.join("slo.toml");

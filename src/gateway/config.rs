@@ -160,25 +160,37 @@ fn line_of(text: &str, key: &str) -> Option<usize> {
 impl GatewayOptions {
     /// Reads `--config` (if given) under the command-line flags.
     pub fn resolve(&self) -> Result<GatewayConfig, ConfigError> {
-        let text;
-        let (merged, file) = match &self.config {
+        match &self.config {
             Some(path) => {
-                text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+                let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
                     at: path.display().to_string(),
                     message: format!("cannot read: {e}"),
                 })?;
-                let file: GatewayOptions = toml::from_str(&text).map_err(|e| ConfigError {
-                    at: path.display().to_string(),
-                    message: e.to_string().trim_end().to_owned(),
-                })?;
-                (
-                    self.clone().over(file),
-                    Some((path.as_path(), text.as_str())),
-                )
+                self.resolve_text(path, &text)
             }
-            None => (self.clone(), None),
-        };
-        merged.build(&Origins { cli: self, file })
+            None => self.build(&Origins {
+                cli: self,
+                file: None,
+            }),
+        }
+    }
+
+    /// Parses the TOML form of the options (`path` names it in errors).
+    pub fn parse_toml(path: &Path, text: &str) -> Result<GatewayOptions, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError {
+            at: path.display().to_string(),
+            message: e.to_string().trim_end().to_owned(),
+        })
+    }
+
+    /// These options (the command line) over the file `path` whose
+    /// contents are `text`.
+    pub fn resolve_text(&self, path: &Path, text: &str) -> Result<GatewayConfig, ConfigError> {
+        let file = Self::parse_toml(path, text)?;
+        self.clone().over(file).build(&Origins {
+            cli: self,
+            file: Some((path, text)),
+        })
     }
 
     /// `self` (the command line) over `file`.

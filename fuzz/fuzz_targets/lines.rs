@@ -1,0 +1,92 @@
+//! The newline-delimited JSON-RPC reader (TCP ingress, stdio, child
+//! processes) over arbitrary bytes arriving in arbitrary pieces: never
+//! panics, and returns exactly the lines a plain split returns (`\n` or
+//! `\r\n`, blank lines skipped), or an error once a line is over the limit.
+#![no_main]
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use libfuzzer_sys::fuzz_target;
+use npamp_gateway::gateway::lines::LineReader;
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// Hands out the input in pieces of the sizes the fuzzer chose.
+struct Pieces<'a> {
+    data: &'a [u8],
+    sizes: &'a [u8],
+}
+
+impl AsyncRead for Pieces<'_> {
+    fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let size = match self.sizes.split_first() {
+            Some((&s, rest)) => {
+                self.sizes = rest;
+                usize::from(s).max(1)
+            }
+            None => self.data.len(),
+        };
+        let n = size.min(self.data.len()).min(buf.remaining());
+        buf.put_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Poll::Ready(Ok(()))
+    }
+}
+
+fn expected(data: &[u8], max: usize) -> (Vec<&[u8]>, bool) {
+    let mut lines = Vec::new();
+    let mut pieces: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    // A trailing newline leaves an empty last piece; no newline leaves the
+    // unterminated last line, which counts.
+    let last = pieces.pop().unwrap_or_default();
+    for p in pieces {
+        if p.len() > max {
+            return (lines, true);
+        }
+        let p = p.strip_suffix(b"\r").unwrap_or(p);
+        if !p.iter().all(u8::is_ascii_whitespace) {
+            lines.push(p);
+        }
+    }
+    if last.len() > max {
+        return (lines, true);
+    }
+    if !last.iter().all(u8::is_ascii_whitespace) {
+        lines.push(last);
+    }
+    (lines, false)
+}
+
+fuzz_target!(|input: &[u8]| {
+    let Some((&head, rest)) = input.split_first() else {
+        return;
+    };
+    let split = usize::from(head).min(rest.len());
+    let (sizes, data) = rest.split_at(split);
+    let max = 1 + usize::from(sizes.first().copied().unwrap_or(64));
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().build() else {
+        return;
+    };
+    let (want, too_long) = expected(data, max);
+    rt.block_on(async {
+        let mut reader = LineReader::new(Pieces { data, sizes }, max);
+        let mut got = Vec::new();
+        let mut failed = false;
+        loop {
+            match reader.next().await {
+                Ok(Some(line)) => got.push(line),
+                Ok(None) => break,
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        assert_eq!(failed, too_long, "limit {max}");
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(&g[..], *w);
+        }
+    });
+});
