@@ -14,7 +14,8 @@ fuzz_target!(|data: &[u8]| {
     let frame_type = FrameType(0x00FE + u16::from(*selector % 10));
     if let Ok(m) = BridgeMessage::decode(frame_type, payload) {
         let mut out = Vec::new();
-        m.encode_into(&mut out).expect("a decoded message re-encodes");
+        m.encode_into(&mut out)
+            .expect("a decoded message re-encodes");
         assert_eq!(out, payload);
         assert_eq!(m.encoded_len(), payload.len());
         let _ = m.transport_error();

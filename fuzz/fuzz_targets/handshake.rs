@@ -19,7 +19,12 @@ fuzz_target!(|data: &[u8]| {
         mlkem_seed: [3; 64],
         x25519: [4; 32],
     };
-    let Ok((mut client, hello)) = Client::start(Config::default(), client_id, Trust::InsecureAcceptAny, &random) else {
+    let Ok((mut client, hello)) = Client::start(
+        Config::default(),
+        client_id,
+        Trust::InsecureAcceptAny,
+        &random,
+    ) else {
         return;
     };
     let mut server = Server::new(Config::default(), server_id, Trust::InsecureAcceptAny);
@@ -38,8 +43,11 @@ fuzz_target!(|data: &[u8]| {
             let Ok(kem) = ServerKem::encapsulate(&share, &[5; 32], &[6; 32]) else {
                 return;
             };
-            let Ok(flight) = server.respond(&kem) else { return };
-            let sh_len = 36 + u32::from_be_bytes([flight[17], flight[18], flight[19], flight[20]]) as usize;
+            let Ok(flight) = server.respond(&kem) else {
+                return;
+            };
+            let sh_len =
+                36 + u32::from_be_bytes([flight[17], flight[18], flight[19], flight[20]]) as usize;
             if client.handle_server_hello(&flight[..sh_len]).is_ok() {
                 let _ = client.handle_server_auth(bytes);
             }

@@ -27,10 +27,18 @@ fn check_kind(data: &[u8], kind: &Kind) {
 
 fuzz_target!(|data: &[u8]| {
     // Depth beyond the default would be a limit error, not a validity verdict.
-    let limits = Limits { max_depth: 10_000, max_batch: usize::MAX, ..Limits::default() };
+    let limits = Limits {
+        max_depth: 10_000,
+        max_batch: usize::MAX,
+        ..Limits::default()
+    };
     let ours = scan(data, &limits);
     for k in KernelChoice::available() {
-        assert_eq!(scan_using(k, data, &limits), Some(ours.clone()), "kernel {k:?}");
+        assert_eq!(
+            scan_using(k, data, &limits),
+            Some(ours.clone()),
+            "kernel {k:?}"
+        );
     }
     let oracle_valid = serde_json::from_slice::<&RawValue>(data).is_ok();
     let ours_valid = !matches!(ours, Err(ScanError::Parse { .. }));

@@ -19,7 +19,11 @@ struct Pieces<'a> {
 }
 
 impl AsyncRead for Pieces<'_> {
-    fn poll_read(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let size = match self.sizes.split_first() {
             Some((&s, rest)) => {
                 self.sizes = rest;

@@ -119,7 +119,8 @@ impl std::fmt::Display for PeerAddr {
 /// Who we are and whom we accept.
 #[derive(Clone)]
 pub struct Endpoint {
-    pub identity_seed: [u8; 32],
+    /// Ed25519 seed of this gateway's identity; zeroized when dropped.
+    pub identity_seed: zeroize::Zeroizing<[u8; 32]>,
     pub trust: Trust,
     pub handshake: HandshakeConfig,
     pub assoc: AssocConfig,
@@ -131,7 +132,7 @@ pub struct Endpoint {
 impl Endpoint {
     pub fn new(identity_seed: [u8; 32], trust: Trust) -> Self {
         Self {
-            identity_seed,
+            identity_seed: zeroize::Zeroizing::new(identity_seed),
             trust,
             handshake: HandshakeConfig::default(),
             assoc: AssocConfig::default(),

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::auth::Tokens;
 use super::{GatewayConfig, IngressAddr, Limits, MAX_BODY_LIMIT, Upstream};
 use crate::assoc::transport::{Endpoint, PeerAddr, TlsFiles};
 use crate::bridge::{Effect, ProtocolId};
@@ -70,6 +71,12 @@ pub struct GatewayOptions {
     #[arg(long, value_name = "METHOD")]
     pub deny_method: Vec<String>,
 
+    /// Edge: HTTP and WebSocket clients must send `Authorization: Bearer
+    /// TOKEN` with a token from this file (one per line, at least 16
+    /// characters); others get 401.
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+
     /// This gateway's identity key file (from `keygen`); without it an
     /// ephemeral identity is generated.
     #[arg(long, value_name = "FILE")]
@@ -112,6 +119,11 @@ pub struct GatewayOptions {
     /// Seconds a silent session client stays connected [default: 300].
     #[arg(long, value_name = "SECONDS")]
     pub idle_timeout: Option<f64>,
+    /// Seconds a client may take to send an HTTP request's headers, then
+    /// its body, or a WebSocket handshake, or to take a reply when it does
+    /// not read, before it is dropped [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    pub stall_timeout: Option<f64>,
     /// Associations per peer for HTTP traffic [default: worker threads].
     #[arg(long, value_name = "N")]
     pub pool_size: Option<usize>,
@@ -218,6 +230,7 @@ impl GatewayOptions {
             refuse_effect,
             allow_method,
             deny_method,
+            auth_token_file,
             identity,
             trust,
             handshake_timeout,
@@ -230,6 +243,7 @@ impl GatewayOptions {
             max_connections,
             request_timeout,
             idle_timeout,
+            stall_timeout,
             pool_size,
             drain_timeout
         )
@@ -351,6 +365,33 @@ impl GatewayOptions {
         let allow_methods =
             (!self.allow_method.is_empty()).then(|| self.allow_method.iter().cloned().collect());
         let deny_methods: HashSet<String> = self.deny_method.iter().cloned().collect();
+        let on_cli = cli.auth_token_file.is_some();
+        let tokens = self
+            .auth_token_file
+            .as_deref()
+            .map(|path| Tokens::load(path).map_err(|m| err("auth-token-file", on_cli, m)))
+            .transpose()?;
+        if tokens.is_some() {
+            if ingress.is_empty() {
+                return Err(err(
+                    "auth-token-file",
+                    on_cli,
+                    "bearer tokens guard an ingress: give --ingress http://ADDR or ws://ADDR"
+                        .into(),
+                ));
+            }
+            if let Some(IngressAddr::Tcp(addr)) =
+                ingress.iter().find(|i| matches!(i, IngressAddr::Tcp(_)))
+            {
+                return Err(err(
+                    "auth-token-file",
+                    on_cli,
+                    format!(
+                        "a tcp:// ingress ({addr}) has no way to present a token; serve it from a gateway without --auth-token-file"
+                    ),
+                ));
+            }
+        }
 
         let seed = match &self.identity {
             Some(path) => {
@@ -446,6 +487,9 @@ impl GatewayOptions {
         if let Some(v) = self.idle_timeout {
             limits.idle_timeout = seconds("idle-timeout", cli.idle_timeout.is_some(), v)?;
         }
+        if let Some(v) = self.stall_timeout {
+            limits.stall_timeout = seconds("stall-timeout", cli.stall_timeout.is_some(), v)?;
+        }
         if let Some(v) = self.drain_timeout {
             limits.drain_timeout = seconds("drain-timeout", cli.drain_timeout.is_some(), v)?;
         }
@@ -462,6 +506,7 @@ impl GatewayOptions {
             policy,
             allow_methods,
             deny_methods,
+            tokens,
             limits,
         })
     }
@@ -553,11 +598,15 @@ pub fn random_seed() -> Result<[u8; 32], String> {
 
 /// Reads an identity key file written by `keygen` (hex seed).
 pub fn read_identity(path: &Path) -> Result<[u8; 32], String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("reading identity file {}: {e}", path.display()))?;
-    let bytes = hex::decode(text.trim())
-        .map_err(|_| format!("{} is not a hex key file from `keygen`", path.display()))?;
-    bytes.try_into().map_err(|_| {
+    let text = zeroize::Zeroizing::new(
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("reading identity file {}: {e}", path.display()))?,
+    );
+    let bytes = zeroize::Zeroizing::new(
+        hex::decode(text.trim())
+            .map_err(|_| format!("{} is not a hex key file from `keygen`", path.display()))?,
+    );
+    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
         format!(
             "{} must hold a 32-octet seed (64 hex digits)",
             path.display()
@@ -619,6 +668,33 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn bearer_tokens_need_an_ingress_that_can_carry_them() {
+        let dir = std::env::temp_dir().join(format!("npamp-config-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tokens = dir.join("tokens");
+        std::fs::write(&tokens, "abcdefghijklmnopqrstuvwxyz\n").unwrap();
+        let o = |ingress: &[&str]| GatewayOptions {
+            insecure_accept_any_peer: true,
+            ingress: ingress.iter().map(|s| (*s).to_owned()).collect(),
+            peer: Some("quic://127.0.0.1:7000".into()),
+            auth_token_file: Some(tokens.clone()),
+            ..Default::default()
+        };
+        let c = o(&["http://127.0.0.1:0", "ws://127.0.0.1:0"])
+            .resolve()
+            .expect("HTTP and WS carry tokens");
+        assert!(c.tokens.is_some());
+        let e = o(&["http://127.0.0.1:0", "tcp://127.0.0.1:0"])
+            .resolve()
+            .unwrap_err();
+        assert_eq!(e.at, "--auth-token-file");
+        assert!(e.message.contains("tcp://"), "{e}");
+        std::fs::write(&tokens, "short\n").unwrap();
+        let e = o(&["http://127.0.0.1:0"]).resolve().unwrap_err();
+        assert!(e.message.contains("at least 16"), "{e}");
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub async fn serve_http(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdo
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(edge.ctx.limits.header_read_timeout)
+                .header_read_timeout(edge.ctx.limits.stall_timeout)
                 .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
             tokio::pin!(conn);
             let result = tokio::select! {
@@ -110,8 +110,47 @@ pub async fn serve_http(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdo
     }
 }
 
+/// 401 for a client without an accepted bearer token.
+fn unauthorized() -> HttpResponse {
+    let body = local_error(
+        None,
+        UNAUTHORIZED_CODE,
+        "unauthorized: missing or unknown bearer token",
+        None,
+    );
+    let mut r = json_response(401, body);
+    r.headers_mut().insert(
+        hyper::header::WWW_AUTHENTICATE,
+        hyper::header::HeaderValue::from_static("Bearer"),
+    );
+    r
+}
+
+/// Whether a client's request headers carry an accepted token (always,
+/// when the gateway has none configured); counts refusals.
+fn authorized(ctx: &super::Ctx, headers: &hyper::HeaderMap) -> bool {
+    let Some(tokens) = &ctx.tokens else {
+        return true;
+    };
+    let ok = tokens.allows(
+        headers
+            .get(hyper::header::AUTHORIZATION)
+            .map(hyper::header::HeaderValue::as_bytes),
+    );
+    if !ok {
+        ctx.metrics.unauthorized.fetch_add(1, Relaxed);
+    }
+    ok
+}
+
+/// The JSON-RPC error code of a 401 answer.
+pub const UNAUTHORIZED_CODE: i32 = -32012;
+
 async fn handle_http(req: Request<hyper::body::Incoming>, edge: &Arc<Edge>) -> HttpResponse {
     let ctx = &edge.ctx;
+    if !authorized(ctx, req.headers()) {
+        return unauthorized();
+    }
     if req.method() != hyper::Method::POST {
         let mut r = status_only(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -157,14 +196,27 @@ async fn handle_http(req: Request<hyper::body::Incoming>, edge: &Arc<Edge>) -> H
     if declared.is_some_and(|n| n > ctx.limits.max_body as u64) {
         return too_large();
     }
-    let body = match Limited::new(req.into_body(), ctx.limits.max_body)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
-        Err(e) => {
+    let body = Limited::new(req.into_body(), ctx.limits.max_body).collect();
+    let body = match tokio::time::timeout(ctx.limits.stall_timeout, body).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Ok(Err(e)) => {
             return status_only(StatusCode::BAD_REQUEST, &format!("reading the body: {e}"));
+        }
+        Err(_) => {
+            ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+            let mut r = status_only(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the body did not arrive within {} s",
+                    ctx.limits.stall_timeout.as_secs_f64()
+                ),
+            );
+            r.headers_mut().insert(
+                hyper::header::CONNECTION,
+                hyper::header::HeaderValue::from_static("close"),
+            );
+            return r;
         }
     };
     match scan(&body, &ctx.scan) {
@@ -290,14 +342,31 @@ impl<R: AsyncRead + Unpin + Send> MessageSource for LineReader<R> {
     }
 }
 
-/// Writes messages for a line-delimited client until the queue closes.
-pub async fn write_lines<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Bytes>) {
+/// Writes messages for a line-delimited client until the queue closes; a
+/// client that takes none of them for `stall` is given up (the queue is
+/// dropped, which ends its session).
+pub async fn write_lines<W: AsyncWrite + Unpin>(
+    mut w: W,
+    mut rx: mpsc::Receiver<Bytes>,
+    stall: Duration,
+    metrics: Arc<super::metrics::Metrics>,
+) {
     while let Some(text) = rx.recv().await {
-        if write_line(&mut w, &text).await.is_err() {
-            return;
-        }
-        if rx.is_empty() && w.flush().await.is_err() {
-            return;
+        let write = async {
+            write_line(&mut w, &text).await?;
+            if rx.is_empty() {
+                w.flush().await?;
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        match tokio::time::timeout(stall, write).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                warn!("client does not read its replies: dropping it");
+                metrics.stalled_clients.fetch_add(1, Relaxed);
+                return;
+            }
         }
     }
     let _ = w.flush().await;
@@ -327,6 +396,14 @@ pub async fn stream_client<S: MessageSource>(
             m = tokio::time::timeout(ctx.limits.idle_timeout, source.next_message()) => m,
             _ = ended => {
                 debug!("association ended: closing the client connection");
+                return;
+            }
+            _ = tx.closed() => {
+                // The writer gave up on the client (it stopped reading):
+                // nothing sent from now on could reach it.
+                if let Some(s) = session {
+                    s.close().await;
+                }
                 return;
             }
         };
@@ -418,7 +495,12 @@ pub async fn serve_tcp(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdow
         tokio::spawn(async move {
             let (r, w) = tcp.into_split();
             let (tx, rx) = mpsc::channel(edge.ctx.limits.session_queue);
-            let writer = tokio::spawn(write_lines(w, rx));
+            let writer = tokio::spawn(write_lines(
+                w,
+                rx,
+                edge.ctx.limits.stall_timeout,
+                edge.ctx.metrics.clone(),
+            ));
             let max = edge.ctx.limits.max_body;
             stream_client(LineReader::new(r, max), tx, edge, Ingress::Tcp).await;
             let _ = writer.await;
@@ -466,9 +548,27 @@ pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown
         let edge = edge.clone();
         tokio::spawn(async move {
             let config = super::ws_config(edge.ctx.limits.max_body);
+            // The callback's signature is tungstenite's (`ErrorResponse` is
+            // an `http::Response`).
+            #[allow(clippy::result_large_err)]
+            let check = |req: &tokio_tungstenite::tungstenite::handshake::server::Request, resp| {
+                if authorized(&edge.ctx, req.headers()) {
+                    return Ok(resp);
+                }
+                let mut refusal =
+                    tokio_tungstenite::tungstenite::handshake::server::ErrorResponse::new(Some(
+                        "unauthorized: missing or unknown bearer token".to_owned(),
+                    ));
+                *refusal.status_mut() = StatusCode::UNAUTHORIZED;
+                refusal.headers_mut().insert(
+                    hyper::header::WWW_AUTHENTICATE,
+                    hyper::header::HeaderValue::from_static("Bearer"),
+                );
+                Err(refusal)
+            };
             let handshake = tokio::time::timeout(
-                edge.ctx.limits.header_read_timeout,
-                tokio_tungstenite::accept_async_with_config(tcp, Some(config)),
+                edge.ctx.limits.stall_timeout,
+                tokio_tungstenite::accept_hdr_async_with_config(tcp, check, Some(config)),
             )
             .await;
             let ws = match handshake {
@@ -484,17 +584,28 @@ pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown
             };
             let (mut sink, stream) = ws.split();
             let (tx, mut rx) = mpsc::channel::<Bytes>(edge.ctx.limits.session_queue);
+            let (stall, metrics) = (edge.ctx.limits.stall_timeout, edge.ctx.metrics.clone());
             let writer = tokio::spawn(async move {
                 while let Some(text) = rx.recv().await {
                     let msg = match tokio_tungstenite::tungstenite::Utf8Bytes::try_from(text) {
                         Ok(t) => Message::Text(t),
                         Err(_) => continue,
                     };
-                    if sink.feed(msg).await.is_err() {
-                        return;
-                    }
-                    if rx.is_empty() && sink.flush().await.is_err() {
-                        return;
+                    let write = async {
+                        sink.feed(msg).await?;
+                        if rx.is_empty() {
+                            sink.flush().await?;
+                        }
+                        Ok::<_, tokio_tungstenite::tungstenite::Error>(())
+                    };
+                    match tokio::time::timeout(stall, write).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return,
+                        Err(_) => {
+                            warn!(%from, "WebSocket client does not read its replies: dropping it");
+                            metrics.stalled_clients.fetch_add(1, Relaxed);
+                            return;
+                        }
                     }
                 }
                 let _ = sink.close().await;
@@ -510,7 +621,12 @@ pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown
 /// stdout are one client session.
 pub async fn serve_stdio(edge: Arc<Edge>) {
     let (tx, rx) = mpsc::channel(edge.ctx.limits.session_queue);
-    let writer = tokio::spawn(write_lines(tokio::io::stdout(), rx));
+    let writer = tokio::spawn(write_lines(
+        tokio::io::stdout(),
+        rx,
+        edge.ctx.limits.stall_timeout,
+        edge.ctx.metrics.clone(),
+    ));
     let max = edge.ctx.limits.max_body;
     stream_client(
         LineReader::new(tokio::io::stdin(), max),

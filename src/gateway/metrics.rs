@@ -138,6 +138,12 @@ pub struct Metrics {
     pub upstream_restarts: AtomicU64,
     /// Frames or messages dropped (malformed, unknown correlation, no client).
     pub dropped: AtomicU64,
+    /// Edge: HTTP requests and WebSocket handshakes refused for a missing
+    /// or unknown bearer token.
+    pub unauthorized: AtomicU64,
+    /// Edge: clients dropped for not moving data (a body that does not
+    /// arrive, replies that are not read).
+    pub stalled_clients: AtomicU64,
     pub latency: Histogram,
     pub upstream_latency: Histogram,
     /// The association listeners' own counters (origin role).
@@ -280,6 +286,16 @@ impl Metrics {
                 "npamp_upstream_restarts_total",
                 "Upstream child processes restarted.",
                 &self.upstream_restarts,
+            ),
+            (
+                "npamp_unauthorized_total",
+                "Client requests and WebSocket handshakes refused: missing or unknown bearer token.",
+                &self.unauthorized,
+            ),
+            (
+                "npamp_stalled_clients_total",
+                "Clients dropped for not moving data within the stall timeout.",
+                &self.stalled_clients,
             ),
             (
                 "npamp_dropped_total",

@@ -9,6 +9,7 @@
 //! One process can be an edge (`ingress` + `peer`), an origin (`listen` +
 //! `upstream`), or both. See `docs/gateway.md` for the edge semantics.
 
+pub mod auth;
 pub mod carry;
 pub mod config;
 pub mod edge;
@@ -70,9 +71,10 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// A session client silent this long (nothing outstanding) is closed.
     pub idle_timeout: Duration,
-    /// An HTTP request's headers (or a WebSocket handshake) must arrive
-    /// within this time (slowloris).
-    pub header_read_timeout: Duration,
+    /// A client must move data within this time, else it is dropped: an
+    /// HTTP request's headers, then its body (slowloris), a WebSocket
+    /// handshake, a reply written to a client that does not read.
+    pub stall_timeout: Duration,
     /// Associations per peer for stateless traffic.
     pub pool_size: usize,
     /// Messages queued for one session's local party.
@@ -94,7 +96,7 @@ impl Default for Limits {
             max_connections: 4096,
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),
-            header_read_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(10),
             pool_size: std::thread::available_parallelism().map_or(2, |n| n.get()),
             session_queue: 256,
             drain_timeout: Duration::from_secs(10),
@@ -160,6 +162,8 @@ pub struct GatewayConfig {
     pub allow_methods: Option<HashSet<String>>,
     /// Origin: these methods are refused with MethodUnsupported.
     pub deny_methods: HashSet<String>,
+    /// Edge: bearer tokens HTTP and WebSocket clients must present.
+    pub tokens: Option<auth::Tokens>,
     pub limits: Limits,
 }
 
@@ -181,6 +185,7 @@ impl GatewayConfig {
             policy: SafetyPolicy::allow_all(),
             allow_methods: None,
             deny_methods: HashSet::new(),
+            tokens: None,
             limits: Limits::default(),
         }
     }
@@ -209,6 +214,7 @@ pub struct Ctx {
     pub policy: SafetyPolicy,
     pub allow_methods: Option<HashSet<String>>,
     pub deny_methods: HashSet<String>,
+    pub tokens: Option<auth::Tokens>,
     pub limits: Limits,
     pub scan: crate::jsonrpc::Limits,
     pub metrics: Arc<Metrics>,
@@ -223,6 +229,7 @@ impl Ctx {
             policy: config.policy,
             allow_methods: config.allow_methods.clone(),
             deny_methods: config.deny_methods.clone(),
+            tokens: config.tokens.clone(),
             scan: crate::jsonrpc::Limits {
                 max_len: config.limits.max_body,
                 max_batch: config.limits.max_batch,
@@ -377,6 +384,14 @@ pub struct Gateway {
 impl Gateway {
     /// Binds every listener and starts serving.
     pub async fn start(config: GatewayConfig) -> Result<Self, GatewayError> {
+        if matches!(
+            config.endpoint.trust,
+            crate::handshake::Trust::InsecureAcceptAny
+        ) {
+            tracing::warn!(
+                "--insecure-accept-any-peer: peer identities are NOT checked; any peer can impersonate the one you expect"
+            );
+        }
         let metrics = Arc::new(Metrics::default());
         let ctx = Arc::new(Ctx::new(&config, metrics.clone()));
         let (shutdown, watch_rx) = watch::channel(false);

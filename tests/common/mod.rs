@@ -1,0 +1,405 @@
+//! Helpers shared by the integration tests: gateway processes on
+//! 127.0.0.1, a mock upstream, clients of every ingress.
+#![allow(dead_code)]
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http_body_util::{BodyExt, Full};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_npamp-gateway");
+
+/// A child process killed when dropped, with what it printed on stdout.
+pub struct Proc {
+    pub child: Child,
+    pub lines: Vec<String>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Proc {
+    /// Starts `npamp-gateway ARGS` and reads stdout until a line starting
+    /// with `ready` appears (the last address it prints).
+    pub async fn start(args: &[&str], ready: &str) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start npamp-gateway");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut reader = BufReader::new(stdout).lines();
+        let mut lines = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = tokio::time::timeout(left, reader.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("{args:?} did not print {ready:?}: {lines:?}"))
+                .expect("read stdout")
+                .unwrap_or_else(|| panic!("{args:?} exited: {lines:?}"));
+            let done = line.starts_with(ready);
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        // Keep draining stdout so the process never blocks on it.
+        tokio::spawn(async move { while let Ok(Some(_)) = reader.next_line().await {} });
+        Proc { child, lines }
+    }
+
+    /// The value after `prefix` on the first line that starts with it.
+    pub fn printed(&self, prefix: &str) -> String {
+        self.lines
+            .iter()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in {:?}", self.lines))
+            .trim()
+            .to_owned()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id().expect("running") as i32
+    }
+}
+
+pub async fn mock(kind: &str) -> (Proc, String) {
+    let p = Proc::start(
+        &[
+            "mock-upstream",
+            "--listen",
+            &format!("{kind}://127.0.0.1:0"),
+        ],
+        "mock upstream",
+    )
+    .await;
+    let url = p.printed("mock upstream ");
+    (p, url)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Up {
+    Http,
+    Ws,
+    Stdio,
+}
+
+/// An edge and an origin process, pinned to each other's identities.
+pub struct Pair {
+    pub _upstream: Option<Proc>,
+    pub origin: Proc,
+    pub edge: Proc,
+    pub keys: tempdir::Dir,
+    pub origin_pub: String,
+}
+
+pub mod tempdir {
+    use std::path::PathBuf;
+
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+    pub struct Dir(pub PathBuf);
+
+    impl Dir {
+        pub fn new() -> Self {
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let p = std::env::temp_dir().join(format!("npamp-pair-{}-{n}", std::process::id()));
+            std::fs::create_dir_all(&p).expect("temp dir");
+            Dir(p)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+pub fn keygen(path: &std::path::Path) -> String {
+    let out = std::process::Command::new(BIN)
+        .args(["keygen", "--out"])
+        .arg(path)
+        .output()
+        .expect("keygen");
+    assert!(out.status.success(), "keygen failed");
+    String::from_utf8(out.stdout)
+        .expect("utf8")
+        .trim()
+        .to_owned()
+}
+
+pub struct PairOptions<'a> {
+    pub transport: &'a str,
+    pub upstream: Up,
+    pub origin_extra: &'a [&'a str],
+    pub edge_extra: &'a [&'a str],
+    /// The edge's ingress schemes (each on 127.0.0.1:0).
+    pub ingresses: &'a [&'a str],
+}
+
+impl Default for PairOptions<'_> {
+    fn default() -> Self {
+        Self {
+            transport: "quic",
+            upstream: Up::Http,
+            origin_extra: &[],
+            edge_extra: &[],
+            ingresses: &["http", "ws", "tcp"],
+        }
+    }
+}
+
+impl Pair {
+    pub async fn start(o: PairOptions<'_>) -> Pair {
+        let keys = tempdir::Dir::new();
+        let (origin_key, edge_key) = (keys.0.join("origin.key"), keys.0.join("edge.key"));
+        let (origin_pub, edge_pub) = (keygen(&origin_key), keygen(&edge_key));
+        let (upstream, up_args): (Option<Proc>, Vec<String>) = match o.upstream {
+            Up::Http => {
+                let (p, url) = mock("http").await;
+                (Some(p), vec!["--upstream".into(), url])
+            }
+            Up::Ws => {
+                let (p, url) = mock("ws").await;
+                (Some(p), vec!["--upstream".into(), url])
+            }
+            Up::Stdio => (
+                None,
+                vec![
+                    "--upstream-cmd".into(),
+                    format!("{BIN} mock-upstream --stdio"),
+                ],
+            ),
+        };
+        let listen = format!("{}://127.0.0.1:0", o.transport);
+        let mut args: Vec<&str> = vec!["serve", "--listen", &listen];
+        args.extend(up_args.iter().map(String::as_str));
+        let origin_key = origin_key.to_string_lossy().into_owned();
+        args.extend(["--identity", &origin_key, "--trust", &edge_pub]);
+        args.extend(o.origin_extra);
+        let origin = Proc::start(&args, "listening on").await;
+        let peer = origin.printed("listening on ");
+        let edge_key = edge_key.to_string_lossy().into_owned();
+        let ingresses: Vec<String> = o
+            .ingresses
+            .iter()
+            .map(|scheme| format!("{scheme}://127.0.0.1:0"))
+            .collect();
+        let mut args = vec!["serve"];
+        for i in &ingresses {
+            args.extend(["--ingress", i.as_str()]);
+        }
+        args.extend([
+            "--peer",
+            &peer,
+            "--identity",
+            &edge_key,
+            "--trust",
+            &origin_pub,
+            "--metrics",
+            "127.0.0.1:0",
+        ]);
+        args.extend(o.edge_extra);
+        let edge = Proc::start(&args, "metrics").await;
+        Pair {
+            _upstream: upstream,
+            origin,
+            edge,
+            keys,
+            origin_pub,
+        }
+    }
+
+    pub fn ingress(&self, scheme: &str) -> String {
+        self.edge
+            .lines
+            .iter()
+            .find_map(|l| l.strip_prefix("ingress ").filter(|u| u.starts_with(scheme)))
+            .unwrap_or_else(|| panic!("no {scheme} ingress in {:?}", self.edge.lines))
+            .to_owned()
+    }
+
+    pub fn peer(&self) -> String {
+        self.origin.printed("listening on ")
+    }
+
+    /// A `connect` (stdio ingress) process with the edge's identity.
+    pub async fn stdio_client(&self) -> Client {
+        let key = self.keys.0.join("edge.key").to_string_lossy().into_owned();
+        Client::stdio(
+            &self.peer(),
+            &["--identity", &key, "--trust", &self.origin_pub],
+        )
+        .await
+    }
+}
+
+/// POSTs a body; returns the status and the body.
+pub async fn post(url: &str, body: &str) -> (u16, String) {
+    post_with(url, body, "application/json").await
+}
+
+pub async fn post_with(url: &str, body: &str, content_type: &str) -> (u16, String) {
+    post_headers(url, body, &[("content-type", content_type)]).await
+}
+
+/// POSTs a body with these headers; returns the status and the body.
+pub async fn post_headers(url: &str, body: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let mut req = hyper::Request::post(url);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .expect("request");
+    let resp = tokio::time::timeout(Duration::from_secs(20), client.request(req))
+        .await
+        .expect("HTTP answer in time")
+        .expect("HTTP answer");
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+pub fn parse(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+/// A message-stream client: WebSocket, TCP or stdio (`connect`).
+pub enum Client {
+    Ws(
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+    ),
+    Lines {
+        write: Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+        read: tokio::io::Lines<BufReader<Box<dyn tokio::io::AsyncRead + Unpin + Send>>>,
+        _proc: Option<Child>,
+    },
+}
+
+impl Client {
+    pub async fn ws(url: &str) -> Client {
+        let (ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("WebSocket");
+        Client::Ws(ws)
+    }
+
+    pub async fn tcp(url: &str) -> Client {
+        let addr = url.strip_prefix("tcp://").expect("tcp URL");
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("TCP");
+        let (r, w) = tcp.into_split();
+        Client::Lines {
+            write: Box::new(w),
+            read: BufReader::new(Box::new(r) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)
+                .lines(),
+            _proc: None,
+        }
+    }
+
+    pub async fn stdio(peer: &str, extra: &[&str]) -> Client {
+        let mut child = Command::new(BIN)
+            .args(["connect", "--peer", peer])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("connect");
+        let write = Box::new(child.stdin.take().expect("stdin"));
+        let read = Box::new(child.stdout.take().expect("stdout"));
+        Client::Lines {
+            write,
+            read: BufReader::new(read as Box<dyn tokio::io::AsyncRead + Unpin + Send>).lines(),
+            _proc: Some(child),
+        }
+    }
+
+    pub async fn send(&mut self, text: &str) {
+        match self {
+            Client::Ws(ws) => ws
+                .send(tokio_tungstenite::tungstenite::Message::Text(text.into()))
+                .await
+                .expect("send"),
+            Client::Lines { write, .. } => {
+                write.write_all(text.as_bytes()).await.expect("send");
+                write.write_all(b"\n").await.expect("send");
+                write.flush().await.expect("flush");
+            }
+        }
+    }
+
+    /// The next message, or `None` when the connection ended.
+    pub async fn recv(&mut self) -> Option<Value> {
+        let next = async {
+            match self {
+                Client::Ws(ws) => loop {
+                    match ws.next().await {
+                        Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t))) => {
+                            return Some(parse(&t));
+                        }
+                        Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_))) | None => {
+                            return None;
+                        }
+                        Some(Ok(_)) => continue,
+                        Some(Err(_)) => return None,
+                    }
+                },
+                Client::Lines { read, .. } => {
+                    read.next_line().await.ok().flatten().map(|l| parse(&l))
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), next)
+            .await
+            .expect("a message in time")
+    }
+
+    pub async fn call(&mut self, req: Value) -> Value {
+        self.send(&req.to_string()).await;
+        self.recv().await.expect("a reply")
+    }
+}
+
+/// GETs a URL; returns the status and the body.
+pub async fn http_get(url: &str) -> (u16, String) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let resp = tokio::time::timeout(
+        Duration::from_secs(20),
+        client.get(url.parse().expect("uri")),
+    )
+    .await
+    .expect("HTTP answer in time")
+    .expect("HTTP answer");
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The value of an unlabelled metric of a gateway process started with
+/// `--metrics` (0 when absent).
+pub async fn metric(gateway: &Proc, name: &str) -> u64 {
+    let (status, text) = http_get(&gateway.printed("metrics ")).await;
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}

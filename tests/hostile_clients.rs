@@ -1,0 +1,225 @@
+//! Clients the edge must not trust: without a bearer token, slowloris
+//! (headers or a body that never finish), a WebSocket client that stops
+//! reading its replies. Each is refused or dropped within its limit, counted
+//! in the metrics, and other clients are served meanwhile.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use futures_util::SinkExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const TOKEN: &str = "client-a-0123456789abcdef";
+const ECHO: &str = r#"{"jsonrpc":"2.0","id":7,"method":"echo","params":["hi"]}"#;
+
+/// Waits (at most `limit`) until `metric(gateway, name)` is at least `want`.
+async fn metric_reaches(gateway: &Proc, name: &str, want: u64, limit: Duration) -> u64 {
+    let deadline = Instant::now() + limit;
+    loop {
+        let v = metric(gateway, name).await;
+        if v >= want || Instant::now() > deadline {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens_guard_http_and_websocket() {
+    let dir = std::env::temp_dir().join(format!("npamp-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("tokens");
+    std::fs::write(&file, format!("# one per line\n{TOKEN}\n")).expect("write");
+    let file = file.to_string_lossy().into_owned();
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http", "ws"],
+        edge_extra: &["--auth-token-file", &file],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let json_ct = ("content-type", "application/json");
+
+    // No token, a wrong one, another scheme: 401 with a JSON-RPC error.
+    let bearer_wrong = "Bearer client-a-0123456789abcdeX".to_owned();
+    let basic = format!("Basic {TOKEN}");
+    for headers in [
+        vec![json_ct],
+        vec![json_ct, ("authorization", bearer_wrong.as_str())],
+        vec![json_ct, ("authorization", basic.as_str())],
+    ] {
+        let (status, body) = post_headers(&http, ECHO, &headers).await;
+        assert_eq!(status, 401, "{headers:?}: {body}");
+        assert_eq!(parse(&body)["error"]["code"], json!(-32012), "{body}");
+    }
+    // The right token: served.
+    let bearer = format!("Bearer {TOKEN}");
+    let (status, body) = post_headers(&http, ECHO, &[json_ct, ("authorization", &bearer)]).await;
+    assert_eq!(
+        (status, parse(&body)["result"].clone()),
+        (200, json!(["hi"])),
+        "{body}"
+    );
+
+    // WebSocket: the handshake is refused without the token.
+    let ws = pair.ingress("ws://");
+    match tokio_tungstenite::connect_async(ws.as_str()).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status().as_u16(), 401)
+        }
+        other => panic!("expected 401, got {:?}", other.map(|_| ())),
+    }
+    let mut req =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(ws.as_str())
+            .expect("request");
+    req.headers_mut()
+        .insert("authorization", bearer.parse().expect("header"));
+    let (mut conn, _) = tokio_tungstenite::connect_async(req)
+        .await
+        .expect("WebSocket with the token");
+    conn.send(tokio_tungstenite::tungstenite::Message::Text(ECHO.into()))
+        .await
+        .expect("send");
+    let reply = futures_util::StreamExt::next(&mut conn)
+        .await
+        .expect("a reply")
+        .expect("a message");
+    let reply: Value = parse(reply.to_text().expect("text"));
+    assert_eq!(reply["result"], json!(["hi"]));
+
+    assert_eq!(metric(&pair.edge, "npamp_unauthorized_total").await, 4);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Reads from `tcp` until the peer closes it (or `limit` passes); what it
+/// sent, and when it closed.
+async fn read_until_closed(
+    tcp: &mut tokio::net::TcpStream,
+    limit: Duration,
+) -> (String, Option<Duration>) {
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = limit.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, tcp.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                return (
+                    String::from_utf8_lossy(&got).into_owned(),
+                    Some(started.elapsed()),
+                );
+            }
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => return (String::from_utf8_lossy(&got).into_owned(), None),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_headers_and_bodies_are_cut_off() {
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        edge_extra: &["--stall-timeout", "1"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let addr = http
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+
+    // 32 clients trickling headers, one byte every 200 ms; 32 sending a
+    // body shorter than their Content-Length and then nothing.
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let addr = addr.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tcp = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+            if i % 2 == 0 {
+                tcp.write_all(b"POST / HTTP/1.1\r\nHost: x\r\n").await.expect("write");
+                let trickle = async {
+                    for b in b"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter().cycle() {
+                        if tcp.write_all(&[*b]).await.is_err() {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                };
+                // The server must close the connection well before 8 s.
+                let closed = tokio::time::timeout(Duration::from_secs(8), trickle).await.is_ok();
+                (closed, String::new())
+            } else {
+                tcp.write_all(
+                    b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+                )
+                .await
+                .expect("write");
+                let (text, closed) = read_until_closed(&mut tcp, Duration::from_secs(8)).await;
+                (closed.is_some(), text)
+            }
+        }));
+    }
+    // Meanwhile an honest client is served.
+    let (status, body) = post(&http, ECHO).await;
+    assert_eq!(status, 200, "{body}");
+    for (i, t) in tasks.into_iter().enumerate() {
+        let (closed, text) = t.await.expect("task");
+        assert!(closed, "slow client {i} was not cut off");
+        if i % 2 == 1 {
+            assert!(text.starts_with("HTTP/1.1 408"), "slow body {i}: {text:?}");
+        }
+    }
+    assert_eq!(metric(&pair.edge, "npamp_stalled_clients_total").await, 32);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_client_that_stops_reading_is_dropped() {
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http", "ws"],
+        edge_extra: &["--stall-timeout", "1"],
+        ..PairOptions::default()
+    })
+    .await;
+    let ws = pair.ingress("ws://");
+    let (conn, _) = tokio_tungstenite::connect_async(ws.as_str())
+        .await
+        .expect("WebSocket");
+    let (mut sink, _never_read) = futures_util::StreamExt::split(conn);
+    // 600 requests whose replies carry 60 kB each (36 MB, more than the
+    // socket buffers hold), and no reading at all.
+    let pad = "x".repeat(60_000);
+    let sender = tokio::spawn(async move {
+        for id in 0..600 {
+            let req = json!({"jsonrpc":"2.0","id":id,"method":"echo","params":[pad]}).to_string();
+            if sink
+                .send(tokio_tungstenite::tungstenite::Message::Text(req.into()))
+                .await
+                .is_err()
+            {
+                return id;
+            }
+        }
+        600
+    });
+    let stalled = metric_reaches(
+        &pair.edge,
+        "npamp_stalled_clients_total",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(stalled, 1, "the non-reading client was not dropped");
+    // Others are served meanwhile, and nothing stays in flight for it.
+    let (status, body) = post(&pair.ingress("http://"), ECHO).await;
+    assert_eq!(status, 200, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(&pair.edge, "npamp_in_flight").await != 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(metric(&pair.edge, "npamp_in_flight").await, 0);
+    sender.abort();
+}
