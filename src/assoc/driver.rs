@@ -23,6 +23,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, oneshot};
 use tracing::{debug, warn};
 
+use super::stats::{AssocStats, ErrorClass};
 use super::transport::{BoxWrite, FrameReader, TransportError};
 use super::{Association, Counters, Event};
 use crate::wire::{ChannelId, FrameType};
@@ -80,6 +81,7 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     peer_identity: [u8; 32],
+    stats: Arc<AssocStats>,
     /// Something to write (or the end).
     wake_writer: Notify,
     /// The writer took the pending octets.
@@ -96,6 +98,21 @@ impl Shared {
         // A panic while sealing cannot leave the octet queues half-written in
         // a way that matters more than losing the association: keep going.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends the association with an error, counted by class once (the
+    /// reader and the writer may both fail).
+    fn fail(&self, class: ErrorClass, message: String) -> End {
+        let why = End::Error(message);
+        let first = {
+            let mut s = self.lock();
+            s.end.is_none().then(|| s.end = Some(why.clone())).is_some()
+        };
+        if first {
+            self.stats.closed(class);
+        }
+        self.finish(why.clone());
+        why
     }
 
     fn finish(&self, why: End) {
@@ -234,6 +251,7 @@ pub(super) fn spawn<S, F>(
     assoc: Association,
     streams: Streams,
     open_bridge: bool,
+    stats: Arc<AssocStats>,
     make_sink: F,
 ) -> AssocHandle
 where
@@ -249,6 +267,7 @@ where
             end: None,
         }),
         peer_identity,
+        stats,
         wake_writer: Notify::new(),
         drained: Notify::new(),
         ended: Notify::new(),
@@ -341,7 +360,7 @@ async fn write_loop(
         spare_control.clear();
         spare_bridge.clear();
         if let Err(e) = result {
-            shared.finish(End::Error(format!("write: {e}")));
+            shared.fail(ErrorClass::Io, format!("write: {e}"));
             break;
         }
         if ended {
@@ -391,7 +410,7 @@ async fn read_loop<S: BridgeSink>(
         let (header, frame) = match next {
             Ok(Some(f)) => f,
             Ok(None) => break End::Eof,
-            Err(e) => break End::Error(e.to_string()),
+            Err(e) => break shared.fail(ErrorClass::of(&e), e.to_string()),
         };
         match on_frame(&shared, &mut sink, &header, frame).await {
             Next::Continue => {}
@@ -453,10 +472,14 @@ async fn on_frame<S: BridgeSink>(
         Ok(Event::CloseAcked) => Next::End(End::LocalClose),
         Ok(Event::Dropped(why)) => {
             debug!(?why, "frame dropped");
+            shared.stats.dropped(why);
             Next::Continue
         }
         Ok(Event::None | Event::Pong { .. }) => Next::Continue,
-        Err(e) => Next::End(End::Error(TransportError::from(e).to_string())),
+        Err(e) => Next::End(shared.fail(
+            ErrorClass::of_assoc(&e),
+            TransportError::from(e).to_string(),
+        )),
     }
 }
 

@@ -14,6 +14,7 @@
 //! an `Instant` argument.
 
 pub mod driver;
+pub mod stats;
 pub mod transport;
 
 use std::collections::HashMap;

@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, info, warn};
 
 use super::driver::{self, AssocHandle, BridgeSink, End, Streams};
+use super::stats::AssocStats;
 use super::{AssocConfig, AssocError, Association, Event, Role};
 use crate::handshake::{
     Client, ClientRandom, Config as HandshakeConfig, Established, HandshakeError, Identity, Server,
@@ -127,7 +128,16 @@ pub struct Endpoint {
     pub handshake_timeout: Duration,
     /// A server's TLS certificate; `None`: self-signed, generated at bind.
     pub tls_files: Option<TlsFiles>,
+    /// A listener runs at most this many handshakes at once; a connection
+    /// beyond that is refused at once (a handshake flood cannot exhaust
+    /// CPU or memory, and established associations keep being served).
+    pub max_handshakes: usize,
+    /// What peers did wrong, for all associations of this endpoint.
+    pub stats: Arc<AssocStats>,
 }
+
+/// Default of [`Endpoint::max_handshakes`].
+pub const DEFAULT_MAX_HANDSHAKES: usize = 256;
 
 impl Endpoint {
     pub fn new(identity_seed: [u8; 32], trust: Trust) -> Self {
@@ -138,6 +148,8 @@ impl Endpoint {
             assoc: AssocConfig::default(),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             tls_files: None,
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
+            stats: Arc::new(AssocStats::default()),
         }
     }
 
@@ -230,7 +242,10 @@ impl FrameReader {
     }
 }
 
-async fn client_handshake(
+/// The client side of the handshake over a stream already connected:
+/// what [`Link::connect`] does after TLS or QUIC is up. Public for tools
+/// and tests that drive an association's frames themselves.
+pub async fn client_handshake(
     ep: &Endpoint,
     reader: &mut FrameReader,
     writer: &mut BoxWrite,
@@ -397,6 +412,7 @@ pub struct Link {
     /// Keeps the QUIC endpoint and connection alive.
     _quic: Option<(quinn::Endpoint, quinn::Connection)>,
     pub handshake_time: Duration,
+    stats: Arc<AssocStats>,
 }
 
 impl Link {
@@ -472,6 +488,7 @@ impl Link {
             bridge,
             _quic: quic,
             handshake_time,
+            stats: ep.stats.clone(),
         })
     }
 
@@ -559,6 +576,7 @@ impl Link {
                 accept_bridge: false,
             },
             open_bridge,
+            self.stats,
             make_sink,
         );
         if let Some(endpoint) = endpoint {
@@ -677,6 +695,18 @@ impl Listener {
         S: BridgeSink,
         F: Fn(AssocHandle) -> S + Send + Sync + 'static,
     {
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(ep.max_handshakes.max(1)));
+        let refuse = {
+            let refused = ep.stats.clone();
+            move |from: SocketAddr| {
+                let n = refused
+                    .handshakes_refused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if n.is_power_of_two() {
+                    warn!(%from, refused = n + 1, "too many handshakes in progress: connection refused");
+                }
+            }
+        };
         let ep = Arc::new(ep);
         let make_sink = Arc::new(make_sink);
         match addr.scheme {
@@ -691,7 +721,17 @@ impl Listener {
                 )?));
                 let task = tokio::spawn(async move {
                     loop {
-                        let Ok((tcp, from)) = listener.accept().await else {
+                        let (tcp, from) = match listener.accept().await {
+                            Ok(accepted) => accepted,
+                            Err(e) => {
+                                // Out of descriptors and the like: pause, do not spin.
+                                warn!(error = %e, "accept failed");
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        };
+                        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+                            refuse(from);
                             continue;
                         };
                         let (acceptor, ep, stats, make_sink) = (
@@ -714,6 +754,7 @@ impl Listener {
                                     &stats,
                                     (FrameReader::new(Box::new(r)), Box::new(w)),
                                     None,
+                                    permit,
                                     &*make_sink,
                                 )
                                 .await
@@ -743,8 +784,13 @@ impl Listener {
                 };
                 let task = tokio::spawn(async move {
                     while let Some(incoming) = endpoint.accept().await {
-                        let (ep, stats, make_sink) = (ep.clone(), stats.clone(), make_sink.clone());
                         let from = incoming.remote_address();
+                        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+                            refuse(from);
+                            incoming.refuse();
+                            continue;
+                        };
+                        let (ep, stats, make_sink) = (ep.clone(), stats.clone(), make_sink.clone());
                         tokio::spawn(async move {
                             let result = async {
                                 let conn = with_timeout(ep.handshake_timeout, async {
@@ -762,6 +808,7 @@ impl Listener {
                                     &stats,
                                     (FrameReader::new(Box::new(r)), Box::new(w)),
                                     Some(conn),
+                                    permit,
                                     &*make_sink,
                                 )
                                 .await
@@ -821,6 +868,7 @@ async fn serve_streams<S, F>(
     stats: &ServeStats,
     (mut reader, mut writer): (FrameReader, BoxWrite),
     quic: Option<quinn::Connection>,
+    permit: tokio::sync::OwnedSemaphorePermit,
     make_sink: &F,
 ) -> Result<(), Ended>
 where
@@ -833,7 +881,10 @@ where
     )
     .await
     {
-        Ok(established) => established,
+        Ok(established) => {
+            drop(permit);
+            established
+        }
         Err(e) => {
             // QUIC can tell the peer why; a TLS stream is just closed.
             if let Some(conn) = &quic {
@@ -877,6 +928,7 @@ where
             accept_bridge,
         },
         false,
+        ep.stats.clone(),
         make_sink,
     );
     handle.ended().await;

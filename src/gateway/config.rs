@@ -90,6 +90,10 @@ pub struct GatewayOptions {
     /// Give up an N-PAMP handshake after this many seconds [default: 10].
     #[arg(long, value_name = "SECONDS")]
     pub handshake_timeout: Option<u64>,
+    /// Handshakes a listener runs at once; further connections are refused
+    /// until one finishes (handshake floods) [default: 256].
+    #[arg(long, value_name = "N")]
+    pub max_handshakes: Option<usize>,
     /// TLS certificate chain (PEM) for the listeners instead of a
     /// self-signed one.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -234,6 +238,7 @@ impl GatewayOptions {
             identity,
             trust,
             handshake_timeout,
+            max_handshakes,
             tls_cert,
             tls_key,
             max_body,
@@ -425,6 +430,16 @@ impl GatewayOptions {
         let mut endpoint = Endpoint::new(seed, trust);
         if let Some(s) = self.handshake_timeout {
             endpoint.handshake_timeout = Duration::from_secs(s.max(1));
+        }
+        if let Some(n) = self.max_handshakes {
+            if n == 0 {
+                return Err(err(
+                    "max-handshakes",
+                    cli.max_handshakes.is_some(),
+                    "must be at least 1".into(),
+                ));
+            }
+            endpoint.max_handshakes = n;
         }
         if let (Some(cert_chain), Some(private_key)) = (&self.tls_cert, &self.tls_key) {
             endpoint.tls_files = Some(TlsFiles {

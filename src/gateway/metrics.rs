@@ -148,9 +148,20 @@ pub struct Metrics {
     pub upstream_latency: Histogram,
     /// The association listeners' own counters (origin role).
     pub serve: crate::assoc::transport::ServeStats,
+    /// What peers did wrong (drops, errors by class, refused handshakes):
+    /// the endpoint's counters, shared by all its associations.
+    pub assoc: std::sync::Arc<crate::assoc::stats::AssocStats>,
 }
 
 impl Metrics {
+    /// Metrics that also report the association counters of an endpoint.
+    pub fn with_assoc_stats(assoc: std::sync::Arc<crate::assoc::stats::AssocStats>) -> Self {
+        Self {
+            assoc,
+            ..Self::default()
+        }
+    }
+
     pub fn request(&self, ingress: Ingress) {
         self.requests[ingress as usize].fetch_add(1, Relaxed);
     }
@@ -306,6 +317,46 @@ impl Metrics {
             counter(&mut o, name, help);
             let _ = writeln!(o, "{name} {}", v.load(Relaxed));
         }
+        counter(
+            &mut o,
+            "npamp_frames_dropped_total",
+            "Frames dropped under the receive rules without closing the association, by reason.",
+        );
+        let a = &self.assoc;
+        for (reason, v) in [
+            ("unknown_channel", &a.dropped_unknown_channel),
+            ("forged_close", &a.dropped_forged_close),
+            ("unknown_frame_type", &a.dropped_unknown_frame_type),
+        ] {
+            let _ = writeln!(
+                o,
+                "npamp_frames_dropped_total{{reason=\"{reason}\"}} {}",
+                v.load(Relaxed)
+            );
+        }
+        counter(
+            &mut o,
+            "npamp_associations_failed_total",
+            "Associations closed for an error, by class (tampered, out_of_sequence, malformed, io).",
+        );
+        for class in crate::assoc::stats::ErrorClass::ALL {
+            let _ = writeln!(
+                o,
+                "npamp_associations_failed_total{{class=\"{}\"}} {}",
+                class.name(),
+                a.closed_counter(class).load(Relaxed)
+            );
+        }
+        counter(
+            &mut o,
+            "npamp_handshakes_refused_total",
+            "Connections refused because too many handshakes were in progress.",
+        );
+        let _ = writeln!(
+            o,
+            "npamp_handshakes_refused_total {}",
+            a.handshakes_refused.load(Relaxed)
+        );
         for (name, help, h) in [
             (
                 "npamp_request_duration_seconds",
@@ -345,5 +396,22 @@ mod tests {
         assert!(text.contains("npamp_request_duration_seconds_bucket{le=\"10\"} 1"));
         assert!(text.contains("npamp_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
         assert!(text.contains("npamp_request_duration_seconds_count 2"));
+    }
+
+    #[test]
+    fn renders_what_peers_did_wrong() {
+        use crate::assoc::stats::{AssocStats, ErrorClass};
+        let stats = std::sync::Arc::new(AssocStats::default());
+        let m = Metrics::with_assoc_stats(stats.clone());
+        stats.dropped(crate::assoc::Drop::ForgedClose);
+        stats.closed(ErrorClass::OutOfSequence);
+        stats.closed(ErrorClass::OutOfSequence);
+        stats.handshakes_refused.fetch_add(3, Relaxed);
+        let text = m.render();
+        assert!(text.contains("npamp_frames_dropped_total{reason=\"forged_close\"} 1"));
+        assert!(text.contains("npamp_frames_dropped_total{reason=\"unknown_channel\"} 0"));
+        assert!(text.contains("npamp_associations_failed_total{class=\"out_of_sequence\"} 2"));
+        assert!(text.contains("npamp_associations_failed_total{class=\"tampered\"} 0"));
+        assert!(text.contains("npamp_handshakes_refused_total 3"));
     }
 }

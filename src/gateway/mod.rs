@@ -392,7 +392,7 @@ impl Gateway {
                 "--insecure-accept-any-peer: peer identities are NOT checked; any peer can impersonate the one you expect"
             );
         }
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::with_assoc_stats(config.endpoint.stats.clone()));
         let ctx = Arc::new(Ctx::new(&config, metrics.clone()));
         let (shutdown, watch_rx) = watch::channel(false);
         let mut listeners = Vec::new();
