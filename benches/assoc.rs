@@ -105,6 +105,7 @@ fn bridge_frames(c: &mut Criterion) {
         let server = quic_endpoint(
             "127.0.0.1:0".parse().expect("addr"),
             Some(quinn::ServerConfig::with_crypto(Arc::new(crypto))),
+            quinn::EndpointConfig::default(),
         )
         .expect("server endpoint");
         let server_addr = server.local_addr().expect("addr");
@@ -122,7 +123,12 @@ fn bridge_frames(c: &mut Criterion) {
                 counter.fetch_add(n as u64, Ordering::Relaxed);
             }
         });
-        let client = quic_endpoint("127.0.0.1:0".parse().expect("addr"), None).expect("client");
+        let client = quic_endpoint(
+            "127.0.0.1:0".parse().expect("addr"),
+            None,
+            quinn::EndpointConfig::default(),
+        )
+        .expect("client");
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(
             tls_client_config(ALPN).expect("tls"),
         )

@@ -64,6 +64,8 @@ pub enum Outcome {
         code: i64,
         status: Option<u16>,
     },
+    /// A success whose result is not the request's echo (`verify_echo`).
+    WrongResult,
     /// No JSON-RPC answer: connection failure, HTTP error page, ...
     Transport(String),
     Timeout,
@@ -100,6 +102,9 @@ pub struct Stats {
     answered: Vec<u64>,
     expired: Vec<u64>,
     expect_error: Vec<bool>,
+    /// Successes whose result was not the request's own params, for
+    /// messages with `verify_echo`.
+    pub wrong_result: u64,
 }
 
 impl Stats {
@@ -129,6 +134,7 @@ impl Stats {
             answered: Vec::new(),
             expired: Vec::new(),
             expect_error,
+            wrong_result: 0,
         }
     }
 
@@ -175,9 +181,16 @@ impl Stats {
             Outcome::Timeout => Self::mark(&mut self.expired, e.id),
             _ => Self::mark(&mut self.answered, e.id),
         }
-        let replied = matches!(outcome, Outcome::Ok | Outcome::Error { .. });
+        let replied = matches!(
+            outcome,
+            Outcome::Ok | Outcome::Error { .. } | Outcome::WrongResult
+        );
         match outcome {
             Outcome::Ok => self.ok += 1,
+            Outcome::WrongResult => {
+                self.wrong_result += 1;
+                self.per_second[second].1 += 1;
+            }
             Outcome::Error { code, status } => {
                 *self.error_codes.entry(code).or_default() += 1;
                 if let Some(s) = status {
@@ -216,7 +229,7 @@ impl Stats {
     }
 
     pub fn answered(&self) -> u64 {
-        self.ok + self.expected_errors + self.unexpected_errors
+        self.ok + self.expected_errors + self.unexpected_errors + self.wrong_result
     }
 
     /// Requests that got no reply of any kind yet.
@@ -234,6 +247,8 @@ pub struct Run {
     sent: [AtomicU64; 3],
     next_id: AtomicU64,
     timeout: Duration,
+    /// Per message of the mix: check successes against the echo.
+    verify_echo: Vec<bool>,
 }
 
 impl Run {
@@ -270,6 +285,14 @@ pub async fn run(
     seed: u64,
     mut progress: impl FnMut(&mut Stats, Duration) + Send,
 ) -> Result<Stats, String> {
+    if matches!(target, Target::Ws(_) | Target::Tcp(_))
+        && scenario.mix.messages.iter().any(|m| m.verify_echo)
+    {
+        return Err(
+            "verify_echo is checked on http:// and npamp targets only (a WebSocket or TCP reply is matched by id alone)"
+                .into(),
+        );
+    }
     let mut generator = Generator::new(scenario, seed)?;
     let methods = generator.methods().len();
     let expect_error = scenario
@@ -289,6 +312,12 @@ pub async fn run(
         next_id: AtomicU64::new(1),
         sent: Default::default(),
         timeout: scenario.timeout(),
+        verify_echo: scenario
+            .mix
+            .messages
+            .iter()
+            .map(|m| m.verify_echo)
+            .collect(),
     });
     let connections = scenario.connections;
     // Connections: each takes jobs from its queue.
@@ -571,11 +600,32 @@ fn own_success(job: &Job, body: &[u8]) -> Option<Expect> {
     }
 }
 
+/// Whether reply `v` carries, as its result, the params of the request
+/// with id `id` in `request` (one object or a batch).
+fn echoes(request: &[u8], id: u64, v: &Value) -> bool {
+    let Ok(sent) = serde_json::from_slice::<Value>(request) else {
+        return false;
+    };
+    let own = |o: &Value| o.get("id").and_then(Value::as_u64) == Some(id);
+    let params = match &sent {
+        Value::Array(elements) => elements.iter().find(|o| own(o)),
+        o => Some(o).filter(|o| own(o)),
+    }
+    .and_then(|o| o.get("params"));
+    params.is_some() && params == v.get("result")
+}
+
 /// Matches the objects of a reply (one, or a batch array) to what the send
 /// expected.
-fn settle(run: &Run, job: &Job, body: &[u8], status: Option<u16>) {
+fn settle(run: &Run, job: &Job, request: &[u8], body: &[u8], status: Option<u16>) {
+    let verifies = |e: &Expect| run.verify_echo.get(e.message).copied().unwrap_or(false);
+    // With `verify_echo`, a success is judged against its request's params.
+    let judge = |e: &Expect, v: &Value| match classify(v, status) {
+        Outcome::Ok if verifies(e) && !echoes(request, e.id, v) => Outcome::WrongResult,
+        outcome => outcome,
+    };
     if status.is_none()
-        && let Some(e) = own_success(job, body)
+        && let Some(e) = own_success(job, body).filter(|e| !verifies(e))
     {
         run.stats().complete(e, job.intended, Outcome::Ok);
         return;
@@ -624,7 +674,7 @@ fn settle(run: &Run, job: &Job, body: &[u8], status: Option<u16>) {
         {
             Some(slot) => {
                 if let Some(e) = slot.take() {
-                    s.complete(e, job.intended, classify(v, status));
+                    s.complete(e, job.intended, judge(&e, v));
                 }
             }
             None => {
@@ -907,8 +957,8 @@ async fn http_worker(uri: hyper::Uri, mut source: Source, run: Arc<Run>) {
         }
     };
     while let Some(mut job) = source.next(&run).await {
-        let body = Bytes::from(std::mem::take(&mut job.send.text));
-        match tokio::time::timeout(run.timeout, conn.send(body)).await {
+        let request = Bytes::from(std::mem::take(&mut job.send.text));
+        match tokio::time::timeout(run.timeout, conn.send(request.clone())).await {
             Ok(Ok((status, body))) => {
                 let status = (status != 200).then_some(status);
                 if let Some(code) = status
@@ -919,7 +969,7 @@ async fn http_worker(uri: hyper::Uri, mut source: Source, run: Arc<Run>) {
                     *s.http_status.entry(code).or_default() += 1;
                     continue;
                 }
-                settle(&run, &job, &body, status);
+                settle(&run, &job, &request, &body, status);
             }
             Ok(Err(what)) => fail_all(&run, &job, &what),
             Err(_) => {
@@ -988,7 +1038,7 @@ async fn npamp_worker(
         } else {
             bodies.first().map(|b| b.to_vec()).unwrap_or_default()
         };
-        settle(&run, &job, &body, None);
+        settle(&run, &job, &text, &body, None);
     }
 }
 

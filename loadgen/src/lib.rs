@@ -7,10 +7,14 @@
 //! - [`engine`]: the schedule, the targets (HTTP, WebSocket, TCP, N-PAMP)
 //!   and the accounting;
 //! - [`report`]: the table, the JSON summary, the SVG report;
-//! - [`compare`]: two summaries side by side, with a regression threshold.
+//! - [`compare`]: two summaries side by side, with a regression threshold;
+//! - [`impair`]: a lossy, slow UDP path for fault injection;
+//! - [`slow`]: slow clients (slowloris, unread WebSocket replies).
 
 pub mod compare;
 pub mod engine;
+pub mod impair;
 pub mod report;
 pub mod scenario;
+pub mod slow;
 pub mod template;

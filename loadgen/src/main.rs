@@ -88,6 +88,44 @@ enum Command {
         #[command(flatten)]
         behavior: mock::MockOptions,
     },
+    /// A lossy, slow UDP path (a QUIC association's) for fault injection:
+    /// datagrams from clients to --to and back are dropped and delayed as
+    /// `tc netem loss P delay D J` would, where netem is not available.
+    /// Prints the counts on exit (Ctrl-C / SIGTERM).
+    Impair {
+        /// Where clients send (HOST:PORT; port 0 picks one, printed).
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// The server the datagrams are for (HOST:PORT).
+        #[arg(long)]
+        to: std::net::SocketAddr,
+        /// Share of datagrams dropped, each direction (0–1).
+        #[arg(long, default_value_t = 0.05)]
+        loss: f64,
+        /// Base delay, milliseconds, each direction.
+        #[arg(long, default_value_t = 20.0)]
+        delay_ms: f64,
+        /// Each datagram's delay is uniform in delay ± jitter, milliseconds.
+        #[arg(long, default_value_t = 10.0)]
+        jitter_ms: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Slow clients (slowloris headers, a body that never finishes, a
+    /// WebSocket client that never reads) held against an ingress for a
+    /// while; prints how many the server cut off, and after how long.
+    Slow {
+        /// HOST:PORT of the HTTP (headers, body) or WebSocket ingress.
+        #[arg(long)]
+        target: String,
+        #[arg(long, value_enum)]
+        mode: npamp_loadgen::slow::Mode,
+        #[arg(long, default_value_t = 100)]
+        connections: usize,
+        /// Seconds to hold them.
+        #[arg(long, default_value_t = 30.0)]
+        duration: f64,
+    },
     /// Compare two JSON summaries; exit 5 when NEW regressed beyond the
     /// threshold (throughput down or p99 up by more than it, or more lost).
     Compare {
@@ -117,6 +155,63 @@ fn main() -> ExitCode {
             Ok(true) => ExitCode::from(EXIT_REGRESSION),
             Err(e) => fail(EXIT_USAGE, &e),
         },
+        Command::Impair {
+            listen,
+            to,
+            loss,
+            delay_ms,
+            jitter_ms,
+            seed,
+        } => {
+            let ms = |v: f64, what: &str| {
+                if v.is_finite() && (0.0..=60_000.0).contains(&v) {
+                    Ok(Duration::from_secs_f64(v / 1000.0))
+                } else {
+                    Err(anyhow::anyhow!("--{what}: {v} is not 0–60000 ms"))
+                }
+            };
+            let how = match (ms(delay_ms, "delay-ms"), ms(jitter_ms, "jitter-ms")) {
+                (Ok(delay), Ok(jitter)) if (0.0..=1.0).contains(&loss) => {
+                    npamp_loadgen::impair::Impairment {
+                        loss,
+                        delay,
+                        jitter,
+                    }
+                }
+                (Err(e), _) | (_, Err(e)) => return fail(EXIT_USAGE, &e),
+                _ => return fail(EXIT_USAGE, &anyhow::anyhow!("--loss {loss}: not 0–1")),
+            };
+            match runtime().and_then(|rt| rt.block_on(impair(listen, to, how, seed))) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(EXIT_RUN, &e),
+            }
+        }
+        Command::Slow {
+            target,
+            mode,
+            connections,
+            duration,
+        } => {
+            if !(duration.is_finite() && duration > 0.0 && duration < 1e6) {
+                return fail(
+                    EXIT_USAGE,
+                    &anyhow::anyhow!("--duration {duration}: a positive number of seconds"),
+                );
+            }
+            let run = npamp_loadgen::slow::run(
+                target,
+                mode,
+                connections,
+                Duration::from_secs_f64(duration),
+            );
+            match runtime().map(|rt| rt.block_on(run)) {
+                Ok(stats) => {
+                    println!("{stats}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(EXIT_RUN, &e),
+            }
+        }
         Command::Upstream { listen, behavior } => {
             match runtime().and_then(|rt| rt.block_on(upstream(listen, behavior.behavior()))) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -206,6 +301,26 @@ async fn upstream(listen: Vec<MockAddr>, behavior: Arc<mock::Behavior>) -> anyho
         println!("mock upstream {bound}");
     }
     tokio::signal::ctrl_c().await?;
+    Ok(())
+}
+
+async fn impair(
+    listen: std::net::SocketAddr,
+    to: std::net::SocketAddr,
+    how: npamp_loadgen::impair::Impairment,
+    seed: u64,
+) -> anyhow::Result<()> {
+    let stats = Arc::new(npamp_loadgen::impair::PathStats::default());
+    let path = npamp_loadgen::impair::run(listen, to, how, seed, stats.clone(), |a| {
+        println!("impaired path {a} -> {to}");
+    });
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = path => r.with_context(|| format!("the path {listen} -> {to}"))?,
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    println!("{stats}");
     Ok(())
 }
 
@@ -348,7 +463,7 @@ async fn run(
         );
     }
     if summary.accounting_failed() {
-        eprintln!("ACCOUNTING FAILED: lost, duplicated or mismatched replies");
+        eprintln!("ACCOUNTING FAILED: lost, duplicated, mismatched or wrong-result replies");
     }
     Ok(summary)
 }

@@ -53,6 +53,9 @@ pub struct Accounting {
     pub duplicated: u64,
     pub late: u64,
     pub mismatched: u64,
+    /// Successes that were not the request's echo (`verify_echo`).
+    #[serde(default)]
+    pub wrong_result: u64,
 }
 
 /// One SLO check.
@@ -147,6 +150,7 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         duplicated: s.duplicated,
         late: s.late,
         mismatched: s.mismatched,
+        wrong_result: s.wrong_result,
     };
     let latency = Latency::of(&s.overall);
     let per_method = scenario
@@ -214,7 +218,7 @@ impl Summary {
     /// Lost, duplicated or mismatched replies: the accounting did not close.
     pub fn accounting_failed(&self) -> bool {
         let a = &self.accounting;
-        a.lost > 0 || a.duplicated > 0 || a.mismatched > 0
+        a.lost > 0 || a.duplicated > 0 || a.mismatched > 0 || a.wrong_result > 0
     }
 
     /// The final table.
@@ -255,8 +259,8 @@ impl Summary {
         );
         let _ = writeln!(
             o,
-            "timed out  {} ({} answered late)   lost {}   duplicated {}   mismatched {}",
-            a.timed_out, a.late, a.lost, a.duplicated, a.mismatched
+            "timed out  {} ({} answered late)   lost {}   duplicated {}   mismatched {}   wrong result {}",
+            a.timed_out, a.late, a.lost, a.duplicated, a.mismatched, a.wrong_result
         );
         let _ = writeln!(o, "throughput {:.0} replies/s", self.throughput);
         let l = &self.latency_ms;

@@ -111,6 +111,12 @@ pub struct Message {
     /// error-rate SLO).
     #[serde(default)]
     pub expect_error: bool,
+    /// The upstream echoes (the mock's `echo`): a success must carry this
+    /// request's own `params` as its `result`. Anything else (a reply
+    /// made up on the way, or another request's) counts as `wrong_result`
+    /// and fails the accounting. Checked on http:// and npamp targets.
+    #[serde(default)]
+    pub verify_echo: bool,
 }
 
 fn default_weight() -> f64 {

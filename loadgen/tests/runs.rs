@@ -544,3 +544,62 @@ async fn the_svg_report_has_its_three_charts() {
         assert!(svg.contains(label), "{label}");
     }
 }
+
+/// `verify_echo`: a success that is not the request's own echo (here the
+/// mock pads its results, as a reply made up or cross-wired on the way
+/// would differ; any method but the mock's fixed ones echoes) is counted as a wrong result and fails the accounting;
+/// the true echo passes, single and in batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_echo_catches_successes_that_are_not_the_echo() {
+    use npamp_gateway::mock::Behavior;
+    use std::sync::Arc;
+    let s = Scenario::parse(
+        r#"
+name = "echo"
+duration = 0.5
+connections = 2
+[load]
+model = "open"
+rate = 400
+[mix]
+batch_share = 0.3
+batch_size = 3
+[[mix.message]]
+method = "get"
+params = '{"n": {seq}, "r": {rand:1000}}'
+verify_echo = true
+"#,
+        "echo",
+    )
+    .expect("scenario");
+    for pad in [0, 8] {
+        let behavior = Arc::new(Behavior::new(
+            Default::default(),
+            0.0,
+            pad,
+            Default::default(),
+        ));
+        let addr: MockAddr = "http://127.0.0.1:0".parse().expect("addr");
+        let MockAddr::Http(a) = mock::spawn(addr, None, behavior).await.expect("mock") else {
+            unreachable!("http")
+        };
+        let target = Target::Http(format!("http://{a}/").parse().expect("uri"));
+        let stats = engine::run(&s, target, 5, |_, _| {}).await.expect("run");
+        let summary = report::summarize(&stats, &s, "http", "test".into());
+        let a = &summary.accounting;
+        assert!(a.sent_requests > 100 && a.sent_batches > 0, "{a:?}");
+        if pad == 0 {
+            assert_eq!((a.wrong_result, a.ok), (0, a.sent_requests), "{a:?}");
+            assert!(!summary.accounting_failed());
+        } else {
+            assert_eq!((a.wrong_result, a.ok), (a.sent_requests, 0), "{a:?}");
+            assert!(summary.accounting_failed());
+        }
+    }
+    // A WebSocket target cannot be checked: refused, not silently skipped.
+    let e = engine::run(&s, Target::Ws("ws://127.0.0.1:9".into()), 5, |_, _| {})
+        .await
+        .err()
+        .expect("refused");
+    assert!(e.contains("verify_echo"), "{e}");
+}

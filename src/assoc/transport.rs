@@ -448,7 +448,7 @@ impl Link {
                 }
                 .parse()
                 .map_err(|_| TransportError::BadUrl(peer.to_string()))?;
-                let endpoint = quic_endpoint(bind, None)?;
+                let endpoint = quic_endpoint(bind, None, quinn::EndpointConfig::default())?;
                 let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
                     .map_err(|e| TransportError::Certificate(e.to_string()))?;
                 let mut config = quinn::ClientConfig::new(Arc::new(crypto));
@@ -620,6 +620,7 @@ impl Link {
 pub fn quic_endpoint(
     bind: SocketAddr,
     server: Option<quinn::ServerConfig>,
+    config: quinn::EndpointConfig,
 ) -> Result<quinn::Endpoint, TransportError> {
     let domain = if bind.is_ipv6() {
         socket2::Domain::IPV6
@@ -648,11 +649,35 @@ pub fn quic_endpoint(
     let runtime = quinn::default_runtime()
         .ok_or_else(|| std::io::Error::other("no async runtime for QUIC"))?;
     Ok(quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
+        config,
         server,
         socket.into(),
         runtime,
     )?)
+}
+
+/// A server endpoint's QUIC configuration with keys derived from its
+/// identity seed (HMAC-SHA-256 under fixed labels, so the seed itself is
+/// not exposed): the stateless-reset key and the key that validates
+/// connection ids. Both stay the same across a restart, so a restarted
+/// gateway recognises its predecessor's connection ids and answers their
+/// packets with a reset the peer can verify (RFC 9000 §10.3): the peer
+/// learns at once that the connection is gone instead of waiting for its
+/// idle timeout.
+pub fn stable_endpoint_config(identity_seed: &[u8; 32]) -> quinn::EndpointConfig {
+    use aws_lc_rs::hmac;
+    let derive = hmac::Key::new(hmac::HMAC_SHA256, identity_seed);
+    let reset = hmac::sign(&derive, b"npamp-gateway QUIC stateless reset key v1");
+    let cid = hmac::sign(&derive, b"npamp-gateway QUIC connection id key v1");
+    let mut cid_key = [0u8; 8];
+    cid_key.copy_from_slice(&cid.as_ref()[..8]);
+    let cid_key = u64::from_be_bytes(cid_key);
+    let mut config =
+        quinn::EndpointConfig::new(Arc::new(hmac::Key::new(hmac::HMAC_SHA256, reset.as_ref())));
+    config.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
+    config
 }
 
 /// Counters a server keeps over all its listeners.
@@ -777,6 +802,7 @@ impl Listener {
                 let endpoint = quic_endpoint(
                     addr.addr,
                     Some(quinn::ServerConfig::with_crypto(Arc::new(crypto))),
+                    stable_endpoint_config(&ep.identity_seed),
                 )?;
                 let local = PeerAddr {
                     scheme: Scheme::Quic,

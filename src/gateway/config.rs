@@ -111,7 +111,8 @@ pub struct GatewayOptions {
     /// Requests in flight, whole gateway [default: 16384].
     #[arg(long, value_name = "N")]
     pub max_in_flight: Option<usize>,
-    /// Requests in flight, one client session [default: 1024].
+    /// Requests in flight, one client session; with the message sizes this
+    /// bounds the memory one client can hold [default: 128].
     #[arg(long, value_name = "N")]
     pub max_in_flight_per_connection: Option<usize>,
     /// Client connections per ingress [default: 4096].

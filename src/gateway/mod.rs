@@ -92,7 +92,7 @@ impl Default for Limits {
             max_body: MAX_BODY_LIMIT,
             max_batch: 100,
             max_in_flight: 16_384,
-            max_in_flight_per_connection: 1024,
+            max_in_flight_per_connection: 128,
             max_connections: 4096,
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),

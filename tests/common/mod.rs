@@ -97,7 +97,11 @@ pub enum Up {
 
 /// An edge and an origin process, pinned to each other's identities.
 pub struct Pair {
-    pub _upstream: Option<Proc>,
+    pub upstream: Option<Proc>,
+    /// The mock upstream's URL (HTTP and WebSocket upstreams).
+    pub upstream_url: Option<String>,
+    /// The origin's command line, with its listener's actual address.
+    pub origin_args: Vec<String>,
     pub origin: Proc,
     pub edge: Proc,
     pub keys: tempdir::Dir,
@@ -191,6 +195,20 @@ impl Pair {
         args.extend(o.origin_extra);
         let origin = Proc::start(&args, "listening on").await;
         let peer = origin.printed("listening on ");
+        let origin_args: Vec<String> = args
+            .iter()
+            .map(|a| {
+                if *a == listen {
+                    peer.clone()
+                } else {
+                    (*a).to_owned()
+                }
+            })
+            .collect();
+        let upstream_url = match o.upstream {
+            Up::Stdio => None,
+            _ => up_args.get(1).cloned(),
+        };
         let edge_key = edge_key.to_string_lossy().into_owned();
         let ingresses: Vec<String> = o
             .ingresses
@@ -214,12 +232,50 @@ impl Pair {
         args.extend(o.edge_extra);
         let edge = Proc::start(&args, "metrics").await;
         Pair {
-            _upstream: upstream,
+            upstream,
+            upstream_url,
+            origin_args,
             origin,
             edge,
             keys,
             origin_pub,
         }
+    }
+
+    /// kill -9 the mock upstream.
+    pub fn kill_upstream(&mut self) {
+        if let Some(mut p) = self.upstream.take() {
+            let _ = p.child.start_kill();
+        }
+    }
+
+    /// Starts the mock upstream again at `url` (its old address).
+    pub async fn restart_upstream(&mut self, url: &str) {
+        let listen = url.trim_end_matches('/');
+        self.upstream =
+            Some(Proc::start(&["mock-upstream", "--listen", listen], "mock upstream").await);
+    }
+
+    /// SIGTERM the origin, wait until it has drained and exited, and start
+    /// it again on the same address.
+    pub async fn restart_origin(&mut self) {
+        self.restart_origin_with("-TERM").await;
+    }
+
+    /// Sends the origin `signal` (`-TERM`, `-KILL`), waits until it has
+    /// exited, and starts it again on the same address.
+    pub async fn restart_origin_with(&mut self, signal: &str) {
+        let pid = self.origin.pid();
+        let _ = std::process::Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status();
+        let exited = tokio::time::timeout(Duration::from_secs(15), self.origin.child.wait()).await;
+        assert!(
+            matches!(exited, Ok(Ok(_))),
+            "origin did not exit on {signal}"
+        );
+        let args: Vec<&str> = self.origin_args.iter().map(String::as_str).collect();
+        self.origin = Proc::start(&args, "listening on").await;
     }
 
     pub fn ingress(&self, scheme: &str) -> String {
