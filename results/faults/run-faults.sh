@@ -9,7 +9,7 @@
 #                  QUIC path (npamp-loadgen impair: a netem-like UDP path;
 #                  this kernel has no sch_netem), for the whole run
 #   overload       twice the measured capacity for 30 s (edge in-flight
-#                  limit 256), between stretches at half capacity
+#                  limit 256), between stretches at a quarter of it
 #   slow-clients   200 slowloris header trickles, 200 unfinished bodies and
 #                  4 WebSocket clients that never read, held for 20 s
 # For each: every request got exactly one answer (success or a documented
@@ -165,9 +165,9 @@ print(head.replace("connections = 64", "connections = 1024"))
 print(f"""[load]
 model = "open"
 stages = [
-  {{ rate = {cap // 2}, duration = 10 }},
+  {{ rate = {cap // 4}, duration = 10 }},
   {{ rate = {cap * 2}, duration = 30 }},
-  {{ rate = {cap // 2}, duration = 15 }},
+  {{ rate = {cap // 4}, duration = 15 }},
 ]
 [mix]{mix}""")
 EOF

@@ -110,11 +110,24 @@ impl Edge {
                 ));
             }
         };
-        if let Err(gone) = out.send(&pooled.handle, self.ctx.protocol, &corr).await {
-            lock(&pooled.table).abandon(&corr);
-            return Reply::Failed(gone.into());
+        // One deadline for the whole request: a send that waits for room on
+        // a backed-up association counts against it too. Sealing happens
+        // at once or not at all, so a send cut off by the deadline sent
+        // nothing.
+        let deadline = tokio::time::Instant::now() + self.ctx.limits.request_timeout;
+        let sent = out.send(&pooled.handle, self.ctx.protocol, &corr);
+        match tokio::time::timeout_at(deadline, sent).await {
+            Ok(Ok(())) => {}
+            Ok(Err(gone)) => {
+                lock(&pooled.table).abandon(&corr);
+                return Reply::Failed(gone.into());
+            }
+            Err(_) => {
+                lock(&pooled.table).abandon(&corr);
+                return Reply::Failed(Failure::Timeout);
+            }
         }
-        match tokio::time::timeout(self.ctx.limits.request_timeout, rx).await {
+        match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => {
                 Reply::Failed(Failure::Lost("the association dropped the request".into()))
