@@ -51,7 +51,9 @@ WS=$(grep -m1 '^ingress ws' "$TMP/edge.out" | sed 's/^ingress //')
 "$LG" run results/soak/soak.toml --target "$HTTP/" --rate "$RATE" --duration "$SECONDS_" \
   --out "$OUT/http" --quiet >"$OUT/http.txt" 2>&1 &
 HTTP_LOAD=$!
-"$LG" run results/soak/soak.toml --target "$WS" --rate "$((RATE / 5))" --duration "$SECONDS_" \
+# A WebSocket reply is matched by id alone (verify_echo is for HTTP).
+sed '/^verify_echo/d' results/soak/soak.toml >"$TMP/soak-ws.toml"
+"$LG" run "$TMP/soak-ws.toml" --target "$WS" --rate "$((RATE / 5))" --duration "$SECONDS_" \
   --connections 8 --out "$OUT/ws" --quiet >"$OUT/ws.txt" 2>&1 &
 WS_LOAD=$!
 # RSS of both gateways every 5 s: seconds, edge kB, origin kB.
