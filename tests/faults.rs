@@ -19,6 +19,13 @@ fn load(pair: &Pair, secs: u64) -> tokio::task::JoinHandle<npamp_gateway::exactl
     })
 }
 
+/// After the fault, a request is served.
+async fn served_again(pair: &Pair) {
+    let echo = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#;
+    let (status, body) = post(&pair.ingress("http://"), echo).await;
+    assert_eq!(status, 200, "{body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_killed_and_restarted_under_load() {
     let mut pair = Pair::start(PairOptions::default()).await;
@@ -42,12 +49,7 @@ async fn upstream_killed_and_restarted_under_load() {
         "{tally:?}"
     );
     // And served again after the restart.
-    let (status, body) = post(
-        &pair.ingress("http://"),
-        r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    served_again(&pair).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,12 +66,7 @@ async fn peer_gateway_restarted_under_load() {
     for status in tally.errors.keys() {
         assert!([502, 503].contains(status), "{tally:?}");
     }
-    let (status, body) = post(
-        &pair.ingress("http://"),
-        r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    served_again(&pair).await;
 }
 
 /// kill -9 of the origin and a restart on the same address: the new process

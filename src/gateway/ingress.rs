@@ -342,6 +342,24 @@ impl<R: AsyncRead + Unpin + Send> MessageSource for LineReader<R> {
     }
 }
 
+/// One write to a client: `false` when it failed, or did not finish within
+/// `stall` (the client does not read; counted), and the client is given up.
+async fn wrote<E>(
+    stall: Duration,
+    metrics: &super::metrics::Metrics,
+    write: impl Future<Output = Result<(), E>>,
+) -> bool {
+    match tokio::time::timeout(stall, write).await {
+        Ok(Ok(())) => true,
+        Ok(Err(_)) => false,
+        Err(_) => {
+            warn!("client does not read its replies: dropping it");
+            metrics.stalled_clients.fetch_add(1, Relaxed);
+            false
+        }
+    }
+}
+
 /// Writes messages for a line-delimited client until the queue closes; a
 /// client that takes none of them for `stall` is given up (the queue is
 /// dropped, which ends its session).
@@ -359,14 +377,8 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
             }
             Ok::<_, std::io::Error>(())
         };
-        match tokio::time::timeout(stall, write).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return,
-            Err(_) => {
-                warn!("client does not read its replies: dropping it");
-                metrics.stalled_clients.fetch_add(1, Relaxed);
-                return;
-            }
+        if !wrote(stall, &metrics, write).await {
+            return;
         }
     }
     let _ = w.flush().await;
@@ -598,14 +610,8 @@ pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown
                         }
                         Ok::<_, tokio_tungstenite::tungstenite::Error>(())
                     };
-                    match tokio::time::timeout(stall, write).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => return,
-                        Err(_) => {
-                            warn!(%from, "WebSocket client does not read its replies: dropping it");
-                            metrics.stalled_clients.fetch_add(1, Relaxed);
-                            return;
-                        }
+                    if !wrote(stall, &metrics, write).await {
+                        return;
                     }
                 }
                 let _ = sink.close().await;

@@ -322,7 +322,12 @@ pub async fn post_headers(url: &str, body: &str, headers: &[(&str, &str)]) -> (u
     let req = req
         .body(Full::new(Bytes::from(body.to_owned())))
         .expect("request");
-    let resp = tokio::time::timeout(Duration::from_secs(20), client.request(req))
+    answer(client.request(req)).await
+}
+
+/// The status and body of an HTTP answer, within 20 s.
+async fn answer(resp: hyper_util::client::legacy::ResponseFuture) -> (u16, String) {
+    let resp = tokio::time::timeout(Duration::from_secs(20), resp)
         .await
         .expect("HTTP answer in time")
         .expect("HTTP answer");
@@ -438,16 +443,7 @@ impl Client {
 pub async fn http_get(url: &str) -> (u16, String) {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<Bytes>>();
-    let resp = tokio::time::timeout(
-        Duration::from_secs(20),
-        client.get(url.parse().expect("uri")),
-    )
-    .await
-    .expect("HTTP answer in time")
-    .expect("HTTP answer");
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.expect("body").to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    answer(client.get(url.parse().expect("uri"))).await
 }
 
 /// The value of an unlabelled metric of a gateway process started with
