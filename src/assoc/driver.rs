@@ -412,7 +412,12 @@ async fn read_loop<S: BridgeSink>(
             Ok(None) => break End::Eof,
             Err(e) => break shared.fail(ErrorClass::of(&e), e.to_string()),
         };
-        match on_frame(&shared, &mut sink, &header, frame).await {
+        if let Next::End(why) = on_frame(&shared, &mut sink, &header, frame).await {
+            break why;
+        }
+        // Frames already read come next, without another round of the
+        // select above (a write of the peer's usually holds many).
+        match drain(&shared, &mut sink, &mut control, &mut bridge).await {
             Next::Continue => {}
             Next::End(why) => break why,
         }
@@ -481,6 +486,28 @@ async fn on_frame<S: BridgeSink>(
             TransportError::from(e).to_string(),
         )),
     }
+}
+
+/// Handles every whole frame already buffered by the readers.
+async fn drain<S: BridgeSink>(
+    shared: &Shared,
+    sink: &mut S,
+    control: &mut FrameReader,
+    bridge: &mut Option<FrameReader>,
+) -> Next {
+    for reader in std::iter::once(control).chain(bridge.as_mut()) {
+        loop {
+            let (header, frame) = match reader.buffered() {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => return Next::End(shared.fail(ErrorClass::of(&e), e.to_string())),
+            };
+            if let Next::End(why) = on_frame(shared, sink, &header, frame).await {
+                return Next::End(why);
+            }
+        }
+    }
+    Next::Continue
 }
 
 async fn next_or_pending(
