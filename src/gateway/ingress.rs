@@ -103,6 +103,10 @@ pub async fn serve_http(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdo
                 }
             };
             if let Err(e) = result {
+                if e.is_timeout() {
+                    // Headers not complete within the stall timeout (slowloris).
+                    edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+                }
                 debug!(%from, error = %e, "HTTP connection ended");
             }
             drop(permit);
