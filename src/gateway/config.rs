@@ -90,6 +90,10 @@ pub struct GatewayOptions {
     /// Give up an N-PAMP handshake after this many seconds [default: 10].
     #[arg(long, value_name = "SECONDS")]
     pub handshake_timeout: Option<u64>,
+    /// QUIC congestion control: cubic (quinn's default) or bbr (quinn:
+    /// experimental; far better on paths with random loss) [default: cubic].
+    #[arg(long, value_name = "NAME")]
+    pub congestion: Option<String>,
     /// Handshakes a listener runs at once; further connections are refused
     /// until one finishes (handshake floods) [default: 256].
     #[arg(long, value_name = "N")]
@@ -239,6 +243,7 @@ impl GatewayOptions {
             identity,
             trust,
             handshake_timeout,
+            congestion,
             max_handshakes,
             tls_cert,
             tls_key,
@@ -431,6 +436,11 @@ impl GatewayOptions {
         let mut endpoint = Endpoint::new(seed, trust);
         if let Some(s) = self.handshake_timeout {
             endpoint.handshake_timeout = Duration::from_secs(s.max(1));
+        }
+        if let Some(c) = &self.congestion {
+            endpoint.congestion = c
+                .parse()
+                .map_err(|m| err("congestion", cli.congestion.is_some(), m))?;
         }
         if let Some(n) = self.max_handshakes {
             if n == 0 {
@@ -711,6 +721,24 @@ mod tests {
         std::fs::write(&tokens, "short\n").unwrap();
         let e = o(&["http://127.0.0.1:0"]).resolve().unwrap_err();
         assert!(e.message.contains("at least 16"), "{e}");
+    }
+
+    #[test]
+    fn congestion_control_is_chosen_by_name() {
+        use crate::assoc::transport::Congestion;
+        let o = |c: Option<&str>| GatewayOptions {
+            insecure_accept_any_peer: true,
+            ingress: vec!["http://127.0.0.1:0".into()],
+            peer: Some("quic://127.0.0.1:7000".into()),
+            congestion: c.map(str::to_owned),
+            ..Default::default()
+        };
+        let congestion = |c| o(c).resolve().map(|c| c.endpoint.congestion);
+        assert_eq!(congestion(None).unwrap(), Congestion::Cubic);
+        assert_eq!(congestion(Some("bbr")).unwrap(), Congestion::Bbr);
+        let e = congestion(Some("reno")).unwrap_err();
+        assert_eq!(e.at, "--congestion");
+        assert!(e.message.contains("cubic or bbr"), "{e}");
     }
 
     #[test]
