@@ -146,7 +146,7 @@ pub enum Congestion {
     Cubic,
     /// Model-based (quinn marks it experimental): random loss does not
     /// shrink its window. On a path with 5 % random loss and 20 ± 10 ms
-    /// each way it kept p99 at 154 ms where Cubic reached 3.2 s
+    /// each way it kept p99 at 153–156 ms where Cubic reached 2.4–2.7 s
     /// (`results/faults/2026-11-30-congestion/`).
     Bbr,
 }
