@@ -164,9 +164,7 @@ impl PeerFlags {
             None => random_seed()?,
         };
         let trust = if self.insecure_accept_any_peer {
-            warn!(
-                "--insecure-accept-any-peer: peer identities are NOT checked; any peer can impersonate the one you expect"
-            );
+            warn!("{}", npamp_gateway::gateway::INSECURE_PEERS_WARNING);
             Trust::InsecureAcceptAny
         } else if self.trust.is_empty() {
             bail!(

@@ -374,7 +374,15 @@ pub async fn run(
         }
     }
     let threads = worker_threads(workers)?;
+    // Calls `progress` once a second, when called with the time.
     let mut next_progress = started + Duration::from_secs(1);
+    let mut tick = |now: Instant| {
+        if now >= next_progress {
+            let mut s = run.stats_now();
+            progress(&mut s, now.duration_since(started));
+            next_progress += Duration::from_secs(1);
+        }
+    };
     let queue = Queue {
         shared: shared_queue.then_some(shared_tx),
         each: queues,
@@ -394,11 +402,7 @@ pub async fn run(
             while !schedule.is_finished() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let now = Instant::now();
-                if now >= next_progress {
-                    let mut s = run.stats_now();
-                    progress(&mut s, now.duration_since(started));
-                    next_progress += Duration::from_secs(1);
-                }
+                tick(now);
             }
             let _ = schedule.join();
         }
@@ -406,11 +410,7 @@ pub async fn run(
             while Instant::now() < end {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let now = Instant::now();
-                if now >= next_progress {
-                    let mut s = run.stats_now();
-                    progress(&mut s, now.duration_since(started));
-                    next_progress += Duration::from_secs(1);
-                }
+                tick(now);
             }
         }
         Load::Closed { concurrency } => {
@@ -418,11 +418,7 @@ pub async fn run(
             let mut queue = queue;
             loop {
                 let now = Instant::now();
-                if now >= next_progress {
-                    let mut s = run.stats_now();
-                    progress(&mut s, now.duration_since(started));
-                    next_progress += Duration::from_secs(1);
-                }
+                tick(now);
                 let acquire = permits.clone().acquire_owned();
                 let wait = end
                     .saturating_duration_since(now)
@@ -449,11 +445,7 @@ pub async fn run(
     while run.stats_now().outstanding() > 0 && Instant::now() < drain_until {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let now = Instant::now();
-        if now >= next_progress {
-            let mut s = run.stats_now();
-            progress(&mut s, now.duration_since(started));
-            next_progress += Duration::from_secs(1);
-        }
+        tick(now);
     }
     for t in &tasks {
         t.abort();

@@ -83,6 +83,9 @@ pub struct Limits {
     pub drain_timeout: Duration,
 }
 
+/// Logged whenever peer authentication is switched off.
+pub const INSECURE_PEERS_WARNING: &str = "--insecure-accept-any-peer: peer identities are NOT checked; any peer can impersonate the one you expect";
+
 /// The largest text a frame carries with room for the envelope and label.
 pub const MAX_BODY_LIMIT: usize = 1 << 20;
 
@@ -388,9 +391,7 @@ impl Gateway {
             config.endpoint.trust,
             crate::handshake::Trust::InsecureAcceptAny
         ) {
-            tracing::warn!(
-                "--insecure-accept-any-peer: peer identities are NOT checked; any peer can impersonate the one you expect"
-            );
+            tracing::warn!("{INSECURE_PEERS_WARNING}");
         }
         let metrics = Arc::new(Metrics::with_assoc_stats(config.endpoint.stats.clone()));
         let ctx = Arc::new(Ctx::new(&config, metrics.clone()));
