@@ -4,6 +4,7 @@
 //! ```text
 //!  senders ──seal under the lock──▶ pending octets ──writer task──▶ streams
 //!  streams ──reader task──open under the lock──▶ BridgeSink::frame(payload)
+//!                         (many frames per hold)     (lock released)
 //! ```
 //!
 //! Sealing and queueing happen together under one short lock, so frames
@@ -374,10 +375,22 @@ async fn write_loop(
     let _ = control.shutdown().await;
 }
 
-/// What the reader does after one inbound frame.
+/// Frames opened under one hold of the lock, at most: the lock is short for
+/// senders, and still taken once per many frames, not once per frame.
+const FRAMES_PER_PASS: usize = 32;
+
+/// What the reader does after the frames it has buffered.
 enum Next {
     Continue,
     End(End),
+}
+
+/// A Bridge payload opened in place in a reader's buffer, handed to the sink
+/// once the lock is released.
+struct Delivery {
+    on_bridge_stream: bool,
+    frame_type: FrameType,
+    payload: std::ops::Range<usize>,
 }
 
 async fn read_loop<S: BridgeSink>(
@@ -389,11 +402,12 @@ async fn read_loop<S: BridgeSink>(
     mut sink: S,
     writer: tokio::task::JoinHandle<()>,
 ) {
+    let mut deliveries = Vec::with_capacity(FRAMES_PER_PASS);
     let why = loop {
-        let next = tokio::select! {
+        let ready = tokio::select! {
             _ = shared.stop.notified() => break End::LocalClose,
-            f = control.next() => f,
-            f = next_or_pending(&mut bridge) => f,
+            r = control.fill() => r,
+            r = fill_or_pending(&mut bridge) => r,
             s = accept_bi(&quic), if late_bridge.is_some() => {
                 match s {
                     Ok((w, r)) => {
@@ -407,19 +421,23 @@ async fn read_loop<S: BridgeSink>(
                 }
             }
         };
-        let (header, frame) = match next {
-            Ok(Some(f)) => f,
-            Ok(None) => break End::Eof,
+        match ready {
+            Ok(true) => {}
+            Ok(false) => break End::Eof,
             Err(e) => break shared.fail(ErrorClass::of(&e), e.to_string()),
-        };
-        if let Next::End(why) = on_frame(&shared, &mut sink, &header, frame).await {
-            break why;
         }
-        // Frames already read come next, without another round of the
-        // select above (a write of the peer's usually holds many).
-        match drain(&shared, &mut sink, &mut control, &mut bridge).await {
-            Next::Continue => {}
-            Next::End(why) => break why,
+        // Every frame a read brought (a write of the peer's usually holds
+        // many), before the next round of the select above.
+        if let Next::End(why) = drain(
+            &shared,
+            &mut sink,
+            &mut control,
+            &mut bridge,
+            &mut deliveries,
+        )
+        .await
+        {
+            break why;
         }
     };
     match &why {
@@ -439,82 +457,140 @@ async fn read_loop<S: BridgeSink>(
     }
 }
 
-async fn on_frame<S: BridgeSink>(
-    shared: &Shared,
-    sink: &mut S,
-    header: &crate::wire::Header,
-    frame: &mut [u8],
-) -> Next {
-    let (event, queued) = {
-        let mut s = shared.lock();
-        let State {
-            assoc,
-            control,
-            bridge,
-            ..
-        } = &mut *s;
-        let out = if header.channel == ChannelId::BRIDGE {
-            bridge
-        } else {
-            control
-        };
-        let before = out.len();
-        let event = assoc.handle(header, frame, Instant::now(), out);
-        (event, out.len() > before)
-    };
-    if queued {
-        shared.wake_writer.notify_one();
-    }
-    match event {
-        Ok(Event::Bridge {
-            frame_type,
-            payload,
-        }) => {
-            sink.frame(frame_type, payload).await;
-            Next::Continue
-        }
-        Ok(Event::Closed { code }) => Next::End(End::PeerClosed(code)),
-        Ok(Event::CloseAcked) => Next::End(End::LocalClose),
-        Ok(Event::Dropped(why)) => {
-            debug!(?why, "frame dropped");
-            shared.stats.dropped(why);
-            Next::Continue
-        }
-        Ok(Event::None | Event::Pong { .. }) => Next::Continue,
-        Err(e) => Next::End(shared.fail(
-            ErrorClass::of_assoc(&e),
-            TransportError::from(e).to_string(),
-        )),
-    }
+/// How a pass over one reader's buffered frames stopped.
+enum Pass {
+    /// Nothing more is buffered.
+    Done,
+    /// Stopped early (Bridge payloads to deliver first); go again.
+    More,
+    End(End),
+    Fail(ErrorClass, String),
 }
 
-/// Handles every whole frame already buffered by the readers.
+/// Handles every whole frame the readers have buffered, in passes: each
+/// pass opens up to [`FRAMES_PER_PASS`] frames under one hold of the lock,
+/// then hands their Bridge payloads to the sink with the lock released. A
+/// pass stops before a frame that is not a Bridge operation while payloads
+/// wait, so the sink sees every frame in the order it arrived.
 async fn drain<S: BridgeSink>(
     shared: &Shared,
     sink: &mut S,
     control: &mut FrameReader,
     bridge: &mut Option<FrameReader>,
+    deliveries: &mut Vec<Delivery>,
 ) -> Next {
-    for reader in std::iter::once(control).chain(bridge.as_mut()) {
-        loop {
-            let (header, frame) = match reader.buffered() {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) => return Next::End(shared.fail(ErrorClass::of(&e), e.to_string())),
+    loop {
+        deliveries.clear();
+        let (pass, queued) = {
+            let mut s = shared.lock();
+            let State {
+                assoc,
+                control: control_out,
+                bridge: bridge_out,
+                ..
+            } = &mut *s;
+            let before = control_out.len() + bridge_out.len();
+            let mut outs = Outs {
+                control: control_out,
+                bridge: bridge_out,
             };
-            if let Next::End(why) = on_frame(shared, sink, &header, frame).await {
-                return Next::End(why);
+            let mut pass =
+                open_buffered(assoc, &mut outs, &shared.stats, control, false, deliveries);
+            if let (Pass::Done, Some(b)) = (&pass, bridge.as_mut()) {
+                pass = open_buffered(assoc, &mut outs, &shared.stats, b, true, deliveries);
+            }
+            (pass, outs.control.len() + outs.bridge.len() > before)
+        };
+        if queued {
+            shared.wake_writer.notify_one();
+        }
+        for d in deliveries.iter() {
+            let reader = match (d.on_bridge_stream, bridge.as_ref()) {
+                (true, Some(b)) => b,
+                _ => &*control,
+            };
+            sink.frame(d.frame_type, reader.octets(d.payload.clone()))
+                .await;
+        }
+        match pass {
+            Pass::Done => return Next::Continue,
+            Pass::More => {}
+            Pass::End(why) => return Next::End(why),
+            Pass::Fail(class, message) => return Next::End(shared.fail(class, message)),
+        }
+    }
+}
+
+/// Where frames sealed while handling inbound ones go (PONG, CLOSE_ACK,
+/// KEY_UPDATE_ACK), by channel.
+struct Outs<'a> {
+    control: &'a mut Vec<u8>,
+    bridge: &'a mut Vec<u8>,
+}
+
+/// One pass over the frames buffered in `reader`, under the lock.
+fn open_buffered(
+    assoc: &mut Association,
+    outs: &mut Outs<'_>,
+    stats: &AssocStats,
+    reader: &mut FrameReader,
+    on_bridge_stream: bool,
+    deliveries: &mut Vec<Delivery>,
+) -> Pass {
+    loop {
+        let span = match reader.peek() {
+            Ok(Some(span)) => span,
+            Ok(None) => return Pass::Done,
+            Err(e) => return Pass::Fail(ErrorClass::of(&e), e.to_string()),
+        };
+        let header = span.header;
+        let bridge_operation = header.channel == ChannelId::BRIDGE
+            && crate::bridge::kind_for_frame_type(header.frame_type).is_some();
+        if !deliveries.is_empty() && (!bridge_operation || deliveries.len() >= FRAMES_PER_PASS) {
+            return Pass::More;
+        }
+        let range = reader.take(&span);
+        let now = reader.read_at();
+        let out = if header.channel == ChannelId::BRIDGE {
+            &mut *outs.bridge
+        } else {
+            &mut *outs.control
+        };
+        let frame = reader.frame_mut(range.clone());
+        let base = frame.as_ptr() as usize;
+        match assoc.handle(&header, frame, now, out) {
+            Ok(Event::Bridge {
+                frame_type,
+                payload,
+            }) => {
+                // The plaintext lies inside the frame, opened in place.
+                let start = range.start + (payload.as_ptr() as usize - base);
+                deliveries.push(Delivery {
+                    on_bridge_stream,
+                    frame_type,
+                    payload: start..start + payload.len(),
+                });
+            }
+            Ok(Event::Closed { code }) => return Pass::End(End::PeerClosed(code)),
+            Ok(Event::CloseAcked) => return Pass::End(End::LocalClose),
+            Ok(Event::Dropped(why)) => {
+                debug!(?why, "frame dropped");
+                stats.dropped(why);
+            }
+            Ok(Event::None | Event::Pong { .. }) => {}
+            Err(e) => {
+                return Pass::Fail(
+                    ErrorClass::of_assoc(&e),
+                    TransportError::from(e).to_string(),
+                );
             }
         }
     }
-    Next::Continue
 }
 
-async fn next_or_pending(
-    reader: &mut Option<FrameReader>,
-) -> Result<Option<(crate::wire::Header, &mut [u8])>, TransportError> {
+async fn fill_or_pending(reader: &mut Option<FrameReader>) -> Result<bool, TransportError> {
     match reader {
-        Some(r) => r.next().await,
+        Some(r) => r.fill().await,
         None => std::future::pending().await,
     }
 }
@@ -525,5 +601,144 @@ async fn accept_bi(
     match conn {
         Some(c) => Ok(c.accept_bi().await?),
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex as StdMutex;
+
+    use tokio::io::{AsyncReadExt, DuplexStream};
+
+    use super::*;
+    use crate::assoc::AssocConfig;
+    use crate::bridge::BRIDGE_NOTIFY;
+    use crate::wire::{Deframer, HEADER_LEN};
+
+    /// What a sink saw: payloads in order, then how the association ended.
+    #[derive(Default)]
+    struct Seen {
+        payloads: Vec<Vec<u8>>,
+        ended: Option<End>,
+    }
+
+    struct Recorder(Arc<StdMutex<Seen>>);
+
+    impl BridgeSink for Recorder {
+        async fn frame(&mut self, _: FrameType, payload: &[u8]) {
+            let mut seen = self.0.lock().expect("seen");
+            assert!(seen.ended.is_none(), "a frame after the end");
+            seen.payloads.push(payload.to_vec());
+        }
+        fn ended(&mut self, why: &End) {
+            self.0.lock().expect("seen").ended = Some(why.clone());
+        }
+    }
+
+    /// The server half of a pair runs on the driver over one in-memory
+    /// stream (everything on it, as over TLS); the test is the client.
+    fn driven() -> (Association, DuplexStream, AssocHandle, Arc<StdMutex<Seen>>) {
+        let (client, server) = crate::assoc::tests::pair(AssocConfig::default());
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        let (r, w) = tokio::io::split(theirs);
+        let seen = Arc::new(StdMutex::new(Seen::default()));
+        let sink = Recorder(seen.clone());
+        let handle = spawn(
+            server,
+            Streams {
+                control: (FrameReader::new(Box::new(r)), Box::new(w)),
+                bridge: None,
+                quic: None,
+                accept_bridge: false,
+            },
+            false,
+            Arc::new(AssocStats::default()),
+            |_| sink,
+        );
+        (client, ours, handle, seen)
+    }
+
+    fn notify(client: &mut Association, wire: &mut Vec<u8>, i: u16) {
+        client
+            .seal(wire, ChannelId::BRIDGE, BRIDGE_NOTIFY, |o| {
+                o.extend_from_slice(&i.to_be_bytes())
+            })
+            .expect("seal");
+    }
+
+    /// Reads frames from the driver until one of `frame_type` arrives.
+    async fn await_frame(stream: &mut DuplexStream, frame_type: FrameType) {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let mut at = 0;
+            while let Some((frame, len)) = Deframer::default().deframe(&buf[at..]).expect("frame") {
+                if frame.header.frame_type == frame_type {
+                    return;
+                }
+                at += len;
+            }
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
+                .await
+                .expect("the driver answers")
+                .expect("read");
+            assert!(n > 0, "the driver closed the stream");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_of_one_write_reach_the_sink_in_order_around_control_frames() {
+        let (mut client, mut stream, handle, seen) = driven();
+        // More Bridge frames than one pass holds, a PING in the middle, more
+        // Bridge frames, then CLOSE, all in one write.
+        let mut wire = Vec::new();
+        for i in 0..(FRAMES_PER_PASS as u16 * 3 + 5) {
+            notify(&mut client, &mut wire, i);
+        }
+        client.ping(&mut wire, Instant::now()).expect("ping");
+        for i in 1000..1010 {
+            notify(&mut client, &mut wire, i);
+        }
+        client.close(&mut wire, 7).expect("close");
+        stream.write_all(&wire).await.expect("write");
+        await_frame(&mut stream, FrameType::CLOSE_ACK).await;
+        handle.ended().await;
+
+        let seen = seen.lock().expect("seen");
+        let expected: Vec<Vec<u8>> = (0..(FRAMES_PER_PASS as u16 * 3 + 5))
+            .chain(1000..1010)
+            .map(|i| i.to_be_bytes().to_vec())
+            .collect();
+        assert_eq!(seen.payloads, expected);
+        assert_eq!(seen.ended, Some(End::PeerClosed(7)));
+        assert_eq!(handle.end(), Some(End::PeerClosed(7)));
+    }
+
+    #[tokio::test]
+    async fn frames_before_a_tampered_one_are_delivered_and_nothing_after() {
+        let (mut client, mut stream, handle, seen) = driven();
+        let mut wire = Vec::new();
+        for i in 0..5 {
+            notify(&mut client, &mut wire, i);
+        }
+        let tampered = wire.len() + HEADER_LEN;
+        for i in 5..10 {
+            notify(&mut client, &mut wire, i);
+        }
+        wire[tampered] ^= 1;
+        stream.write_all(&wire).await.expect("write");
+        tokio::time::timeout(Duration::from_secs(5), handle.ended())
+            .await
+            .expect("the association ends");
+
+        let seen = seen.lock().expect("seen");
+        let expected: Vec<Vec<u8>> = (0u16..5).map(|i| i.to_be_bytes().to_vec()).collect();
+        assert_eq!(seen.payloads, expected);
+        assert!(
+            matches!(&seen.ended, Some(End::Error(e)) if e.contains("failed authentication")),
+            "{:?}",
+            seen.ended
+        );
     }
 }

@@ -27,7 +27,7 @@ fn established_pair() -> (Established, Established) {
     (c, s)
 }
 
-fn pair(config: AssocConfig) -> (Association, Association) {
+pub(super) fn pair(config: AssocConfig) -> (Association, Association) {
     let (c, s) = established_pair();
     (
         Association::new(Role::Client, c, config).unwrap(),

@@ -27,7 +27,7 @@ use crate::handshake::{
     Client, ClientRandom, Config as HandshakeConfig, Established, HandshakeError, Identity, Server,
     ServerKem, Trust,
 };
-use crate::wire::{ChannelId, Deframer, Header, WireError};
+use crate::wire::{ChannelId, Deframer, FrameSpan, Header, WireError};
 
 /// The ALPN identifier of N-PAMP wire version 2.
 pub const ALPN: &[u8] = b"n-pamp/2";
@@ -211,12 +211,20 @@ pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
 pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Reads whole frames from a stream into one reused buffer.
+///
+/// Frames are handed out as ranges of that buffer ([`FrameReader::take`]),
+/// opened in place there, and stay valid until the next read
+/// ([`FrameReader::fill`] or [`FrameReader::next`]), which may move the
+/// octets not yet taken to the front.
 pub struct FrameReader {
     inner: BoxRead,
     buf: Vec<u8>,
     start: usize,
     end: usize,
     deframer: Deframer,
+    /// When the last read returned: the arrival time of what it read (one
+    /// clock read per read, not per frame).
+    read_at: Instant,
 }
 
 impl FrameReader {
@@ -227,29 +235,56 @@ impl FrameReader {
             start: 0,
             end: 0,
             deframer: Deframer::default(),
+            read_at: Instant::now(),
         }
+    }
+
+    /// When the octets read last arrived.
+    pub fn read_at(&self) -> Instant {
+        self.read_at
+    }
+
+    /// The header of the next whole frame already buffered, without taking
+    /// it (the header is checked: a bad one is an error).
+    pub fn peek(&self) -> Result<Option<FrameSpan>, TransportError> {
+        Ok(self.deframer.span(&self.buf[self.start..self.end])?)
+    }
+
+    /// Takes the frame `peek` returned; its octets are `frame_mut(range)`.
+    pub fn take(&mut self, span: &FrameSpan) -> std::ops::Range<usize> {
+        let range = self.start..self.start + span.len;
+        self.start = range.end;
+        range
+    }
+
+    /// The octets of a frame taken since the last read.
+    pub fn frame_mut(&mut self, range: std::ops::Range<usize>) -> &mut [u8] {
+        &mut self.buf[range]
+    }
+
+    /// The octets of a frame taken since the last read.
+    pub fn octets(&self, range: std::ops::Range<usize>) -> &[u8] {
+        &self.buf[range]
     }
 
     /// The next frame already in the buffer, without reading.
     pub fn buffered(&mut self) -> Result<Option<(Header, &mut [u8])>, TransportError> {
-        match self.deframer.span(&self.buf[self.start..self.end])? {
+        match self.peek()? {
             Some(span) => {
-                let s = self.start;
-                self.start += span.len;
-                Ok(Some((span.header, &mut self.buf[s..s + span.len])))
+                let range = self.take(&span);
+                Ok(Some((span.header, &mut self.buf[range])))
             }
             None => Ok(None),
         }
     }
 
-    /// The next frame, opened in place by the caller; `None` at a clean end
-    /// of stream between frames.
-    pub async fn next(&mut self) -> Result<Option<(Header, &mut [u8])>, TransportError> {
+    /// Reads until a whole frame is buffered: `true`, or `false` at a clean
+    /// end of stream between frames. Cancel-safe: a read that does not
+    /// complete consumes nothing.
+    pub async fn fill(&mut self) -> Result<bool, TransportError> {
         loop {
-            if let Some(span) = self.deframer.span(&self.buf[self.start..self.end])? {
-                let s = self.start;
-                self.start += span.len;
-                return Ok(Some((span.header, &mut self.buf[s..s + span.len])));
+            if self.peek()?.is_some() {
+                return Ok(true);
             }
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
@@ -264,13 +299,23 @@ impl FrameReader {
             let n = self.inner.read(&mut self.buf[self.end..]).await?;
             if n == 0 {
                 return if self.end == 0 {
-                    Ok(None)
+                    Ok(false)
                 } else {
                     Err(TransportError::TruncatedFrame)
                 };
             }
+            self.read_at = Instant::now();
             self.end += n;
         }
+    }
+
+    /// The next frame, opened in place by the caller; `None` at a clean end
+    /// of stream between frames.
+    pub async fn next(&mut self) -> Result<Option<(Header, &mut [u8])>, TransportError> {
+        if !self.fill().await? {
+            return Ok(None);
+        }
+        self.buffered()
     }
 
     async fn next_owned(&mut self) -> Result<Vec<u8>, TransportError> {
