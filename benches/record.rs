@@ -9,6 +9,9 @@
 //! The size is the frame's payload: the plaintext the AEAD seals, envelope
 //! plus foreign message, so both sides encrypt exactly the same octets and the
 //! ratio is the cost of framing alone.
+//!
+//! `aead_backends/*` compares AES-256-GCM sealing and opening in aws-lc-rs and ring at
+//! small-frame sizes (the backend choice).
 
 use std::hint::black_box;
 
@@ -148,5 +151,76 @@ fn open(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, seal, open);
+/// The AEAD backend choice: AES-256-GCM sealing and opening in aws-lc-rs (what the record
+/// layer uses) against ring (already in the build through quinn), same key,
+/// nonces and AAD, at sizes around a small Bridge frame, including one that
+/// is not a whole number of 16-octet blocks (282 B: the association bench's
+/// 256 B foreign message plus its envelope). Per-call overhead, not octets,
+/// dominates at these sizes.
+fn aead_backends(c: &mut Criterion) {
+    let key = [0x42u8; 32];
+    let aad = [0u8; 21];
+    let aws = aws_lc_rs::aead::LessSafeKey::new(
+        aws_lc_rs::aead::UnboundKey::new(&aws_lc_rs::aead::AES_256_GCM, &key).expect("key"),
+    );
+    let ring = ring::aead::LessSafeKey::new(
+        ring::aead::UnboundKey::new(&ring::aead::AES_256_GCM, &key).expect("key"),
+    );
+    for size in [256usize, 282, 288, 1024] {
+        let mut group = c.benchmark_group(format!("aead_backends/{size}B"));
+        group.throughput(Throughput::Bytes(size as u64));
+        let mut buf = vec![0xA5; size];
+        let mut seq = 0u64;
+        group.bench_function("aws_lc_rs_seal", |b| {
+            b.iter(|| {
+                seq += 1;
+                let n = aws_lc_rs::aead::Nonce::assume_unique_for_key(nonce(&[0x24; 12], seq));
+                black_box(aws.seal_in_place_separate_tag(
+                    n,
+                    aws_lc_rs::aead::Aad::from(&aad),
+                    &mut buf,
+                ))
+                .is_ok()
+            })
+        });
+        let mut seq = 0u64;
+        group.bench_function("ring_seal", |b| {
+            b.iter(|| {
+                seq += 1;
+                let n = ring::aead::Nonce::assume_unique_for_key(nonce(&[0x24; 12], seq));
+                black_box(ring.seal_in_place_separate_tag(n, ring::aead::Aad::from(&aad), &mut buf))
+                    .is_ok()
+            })
+        });
+        let mut sealed = vec![0xA5; size];
+        let n = aws_lc_rs::aead::Nonce::assume_unique_for_key(nonce(&[0x24; 12], 1));
+        let tag = aws
+            .seal_in_place_separate_tag(n, aws_lc_rs::aead::Aad::from(&aad), &mut sealed)
+            .expect("seal");
+        sealed.extend_from_slice(tag.as_ref());
+        group.bench_function("aws_lc_rs_open", |b| {
+            b.iter_batched_ref(
+                || sealed.clone(),
+                |buf| {
+                    let n = aws_lc_rs::aead::Nonce::assume_unique_for_key(nonce(&[0x24; 12], 1));
+                    black_box(aws.open_in_place(n, aws_lc_rs::aead::Aad::from(&aad), buf)).is_ok()
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        group.bench_function("ring_open", |b| {
+            b.iter_batched_ref(
+                || sealed.clone(),
+                |buf| {
+                    let n = ring::aead::Nonce::assume_unique_for_key(nonce(&[0x24; 12], 1));
+                    black_box(ring.open_in_place(n, ring::aead::Aad::from(&aad), buf)).is_ok()
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, seal, open, aead_backends);
 criterion_main!(benches);
