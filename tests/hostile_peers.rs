@@ -27,9 +27,14 @@ struct Server {
 }
 
 async fn server(max_handshakes: usize) -> Server {
+    server_with(max_handshakes, AssocConfig::default()).await
+}
+
+async fn server_with(max_handshakes: usize, assoc: AssocConfig) -> Server {
     let mut ep = Endpoint::new([0x51; 32], Trust::InsecureAcceptAny);
     ep.handshake_timeout = Duration::from_millis(800);
     ep.max_handshakes = max_handshakes;
+    ep.assoc = assoc;
     let stats = ep.stats.clone();
     let serve = ServeStats::default();
     let addr = PeerAddr {
@@ -72,8 +77,13 @@ impl Raw {
         let established = client_handshake(&ep, &mut reader, &mut writer)
             .await
             .expect("handshake");
-        let assoc = Association::new(Role::Client, established, AssocConfig::default())
-            .expect("association");
+        let assoc = Association::new(
+            Role::Client,
+            established,
+            AssocConfig::default(),
+            std::time::Instant::now(),
+        )
+        .expect("association");
         Raw {
             assoc,
             reader,
@@ -318,4 +328,29 @@ async fn a_handshake_flood_is_refused_and_established_associations_carry_on() {
     let mut again = honest(&s).await;
     honest_still_served(&mut again, "after the flood").await;
     assert_eq!(s.stats.handshakes_refused.load(Relaxed), 36);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_goes_silent_is_pinged_then_dropped() {
+    let s = server_with(
+        8,
+        AssocConfig {
+            keepalive_after: Duration::from_millis(200),
+            peer_timeout: Duration::from_millis(600),
+            ..AssocConfig::default()
+        },
+    )
+    .await;
+    let mut raw = Raw::connect(&s).await;
+    let started = std::time::Instant::now();
+    // The server asks after 200 ms of silence; we never answer.
+    assert_eq!(raw.next_type().await, Some(FrameType::PING));
+    loop {
+        match raw.next_type().await {
+            None => break,
+            Some(t) => assert_eq!(t, FrameType::PING, "only keepalives while silent"),
+        }
+    }
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    eventually("closed for silence", &s.stats.closed_io, 1).await;
 }

@@ -26,7 +26,7 @@ use tracing::{debug, warn};
 
 use super::stats::{AssocStats, ErrorClass};
 use super::transport::{BoxWrite, FrameReader, TransportError};
-use super::{Association, Counters, Event};
+use super::{AssocConfig, Association, Counters, Event, Liveness};
 use crate::wire::{ChannelId, FrameType};
 
 /// Unwritten octets above which senders wait for the writer.
@@ -403,9 +403,18 @@ async fn read_loop<S: BridgeSink>(
     writer: tokio::task::JoinHandle<()>,
 ) {
     let mut deliveries = Vec::with_capacity(FRAMES_PER_PASS);
+    let mut clock = tokio::time::interval(tick_period(shared.lock().assoc.config()));
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Since when the reader has been waiting for the peer (read, or ready
+    // to read: time spent handing frames to a slow sink is not silence).
+    let mut quiet_since = Instant::now();
     let why = loop {
         let ready = tokio::select! {
             _ = shared.stop.notified() => break End::LocalClose,
+            _ = clock.tick() => match tick(&shared, quiet_since) {
+                Some(why) => break why,
+                None => continue,
+            },
             r = control.fill() => r,
             r = fill_or_pending(&mut bridge) => r,
             s = accept_bi(&quic), if late_bridge.is_some() => {
@@ -439,6 +448,7 @@ async fn read_loop<S: BridgeSink>(
         {
             break why;
         }
+        quiet_since = Instant::now();
     };
     match &why {
         End::Error(e) => warn!(error = %e, "association closed with an error"),
@@ -454,6 +464,46 @@ async fn read_loop<S: BridgeSink>(
             let _ = tokio::time::timeout(CLOSE_WAIT, conn.closed()).await;
         }
         conn.close(quinn::VarInt::from_u32(0), b"association ended");
+    }
+}
+
+/// How often the reader looks at the clock: once a second, or more often
+/// when the keepalive period is shorter.
+fn tick_period(config: &AssocConfig) -> Duration {
+    (config.keepalive_after / 2).clamp(Duration::from_millis(1), Duration::from_secs(1))
+}
+
+/// Time-based key updates and keepalive ([`Association::tick`]); the end of
+/// the association when the peer has gone silent.
+fn tick(shared: &Shared, quiet_since: Instant) -> Option<End> {
+    let (liveness, queued) = {
+        let mut s = shared.lock();
+        let State {
+            assoc,
+            control,
+            bridge,
+            ..
+        } = &mut *s;
+        let before = control.len() + bridge.len();
+        let liveness = assoc.tick(Instant::now(), quiet_since, control, bridge);
+        (liveness, control.len() + bridge.len() > before)
+    };
+    if queued {
+        shared.wake_writer.notify_one();
+    }
+    match liveness {
+        Ok(Liveness::Alive) => None,
+        Ok(Liveness::Silent(silent)) => Some(shared.fail(
+            ErrorClass::Io,
+            format!(
+                "the peer sent nothing for {:.1} s; keepalive PINGs went unanswered",
+                silent.as_secs_f64()
+            ),
+        )),
+        Err(e) => Some(shared.fail(
+            ErrorClass::of_assoc(&e),
+            TransportError::from(e).to_string(),
+        )),
     }
 }
 
@@ -638,7 +688,13 @@ mod tests {
     /// The server half of a pair runs on the driver over one in-memory
     /// stream (everything on it, as over TLS); the test is the client.
     fn driven() -> (Association, DuplexStream, AssocHandle, Arc<StdMutex<Seen>>) {
-        let (client, server) = crate::assoc::tests::pair(AssocConfig::default());
+        driven_with(AssocConfig::default())
+    }
+
+    fn driven_with(
+        config: AssocConfig,
+    ) -> (Association, DuplexStream, AssocHandle, Arc<StdMutex<Seen>>) {
+        let (client, server) = crate::assoc::tests::pair(config);
         let (ours, theirs) = tokio::io::duplex(1 << 20);
         let (r, w) = tokio::io::split(theirs);
         let seen = Arc::new(StdMutex::new(Seen::default()));
@@ -713,6 +769,59 @@ mod tests {
         assert_eq!(seen.payloads, expected);
         assert_eq!(seen.ended, Some(End::PeerClosed(7)));
         assert_eq!(handle.end(), Some(End::PeerClosed(7)));
+    }
+
+    fn keepalive_config() -> AssocConfig {
+        AssocConfig {
+            keepalive_after: Duration::from_millis(60),
+            peer_timeout: Duration::from_millis(300),
+            ..AssocConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_silent_peer_is_pinged_then_given_up() {
+        let (_client, mut stream, handle, seen) = driven_with(keepalive_config());
+        let started = Instant::now();
+        await_frame(&mut stream, FrameType::PING).await;
+        tokio::time::timeout(Duration::from_secs(5), handle.ended())
+            .await
+            .expect("the association ends");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        let why = seen.lock().expect("seen").ended.clone();
+        assert!(
+            matches!(&why, Some(End::Error(e)) if e.contains("keepalive")),
+            "{why:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_answers_pings_stays() {
+        let (mut client, mut stream, handle, _) = driven_with(keepalive_config());
+        // Answer every PING for three peer timeouts, sending nothing else.
+        let until = Instant::now() + Duration::from_millis(900);
+        let (mut buf, mut chunk, mut pings) = (Vec::new(), [0u8; 4096], 0);
+        while Instant::now() < until {
+            let Ok(read) =
+                tokio::time::timeout(Duration::from_millis(50), stream.read(&mut chunk)).await
+            else {
+                continue;
+            };
+            let n = read.expect("read");
+            assert!(n > 0, "the driver closed the stream");
+            buf.extend_from_slice(&chunk[..n]);
+            let mut replies = Vec::new();
+            while let Some(span) = Deframer::default().span(&buf).expect("frame") {
+                let mut frame = buf.drain(..span.len).collect::<Vec<u8>>();
+                pings += usize::from(span.header.frame_type == FrameType::PING);
+                client
+                    .handle(&span.header, &mut frame, Instant::now(), &mut replies)
+                    .expect("handle");
+            }
+            stream.write_all(&replies).await.expect("write");
+        }
+        assert!(pings >= 3, "{pings} PINGs");
+        assert!(handle.is_open(), "{:?}", handle.end());
     }
 
     #[tokio::test]

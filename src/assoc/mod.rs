@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::handshake::Established;
-use crate::record::{Direction, RecordError, RecvState, SendState};
+use crate::record::{Direction, RecordError, RecvState, SendState, TAG_LEN};
 use crate::wire::{ChannelId, Flags, FrameType, Header, Tlv, TlvType, tlv::decode_one};
 
 /// Channels this implementation enables ("advertises"): Control and Bridge.
@@ -33,14 +33,41 @@ pub struct AssocConfig {
     /// Frames one (channel, direction) may send under one key before a
     /// KEY_UPDATE. Default 2^24, well inside AES-GCM's usage limit.
     pub key_update_after_frames: u64,
+    /// Plaintext octets one (channel, direction) may protect under one key
+    /// before a KEY_UPDATE. Default 2^36 (64 GiB): under TLS 1.3's AES-GCM
+    /// budget of 2^24.5 full records (about 2^38.5 octets, RFC 8446 §5.5),
+    /// which the frame budget alone would not keep with large frames.
+    pub key_update_after_bytes: u64,
+    /// How long one (channel, direction) may use one key, once it has
+    /// protected anything (draft §9, "Forward Secrecy and Key Update": bounds
+    /// on elapsed time, frames and bytes). Default one hour.
+    pub key_update_after: Duration,
+    /// Silence from the peer after which a PING is sent. Default 15 s.
+    pub keepalive_after: Duration,
+    /// Silence from the peer after which the association is given up (the
+    /// PINGs went unanswered). Default 45 s.
+    pub peer_timeout: Duration,
 }
 
 impl Default for AssocConfig {
     fn default() -> Self {
         Self {
             key_update_after_frames: 1 << 24,
+            key_update_after_bytes: 1 << 36,
+            key_update_after: Duration::from_secs(3600),
+            keepalive_after: Duration::from_secs(15),
+            peer_timeout: Duration::from_secs(45),
         }
     }
+}
+
+/// What [`Association::tick`] found about the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// Heard from recently, or a PING is on its way.
+    Alive,
+    /// Nothing heard for this long, past [`AssocConfig::peer_timeout`].
+    Silent(Duration),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,6 +141,11 @@ struct Channel {
     recv: RecvState,
     send_epoch: u64,
     recv_epoch: u64,
+    /// Plaintext octets sealed under the current send key.
+    sent_bytes: u64,
+    /// When the current send key was installed (as far as the association
+    /// knew the time then: see [`Association::clock`]).
+    send_key_since: Instant,
 }
 
 /// One established N-PAMP association.
@@ -125,6 +157,12 @@ pub struct Association {
     config: AssocConfig,
     pings: HashMap<u64, Instant>,
     next_ping: u64,
+    /// When the last keepalive PING went out.
+    last_keepalive: Option<Instant>,
+    /// The latest time the association was given (at creation, by `handle`
+    /// or `tick`); sealing takes no clock, so a key installed while sealing
+    /// dates from this.
+    clock: Instant,
     counters: Counters,
     closed: bool,
 }
@@ -139,10 +177,12 @@ impl std::fmt::Debug for Association {
 }
 
 impl Association {
+    /// An association over the keys of `established`, created at `now`.
     pub fn new(
         role: Role,
         established: Established,
         config: AssocConfig,
+        now: Instant,
     ) -> Result<Self, AssocError> {
         let (send_dir, recv_dir) = match role {
             Role::Client => (Direction::ClientToServer, Direction::ServerToClient),
@@ -156,6 +196,8 @@ impl Association {
                 recv: RecvState::new(established.traffic_keys(recv_dir, 0, id)?),
                 send_epoch: 0,
                 recv_epoch: 0,
+                sent_bytes: 0,
+                send_key_since: now,
             });
         }
         Ok(Self {
@@ -166,6 +208,8 @@ impl Association {
             config,
             pings: HashMap::new(),
             next_ping: 0,
+            last_keepalive: None,
+            clock: now,
             counters: Counters::default(),
             closed: false,
         })
@@ -183,12 +227,16 @@ impl Association {
         self.closed
     }
 
+    pub fn config(&self) -> &AssocConfig {
+        &self.config
+    }
+
     fn channel_index(&self, id: ChannelId) -> Option<usize> {
         self.channels.iter().position(|c| c.id == id)
     }
 
     /// Seals one frame on `channel` into `out` (appending), updating keys
-    /// first when the channel's send budget is spent.
+    /// first when the channel's send budget (frames or octets) is spent.
     pub fn seal(
         &mut self,
         out: &mut Vec<u8>,
@@ -202,15 +250,67 @@ impl Association {
         let i = self
             .channel_index(channel)
             .ok_or(AssocError::Malformed("channel not enabled"))?;
-        if self.channels[i].send.next_seq() >= self.config.key_update_after_frames {
+        let c = &self.channels[i];
+        if c.send.next_seq() >= self.config.key_update_after_frames
+            || c.sent_bytes >= self.config.key_update_after_bytes
+        {
             self.key_update(out, i)?;
         }
-        let header =
-            self.channels[i]
-                .send
-                .seal_into(out, Flags::NONE, frame_type, channel, write)?;
+        let c = &mut self.channels[i];
+        let header = c
+            .send
+            .seal_into(out, Flags::NONE, frame_type, channel, write)?;
+        c.sent_bytes += u64::from(header.payload_len).saturating_sub(TAG_LEN as u64);
         self.counters.frames_out += 1;
         Ok(header)
+    }
+
+    /// What the passing of time asks for; call it about once a second (and
+    /// at least twice per [`AssocConfig::keepalive_after`]). `quiet_since`:
+    /// since when the caller has been ready to read and heard nothing.
+    /// Updates the keys of channels whose send key is older than
+    /// [`AssocConfig::key_update_after`] (KEY_UPDATE on the channel's own
+    /// stream: Control frames into `control`, Bridge frames into `bridge`),
+    /// sends a keepalive PING after [`AssocConfig::keepalive_after`] of
+    /// silence, and reports [`Liveness::Silent`] after
+    /// [`AssocConfig::peer_timeout`].
+    pub fn tick(
+        &mut self,
+        now: Instant,
+        quiet_since: Instant,
+        control: &mut Vec<u8>,
+        bridge: &mut Vec<u8>,
+    ) -> Result<Liveness, AssocError> {
+        self.clock = self.clock.max(now);
+        if self.closed {
+            return Ok(Liveness::Alive);
+        }
+        for i in 0..self.channels.len() {
+            let c = &self.channels[i];
+            // A key that protected nothing has nothing to retire.
+            if c.send.next_seq() > 0
+                && now.saturating_duration_since(c.send_key_since) >= self.config.key_update_after
+            {
+                let out = if c.id == ChannelId::BRIDGE {
+                    &mut *bridge
+                } else {
+                    &mut *control
+                };
+                self.key_update(out, i)?;
+            }
+        }
+        let silent = now.saturating_duration_since(quiet_since);
+        if silent >= self.config.peer_timeout {
+            return Ok(Liveness::Silent(silent));
+        }
+        let ping_due = self
+            .last_keepalive
+            .is_none_or(|at| now.saturating_duration_since(at) >= self.config.keepalive_after);
+        if silent >= self.config.keepalive_after && ping_due {
+            self.ping(control, now)?;
+            self.last_keepalive = Some(now);
+        }
+        Ok(Liveness::Alive)
     }
 
     /// KEY_UPDATE (carrying the new epoch as a KeyUpdateMarker) as the last
@@ -231,6 +331,8 @@ impl Association {
         let keys = self.established.traffic_keys(self.send_dir, epoch, c.id)?;
         c.send.rekey(keys);
         c.send_epoch = epoch;
+        c.sent_bytes = 0;
+        c.send_key_since = self.clock;
         self.counters.frames_out += 1;
         self.counters.key_updates_sent += 1;
         Ok(())
@@ -265,6 +367,7 @@ impl Association {
         now: Instant,
         out: &mut Vec<u8>,
     ) -> Result<Event<'f>, AssocError> {
+        self.clock = self.clock.max(now);
         self.counters.frames_in += 1;
         let Some(i) = self.channel_index(header.channel) else {
             self.counters.dropped_unknown_channel += 1;

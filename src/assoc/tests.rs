@@ -30,8 +30,8 @@ fn established_pair() -> (Established, Established) {
 pub(super) fn pair(config: AssocConfig) -> (Association, Association) {
     let (c, s) = established_pair();
     (
-        Association::new(Role::Client, c, config).unwrap(),
-        Association::new(Role::Server, s, config).unwrap(),
+        Association::new(Role::Client, c, config, Instant::now()).unwrap(),
+        Association::new(Role::Server, s, config, Instant::now()).unwrap(),
     )
 }
 
@@ -89,6 +89,7 @@ fn ping_pong_measures_rtt_on_the_virtual_clock() {
 fn key_update_happens_before_the_budget_runs_out() {
     let (mut a, mut b) = pair(AssocConfig {
         key_update_after_frames: 3,
+        ..AssocConfig::default()
     });
     let now = Instant::now();
     let mut wire = Vec::new();
@@ -102,6 +103,112 @@ fn key_update_happens_before_the_budget_runs_out() {
     assert_eq!(a.counters().key_updates_sent, 3);
     assert_eq!(b.counters().key_updates_received, 3);
     assert!(!acks.is_empty());
+}
+
+#[test]
+fn key_update_after_the_byte_budget() {
+    let (mut a, mut b) = pair(AssocConfig {
+        key_update_after_bytes: 1000,
+        ..AssocConfig::default()
+    });
+    let now = Instant::now();
+    let mut wire = Vec::new();
+    let send = |a: &mut Association, wire: &mut Vec<u8>| {
+        a.seal(wire, ChannelId::BRIDGE, crate::bridge::BRIDGE_NOTIFY, |o| {
+            o.extend_from_slice(&[7; 400])
+        })
+        .unwrap();
+    };
+    // 400 + 400 + 400 octets: the third frame still fits the budget as it
+    // stood (800 < 1000); the fourth finds it spent and goes under a new key.
+    for _ in 0..3 {
+        send(&mut a, &mut wire);
+    }
+    assert_eq!(a.counters().key_updates_sent, 0);
+    send(&mut a, &mut wire);
+    assert_eq!(a.counters().key_updates_sent, 1);
+    let (ev, _, err) = deliver(&mut b, &mut wire, now);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(ev.iter().filter(|e| e.starts_with("Bridge")).count(), 4);
+    assert_eq!(b.counters().key_updates_received, 1);
+}
+
+#[test]
+fn keys_used_longer_than_the_time_budget_are_updated_by_tick() {
+    let (mut a, mut b) = pair(AssocConfig {
+        key_update_after: Duration::from_secs(60),
+        ..AssocConfig::default()
+    });
+    let t0 = Instant::now();
+    let (mut control, mut bridge) = (Vec::new(), Vec::new());
+    // Nothing sealed yet: no key to retire, however old.
+    a.tick(
+        t0 + Duration::from_secs(120),
+        t0 + Duration::from_secs(120),
+        &mut control,
+        &mut bridge,
+    )
+    .unwrap();
+    assert!(control.is_empty() && bridge.is_empty());
+    notify(&mut a, &mut bridge, 1);
+    let (ev, _, err) = deliver(&mut b, &mut bridge, t0);
+    assert!(err.is_none() && ev.len() == 1);
+    // The Bridge key is in use, the Control key is not.
+    let t1 = t0 + Duration::from_secs(59);
+    assert_eq!(
+        a.tick(t1, t1, &mut control, &mut bridge).unwrap(),
+        Liveness::Alive
+    );
+    assert!(control.is_empty() && bridge.is_empty(), "not yet");
+    let t2 = t0 + Duration::from_secs(60);
+    a.tick(t2, t2, &mut control, &mut bridge).unwrap();
+    assert!(control.is_empty(), "the Control key protected nothing");
+    assert_eq!(a.counters().key_updates_sent, 1);
+    notify(&mut a, &mut bridge, 2);
+    let (ev, _, err) = deliver(&mut b, &mut bridge, t2);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(ev.iter().filter(|e| e.starts_with("Bridge")).count(), 1);
+    assert_eq!(b.counters().key_updates_received, 1);
+    // The new key dates from t2: the next update is due at t2 + 60 s.
+    let t3 = t2 + Duration::from_secs(59);
+    a.tick(t3, t3, &mut control, &mut bridge).unwrap();
+    assert_eq!(a.counters().key_updates_sent, 1);
+}
+
+#[test]
+fn silence_brings_a_keepalive_ping_then_gives_up() {
+    let (mut a, mut b) = pair(AssocConfig {
+        keepalive_after: Duration::from_secs(15),
+        peer_timeout: Duration::from_secs(45),
+        ..AssocConfig::default()
+    });
+    let t0 = Instant::now();
+    let (mut control, mut bridge) = (Vec::new(), Vec::new());
+    let at = |s| t0 + Duration::from_secs(s);
+    assert_eq!(
+        a.tick(at(14), t0, &mut control, &mut bridge).unwrap(),
+        Liveness::Alive
+    );
+    assert!(control.is_empty());
+    a.tick(at(15), t0, &mut control, &mut bridge).unwrap();
+    let (ev, mut pong, err) = deliver(&mut b, &mut control, at(15));
+    assert!(err.is_none() && ev == ["None"], "{ev:?}");
+    // One PING per keepalive period while the silence lasts.
+    a.tick(at(20), t0, &mut control, &mut bridge).unwrap();
+    assert!(control.is_empty());
+    a.tick(at(30), t0, &mut control, &mut bridge).unwrap();
+    assert!(!control.is_empty());
+    assert_eq!(
+        a.tick(at(45), t0, &mut control, &mut bridge).unwrap(),
+        Liveness::Silent(Duration::from_secs(45))
+    );
+    // Had the PONG been heard (the caller's quiet_since moves), all is well.
+    let (ev, _, _) = deliver(&mut a, &mut pong, at(16));
+    assert!(ev[0].starts_with("Pong"), "{ev:?}");
+    assert_eq!(
+        a.tick(at(45), at(16), &mut control, &mut bridge).unwrap(),
+        Liveness::Alive
+    );
 }
 
 #[test]

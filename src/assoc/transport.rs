@@ -568,7 +568,7 @@ impl Link {
         };
         info!(peer = %peer, identity = %hex::encode(established.peer_identity), ?handshake_time, "association established");
         Ok(Self {
-            assoc: Association::new(Role::Client, established, ep.assoc)?,
+            assoc: Association::new(Role::Client, established, ep.assoc, Instant::now())?,
             control: (reader, writer),
             bridge,
             _quic: quic,
@@ -1034,7 +1034,7 @@ where
     stats
         .associations
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let assoc = Association::new(Role::Server, established, ep.assoc)?;
+    let assoc = Association::new(Role::Server, established, ep.assoc, Instant::now())?;
     let accept_bridge = quic.is_some();
     let handle = driver::spawn(
         assoc,

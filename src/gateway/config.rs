@@ -98,6 +98,18 @@ pub struct GatewayOptions {
     /// until one finishes (handshake floods) [default: 256].
     #[arg(long, value_name = "N")]
     pub max_handshakes: Option<usize>,
+    /// Seconds a traffic key may be used, per channel and direction, before
+    /// a KEY_UPDATE [default: 3600].
+    #[arg(long, value_name = "SECONDS")]
+    pub key_update_after: Option<f64>,
+    /// Plaintext octets a traffic key may protect, per channel and
+    /// direction, before a KEY_UPDATE [default: 68719476736, 2^36].
+    #[arg(long, value_name = "OCTETS")]
+    pub key_update_after_bytes: Option<u64>,
+    /// Seconds of silence after which a peer is given up; a keepalive PING
+    /// goes out after a third of it [default: 45].
+    #[arg(long, value_name = "SECONDS")]
+    pub peer_timeout: Option<f64>,
     /// TLS certificate chain (PEM) for the listeners instead of a
     /// self-signed one.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -245,6 +257,9 @@ impl GatewayOptions {
             handshake_timeout,
             congestion,
             max_handshakes,
+            key_update_after,
+            key_update_after_bytes,
+            peer_timeout,
             tls_cert,
             tls_key,
             max_body,
@@ -516,6 +531,27 @@ impl GatewayOptions {
         if let Some(v) = self.stall_timeout {
             limits.stall_timeout = seconds("stall-timeout", cli.stall_timeout.is_some(), v)?;
         }
+        if let Some(v) = self.key_update_after {
+            endpoint.assoc.key_update_after =
+                seconds("key-update-after", cli.key_update_after.is_some(), v)?;
+        }
+        if let Some(v) = self.key_update_after_bytes {
+            if v < 1 << 16 {
+                return Err(err(
+                    "key-update-after-bytes",
+                    cli.key_update_after_bytes.is_some(),
+                    format!(
+                        "{v}: at least 65536 octets (a key update per few frames helps no one)"
+                    ),
+                ));
+            }
+            endpoint.assoc.key_update_after_bytes = v;
+        }
+        if let Some(v) = self.peer_timeout {
+            let timeout = seconds("peer-timeout", cli.peer_timeout.is_some(), v)?;
+            endpoint.assoc.peer_timeout = timeout;
+            endpoint.assoc.keepalive_after = timeout / 3;
+        }
         if let Some(v) = self.drain_timeout {
             limits.drain_timeout = seconds("drain-timeout", cli.drain_timeout.is_some(), v)?;
         }
@@ -739,6 +775,38 @@ mod tests {
         let e = congestion(Some("reno")).unwrap_err();
         assert_eq!(e.at, "--congestion");
         assert!(e.message.contains("cubic or bbr"), "{e}");
+    }
+
+    #[test]
+    fn key_update_budgets_and_peer_timeout_reach_the_associations() {
+        let o = |f: &dyn Fn(&mut GatewayOptions)| {
+            let mut o = GatewayOptions {
+                insecure_accept_any_peer: true,
+                ingress: vec!["http://127.0.0.1:0".into()],
+                peer: Some("quic://127.0.0.1:7000".into()),
+                ..Default::default()
+            };
+            f(&mut o);
+            o.resolve().map(|c| c.endpoint.assoc)
+        };
+        let defaults = o(&|_| {}).unwrap();
+        assert_eq!(defaults, crate::assoc::AssocConfig::default());
+        let set = o(&|o| {
+            o.key_update_after = Some(600.0);
+            o.key_update_after_bytes = Some(1 << 30);
+            o.peer_timeout = Some(30.0);
+        })
+        .unwrap();
+        assert_eq!(set.key_update_after, Duration::from_secs(600));
+        assert_eq!(set.key_update_after_bytes, 1 << 30);
+        assert_eq!(set.peer_timeout, Duration::from_secs(30));
+        assert_eq!(set.keepalive_after, Duration::from_secs(10));
+        let e = o(&|o| o.key_update_after_bytes = Some(100)).unwrap_err();
+        assert_eq!(e.at, "--key-update-after-bytes");
+        let e = o(&|o| o.peer_timeout = Some(-1.0)).unwrap_err();
+        assert_eq!(e.at, "--peer-timeout");
+        let e = o(&|o| o.key_update_after = Some(f64::NAN)).unwrap_err();
+        assert_eq!(e.at, "--key-update-after");
     }
 
     #[test]
