@@ -231,3 +231,35 @@ async fn a_websocket_client_that_stops_reading_is_dropped() {
     assert_eq!(metric(&pair.edge, "npamp_in_flight").await, 0);
     sender.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed() {
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        edge_extra: &["--stall-timeout", "1"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let addr = http
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let mut tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{ECHO}",
+        ECHO.len()
+    );
+    tcp.write_all(request.as_bytes()).await.expect("write");
+    // The answer arrives, the connection stays open (keep-alive), and then
+    // closes once it has been idle for the stall timeout.
+    let (text, closed) = read_until_closed(&mut tcp, Duration::from_secs(6)).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text:?}");
+    let closed = closed.expect("an idle keep-alive connection was never closed");
+    assert!(
+        closed >= Duration::from_millis(900) && closed < Duration::from_secs(3),
+        "{closed:?}"
+    );
+}
