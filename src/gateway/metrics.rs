@@ -136,6 +136,9 @@ pub struct Metrics {
     pub upstream_requests: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub upstream_restarts: AtomicU64,
+    /// Origin: upstream sessions (WebSocket connections, child processes)
+    /// being kept, one per association, including those shutting down.
+    pub upstream_sessions: AtomicI64,
     /// Frames or messages dropped (malformed, unknown correlation, no client).
     pub dropped: AtomicU64,
     /// Edge: HTTP requests and WebSocket handshakes refused for a missing
@@ -263,6 +266,12 @@ impl Metrics {
             "npamp_associations",
             "Open N-PAMP associations.",
             self.associations.load(Relaxed),
+        );
+        gauge(
+            &mut o,
+            "npamp_upstream_sessions",
+            "Upstream sessions (WebSocket connections, child processes), one per association.",
+            self.upstream_sessions.load(Relaxed),
         );
         for (name, help, v) in [
             (

@@ -89,6 +89,11 @@ pub const INSECURE_PEERS_WARNING: &str = "--insecure-accept-any-peer: peer ident
 /// The largest text a frame carries with room for the envelope and label.
 pub const MAX_BODY_LIMIT: usize = 1 << 20;
 
+/// How long a shutdown waits for upstream sessions to close after the
+/// associations did: a child's grace after EOF and after SIGTERM, plus a
+/// margin.
+const UPSTREAM_STOP_LIMIT: Duration = Duration::from_secs(5);
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -494,7 +499,8 @@ impl Gateway {
     }
 
     /// Graceful shutdown: stop accepting, let in-flight requests finish
-    /// (up to the drain timeout), close every association with CLOSE.
+    /// (up to the drain timeout), close every association with CLOSE, and
+    /// give the upstream sessions a moment to close.
     /// Returns the requests still in flight when the deadline hit.
     pub async fn shutdown(self) -> i64 {
         let _ = self.shutdown.send(true);
@@ -516,6 +522,12 @@ impl Gateway {
             .into_iter()
             .map(|h| async move { h.close(0).await });
         futures_util::future::join_all(closes).await;
+        // Upstream sessions end with their associations: WebSocket Close
+        // frames, children given EOF and then SIGTERM (up to 4 s).
+        let deadline = Instant::now() + UPSTREAM_STOP_LIMIT;
+        while m.upstream_sessions.load(Relaxed) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         for t in self.tasks {
             t.abort();
         }

@@ -111,6 +111,7 @@ impl Origin {
 
     /// Keeps one upstream session up for as long as the association lives.
     async fn run_upstream(&self, session: Session, mut rx: mpsc::Receiver<Bytes>) {
+        let _counted = Counted::new(&self.ctx.metrics.upstream_sessions);
         let mut backoff = FIRST_BACKOFF;
         let mut first = true;
         loop {
@@ -119,10 +120,12 @@ impl Origin {
             }
             first = false;
             let started = Instant::now();
-            let why = tokio::select! {
-                why = self.one_upstream(&session, &mut rx) => why,
-                _ = session.assoc().ended() => return,
-            };
+            // Watches the association itself: when it ends, it closes the
+            // upstream politely before returning.
+            let why = self.one_upstream(&session, &mut rx).await;
+            if !session.assoc().is_open() {
+                return;
+            }
             warn!(upstream = %self.upstream, %why, "upstream session ended");
             session.local_down(&why).await;
             if !session.assoc().is_open() {
@@ -408,39 +411,107 @@ async fn run_child(
             info!(target: "upstream", pid, "{line}");
         }
     });
-    let write = async {
-        while let Some(text) = rx.recv().await {
-            if let Err(e) = write_line(&mut stdin, &text).await {
-                return format!("writing to the upstream's stdin: {e}");
+    let why = {
+        let write = async {
+            while let Some(text) = rx.recv().await {
+                if let Err(e) = write_line(&mut stdin, &text).await {
+                    return Some(format!("writing to the upstream's stdin: {e}"));
+                }
+                if rx.is_empty()
+                    && let Err(e) = stdin.flush().await
+                {
+                    return Some(format!("writing to the upstream's stdin: {e}"));
+                }
             }
-            if rx.is_empty()
-                && let Err(e) = stdin.flush().await
-            {
-                return format!("writing to the upstream's stdin: {e}");
+            None
+        };
+        let read = async {
+            let mut lines = LineReader::new(stdout, ctx.limits.max_body);
+            loop {
+                match lines.next().await {
+                    Ok(Some(line)) => session.on_local_message(line).await,
+                    Ok(None) => return "the upstream closed its stdout".to_owned(),
+                    Err(e) => return format!("reading the upstream's stdout: {e}"),
+                }
             }
+        };
+        tokio::select! {
+            w = write => w,
+            r = read => Some(r),
+            status = child.wait() => Some(match status {
+                Ok(s) => format!("the upstream process exited ({s})"),
+                Err(e) => format!("waiting for the upstream process: {e}"),
+            }),
+            _ = session.assoc().ended() => None,
         }
-        "session ended".to_owned()
     };
-    let read = async {
-        let mut lines = LineReader::new(stdout, ctx.limits.max_body);
-        loop {
-            match lines.next().await {
-                Ok(Some(line)) => session.on_local_message(line).await,
-                Ok(None) => return "the upstream closed its stdout".to_owned(),
-                Err(e) => return format!("reading the upstream's stdout: {e}"),
-            }
+    match why {
+        Some(why) => {
+            let _ = child.start_kill();
+            why
         }
-    };
-    let why = tokio::select! {
-        w = write => w,
-        r = read => r,
-        status = child.wait() => match status {
-            Ok(s) => format!("the upstream process exited ({s})"),
-            Err(e) => format!("waiting for the upstream process: {e}"),
-        },
-    };
+        None => {
+            // The association is over, the child is fine: let it exit on
+            // its own, as MCP's stdio shutdown asks (stdin closed, then
+            // SIGTERM, then SIGKILL).
+            drop(stdin);
+            stop_child(&mut child, pid).await;
+            SESSION_OVER.to_owned()
+        }
+    }
+}
+
+/// Counts itself in a gauge while it lives (also when its task is aborted).
+struct Counted<'a>(&'a std::sync::atomic::AtomicI64);
+
+impl<'a> Counted<'a> {
+    fn new(gauge: &'a std::sync::atomic::AtomicI64) -> Self {
+        gauge.fetch_add(1, Relaxed);
+        Self(gauge)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Why an upstream session ended when its association did.
+const SESSION_OVER: &str = "the association ended";
+
+/// How long an upstream child gets to exit after its stdin closes, and again
+/// after SIGTERM, before it is killed.
+const CHILD_EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Waits for a child whose stdin was closed to exit; SIGTERM after
+/// [`CHILD_EXIT_GRACE`], SIGKILL after another.
+async fn stop_child(child: &mut tokio::process::Child, pid: u32) {
+    if tokio::time::timeout(CHILD_EXIT_GRACE, child.wait())
+        .await
+        .is_ok()
+    {
+        debug!(pid, "upstream process exited after its stdin closed");
+        return;
+    }
+    // Not reaped yet, so the pid is still this child's.
+    #[cfg(unix)]
+    if let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
+        if tokio::time::timeout(CHILD_EXIT_GRACE, child.wait())
+            .await
+            .is_ok()
+        {
+            info!(pid, "upstream process exited on SIGTERM");
+            return;
+        }
+    }
+    warn!(pid, "upstream process did not exit; killing it");
     let _ = child.start_kill();
-    why
+    let _ = child.wait().await;
 }
 
 /// A WebSocket upstream: one connection per association.
@@ -465,36 +536,62 @@ async fn run_ws(
     info!(%url, "upstream WebSocket connected");
     session.local_up();
     let (mut tx, mut stream) = ws.split();
-    let write = async {
-        while let Some(text) = rx.recv().await {
-            // The carried octets are UTF-8 JSON (the scanner checked).
-            let msg = match std::str::from_utf8(&text) {
-                Ok(_) => Message::Text(unsafe_free_utf8(text)),
-                Err(_) => Message::Binary(text),
-            };
-            if let Err(e) = tx.send(msg).await {
-                return format!("writing to the upstream WebSocket: {e}");
+    let why = {
+        let write = async {
+            while let Some(text) = rx.recv().await {
+                // The carried octets are UTF-8 JSON (the scanner checked).
+                let msg = match std::str::from_utf8(&text) {
+                    Ok(_) => Message::Text(unsafe_free_utf8(text)),
+                    Err(_) => Message::Binary(text),
+                };
+                if let Err(e) = tx.send(msg).await {
+                    return Some(format!("writing to the upstream WebSocket: {e}"));
+                }
             }
-        }
-        "session ended".to_owned()
-    };
-    let read = async {
-        while let Some(msg) = stream.next().await {
-            match msg {
-                Ok(Message::Text(t)) => session.on_local_message(Bytes::from(t)).await,
-                Ok(Message::Binary(b)) => session.on_local_message(b).await,
-                Ok(Message::Close(_)) => return "the upstream closed the WebSocket".to_owned(),
-                Ok(_) => {}
-                Err(e) => return format!("reading the upstream WebSocket: {e}"),
+            None
+        };
+        let read = async {
+            while let Some(msg) = stream.next().await {
+                match msg {
+                    Ok(Message::Text(t)) => session.on_local_message(Bytes::from(t)).await,
+                    Ok(Message::Binary(b)) => session.on_local_message(b).await,
+                    Ok(Message::Close(_)) => {
+                        return "the upstream closed the WebSocket".to_owned();
+                    }
+                    Ok(_) => {}
+                    Err(e) => return format!("reading the upstream WebSocket: {e}"),
+                }
             }
+            "the upstream WebSocket ended".to_owned()
+        };
+        tokio::select! {
+            w = write => w,
+            r = read => Some(r),
+            _ = session.assoc().ended() => None,
         }
-        "the upstream WebSocket ended".to_owned()
     };
-    tokio::select! {
-        w = write => w,
-        r = read => r,
+    match why {
+        Some(why) => why,
+        None => {
+            // The association is over: close the WebSocket with a Close
+            // frame (RFC 6455 §7), briefly, rather than just dropping it.
+            use tokio_tungstenite::tungstenite::protocol::{CloseFrame, frame::coding::CloseCode};
+            let close = Message::Close(Some(CloseFrame {
+                code: CloseCode::Away,
+                reason: "the N-PAMP association ended".into(),
+            }));
+            let _ = tokio::time::timeout(UPSTREAM_CLOSE_WAIT, async {
+                tx.send(close).await?;
+                tx.close().await
+            })
+            .await;
+            SESSION_OVER.to_owned()
+        }
     }
 }
+
+/// How long closing an upstream WebSocket may take.
+const UPSTREAM_CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 /// Text-frame payload from octets already known to be UTF-8.
 fn unsafe_free_utf8(b: Bytes) -> tokio_tungstenite::tungstenite::Utf8Bytes {
