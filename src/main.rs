@@ -257,7 +257,8 @@ async fn serve(options: GatewayOptions) -> anyhow::Result<()> {
     let left = gateway.shutdown().await;
     eprintln!(
         "stopped: {} associations opened, {} handshakes failed, {} requests left unanswered at the drain deadline",
-        m.associations_opened.load(Relaxed) + m.serve.associations.load(Relaxed),
+        // Both roles: every established association is tracked once.
+        m.associations_opened.load(Relaxed),
         m.handshake_failures.load(Relaxed) + m.serve.handshake_failures.load(Relaxed),
         left
     );
