@@ -118,8 +118,9 @@ async fn read_until_closed(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slowloris_headers_and_bodies_are_cut_off() {
+/// A pair whose edge has only an HTTP ingress and a 1 s stall timeout; the
+/// ingress URL and its host:port.
+async fn impatient_http_edge() -> (Pair, String, String) {
     let pair = Pair::start(PairOptions {
         ingresses: &["http"],
         edge_extra: &["--stall-timeout", "1"],
@@ -131,6 +132,12 @@ async fn slowloris_headers_and_bodies_are_cut_off() {
         .trim_start_matches("http://")
         .trim_end_matches('/')
         .to_owned();
+    (pair, http, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_headers_and_bodies_are_cut_off() {
+    let (pair, http, addr) = impatient_http_edge().await;
 
     // 32 clients trickling headers, one byte every 200 ms; 32 sending a
     // body shorter than their Content-Length and then nothing.
@@ -234,17 +241,7 @@ async fn a_websocket_client_that_stops_reading_is_dropped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_keep_alive_connection_is_closed() {
-    let pair = Pair::start(PairOptions {
-        ingresses: &["http"],
-        edge_extra: &["--stall-timeout", "1"],
-        ..PairOptions::default()
-    })
-    .await;
-    let http = pair.ingress("http://");
-    let addr = http
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
+    let (_pair, _, addr) = impatient_http_edge().await;
     let mut tcp = tokio::net::TcpStream::connect(&addr)
         .await
         .expect("connect");

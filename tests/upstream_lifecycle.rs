@@ -55,32 +55,32 @@ fn child(dir: &tempdir::Dir, script: &str) -> (String, std::path::PathBuf) {
     (format!("sh {}", path.display()), marker)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stdio_upstream_reads_eof_when_its_association_ends() {
+/// An origin running `script` (after it writes `started` to MARKER) as its
+/// upstream command, and an association to it that has just been closed.
+async fn child_of_ended_association(script: &str) -> (tempdir::Dir, Proc, std::path::PathBuf) {
     let dir = tempdir::Dir::new();
-    let (cmd, marker) = child(
-        &dir,
-        "echo started > MARKER\ncat > /dev/null\necho eof > MARKER\n",
-    );
+    let (cmd, marker) = child(&dir, &format!("echo started > MARKER\n{script}"));
     let origin = origin(&["--upstream-cmd", &cmd]).await;
     let link = associate(&origin).await;
     file_says(&marker, "started", Duration::from_secs(5)).await;
     link.close().await.expect("close");
+    (dir, origin, marker)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_upstream_reads_eof_when_its_association_ends() {
+    let (_dir, _origin, marker) =
+        child_of_ended_association("cat > /dev/null\necho eof > MARKER\n").await;
     let took = file_says(&marker, "eof", Duration::from_secs(5)).await;
     assert!(took < Duration::from_secs(1), "EOF after {took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_upstream_that_ignores_eof_gets_sigterm() {
-    let dir = tempdir::Dir::new();
-    let (cmd, marker) = child(
-        &dir,
-        "trap 'echo term > MARKER; exit 0' TERM\necho started > MARKER\nwhile :; do sleep 0.1; done\n",
-    );
-    let origin = origin(&["--upstream-cmd", &cmd]).await;
-    let link = associate(&origin).await;
-    file_says(&marker, "started", Duration::from_secs(5)).await;
-    link.close().await.expect("close");
+    let (_dir, _origin, marker) = child_of_ended_association(
+        "trap 'echo term > MARKER; exit 0' TERM\nwhile :; do sleep 0.1; done\n",
+    )
+    .await;
     // Two seconds' grace after EOF, then SIGTERM.
     let took = file_says(&marker, "term", Duration::from_secs(6)).await;
     assert!(
