@@ -656,3 +656,51 @@ async fn origin_forgets_requests_its_upstream_never_answers() {
         started.elapsed()
     );
 }
+
+/// Both gateways answer each other's keepalive PINGs: with a 1 s peer
+/// timeout on both sides, a pair left idle for several timeouts keeps its
+/// associations (no reconnect, no I/O failure) and serves at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_associations_stay_up_through_keepalive() {
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http", "ws"],
+        origin_extra: &["--peer-timeout", "1"],
+        edge_extra: &["--peer-timeout", "1", "--pool-size", "1"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let echo = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#;
+    assert_eq!(post(&http, echo).await.0, 200);
+    let mut ws = Client::ws(&pair.ingress("ws://")).await;
+    let reply = ws
+        .call(serde_json::json!({"jsonrpc":"2.0","id":2,"method":"echo","params":[2]}))
+        .await;
+    assert_eq!(reply["result"], serde_json::json!([2]), "{reply}");
+    // One pooled association for HTTP, one for the WebSocket client.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metric(&pair.edge, "npamp_associations").await != 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let opened = metric(&pair.edge, "npamp_associations_opened_total").await;
+    assert_eq!(opened, 2);
+
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+
+    assert_eq!(post(&http, echo).await.0, 200);
+    let reply = ws
+        .call(serde_json::json!({"jsonrpc":"2.0","id":3,"method":"echo","params":[3]}))
+        .await;
+    assert_eq!(reply["result"], serde_json::json!([3]), "{reply}");
+    assert_eq!(
+        metric(&pair.edge, "npamp_associations_opened_total").await,
+        opened,
+        "an association was lost and reopened while idle"
+    );
+    assert_eq!(metric(&pair.edge, "npamp_associations").await, 2);
+    let (_, text) = http_get(&pair.edge.printed("metrics ")).await;
+    assert!(
+        text.contains("npamp_associations_failed_total{class=\"io\"} 0"),
+        "{text}"
+    );
+}
