@@ -131,6 +131,12 @@ pub struct GatewayOptions {
     /// bounds the memory one client can hold [default: 128].
     #[arg(long, value_name = "N")]
     pub max_in_flight_per_connection: Option<usize>,
+    /// Octets of replies queued for one session client (edge), or of
+    /// requests for one upstream session (origin); past this the
+    /// association feeding it waits, so a client that does not read holds
+    /// at most about this much [default: 8388608].
+    #[arg(long, value_name = "OCTETS")]
+    pub session_buffer: Option<usize>,
     /// Client connections per ingress [default: 4096].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
@@ -266,6 +272,7 @@ impl GatewayOptions {
             max_batch,
             max_in_flight,
             max_in_flight_per_connection,
+            session_buffer,
             max_connections,
             request_timeout,
             idle_timeout,
@@ -515,6 +522,19 @@ impl GatewayOptions {
                 cli.max_in_flight_per_connection.is_some(),
                 v,
             )?;
+        }
+        if let Some(v) = self.session_buffer {
+            if !(64 << 10..=super::outbox::MAX_BUDGET).contains(&v) {
+                return Err(err(
+                    "session-buffer",
+                    cli.session_buffer.is_some(),
+                    format!(
+                        "{v}: expected 65536 to {} octets",
+                        super::outbox::MAX_BUDGET
+                    ),
+                ));
+            }
+            limits.session_buffer = v;
         }
         if let Some(v) = self.max_connections {
             limits.max_connections = positive("max-connections", cli.max_connections.is_some(), v)?;
@@ -807,6 +827,23 @@ mod tests {
         assert_eq!(e.at, "--peer-timeout");
         let e = o(&|o| o.key_update_after = Some(f64::NAN)).unwrap_err();
         assert_eq!(e.at, "--key-update-after");
+    }
+
+    #[test]
+    fn the_session_buffer_is_bounded_both_ways() {
+        let o = |v| {
+            GatewayOptions {
+                insecure_accept_any_peer: true,
+                ingress: vec!["ws://127.0.0.1:0".into()],
+                peer: Some("quic://127.0.0.1:7000".into()),
+                session_buffer: Some(v),
+                ..Default::default()
+            }
+            .resolve()
+        };
+        assert_eq!(o(1 << 20).unwrap().limits.session_buffer, 1 << 20);
+        assert_eq!(o(100).unwrap_err().at, "--session-buffer");
+        assert_eq!(o(usize::MAX).unwrap_err().at, "--session-buffer");
     }
 
     #[test]

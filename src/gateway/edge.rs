@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
 use super::Ctx;
@@ -20,6 +20,7 @@ use super::carry::{
     Failure, Outgoing, Received, Reply, lost, receive, refuse_malformed, refuse_protocol,
     send_transport_error,
 };
+use super::outbox::Outbox;
 use super::session::{Session, Side};
 use crate::assoc::driver::{AssocHandle, BridgeSink, End};
 use crate::assoc::transport::{Endpoint, Link, PeerAddr};
@@ -55,11 +56,7 @@ impl Edge {
     }
 
     /// Establishes an association and the session of one client on it.
-    pub async fn session(
-        &self,
-        side: Side,
-        to_local: mpsc::Sender<Bytes>,
-    ) -> Result<Session, Failure> {
+    pub async fn session(&self, side: Side, to_local: Outbox) -> Result<Session, Failure> {
         let link = self.connect().await?;
         let mut session = None;
         let handle = link.spawn(|h| {

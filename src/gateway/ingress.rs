@@ -14,13 +14,14 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Response, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::{debug, warn};
 
 use super::carry::{Failure, Reply};
 use super::edge::Edge;
 use super::lines::{LineReader, write_line};
 use super::metrics::{Ingress, ReplyClass};
+use super::outbox::{Inbox, Outbox};
 use super::session::{Session, Side};
 use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
 use crate::jsonrpc::{Kind, ScanError, Scanned, scan};
@@ -369,7 +370,7 @@ async fn wrote<E>(
 /// dropped, which ends its session).
 pub async fn write_lines<W: AsyncWrite + Unpin>(
     mut w: W,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut rx: Inbox,
     stall: Duration,
     metrics: Arc<super::metrics::Metrics>,
 ) {
@@ -395,7 +396,7 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
 /// requests are answered, or the association is gone.
 pub async fn stream_client<S: MessageSource>(
     mut source: S,
-    tx: mpsc::Sender<Bytes>,
+    tx: Outbox,
     edge: Arc<Edge>,
     ingress: Ingress,
 ) {
@@ -470,7 +471,7 @@ pub async fn stream_client<S: MessageSource>(
 }
 
 /// Without an association, every request in `text` gets `f`.
-async fn answer_all(text: &Bytes, f: &Failure, tx: &mpsc::Sender<Bytes>, edge: &Edge) {
+async fn answer_all(text: &Bytes, f: &Failure, tx: &Outbox, edge: &Edge) {
     let m = &edge.ctx.metrics;
     let answer = match scan(text, &edge.ctx.scan) {
         Err(e) => {
@@ -510,7 +511,7 @@ pub async fn serve_tcp(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdow
         let edge = edge.clone();
         tokio::spawn(async move {
             let (r, w) = tcp.into_split();
-            let (tx, rx) = mpsc::channel(edge.ctx.limits.session_queue);
+            let (tx, rx) = edge.ctx.limits.outbox();
             let writer = tokio::spawn(write_lines(
                 w,
                 rx,
@@ -599,7 +600,7 @@ pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown
                 }
             };
             let (mut sink, stream) = ws.split();
-            let (tx, mut rx) = mpsc::channel::<Bytes>(edge.ctx.limits.session_queue);
+            let (tx, mut rx) = edge.ctx.limits.outbox();
             let (stall, metrics) = (edge.ctx.limits.stall_timeout, edge.ctx.metrics.clone());
             let writer = tokio::spawn(async move {
                 while let Some(text) = rx.recv().await {
@@ -630,7 +631,7 @@ pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown
 /// The stdio ingress (`npamp-gateway connect`): this process's stdin and
 /// stdout are one client session.
 pub async fn serve_stdio(edge: Arc<Edge>) {
-    let (tx, rx) = mpsc::channel(edge.ctx.limits.session_queue);
+    let (tx, rx) = edge.ctx.limits.outbox();
     let writer = tokio::spawn(write_lines(
         tokio::io::stdout(),
         rx,

@@ -17,6 +17,7 @@ pub mod ingress;
 pub mod lines;
 pub mod metrics;
 pub mod origin;
+pub mod outbox;
 pub mod session;
 
 use std::collections::HashSet;
@@ -79,6 +80,9 @@ pub struct Limits {
     pub pool_size: usize,
     /// Messages queued for one session's local party.
     pub session_queue: usize,
+    /// Octets queued for one session's local party (a client that does not
+    /// read, a slow upstream): past this the association feeding it waits.
+    pub session_buffer: usize,
     /// On SIGTERM: how long in-flight requests may take to finish.
     pub drain_timeout: Duration,
 }
@@ -94,6 +98,14 @@ pub const MAX_BODY_LIMIT: usize = 1 << 20;
 /// margin.
 const UPSTREAM_STOP_LIMIT: Duration = Duration::from_secs(5);
 
+impl Limits {
+    /// The queue to one session's local party, bounded in messages and in
+    /// octets.
+    pub fn outbox(&self) -> (outbox::Outbox, outbox::Inbox) {
+        outbox::outbox(self.session_queue, self.session_buffer)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
@@ -107,6 +119,7 @@ impl Default for Limits {
             stall_timeout: Duration::from_secs(10),
             pool_size: std::thread::available_parallelism().map_or(2, |n| n.get()),
             session_queue: 256,
+            session_buffer: 8 << 20,
             drain_timeout: Duration::from_secs(10),
         }
     }

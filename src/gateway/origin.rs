@@ -23,13 +23,14 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
 use super::carry::{
     Outgoing, Received, receive, refuse_malformed, refuse_protocol, send_transport_error,
 };
 use super::lines::{LineReader, write_line};
+use super::outbox::Inbox;
 use super::session::{Session, SessionSink, Side};
 use super::{Ctx, Upstream};
 use crate::assoc::driver::{AssocHandle, BridgeSink, End};
@@ -99,7 +100,7 @@ impl Origin {
                 assoc,
             },
             Upstream::Ws(_) | Upstream::Cmd(_) => {
-                let (tx, rx) = mpsc::channel(self.ctx.limits.session_queue);
+                let (tx, rx) = self.ctx.limits.outbox();
                 let session = Session::new(Side::Origin, assoc, self.ctx.clone(), tx);
                 let sink = session.sink();
                 let origin = self.clone();
@@ -110,7 +111,7 @@ impl Origin {
     }
 
     /// Keeps one upstream session up for as long as the association lives.
-    async fn run_upstream(&self, session: Session, mut rx: mpsc::Receiver<Bytes>) {
+    async fn run_upstream(&self, session: Session, mut rx: Inbox) {
         let _counted = Counted::new(&self.ctx.metrics.upstream_sessions);
         let mut backoff = FIRST_BACKOFF;
         let mut first = true;
@@ -141,13 +142,13 @@ impl Origin {
             backoff = (backoff * 2).min(MAX_BACKOFF);
             // What was queued while the upstream was down was answered
             // NotDelivered already: it must not reach the next upstream.
-            while rx.try_recv().is_ok() {}
+            while rx.try_recv().is_some() {}
             session.local_starting();
         }
     }
 
     /// Runs one upstream session until it fails; returns why.
-    async fn one_upstream(&self, session: &Session, rx: &mut mpsc::Receiver<Bytes>) -> String {
+    async fn one_upstream(&self, session: &Session, rx: &mut Inbox) -> String {
         match &self.upstream {
             Upstream::Cmd(argv) => run_child(argv, session, rx, &self.ctx).await,
             Upstream::Ws(url) => run_ws(url, session, rx, &self.ctx, self.tls.clone()).await,
@@ -377,12 +378,7 @@ async fn http_frame(
 }
 
 /// A child process speaking newline-delimited JSON-RPC on stdio.
-async fn run_child(
-    argv: &[String],
-    session: &Session,
-    rx: &mut mpsc::Receiver<Bytes>,
-    ctx: &Ctx,
-) -> String {
+async fn run_child(argv: &[String], session: &Session, rx: &mut Inbox, ctx: &Ctx) -> String {
     let Some((program, args)) = argv.split_first() else {
         return "empty upstream command".into();
     };
@@ -518,7 +514,7 @@ async fn stop_child(child: &mut tokio::process::Child, pid: u32) {
 async fn run_ws(
     url: &str,
     session: &Session,
-    rx: &mut mpsc::Receiver<Bytes>,
+    rx: &mut Inbox,
     ctx: &Ctx,
     tls: Arc<rustls::ClientConfig>,
 ) -> String {

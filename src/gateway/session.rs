@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::Ctx;
@@ -27,6 +26,7 @@ use super::carry::{
     send_transport_error,
 };
 use super::metrics::{Ingress, ReplyClass};
+use super::outbox::Outbox;
 use crate::assoc::driver::{AssocHandle, BridgeSink, End};
 use crate::bridge::{self, TransportError};
 use crate::jsonrpc::carriage::{BatchJoin, Inbound, id_of, method_of, scan_error_response};
@@ -98,7 +98,7 @@ struct Inner {
     side: Side,
     assoc: AssocHandle,
     ctx: Arc<Ctx>,
-    to_local: mpsc::Sender<Bytes>,
+    to_local: Outbox,
     state: Mutex<State>,
     /// Origin: the upstream's state (`LOCAL_*`).
     local: AtomicU8,
@@ -124,12 +124,7 @@ impl BridgeSink for SessionSink {
 impl Session {
     /// A session over `assoc`; what is for the local party goes to
     /// `to_local`, in order. Give [`Session::sink`] to the association.
-    pub fn new(
-        side: Side,
-        assoc: AssocHandle,
-        ctx: Arc<Ctx>,
-        to_local: mpsc::Sender<Bytes>,
-    ) -> Self {
+    pub fn new(side: Side, assoc: AssocHandle, ctx: Arc<Ctx>, to_local: Outbox) -> Self {
         let capacity = ctx.limits.max_in_flight_per_connection;
         let session = Session(Arc::new(Inner {
             side,
