@@ -665,7 +665,14 @@ async fn idle_associations_stay_up_through_keepalive() {
     let pair = Pair::start(PairOptions {
         ingresses: &["http", "ws"],
         origin_extra: &["--peer-timeout", "1"],
-        edge_extra: &["--peer-timeout", "1", "--pool-size", "1"],
+        edge_extra: &[
+            "--peer-timeout",
+            "1",
+            "--stall-timeout",
+            "0.5",
+            "--pool-size",
+            "1",
+        ],
         ..PairOptions::default()
     })
     .await;

@@ -575,6 +575,19 @@ impl GatewayOptions {
         if let Some(v) = self.drain_timeout {
             limits.drain_timeout = seconds("drain-timeout", cli.drain_timeout.is_some(), v)?;
         }
+        // An edge's association waits while a session client does not read
+        // (until the stall timeout drops the client) and answers no PING
+        // meanwhile: the peer must not give up on it first.
+        if !self.ingress.is_empty() && endpoint.assoc.peer_timeout <= limits.stall_timeout {
+            return Err(err(
+                "peer-timeout",
+                cli.peer_timeout.is_some() || self.peer_timeout.is_none(),
+                format!(
+                    "{:?} must exceed --stall-timeout ({:?}): an association held up by a client that does not read answers no keepalive until that client is dropped",
+                    endpoint.assoc.peer_timeout, limits.stall_timeout
+                ),
+            ));
+        }
         Ok(GatewayConfig {
             endpoint,
             listen,
@@ -827,6 +840,15 @@ mod tests {
         assert_eq!(e.at, "--peer-timeout");
         let e = o(&|o| o.key_update_after = Some(f64::NAN)).unwrap_err();
         assert_eq!(e.at, "--key-update-after");
+        // An edge's peer timeout must exceed its stall timeout (10 s).
+        let e = o(&|o| o.peer_timeout = Some(10.0)).unwrap_err();
+        assert_eq!(e.at, "--peer-timeout");
+        assert!(e.message.contains("--stall-timeout"), "{e}");
+        let ok = o(&|o| {
+            o.peer_timeout = Some(1.0);
+            o.stall_timeout = Some(0.5);
+        });
+        assert_eq!(ok.unwrap().peer_timeout, Duration::from_secs(1));
     }
 
     #[test]
