@@ -12,21 +12,8 @@ DURATION=${DURATION:-20}
 OUT=${1:-results/faults/$(date -u +%Y-%m-%d)-congestion}
 BASE=${PORT_BASE:-27200}
 mkdir -p "$OUT"
-cargo build --release -q -p npamp-gateway -p npamp-loadgen
-GW=target/release/npamp-gateway
-LG=target/release/npamp-loadgen
-TMP=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$TMP"; }
-trap cleanup EXIT
+source results/lib.sh
 results/machine-info.sh "ROUNDS=$ROUNDS DURATION=$DURATION results/faults/run-lossy-congestion.sh $OUT" >"$OUT/machine.txt"
-start() {
-  local name=$1 ready=$2; shift 2
-  "$@" >"$TMP/$name.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 200); do grep -qsE "$ready" "$TMP/$name.log" && return 0; sleep 0.05; done
-  echo "$name did not start"; cat "$TMP/$name.log"; exit 1
-}
 start mock '^mock upstream' "$GW" mock-upstream --listen "http://127.0.0.1:$((BASE + 1))"
 for round in $(seq "$ROUNDS"); do
   for cc in cubic bbr; do

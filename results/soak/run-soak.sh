@@ -15,26 +15,7 @@ RATE=${RATE:-1000}
 RSS_LIMIT_MB=${RSS_LIMIT_MB:-256}
 SECONDS_=$(awk -v m="$MINUTES" 'BEGIN {print m * 60}')
 mkdir -p "$OUT"
-cargo build --release -q -p npamp-gateway -p npamp-loadgen
-GW=target/release/npamp-gateway
-LG=target/release/npamp-loadgen
-TMP=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$TMP"; }
-trap cleanup EXIT
-
-start() {
-  local name=$1 ready=$2; shift 2
-  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  pids+=($!)
-  eval "${name}_pid=$!"
-  for _ in $(seq 200); do
-    grep -qsE "$ready" "$TMP/$name.out" && return 0
-    sleep 0.05
-  done
-  echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
-}
-field() { grep -m1 "^$2" "$TMP/$1.out" | sed "s|^$2||"; }
+source results/lib.sh
 
 "$GW" keygen --out "$TMP/origin.key" >"$TMP/origin.pub"
 "$GW" keygen --out "$TMP/edge.key" >"$TMP/edge.pub"
