@@ -685,10 +685,7 @@ async fn idle_associations_stay_up_through_keepalive() {
         .await;
     assert_eq!(reply["result"], serde_json::json!([2]), "{reply}");
     // One pooled association for HTTP, one for the WebSocket client.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while metric(&pair.edge, "npamp_associations").await != 2 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    metric_reaches(&pair.edge, "npamp_associations", 2, Duration::from_secs(5)).await;
     let opened = metric(&pair.edge, "npamp_associations_opened_total").await;
     assert_eq!(opened, 2);
 

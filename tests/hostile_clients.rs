@@ -15,18 +15,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const TOKEN: &str = "client-a-0123456789abcdef";
 const ECHO: &str = r#"{"jsonrpc":"2.0","id":7,"method":"echo","params":["hi"]}"#;
 
-/// Waits (at most `limit`) until `metric(gateway, name)` is at least `want`.
-async fn metric_reaches(gateway: &Proc, name: &str, want: u64, limit: Duration) -> u64 {
-    let deadline = Instant::now() + limit;
-    loop {
-        let v = metric(gateway, name).await;
-        if v >= want || Instant::now() > deadline {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bearer_tokens_guard_http_and_websocket() {
     let dir = std::env::temp_dir().join(format!("npamp-tokens-{}", std::process::id()));

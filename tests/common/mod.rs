@@ -455,3 +455,15 @@ pub async fn metric(gateway: &Proc, name: &str) -> u64 {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or(0)
 }
+
+/// Waits (at most `limit`) until `metric(gateway, name)` is at least `want`.
+pub async fn metric_reaches(gateway: &Proc, name: &str, want: u64, limit: Duration) -> u64 {
+    let deadline = Instant::now() + limit;
+    loop {
+        let v = metric(gateway, name).await;
+        if v >= want || Instant::now() > deadline {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
