@@ -3,11 +3,11 @@
 //! request gets exactly one answer, its own (id and echoed payload): a
 //! success or the documented error, never a made-up success.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
+use support::*;
 
 /// 16 closed-loop HTTP clients for `secs` through the pair's edge.
 fn load(pair: &Pair, secs: u64) -> tokio::task::JoinHandle<npamp_gateway::exactly_once::Tally> {

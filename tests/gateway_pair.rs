@@ -3,13 +3,13 @@
 //! every upstream kind (HTTP, WebSocket, child process) × both transports
 //! (QUIC, TLS), and the edge semantics of DESIGN.md §5, each with a test.
 
-mod common;
+mod support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
 use serde_json::{Value, json};
+use support::*;
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 

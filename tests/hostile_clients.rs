@@ -3,13 +3,13 @@
 //! reading its replies. Each is refused or dropped within its limit, counted
 //! in the metrics, and other clients are served meanwhile.
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use futures_util::SinkExt;
 use serde_json::{Value, json};
+use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKEN: &str = "client-a-0123456789abcdef";

@@ -3,15 +3,15 @@
 //! SIGTERM; a WebSocket upstream gets a Close frame. Real processes over
 //! 127.0.0.1.
 
-mod common;
+mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::*;
 use futures_util::StreamExt;
 use npamp_gateway::assoc::transport::{Endpoint, Link, PeerAddr};
 use npamp_gateway::handshake::Trust;
+use support::*;
 
 async fn origin(upstream: &[&str]) -> Proc {
     let mut args = vec![
