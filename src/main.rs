@@ -7,7 +7,8 @@
 //! - `self-check`: seals a JSON-RPC request into an N-PAMP Bridge frame and
 //!   opens it again, printing each step.
 //! - `keygen --out FILE`: a new Ed25519 identity; prints its public key.
-//! - `ping quic://ADDR | tls://ADDR`: handshake, N PINGs, RTT percentiles.
+//! - `ping quic://ADDR | tls://ADDR | npamp://ADDR`: handshake, N PINGs, RTT
+//!   percentiles.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -63,7 +64,7 @@ enum Command {
     /// answer, its own: against --url (a gateway's HTTP ingress, or any
     /// JSON-RPC server with an `echo` method), or without it against an
     /// embedded gateway pair (mock upstream, origin and edge in this
-    /// process, N-PAMP over QUIC or TLS). The default command. Exits
+    /// process, N-PAMP over QUIC, TLS or negotiated). The default command. Exits
     /// non-zero when anything was lost or mismatched.
     ExactlyOnce {
         /// The HTTP JSON-RPC endpoint; default: an embedded gateway pair.
@@ -75,8 +76,9 @@ enum Command {
         /// Seconds to run.
         #[arg(long, default_value_t = 5.0)]
         duration: f64,
-        /// The embedded pair's transport: quic or tls.
-        #[arg(long, default_value = "quic", value_parser = ["quic", "tls"])]
+        /// The embedded pair's transport: quic, tls, or npamp (the origin
+        /// accepts both, the edge negotiates).
+        #[arg(long, default_value = "quic", value_parser = ["quic", "tls", "npamp"])]
         transport: String,
     },
     /// Create an Ed25519 identity key file and print its public key (hex).
@@ -126,7 +128,8 @@ enum Command {
     /// Connect, run the handshake, send PINGs, print the peer identity,
     /// handshake time and RTT percentiles.
     Ping {
-        /// quic://ADDR or tls://ADDR.
+        /// quic://ADDR, tls://ADDR, or npamp://ADDR (QUIC, falling back to
+        /// TCP + TLS).
         url: PeerAddr,
         /// Number of PINGs.
         #[arg(long, default_value_t = 10)]
@@ -269,7 +272,7 @@ async fn connect(options: GatewayOptions) -> anyhow::Result<()> {
     let config = options.resolve()?;
     let peer = config
         .peer
-        .context("connect needs --peer quic://ADDR or tls://ADDR")?;
+        .context("connect needs --peer quic://ADDR, tls://ADDR or npamp://ADDR")?;
     if !config.listen.is_empty() || !config.ingress.is_empty() {
         bail!("connect serves stdin/stdout only: --listen and --ingress belong to `serve`");
     }
@@ -292,20 +295,17 @@ async fn exactly_once(
     let (pair, url) = match url {
         Some(url) => (None, url),
         None => {
-            let scheme = if transport == "tls" {
-                Scheme::Tls
-            } else {
-                Scheme::Quic
+            let scheme = match transport {
+                "tls" => Scheme::Tls,
+                "npamp" => Scheme::Npamp,
+                _ => Scheme::Quic,
             };
             let pair = EmbeddedPair::start(scheme)
                 .await
                 .map_err(|e| anyhow::anyhow!("starting the embedded pair: {e}"))?;
             println!(
-                "embedded pair: HTTP ingress {} -> edge -> N-PAMP over {} {} -> origin -> mock upstream {}",
-                pair.ingress,
-                transport.to_uppercase(),
-                pair.origin.listening[0],
-                pair.upstream
+                "embedded pair: HTTP ingress {} -> edge -> N-PAMP at {} -> origin -> mock upstream {}",
+                pair.ingress, pair.origin.listening[0], pair.upstream
             );
             let url = pair.ingress.clone();
             (Some(pair), url)
@@ -402,6 +402,7 @@ async fn ping(url: PeerAddr, count: u32, interval: Duration, ep: Endpoint) -> an
         .await
         .with_context(|| format!("association with {url}"))?;
     println!("peer     {}", hex::encode(link.peer_identity()));
+    println!("transport {}", link.transport().name());
     println!(
         "handshake {:.3} ms",
         link.handshake_time.as_secs_f64() * 1e3
@@ -411,7 +412,11 @@ async fn ping(url: PeerAddr, count: u32, interval: Duration, ep: Endpoint) -> an
         if i > 0 {
             tokio::time::sleep(interval).await;
         }
-        rtts.push(link.ping().await.context("PING")?);
+        rtts.push(
+            link.ping()
+                .await
+                .with_context(|| format!("PING to {url}"))?,
+        );
     }
     link.close().await?;
     if rtts.is_empty() {

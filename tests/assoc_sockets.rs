@@ -50,12 +50,20 @@ async fn eventually(what: &str, f: impl Fn() -> bool) {
 
 async fn round_trip(scheme: Scheme) {
     let (listener, stats) = server(scheme, Trust::Pinned(vec![public(&CLIENT_SEED)])).await;
-    let mut link = Link::connect(
-        listener.local_addr,
-        &client(Trust::Pinned(vec![public(&SERVER_SEED)])),
-    )
-    .await
-    .expect("connect");
+    let transport = round_trip_to(listener.local_addr, &stats).await;
+    assert_eq!(transport, scheme);
+}
+
+/// Handshake, PINGs, 100 Bridge frames and CLOSE with the server at `to`
+/// (whose counters are `stats`); returns the transport the link ran on.
+async fn round_trip_to(to: PeerAddr, stats: &ServeStats) -> Scheme {
+    let (associations, frames_before) = (
+        stats.associations.load(Ordering::Relaxed),
+        stats.bridge_frames.load(Ordering::Relaxed),
+    );
+    let mut link = Link::connect(to, &client(Trust::Pinned(vec![public(&SERVER_SEED)])))
+        .await
+        .unwrap_or_else(|e| panic!("connect to {to}: {e}"));
     assert_eq!(link.peer_identity(), public(&SERVER_SEED));
     for _ in 0..5 {
         let rtt = link.ping().await.expect("ping");
@@ -71,16 +79,58 @@ async fn round_trip(scheme: Scheme) {
         100
     );
     eventually("bridge frames", || {
-        stats.bridge_frames.load(Ordering::Relaxed) == 100
+        stats.bridge_frames.load(Ordering::Relaxed) == frames_before + 100
     })
     .await;
-    assert_eq!(stats.associations.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.associations.load(Ordering::Relaxed), associations + 1);
+    let transport = link.transport();
     link.close().await.expect("close");
+    transport
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quic_handshake_ping_bridge_close() {
     round_trip(Scheme::Quic).await;
+}
+
+/// `npamp://` (draft §9.2, transport negotiated): one port number serves
+/// QUIC and TCP + TLS, and an `npamp://` client prefers QUIC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npamp_listener_serves_both_transports_on_one_port() {
+    let (listener, stats) = server(Scheme::Npamp, Trust::Pinned(vec![public(&CLIENT_SEED)])).await;
+    assert_eq!(listener.local_addr.scheme, Scheme::Npamp);
+    assert_ne!(listener.local_addr.addr.port(), 0);
+    for (scheme, expected) in [
+        (Scheme::Quic, Scheme::Quic),
+        (Scheme::Tls, Scheme::Tls),
+        (Scheme::Npamp, Scheme::Quic),
+    ] {
+        let to = PeerAddr {
+            scheme,
+            addr: listener.local_addr.addr,
+        };
+        assert_eq!(round_trip_to(to, &stats).await, expected, "{to}");
+    }
+}
+
+/// An `npamp://` client reaches a peer that speaks only one transport: QUIC
+/// at once, TCP + TLS after the fallback delay (nothing answers on UDP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npamp_client_reaches_a_peer_with_either_transport_alone() {
+    for only in [Scheme::Quic, Scheme::Tls] {
+        let (listener, stats) = server(only, Trust::Pinned(vec![public(&CLIENT_SEED)])).await;
+        let to = PeerAddr {
+            scheme: Scheme::Npamp,
+            addr: listener.local_addr.addr,
+        };
+        let started = std::time::Instant::now();
+        assert_eq!(round_trip_to(to, &stats).await, only, "{to}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{only:?} only: {:?}",
+            started.elapsed()
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use hdrhistogram::Histogram;
+use npamp_gateway::assoc::transport::Scheme;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::scenario::{Load, Scenario};
@@ -46,7 +46,10 @@ impl Target {
             Target::Http(u) => u.to_string(),
             Target::Ws(u) => u.clone(),
             Target::Tcp(a) => format!("tcp://{a}"),
-            Target::Npamp(e) => format!("npamp+{}", e.peer),
+            Target::Npamp(e) => match e.peer.scheme {
+                Scheme::Npamp => e.peer.to_string(),
+                Scheme::Quic | Scheme::Tls => format!("npamp+{}", e.peer),
+            },
         }
     }
 }

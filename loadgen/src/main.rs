@@ -50,7 +50,7 @@ enum Command {
     Run {
         /// The scenario file (scenarios/*.toml).
         scenario: PathBuf,
-        /// http://, ws://, tcp://HOST:PORT, npamp+quic:// or npamp+tls://
+        /// http://, ws://, tcp://HOST:PORT, npamp://, npamp+quic:// or npamp+tls://
         /// (Bridge frames straight to a gateway's association port).
         #[arg(long)]
         target: Option<String>,
@@ -325,7 +325,12 @@ async fn impair(
 }
 
 async fn target_of(url: &str, npamp: &GatewayOptions) -> anyhow::Result<Target> {
-    if let Some(rest) = url.strip_prefix("npamp+") {
+    // `npamp://` names a gateway as such (transport negotiated);
+    // `npamp+quic://` and `npamp+tls://` fix the transport.
+    let peer_url = url
+        .strip_prefix("npamp+")
+        .or_else(|| url.starts_with("npamp://").then_some(url));
+    if let Some(rest) = peer_url {
         let peer: PeerAddr = rest.parse()?;
         let mut options = npamp.clone();
         options.peer = Some(rest.to_owned());
@@ -351,7 +356,9 @@ async fn target_of(url: &str, npamp: &GatewayOptions) -> anyhow::Result<Target> 
             url.parse().with_context(|| format!("bad URL {url:?}"))?,
         ));
     }
-    bail!("unknown target {url:?}: expected http://, ws://, tcp://, npamp+quic:// or npamp+tls://")
+    bail!(
+        "unknown target {url:?}: expected http://, ws://, tcp://, npamp://, npamp+quic:// or npamp+tls://"
+    )
 }
 
 async fn run(

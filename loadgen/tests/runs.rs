@@ -401,8 +401,8 @@ fn exit_codes_say_what_went_wrong() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// npamp+quic and npamp+tls: Bridge frames straight to an origin's
-/// association port, no ingress in between.
+/// npamp+quic, npamp+tls and npamp:// (negotiated): Bridge frames straight
+/// to an origin's association port, no ingress in between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npamp_targets_send_frames_straight_to_an_origin() {
     use npamp_gateway::assoc::transport::{Endpoint, PeerAddr};
@@ -420,7 +420,7 @@ async fn npamp_targets_send_frames_straight_to_an_origin() {
     .await
     .expect("mock");
     let config = |seed: [u8; 32]| GatewayConfig::new(Endpoint::new(seed, Trust::InsecureAcceptAny));
-    for scheme in [Scheme::Quic, Scheme::Tls] {
+    for scheme in [Scheme::Quic, Scheme::Tls, Scheme::Npamp] {
         let origin = Gateway::start(GatewayConfig {
             listen: vec![PeerAddr {
                 scheme,
@@ -440,7 +440,11 @@ async fn npamp_targets_send_frames_straight_to_an_origin() {
         let edge = Arc::new(Edge::new(peer, edge_config.endpoint.clone(), ctx));
         let summary = run(Target::Npamp(edge)).await;
         exact(&summary);
-        assert!(summary.target.starts_with("npamp+"), "{}", summary.target);
+        let prefix = match scheme {
+            Scheme::Npamp => "npamp://",
+            _ => "npamp+",
+        };
+        assert!(summary.target.starts_with(prefix), "{}", summary.target);
         origin.shutdown().await;
     }
 }

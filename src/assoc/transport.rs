@@ -5,6 +5,12 @@
 //!   and runs the handshake on it; the Bridge channel gets a bidirectional
 //!   stream of its own.
 //! - TLS: every channel on the one TLS stream, as the spec's fallback binding.
+//! - `npamp://HOST:PORT` (the protocol's URI scheme, draft §9.2): the
+//!   transport is negotiated. A listener accepts both, QUIC on the UDP port
+//!   and TLS on the TCP port of the same number; a client tries QUIC first
+//!   and TCP + TLS as well once QUIC has failed or has not connected within
+//!   [`FALLBACK_DELAY`] (as Happy Eyeballs, RFC 8305, does for address
+//!   families); the first transport up carries the association.
 //!
 //! Frames are self-delimiting on a stream (header + Payload Length). TLS
 //! certificates are self-signed on the fly: TLS gives the transport its
@@ -38,6 +44,11 @@ pub const QUIC_KEEP_ALIVE: Duration = Duration::from_secs(2);
 /// A QUIC connection silent this long (no keep-alive answered) is lost: a
 /// peer that died is noticed within this time.
 pub const QUIC_IDLE_TIMEOUT: Duration = Duration::from_secs(8);
+/// How long an `npamp://` client waits for QUIC before it also tries
+/// TCP + TLS (RFC 8305's recommended connection attempt delay).
+pub const FALLBACK_DELAY: Duration = Duration::from_millis(250);
+/// How long a server waits to send TLS close_notify to a client it refuses.
+const CLOSE_NOTIFY_WAIT: Duration = Duration::from_millis(200);
 /// UDP socket buffers asked for on QUIC endpoints.
 pub const UDP_BUFFER_BYTES: usize = 8 << 20;
 
@@ -64,8 +75,23 @@ pub enum TransportError {
     TruncatedFrame,
     #[error("the peer closed the stream before the handshake finished")]
     EarlyEof,
-    #[error("bad URL {0:?}: expected quic://HOST:PORT or tls://HOST:PORT")]
-    BadUrl(String),
+    #[error(
+        "the peer closed the connection right after the handshake, without an N-PAMP CLOSE: \
+         a peer that does not trust this identity does that (check the peer's pinned keys)"
+    )]
+    ClosedAfterHandshake,
+    #[error("the peer closed the connection without an N-PAMP CLOSE")]
+    ClosedWithoutClose,
+    #[error(
+        "bad address {url:?}: {why} (expected quic://HOST:PORT, tls://HOST:PORT or npamp://HOST:PORT)"
+    )]
+    BadUrl { url: String, why: &'static str },
+    #[error("neither transport reached {addr}: QUIC: {quic}; TCP + TLS: {tls}")]
+    NoTransport {
+        addr: SocketAddr,
+        quic: Box<TransportError>,
+        tls: Box<TransportError>,
+    },
     #[error("certificate generation: {0}")]
     Certificate(String),
     #[error("OS random number generator failed")]
@@ -77,11 +103,27 @@ pub enum TransportError {
 /// Which transport an address is reached over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scheme {
+    /// QUIC (the primary transport), `quic://`.
     Quic,
+    /// TCP + TLS 1.3 (the fallback transport), `tls://`.
     Tls,
+    /// Negotiated, `npamp://`: a listener accepts both on one port number, a
+    /// client prefers QUIC and falls back to TCP + TLS.
+    Npamp,
 }
 
-/// A parsed `quic://ADDR` or `tls://ADDR`.
+impl Scheme {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Quic => "quic",
+            Self::Tls => "tls",
+            Self::Npamp => "npamp",
+        }
+    }
+}
+
+/// A parsed `quic://HOST:PORT`, `tls://HOST:PORT` or `npamp://HOST:PORT`
+/// (a host name is resolved here, once; the first address is used).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerAddr {
     pub scheme: Scheme,
@@ -92,28 +134,45 @@ impl std::str::FromStr for PeerAddr {
     type Err = TransportError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || TransportError::BadUrl(s.to_owned());
-        let (scheme, rest) = s.split_once("://").ok_or_else(bad)?;
-        let scheme = match scheme {
+        let bad = |why| TransportError::BadUrl {
+            url: s.to_owned(),
+            why,
+        };
+        let (scheme, rest) = s.split_once("://").ok_or(bad("no scheme"))?;
+        // Schemes are case-insensitive (RFC 3986 §3.1).
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
             "quic" => Scheme::Quic,
             "tls" => Scheme::Tls,
-            _ => return Err(bad()),
+            "npamp" => Scheme::Npamp,
+            _ => return Err(bad("unknown scheme")),
         };
-        let addr = std::net::ToSocketAddrs::to_socket_addrs(rest)
-            .map_err(|_| bad())?
+        // An `npamp` URI may name a resource path within the endpoint
+        // (draft §9.2); an association has no use for one, so only an empty
+        // path is accepted rather than one silently ignored.
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        if authority.contains(['/', '?', '#']) {
+            return Err(bad("the gateway uses no resource path, query or fragment"));
+        }
+        if authority.contains('@') {
+            return Err(bad("user information is not allowed"));
+        }
+        if !authority.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && !port.is_empty() && !host.ends_with(':')
+        }) {
+            // N-PAMP reserves no default port (draft §9.2).
+            return Err(bad("HOST:PORT needed (N-PAMP has no default port)"));
+        }
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(authority)
+            .map_err(|_| bad("not an address or a host name that resolves"))?
             .next()
-            .ok_or_else(bad)?;
+            .ok_or(bad("the host name resolves to no address"))?;
         Ok(Self { scheme, addr })
     }
 }
 
 impl std::fmt::Display for PeerAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = match self.scheme {
-            Scheme::Quic => "quic",
-            Scheme::Tls => "tls",
-        };
-        write!(f, "{s}://{}", self.addr)
+        write!(f, "{}://{}", self.scheme.name(), self.addr)
     }
 }
 
@@ -487,6 +546,119 @@ pub fn tls_client_config(alpn: &[u8]) -> Result<rustls::ClientConfig, TransportE
     Ok(config)
 }
 
+/// A client's streams before the handshake: the Control channel's reader and
+/// writer, and for QUIC the endpoint and connection that carry them.
+type Opened = (
+    FrameReader,
+    BoxWrite,
+    Option<(quinn::Endpoint, quinn::Connection)>,
+);
+
+/// TCP + TLS 1.3 to `addr`, offering `alpn`.
+async fn open_tls(addr: SocketAddr, alpn: &[u8]) -> Result<Opened, TransportError> {
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_client_config(alpn)?));
+    let name = rustls::pki_types::ServerName::try_from("localhost")
+        .map_err(|e| TransportError::Certificate(e.to_string()))?;
+    let stream = connector.connect(name, tcp).await?;
+    let (r, w) = tokio::io::split(stream);
+    Ok((FrameReader::new(Box::new(r)), Box::new(w), None))
+}
+
+/// A QUIC connection to `addr` (its own endpoint), offering `alpn`, and the
+/// Control channel's stream on it.
+async fn open_quic(addr: SocketAddr, alpn: &[u8], ep: &Endpoint) -> Result<Opened, TransportError> {
+    let bind = if addr.is_ipv6() {
+        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
+    } else {
+        SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0))
+    };
+    let endpoint = quic_endpoint(bind, None, quinn::EndpointConfig::default())?;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls_client_config(alpn)?)
+        .map_err(|e| TransportError::Certificate(e.to_string()))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    // An idle association stays up (the default idle timeout is 30 s).
+    transport.keep_alive_interval(Some(QUIC_KEEP_ALIVE));
+    transport.max_idle_timeout(QUIC_IDLE_TIMEOUT.try_into().ok());
+    ep.congestion.apply(&mut transport);
+    config.transport_config(Arc::new(transport));
+    let conn = endpoint.connect_with(config, addr, "localhost")?.await?;
+    let (w, r) = conn.open_bi().await?;
+    Ok((
+        FrameReader::new(Box::new(r)),
+        Box::new(w),
+        Some((endpoint, conn)),
+    ))
+}
+
+/// The negotiated transport of an `npamp://` peer (see [`first_up`]).
+async fn open_negotiated(
+    addr: SocketAddr,
+    alpn: &[u8],
+    ep: &Endpoint,
+) -> Result<(Scheme, Opened), TransportError> {
+    first_up(
+        addr,
+        open_quic(addr, alpn, ep),
+        open_tls(addr, alpn),
+        FALLBACK_DELAY,
+    )
+    .await
+}
+
+/// QUIC first; TCP + TLS as well once QUIC has failed or is not up after
+/// `delay`; the first one up wins and the other attempt is dropped (`tls` is
+/// not polled, so not started, before then). Only transports race: the
+/// N-PAMP handshake runs once, on the winner. Fails only when both fail,
+/// naming both errors.
+async fn first_up<T>(
+    addr: SocketAddr,
+    quic: impl std::future::Future<Output = Result<T, TransportError>>,
+    tls: impl std::future::Future<Output = Result<T, TransportError>>,
+    delay: Duration,
+) -> Result<(Scheme, T), TransportError> {
+    let both = |quic, tls| TransportError::NoTransport {
+        addr,
+        quic: Box::new(quic),
+        tls: Box::new(tls),
+    };
+    tokio::pin!(quic);
+    let quic_failed = tokio::select! {
+        r = &mut quic => match r {
+            Ok(opened) => return Ok((Scheme::Quic, opened)),
+            Err(e) => Some(e),
+        },
+        () = tokio::time::sleep(delay) => None,
+    };
+    if let Some(quic_error) = quic_failed {
+        debug!(%addr, error = %quic_error, "QUIC failed; trying TCP + TLS");
+        return match tls.await {
+            Ok(opened) => Ok((Scheme::Tls, opened)),
+            Err(tls_error) => Err(both(quic_error, tls_error)),
+        };
+    }
+    debug!(%addr, "QUIC not up yet; trying TCP + TLS as well");
+    tokio::pin!(tls);
+    tokio::select! {
+        r = &mut quic => match r {
+            Ok(opened) => Ok((Scheme::Quic, opened)),
+            Err(quic_error) => match tls.await {
+                Ok(opened) => Ok((Scheme::Tls, opened)),
+                Err(tls_error) => Err(both(quic_error, tls_error)),
+            },
+        },
+        r = &mut tls => match r {
+            Ok(opened) => Ok((Scheme::Tls, opened)),
+            Err(tls_error) => match quic.await {
+                Ok(opened) => Ok((Scheme::Quic, opened)),
+                Err(quic_error) => Err(both(quic_error, tls_error)),
+            },
+        },
+    }
+}
+
 /// A client's established association and the streams it runs on.
 pub struct Link {
     assoc: Association,
@@ -495,6 +667,7 @@ pub struct Link {
     bridge: Option<(FrameReader, BoxWrite)>,
     /// Keeps the QUIC endpoint and connection alive.
     _quic: Option<(quinn::Endpoint, quinn::Connection)>,
+    transport: Scheme,
     pub handshake_time: Duration,
     stats: Arc<AssocStats>,
 }
@@ -512,52 +685,19 @@ impl Link {
         alpn: &[u8],
     ) -> Result<Self, TransportError> {
         let started = Instant::now();
-        let tls = tls_client_config(alpn)?;
-        let (mut reader, mut writer, quic) = match peer.scheme {
-            Scheme::Tls => {
-                let tcp = tokio::net::TcpStream::connect(peer.addr).await?;
-                tcp.set_nodelay(true)?;
-                let connector = tokio_rustls::TlsConnector::from(Arc::new(tls));
-                let name = rustls::pki_types::ServerName::try_from("localhost")
-                    .map_err(|e| TransportError::Certificate(e.to_string()))?;
-                let stream = connector.connect(name, tcp).await?;
-                let (r, w) = tokio::io::split(stream);
-                (FrameReader::new(Box::new(r)), Box::new(w) as BoxWrite, None)
-            }
-            Scheme::Quic => {
-                let bind: SocketAddr = if peer.addr.is_ipv6() {
-                    "[::]:0"
-                } else {
-                    "0.0.0.0:0"
-                }
-                .parse()
-                .map_err(|_| TransportError::BadUrl(peer.to_string()))?;
-                let endpoint = quic_endpoint(bind, None, quinn::EndpointConfig::default())?;
-                let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
-                    .map_err(|e| TransportError::Certificate(e.to_string()))?;
-                let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-                let mut transport = quinn::TransportConfig::default();
-                // An idle association stays up (the default idle timeout is 30 s).
-                transport.keep_alive_interval(Some(QUIC_KEEP_ALIVE));
-                transport.max_idle_timeout(QUIC_IDLE_TIMEOUT.try_into().ok());
-                ep.congestion.apply(&mut transport);
-                config.transport_config(Arc::new(transport));
-                let conn = endpoint
-                    .connect_with(config, peer.addr, "localhost")?
-                    .await?;
-                let (w, r) = conn.open_bi().await?;
-                (
-                    FrameReader::new(Box::new(r)),
-                    Box::new(w) as BoxWrite,
-                    Some((endpoint, conn)),
-                )
-            }
-        };
-        let established = with_timeout(
-            ep.handshake_timeout,
-            client_handshake(ep, &mut reader, &mut writer),
-        )
-        .await?;
+        // One limit covers reaching the peer and the handshake: a peer that
+        // never answers cannot hold the caller longer than that.
+        let (transport, (reader, writer, quic), established) =
+            with_timeout(ep.handshake_timeout, async {
+                let (transport, mut opened) = match peer.scheme {
+                    Scheme::Tls => (Scheme::Tls, open_tls(peer.addr, alpn).await?),
+                    Scheme::Quic => (Scheme::Quic, open_quic(peer.addr, alpn, ep).await?),
+                    Scheme::Npamp => open_negotiated(peer.addr, alpn, ep).await?,
+                };
+                let established = client_handshake(ep, &mut opened.0, &mut opened.1).await?;
+                Ok((transport, opened, established))
+            })
+            .await?;
         let handshake_time = started.elapsed();
         let bridge = match &quic {
             Some((_, conn)) => {
@@ -566,15 +706,22 @@ impl Link {
             }
             None => None,
         };
-        info!(peer = %peer, identity = %hex::encode(established.peer_identity), ?handshake_time, "association established");
+        info!(peer = %peer, transport = transport.name(), identity = %hex::encode(established.peer_identity), ?handshake_time, "association established");
         Ok(Self {
             assoc: Association::new(Role::Client, established, ep.assoc, Instant::now())?,
             control: (reader, writer),
             bridge,
             _quic: quic,
+            transport,
             handshake_time,
             stats: ep.stats.clone(),
         })
+    }
+
+    /// The transport the association runs on: [`Scheme::Quic`] or
+    /// [`Scheme::Tls`] (for an `npamp://` peer, the one that won).
+    pub fn transport(&self) -> Scheme {
+        self.transport
     }
 
     pub fn peer_identity(&self) -> [u8; 32] {
@@ -592,12 +739,21 @@ impl Link {
         self.control.1.write_all(&out).await?;
         self.control.1.flush().await?;
         loop {
-            let (header, frame) = self
-                .control
-                .0
-                .next()
-                .await?
-                .ok_or(TransportError::EarlyEof)?;
+            // A peer that refuses this identity can only close a TLS stream
+            // (QUIC carries its reason); say what that most likely means.
+            let closed = if self.assoc.counters().frames_in == 0 {
+                TransportError::ClosedAfterHandshake
+            } else {
+                TransportError::ClosedWithoutClose
+            };
+            let (header, frame) = match self.control.0.next().await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return Err(closed),
+                Err(TransportError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return Err(closed);
+                }
+                Err(e) => return Err(e),
+            };
             out.clear();
             let event = self
                 .assoc
@@ -777,9 +933,16 @@ pub struct ServeStats {
 /// PING, CLOSE and KEY_UPDATE; Bridge frames are counted (delivering them to
 /// an upstream is the gateway's job).
 pub struct Listener {
+    /// What the listener is bound to: for `npamp://`, the port number both
+    /// the UDP (QUIC) and the TCP (TLS) socket have.
     pub local_addr: PeerAddr,
-    task: tokio::task::JoinHandle<()>,
+    /// The accept loops: one, or two for `npamp://`.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
+
+/// How often an `npamp://` listener on port 0 picks another TCP port when
+/// the UDP port of that number is taken.
+const SHARED_PORT_TRIES: usize = 16;
 
 impl Listener {
     /// A server that counts Bridge frames and delivers them nowhere
@@ -805,157 +968,224 @@ impl Listener {
         S: BridgeSink,
         F: Fn(AssocHandle) -> S + Send + Sync + 'static,
     {
-        let handshakes = Arc::new(tokio::sync::Semaphore::new(ep.max_handshakes.max(1)));
-        let refuse = {
-            let refused = ep.stats.clone();
-            move |from: SocketAddr| {
-                let n = refused
-                    .handshakes_refused
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if n.is_power_of_two() {
-                    warn!(%from, refused = n + 1, "too many handshakes in progress: connection refused");
-                }
-            }
-        };
-        let ep = Arc::new(ep);
-        let make_sink = Arc::new(make_sink);
-        match addr.scheme {
+        let accept = Arc::new(Accept {
+            handshakes: Arc::new(tokio::sync::Semaphore::new(ep.max_handshakes.max(1))),
+            ep,
+            stats,
+            make_sink,
+        });
+        let (local, tasks) = match addr.scheme {
             Scheme::Tls => {
                 let listener = tokio::net::TcpListener::bind(addr.addr).await?;
-                let local = PeerAddr {
-                    scheme: Scheme::Tls,
-                    addr: listener.local_addr()?,
-                };
-                let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_server_config(
-                    ep.tls_files.as_ref(),
-                )?));
-                let task = tokio::spawn(async move {
-                    loop {
-                        let (tcp, from) = match listener.accept().await {
-                            Ok(accepted) => accepted,
-                            Err(e) => {
-                                // Out of descriptors and the like: pause, do not spin.
-                                warn!(error = %e, "accept failed");
-                                tokio::time::sleep(Duration::from_millis(50)).await;
-                                continue;
-                            }
-                        };
-                        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
-                            refuse(from);
-                            continue;
-                        };
-                        let (acceptor, ep, stats, make_sink) = (
-                            acceptor.clone(),
-                            ep.clone(),
-                            stats.clone(),
-                            make_sink.clone(),
-                        );
-                        tokio::spawn(async move {
-                            let _ = tcp.set_nodelay(true);
-                            let result = async {
-                                let stream = with_timeout(ep.handshake_timeout, async {
-                                    Ok(acceptor.accept(tcp).await?)
-                                })
-                                .await
-                                .map_err(Ended::Handshake)?;
-                                let (r, w) = tokio::io::split(stream);
-                                serve_streams(
-                                    &ep,
-                                    &stats,
-                                    (FrameReader::new(Box::new(r)), Box::new(w)),
-                                    None,
-                                    permit,
-                                    &*make_sink,
-                                )
-                                .await
-                            }
-                            .await;
-                            log_end(from, result, &stats);
-                        });
-                    }
-                });
-                Ok(Self {
-                    local_addr: local,
-                    task,
-                })
+                let local = listener.local_addr()?;
+                (local, vec![accept.tls(listener)?])
             }
             Scheme::Quic => {
-                let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls_server_config(
-                    ep.tls_files.as_ref(),
-                )?)
-                .map_err(|e| TransportError::Certificate(e.to_string()))?;
-                let endpoint = quic_endpoint(
-                    addr.addr,
-                    Some({
-                        let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-                        let mut transport = quinn::TransportConfig::default();
-                        ep.congestion.apply(&mut transport);
-                        server.transport_config(Arc::new(transport));
-                        server
-                    }),
-                    stable_endpoint_config(&ep.identity_seed),
-                )?;
-                let local = PeerAddr {
-                    scheme: Scheme::Quic,
-                    addr: endpoint.local_addr()?,
-                };
-                let task = tokio::spawn(async move {
-                    while let Some(incoming) = endpoint.accept().await {
-                        let from = incoming.remote_address();
-                        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
-                            refuse(from);
-                            incoming.refuse();
-                            continue;
-                        };
-                        let (ep, stats, make_sink) = (ep.clone(), stats.clone(), make_sink.clone());
-                        tokio::spawn(async move {
-                            let result = async {
-                                let conn = with_timeout(ep.handshake_timeout, async {
-                                    Ok(incoming.await?)
-                                })
-                                .await
-                                .map_err(Ended::Handshake)?;
-                                let (w, r) = with_timeout(ep.handshake_timeout, async {
-                                    Ok(conn.accept_bi().await?)
-                                })
-                                .await
-                                .map_err(Ended::Handshake)?;
-                                serve_streams(
-                                    &ep,
-                                    &stats,
-                                    (FrameReader::new(Box::new(r)), Box::new(w)),
-                                    Some(conn),
-                                    permit,
-                                    &*make_sink,
-                                )
-                                .await
-                            }
-                            .await;
-                            log_end(from, result, &stats);
-                        });
-                    }
-                });
-                Ok(Self {
-                    local_addr: local,
-                    task,
-                })
+                let endpoint = accept.quic_endpoint(addr.addr)?;
+                (endpoint.local_addr()?, vec![accept.quic(endpoint)])
             }
-        }
+            Scheme::Npamp => {
+                let (listener, endpoint) = bind_shared_port(addr.addr, &accept).await?;
+                let local = listener.local_addr()?;
+                (local, vec![accept.tls(listener)?, accept.quic(endpoint)])
+            }
+        };
+        Ok(Self {
+            local_addr: PeerAddr {
+                scheme: addr.scheme,
+                addr: local,
+            },
+            tasks,
+        })
     }
 
     pub fn abort(&self) {
-        self.task.abort();
+        self.stop_accepting();
     }
 
     /// Stops accepting new associations; established ones carry on.
     pub fn stop_accepting(&self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.task.abort();
+        self.stop_accepting();
+    }
+}
+
+/// A TCP listener and a QUIC endpoint on the same port number. For port 0
+/// the TCP port is chosen first; if its UDP twin is taken, another is tried.
+async fn bind_shared_port<S, F>(
+    addr: SocketAddr,
+    accept: &Accept<F>,
+) -> Result<(tokio::net::TcpListener, quinn::Endpoint), TransportError>
+where
+    F: Fn(AssocHandle) -> S,
+{
+    let mut tries = 0;
+    loop {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let shared = listener.local_addr()?;
+        match accept.quic_endpoint(shared) {
+            Ok(endpoint) => return Ok((listener, endpoint)),
+            Err(TransportError::Io(e))
+                if addr.port() == 0
+                    && e.kind() == std::io::ErrorKind::AddrInUse
+                    && tries < SHARED_PORT_TRIES =>
+            {
+                tries += 1;
+                debug!(
+                    port = shared.port(),
+                    "UDP port taken; choosing another TCP port"
+                );
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// What a listener's accept loops share: the endpoint, counters, the sink
+/// factory and the bound on handshakes in progress.
+struct Accept<F> {
+    ep: Endpoint,
+    stats: ServeStats,
+    make_sink: F,
+    handshakes: Arc<tokio::sync::Semaphore>,
+}
+
+impl<F> Accept<F> {
+    /// A permit for one more handshake, or `None` (counted, logged now and
+    /// then) when the limit is reached: the connection is refused at once.
+    fn permit(&self, from: SocketAddr) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let permit = self.handshakes.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            let n = self
+                .ep
+                .stats
+                .handshakes_refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n.is_power_of_two() {
+                warn!(%from, refused = n + 1, "too many handshakes in progress: connection refused");
+            }
+        }
+        permit
+    }
+
+    fn quic_endpoint(&self, addr: SocketAddr) -> Result<quinn::Endpoint, TransportError> {
+        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls_server_config(
+            self.ep.tls_files.as_ref(),
+        )?)
+        .map_err(|e| TransportError::Certificate(e.to_string()))?;
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        let mut transport = quinn::TransportConfig::default();
+        self.ep.congestion.apply(&mut transport);
+        server.transport_config(Arc::new(transport));
+        quic_endpoint(
+            addr,
+            Some(server),
+            stable_endpoint_config(&self.ep.identity_seed),
+        )
+    }
+}
+
+impl<S, F> Accept<F>
+where
+    S: BridgeSink,
+    F: Fn(AssocHandle) -> S + Send + Sync + 'static,
+{
+    /// The accept loop of a TCP + TLS listener.
+    fn tls(
+        self: &Arc<Self>,
+        listener: tokio::net::TcpListener,
+    ) -> Result<tokio::task::JoinHandle<()>, TransportError> {
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls_server_config(
+            self.ep.tls_files.as_ref(),
+        )?));
+        let accept = self.clone();
+        Ok(tokio::spawn(async move {
+            loop {
+                let (tcp, from) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of descriptors and the like: pause, do not spin.
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Some(permit) = accept.permit(from) else {
+                    continue;
+                };
+                let (acceptor, accept) = (acceptor.clone(), accept.clone());
+                tokio::spawn(async move {
+                    let _ = tcp.set_nodelay(true);
+                    let ep = &accept.ep;
+                    let result = async {
+                        let stream = with_timeout(ep.handshake_timeout, async {
+                            Ok(acceptor.accept(tcp).await?)
+                        })
+                        .await
+                        .map_err(Ended::Handshake)?;
+                        let (r, w) = tokio::io::split(stream);
+                        serve_streams(
+                            ep,
+                            &accept.stats,
+                            (FrameReader::new(Box::new(r)), Box::new(w)),
+                            None,
+                            permit,
+                            &accept.make_sink,
+                        )
+                        .await
+                    }
+                    .await;
+                    log_end(from, result, &accept.stats);
+                });
+            }
+        }))
+    }
+
+    /// The accept loop of a QUIC endpoint.
+    fn quic(self: &Arc<Self>, endpoint: quinn::Endpoint) -> tokio::task::JoinHandle<()> {
+        let accept = self.clone();
+        tokio::spawn(async move {
+            while let Some(incoming) = endpoint.accept().await {
+                let from = incoming.remote_address();
+                let Some(permit) = accept.permit(from) else {
+                    incoming.refuse();
+                    continue;
+                };
+                let accept = accept.clone();
+                tokio::spawn(async move {
+                    let ep = &accept.ep;
+                    let result = async {
+                        let conn =
+                            with_timeout(ep.handshake_timeout, async { Ok(incoming.await?) })
+                                .await
+                                .map_err(Ended::Handshake)?;
+                        let (w, r) = with_timeout(ep.handshake_timeout, async {
+                            Ok(conn.accept_bi().await?)
+                        })
+                        .await
+                        .map_err(Ended::Handshake)?;
+                        serve_streams(
+                            ep,
+                            &accept.stats,
+                            (FrameReader::new(Box::new(r)), Box::new(w)),
+                            Some(conn),
+                            permit,
+                            &accept.make_sink,
+                        )
+                        .await
+                    }
+                    .await;
+                    log_end(from, result, &accept.stats);
+                });
+            }
+        })
     }
 }
 
@@ -1003,12 +1233,16 @@ where
             established
         }
         Err(e) => {
-            // QUIC can tell the peer why; a TLS stream is just closed.
-            if let Some(conn) = &quic {
-                conn.close(
+            // QUIC can tell the peer why; a TLS stream is only closed
+            // (close_notify, so the peer sees a clean end).
+            match &quic {
+                Some(conn) => conn.close(
                     quinn::VarInt::from_u32(1),
                     format!("N-PAMP handshake failed: {e}").as_bytes(),
-                );
+                ),
+                None => {
+                    let _ = tokio::time::timeout(CLOSE_NOTIFY_WAIT, writer.shutdown()).await;
+                }
             }
             return Err(Ended::Handshake(e));
         }
@@ -1064,4 +1298,197 @@ impl BridgeSink for CountingSink {
     }
 
     fn ended(&mut self, _: &End) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<PeerAddr, TransportError> {
+        s.parse()
+    }
+
+    fn why(s: &str) -> &'static str {
+        match parse(s) {
+            Err(TransportError::BadUrl { why, .. }) => why,
+            other => panic!("{s}: expected BadUrl, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn addresses_of_all_three_schemes_parse_and_print() {
+        for (text, scheme, printed) in [
+            (
+                "quic://127.0.0.1:4433",
+                Scheme::Quic,
+                "quic://127.0.0.1:4433",
+            ),
+            ("tls://127.0.0.1:4434", Scheme::Tls, "tls://127.0.0.1:4434"),
+            (
+                "npamp://127.0.0.1:7443",
+                Scheme::Npamp,
+                "npamp://127.0.0.1:7443",
+            ),
+            (
+                "NPAMP://127.0.0.1:7443/",
+                Scheme::Npamp,
+                "npamp://127.0.0.1:7443",
+            ),
+            ("npamp://[::1]:7443", Scheme::Npamp, "npamp://[::1]:7443"),
+        ] {
+            let addr = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(addr.scheme, scheme, "{text}");
+            assert_eq!(addr.to_string(), printed, "{text}");
+            assert_eq!(parse(printed).ok(), Some(addr), "{text} round trip");
+        }
+    }
+
+    #[test]
+    fn bad_addresses_say_what_is_wrong() {
+        assert_eq!(why("127.0.0.1:7443"), "no scheme");
+        assert_eq!(why("udp://127.0.0.1:7443"), "unknown scheme");
+        assert_eq!(
+            why("npamp://127.0.0.1"),
+            "HOST:PORT needed (N-PAMP has no default port)"
+        );
+        assert_eq!(
+            why("npamp://[::1]"),
+            "HOST:PORT needed (N-PAMP has no default port)"
+        );
+        assert_eq!(
+            why("npamp://::1"),
+            "HOST:PORT needed (N-PAMP has no default port)"
+        );
+        for resource in [
+            "npamp://127.0.0.1:7443/tools",
+            "npamp://127.0.0.1:7443?x=1",
+            "npamp://127.0.0.1:7443#f",
+        ] {
+            assert_eq!(
+                why(resource),
+                "the gateway uses no resource path, query or fragment",
+                "{resource}"
+            );
+        }
+        assert_eq!(
+            why("tls://me@127.0.0.1:1"),
+            "user information is not allowed"
+        );
+        assert_eq!(
+            why("quic://127.0.0.1:99999"),
+            "not an address or a host name that resolves"
+        );
+        let message = parse("npamp://127.0.0.1").unwrap_err().to_string();
+        assert!(
+            message.contains("npamp://127.0.0.1") && message.contains("no default port"),
+            "{message}"
+        );
+    }
+
+    /// A transport attempt for [`first_up`]: records when it was first
+    /// polled (started), then succeeds or fails after `after`, or never
+    /// finishes (`None`).
+    async fn attempt(
+        started: &std::cell::Cell<Option<tokio::time::Instant>>,
+        after: Option<Duration>,
+        ok: bool,
+        what: &'static str,
+    ) -> Result<&'static str, TransportError> {
+        started.set(Some(tokio::time::Instant::now()));
+        let Some(after) = after else {
+            return std::future::pending().await;
+        };
+        tokio::time::sleep(after).await;
+        if ok {
+            Ok(what)
+        } else {
+            Err(TransportError::Ended(format!("{what} refused")))
+        }
+    }
+
+    struct Race {
+        result: Result<(Scheme, &'static str), TransportError>,
+        /// When TCP + TLS started, after the start of the race.
+        tls_started: Option<Duration>,
+        took: Duration,
+    }
+
+    async fn race(quic: (Option<u64>, bool), tls: (Option<u64>, bool)) -> Race {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 7443));
+        let (quic_started, tls_started) = Default::default();
+        let ms = |t: Option<u64>| t.map(Duration::from_millis);
+        let t0 = tokio::time::Instant::now();
+        let result = first_up(
+            addr,
+            attempt(&quic_started, ms(quic.0), quic.1, "quic"),
+            attempt(&tls_started, ms(tls.0), tls.1, "tls"),
+            FALLBACK_DELAY,
+        )
+        .await;
+        let tls_started: std::cell::Cell<Option<tokio::time::Instant>> = tls_started;
+        Race {
+            result,
+            tls_started: tls_started.get().map(|t| t - t0),
+            took: t0.elapsed(),
+        }
+    }
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[tokio::test(start_paused = true)]
+    async fn quic_up_in_time_wins_and_tls_is_never_started() {
+        let r = race((Some(100), true), (Some(1), true)).await;
+        assert_eq!(r.result.ok(), Some((Scheme::Quic, "quic")));
+        assert_eq!((r.tls_started, r.took), (None, MS(100)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quic_failure_starts_tls_at_once() {
+        let r = race((Some(10), false), (Some(5), true)).await;
+        assert_eq!(r.result.ok(), Some((Scheme::Tls, "tls")));
+        assert_eq!((r.tls_started, r.took), (Some(MS(10)), MS(15)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_quic_starts_tls_after_the_fallback_delay() {
+        let r = race((None, true), (Some(5), true)).await;
+        assert_eq!(r.result.ok(), Some((Scheme::Tls, "tls")));
+        assert_eq!(r.tls_started, Some(FALLBACK_DELAY));
+        assert_eq!(r.took, FALLBACK_DELAY + MS(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quic_still_wins_after_the_delay_if_it_is_up_first() {
+        let r = race((Some(300), true), (Some(100), true)).await;
+        assert_eq!(r.result.ok(), Some((Scheme::Quic, "quic")));
+        assert_eq!((r.tls_started, r.took), (Some(FALLBACK_DELAY), MS(300)));
+        // TLS failing first does not end the race either.
+        let r = race((Some(500), true), (Some(10), false)).await;
+        assert_eq!(r.result.ok(), Some((Scheme::Quic, "quic")));
+        // Nor does QUIC failing after the delay while TLS is still coming up.
+        let r = race((Some(300), false), (Some(200), true)).await;
+        assert_eq!(r.result.ok(), Some((Scheme::Tls, "tls")));
+        assert_eq!(r.took, FALLBACK_DELAY + MS(200));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_both_fail_the_error_names_both() {
+        for (quic, tls) in [
+            ((Some(10), false), (Some(10), false)),
+            ((Some(400), false), (Some(10), false)),
+            ((Some(260), false), (Some(400), false)),
+        ] {
+            let r = race(quic, tls).await;
+            let message = match r.result {
+                Err(e @ TransportError::NoTransport { .. }) => e.to_string(),
+                other => panic!("{quic:?} {tls:?}: expected NoTransport, got {other:?}"),
+            };
+            assert!(
+                message.contains("QUIC: association ended: quic refused")
+                    && message.contains("TCP + TLS: association ended: tls refused")
+                    && message.contains("127.0.0.1:7443"),
+                "{message}"
+            );
+        }
+    }
 }

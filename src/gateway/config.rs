@@ -26,7 +26,8 @@ pub struct GatewayOptions {
     #[serde(skip)]
     pub config: Option<PathBuf>,
 
-    /// Accept associations: quic://ADDR or tls://ADDR (repeatable).
+    /// Accept associations: quic://ADDR, tls://ADDR, or npamp://ADDR for both
+    /// on one port number (repeatable).
     #[arg(long, value_name = "URL")]
     pub listen: Vec<String>,
     /// Deliver to this JSON-RPC server: http://, https://, ws:// or wss:// URL.
@@ -45,7 +46,8 @@ pub struct GatewayOptions {
     /// (newline-delimited); repeatable. Needs --peer.
     #[arg(long, value_name = "URL")]
     pub ingress: Vec<String>,
-    /// The peer gateway clients are carried to: quic://ADDR or tls://ADDR.
+    /// The peer gateway clients are carried to: quic://ADDR, tls://ADDR, or
+    /// npamp://ADDR (QUIC, falling back to TCP + TLS).
     #[arg(long, value_name = "URL")]
     pub peer: Option<String>,
     /// Serve Prometheus /metrics and /healthz on this address.
@@ -333,18 +335,11 @@ impl GatewayOptions {
             }
             (None, None) => None,
         };
-        if !listen.is_empty() && upstream.is_none() {
-            return Err(err(
-                "listen",
-                !cli.listen.is_empty(),
-                "accepting associations needs somewhere to deliver: --upstream URL or --upstream-cmd COMMAND".into(),
-            ));
-        }
         if !ingress.is_empty() && peer.is_none() {
             return Err(err(
                 "ingress",
                 !cli.ingress.is_empty(),
-                "accepting clients needs a peer gateway: --peer quic://ADDR or tls://ADDR".into(),
+                "accepting clients needs a peer gateway: --peer quic://ADDR, tls://ADDR or npamp://ADDR".into(),
             ));
         }
         let metrics = self
@@ -879,11 +874,20 @@ mod tests {
         let e = o.resolve().unwrap_err();
         assert_eq!(e.at, "--ingress");
         let o = GatewayOptions {
-            listen: vec!["quic://127.0.0.1:0".into()],
+            listen: vec!["npamp://127.0.0.1:0/tools".into()],
             insecure_accept_any_peer: true,
             ..Default::default()
         };
-        assert!(o.resolve().unwrap_err().message.contains("--upstream"));
+        let e = o.resolve().unwrap_err();
+        assert_eq!(e.at, "--listen");
+        assert!(e.message.contains("no resource path"), "{}", e.message);
+        // Listening alone (no upstream) is allowed: associations for `ping`.
+        let o = GatewayOptions {
+            listen: vec!["npamp://127.0.0.1:0".into()],
+            insecure_accept_any_peer: true,
+            ..Default::default()
+        };
+        assert!(o.resolve().expect("listen alone").upstream.is_none());
         let o = GatewayOptions::default();
         assert!(o.resolve().unwrap_err().message.contains("--trust"));
     }

@@ -418,14 +418,15 @@ impl Gateway {
         let mut listening = Vec::new();
         let mut tasks = Vec::new();
         if !config.listen.is_empty() {
-            let upstream = config.upstream.clone().ok_or_else(|| {
-                GatewayError::Config(
-                    "--listen needs an upstream (--upstream or --upstream-cmd)".into(),
-                )
-            })?;
+            if config.upstream.is_none() {
+                warn!(
+                    "no upstream (--upstream or --upstream-cmd): associations are accepted, \
+                     and every request that arrives over them is answered NotDelivered"
+                );
+            }
             let origin = Arc::new(origin::Origin::new(
                 ctx.clone(),
-                upstream,
+                config.upstream.clone(),
                 config.upstream_ca.as_deref(),
             )?);
             for addr in &config.listen {
@@ -449,7 +450,9 @@ impl Gateway {
         let mut ingress = Vec::new();
         if !config.ingress.is_empty() {
             let peer = config.peer.ok_or_else(|| {
-                GatewayError::Config("--ingress needs --peer quic://ADDR or tls://ADDR".into())
+                GatewayError::Config(
+                    "--ingress needs --peer quic://ADDR, tls://ADDR or npamp://ADDR".into(),
+                )
             })?;
             let edge = Arc::new(edge::Edge::new(peer, config.endpoint.clone(), ctx.clone()));
             for addr in &config.ingress {

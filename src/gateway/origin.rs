@@ -7,6 +7,9 @@
 //!   association ([`Session`] with [`Side::Origin`]), reconnected or
 //!   restarted with backoff when it goes away.
 //!
+//! - No upstream (`serve --listen` alone: associations for `ping` and
+//!   benchmarks): every request is answered NotDelivered, saying so.
+//!
 //! An upstream that cannot be reached, refuses, or does not answer in time
 //! is answered with BRIDGE_ERROR NotDelivered: never a fabricated success or
 //! JSON-RPC error.
@@ -47,10 +50,14 @@ const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
+/// Why a gateway without an upstream does not deliver a request.
+const NO_UPSTREAM: &str = "this gateway has no upstream (--upstream or --upstream-cmd)";
+
 /// What the origin delivers to; shared by all associations.
 pub struct Origin {
     ctx: Arc<Ctx>,
-    upstream: Upstream,
+    /// `None`: requests are answered NotDelivered.
+    upstream: Option<Upstream>,
     http: Option<HttpsClient>,
     /// TLS for a WSS upstream.
     tls: Arc<rustls::ClientConfig>,
@@ -61,12 +68,12 @@ pub struct Origin {
 impl Origin {
     pub fn new(
         ctx: Arc<Ctx>,
-        upstream: Upstream,
+        upstream: Option<Upstream>,
         upstream_ca: Option<&std::path::Path>,
     ) -> Result<Self, super::GatewayError> {
         let tls = Arc::new(super::tls_roots_client_config(upstream_ca)?);
         let http = match &upstream {
-            Upstream::Http(_) => {
+            Some(Upstream::Http(_)) => {
                 let tls = (*tls).clone();
                 let connector = hyper_rustls::HttpsConnectorBuilder::new()
                     .with_tls_config(tls)
@@ -95,23 +102,23 @@ impl Origin {
     pub fn sink(self: &Arc<Self>, assoc: AssocHandle) -> OriginSink {
         self.ctx.track(&assoc);
         match &self.upstream {
-            Upstream::Http(_) => OriginSink::Http {
+            Some(Upstream::Http(_)) | None => OriginSink::Stateless {
                 origin: self.clone(),
                 assoc,
             },
-            Upstream::Ws(_) | Upstream::Cmd(_) => {
+            Some(upstream @ (Upstream::Ws(_) | Upstream::Cmd(_))) => {
                 let (tx, rx) = self.ctx.limits.outbox();
                 let session = Session::new(Side::Origin, assoc, self.ctx.clone(), tx);
                 let sink = session.sink();
-                let origin = self.clone();
-                tokio::spawn(async move { origin.run_upstream(session, rx).await });
+                let (origin, upstream) = (self.clone(), upstream.clone());
+                tokio::spawn(async move { origin.run_upstream(&upstream, session, rx).await });
                 OriginSink::Session(sink)
             }
         }
     }
 
     /// Keeps one upstream session up for as long as the association lives.
-    async fn run_upstream(&self, session: Session, mut rx: Inbox) {
+    async fn run_upstream(&self, upstream: &Upstream, session: Session, mut rx: Inbox) {
         let _counted = Counted::new(&self.ctx.metrics.upstream_sessions);
         let mut backoff = FIRST_BACKOFF;
         let mut first = true;
@@ -123,11 +130,11 @@ impl Origin {
             let started = Instant::now();
             // Watches the association itself: when it ends, it closes the
             // upstream politely before returning.
-            let why = self.one_upstream(&session, &mut rx).await;
+            let why = self.one_upstream(upstream, &session, &mut rx).await;
             if !session.assoc().is_open() {
                 return;
             }
-            warn!(upstream = %self.upstream, %why, "upstream session ended");
+            warn!(%upstream, %why, "upstream session ended");
             session.local_down(&why).await;
             if !session.assoc().is_open() {
                 return;
@@ -148,8 +155,8 @@ impl Origin {
     }
 
     /// Runs one upstream session until it fails; returns why.
-    async fn one_upstream(&self, session: &Session, rx: &mut Inbox) -> String {
-        match &self.upstream {
+    async fn one_upstream(&self, upstream: &Upstream, session: &Session, rx: &mut Inbox) -> String {
+        match upstream {
             Upstream::Cmd(argv) => run_child(argv, session, rx, &self.ctx).await,
             Upstream::Ws(url) => run_ws(url, session, rx, &self.ctx, self.tls.clone()).await,
             Upstream::Http(_) => "an HTTP upstream has no session".into(),
@@ -166,7 +173,7 @@ impl Origin {
         corr: Vec<u8>,
         id: Option<(Range<usize>, IdKind)>,
     ) {
-        let (Upstream::Http(uri), Some(client)) = (&self.upstream, &self.http) else {
+        let (Some(Upstream::Http(uri)), Some(client)) = (&self.upstream, &self.http) else {
             return;
         };
         let ctx = &self.ctx;
@@ -277,7 +284,8 @@ impl Origin {
 
 /// The sink of an association at the origin.
 pub enum OriginSink {
-    Http {
+    /// Each request on its own: an HTTP upstream, or none.
+    Stateless {
         origin: Arc<Origin>,
         assoc: AssocHandle,
     },
@@ -288,8 +296,8 @@ impl BridgeSink for OriginSink {
     async fn frame(&mut self, frame_type: FrameType, payload: &[u8]) {
         match self {
             OriginSink::Session(s) => s.frame(frame_type, payload).await,
-            OriginSink::Http { origin, assoc } => {
-                http_frame(origin, assoc, frame_type, payload).await;
+            OriginSink::Stateless { origin, assoc } => {
+                stateless_frame(origin, assoc, frame_type, payload).await;
             }
         }
     }
@@ -297,7 +305,7 @@ impl BridgeSink for OriginSink {
     fn ended(&mut self, why: &End) {
         match self {
             OriginSink::Session(s) => s.ended(why),
-            OriginSink::Http { origin, .. } => {
+            OriginSink::Stateless { origin, .. } => {
                 if matches!(why, End::Error(_)) {
                     origin.ctx.metrics.association_errors.fetch_add(1, Relaxed);
                 }
@@ -306,7 +314,7 @@ impl BridgeSink for OriginSink {
     }
 }
 
-async fn http_frame(
+async fn stateless_frame(
     origin: &Arc<Origin>,
     assoc: &AssocHandle,
     frame_type: FrameType,
@@ -365,6 +373,15 @@ async fn http_frame(
             return;
         }
     };
+    if origin.upstream.is_none() {
+        match id {
+            Some(_) => origin.not_delivered(assoc, &corr, NO_UPSTREAM).await,
+            None => {
+                ctx.metrics.dropped.fetch_add(1, Relaxed);
+            }
+        }
+        return;
+    }
     // Waiting for a permit here is backpressure on the peer.
     let Ok(permit) = origin.permits.clone().acquire_owned().await else {
         return;
