@@ -6,14 +6,14 @@
 //! key. The caller draws them from a CSPRNG ([`super::Randomness`]); tests pin them.
 
 use aws_lc_rs::agreement::{self, PrivateKey, UnparsedPublicKey, X25519};
-use ml_kem::array::Array;
-use ml_kem::{Decapsulate, DecapsulationKey, EncapsulationKey, KeyExport, MlKem768};
+use aws_lc_rs::kem::{AlgorithmId, DecapsulationKey};
 use zeroize::Zeroizing;
 
 use super::HandshakeError;
+use super::mlkem;
 
-pub const MLKEM768_EK_LEN: usize = 1184;
-pub const MLKEM768_CT_LEN: usize = 1088;
+pub const MLKEM768_EK_LEN: usize = mlkem::EK_LEN;
+pub const MLKEM768_CT_LEN: usize = mlkem::CT_LEN;
 pub const X25519_LEN: usize = 32;
 /// KEMShare: `ek (1184) ‖ X25519 public (32)`.
 pub const KEM_SHARE_LEN: usize = MLKEM768_EK_LEN + X25519_LEN;
@@ -24,7 +24,7 @@ pub const SHARED_SECRET_LEN: usize = 64;
 
 /// The client's half of the exchange, kept until SERVER_HELLO arrives.
 pub struct ClientKem {
-    dk: DecapsulationKey<MlKem768>,
+    dk: DecapsulationKey<AlgorithmId>,
     x25519: PrivateKey,
     share: Vec<u8>,
 }
@@ -69,10 +69,10 @@ fn x25519_agree(key: &PrivateKey, peer: &[u8]) -> Result<Zeroizing<[u8; 32]>, Ha
 impl ClientKem {
     /// Key generation from the ML-KEM seed `d ‖ z` and an X25519 private key.
     pub fn new(mlkem_seed: &[u8; 64], x25519: &[u8; 32]) -> Result<Self, HandshakeError> {
-        let dk = DecapsulationKey::<MlKem768>::from_seed(Array::from(*mlkem_seed));
+        let mlkem::KeyPair { dk, ek } = mlkem::keygen(mlkem_seed)?;
         let x25519 = x25519_private(x25519)?;
         let mut share = Vec::with_capacity(KEM_SHARE_LEN);
-        share.extend_from_slice(&dk.encapsulation_key().to_bytes());
+        share.extend_from_slice(&ek);
         share.extend_from_slice(&x25519_public(&x25519)?);
         Ok(Self { dk, x25519, share })
     }
@@ -97,13 +97,10 @@ impl ClientKem {
             });
         }
         let (ct, server_x25519) = ciphertext.split_at(MLKEM768_CT_LEN);
-        let mlkem = self
-            .dk
-            .decapsulate_slice(ct)
-            .map_err(|_| HandshakeError::Crypto("ML-KEM ciphertext"))?;
+        let mlkem = mlkem::decapsulate(&self.dk, ct)?;
         let x = x25519_agree(&self.x25519, server_x25519)?;
         let mut out = Zeroizing::new([0u8; SHARED_SECRET_LEN]);
-        out[..32].copy_from_slice(&mlkem);
+        out[..32].copy_from_slice(&mlkem[..]);
         out[32..].copy_from_slice(&x[..]);
         Ok(out)
     }
@@ -139,17 +136,14 @@ impl ServerKem {
             });
         }
         let (ek, client_x25519) = share.split_at(MLKEM768_EK_LEN);
-        let ek = Array::try_from(ek).map_err(|_| HandshakeError::Crypto("ML-KEM key length"))?;
-        let ek = EncapsulationKey::<MlKem768>::new(&ek)
-            .map_err(|_| HandshakeError::Crypto("ML-KEM encapsulation key rejected"))?;
-        let (ct, mlkem) = ek.encapsulate_deterministic(&Array::from(*m));
+        let (ct, mlkem) = mlkem::encapsulate(ek, m)?;
         let key = x25519_private(x25519)?;
         let x = x25519_agree(&key, client_x25519)?;
         let mut ciphertext = Vec::with_capacity(KEM_CIPHERTEXT_LEN);
         ciphertext.extend_from_slice(&ct);
         ciphertext.extend_from_slice(&x25519_public(&key)?);
         let mut shared_secret = Zeroizing::new([0u8; SHARED_SECRET_LEN]);
-        shared_secret[..32].copy_from_slice(&mlkem);
+        shared_secret[..32].copy_from_slice(&mlkem[..]);
         shared_secret[32..].copy_from_slice(&x[..]);
         Ok(Self {
             ciphertext,

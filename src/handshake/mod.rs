@@ -17,6 +17,7 @@
 
 mod auth;
 mod kem;
+pub mod mlkem;
 mod transcript;
 
 pub use auth::{
