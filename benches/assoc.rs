@@ -1,7 +1,7 @@
 //! Associations over loopback: Bridge frames per second through one QUIC
 //! association against raw quinn moving the same octets with the same
-//! batching (same group), handshakes per second over QUIC and TLS, and
-//! PING/PONG round trips.
+//! batching (same group), handshake latency and handshakes per second (16
+//! clients at once) over QUIC and TLS, and PING/PONG round trips.
 //!
 //! Raw quinn: the client writes pre-built frames (the same length as the
 //! sealed Bridge frames) on one stream, 64 per write; the server counts
@@ -26,6 +26,8 @@ use npamp_gateway::bridge::{
 use npamp_gateway::handshake::Trust;
 
 const BATCH: u64 = 64;
+/// Clients handshaking at once in `handshakes_per_second`.
+const HANDSHAKES_IN_FLIGHT: usize = 16;
 
 /// Tokio worker threads: `NPAMP_BENCH_WORKERS`, default 2 (this machine's cores).
 fn runtime() -> tokio::runtime::Runtime {
@@ -242,5 +244,50 @@ fn handshakes_and_ping(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bridge_frames, handshakes_and_ping);
+/// Throughput rather than latency: HANDSHAKES_IN_FLIGHT clients connecting
+/// at once (as after a restart), on the server's runtime, so client and
+/// server CPU share the cores.
+fn handshakes_per_second(c: &mut Criterion) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("handshakes_per_second");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(HANDSHAKES_IN_FLIGHT as u64));
+    for scheme in [Scheme::Quic, Scheme::Tls] {
+        let mut ep = endpoint();
+        ep.max_handshakes = HANDSHAKES_IN_FLIGHT;
+        let listener = rt
+            .block_on(Listener::bind(addr(scheme), ep, ServeStats::default()))
+            .expect("listener");
+        let at = listener.local_addr;
+        group.bench_function(
+            format!("{}_{HANDSHAKES_IN_FLIGHT}_in_flight", scheme.name()),
+            |b| {
+                b.iter(|| {
+                    rt.block_on(async {
+                        let clients: Vec<_> = (0..HANDSHAKES_IN_FLIGHT)
+                            .map(|_| {
+                                tokio::spawn(async move {
+                                    let link =
+                                        Link::connect(at, &endpoint()).await.expect("connect");
+                                    link.close().await.expect("close");
+                                })
+                            })
+                            .collect();
+                        for client in clients {
+                            client.await.expect("client task");
+                        }
+                    })
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bridge_frames,
+    handshakes_and_ping,
+    handshakes_per_second
+);
 criterion_main!(benches);

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use npamp_gateway::assoc::transport::{
-    Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats, TransportError,
+    Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats, SharedClientEndpoint, TransportError,
 };
 use npamp_gateway::handshake::{HandshakeError, Identity, Trust};
 use npamp_gateway::wire::{ChannelId, Flags, FrameType, Header};
@@ -110,6 +110,40 @@ async fn npamp_listener_serves_both_transports_on_one_port() {
             addr: listener.local_addr.addr,
         };
         assert_eq!(round_trip_to(to, &stats).await, expected, "{to}");
+    }
+}
+
+/// Associations connected through one `SharedClientEndpoint` share its UDP
+/// socket and work independently: one closing leaves the other up. Plain
+/// connects get a socket each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn associations_sharing_a_client_endpoint_share_one_socket() {
+    let (listener, _stats) = server(Scheme::Quic, Trust::Pinned(vec![public(&CLIENT_SEED)])).await;
+    let ep = client(Trust::Pinned(vec![public(&SERVER_SEED)]));
+    let shared = SharedClientEndpoint::default();
+    let first = Link::connect_sharing(listener.local_addr, &ep, &shared)
+        .await
+        .expect("first");
+    let mut second = Link::connect_sharing(listener.local_addr, &ep, &shared)
+        .await
+        .expect("second");
+    let socket = first.quic_local_addr().expect("a QUIC socket");
+    assert_eq!(second.quic_local_addr(), Some(socket));
+    first.close().await.expect("close the first");
+    second.ping().await.expect("the second still answers");
+    let third = Link::connect_sharing(listener.local_addr, &ep, &shared)
+        .await
+        .expect("third");
+    assert_eq!(third.quic_local_addr(), Some(socket));
+
+    let own = Link::connect(listener.local_addr, &ep).await.expect("own");
+    let own_too = Link::connect(listener.local_addr, &ep)
+        .await
+        .expect("own too");
+    assert_ne!(own.quic_local_addr(), Some(socket));
+    assert_ne!(own.quic_local_addr(), own_too.quic_local_addr());
+    for link in [second, third, own, own_too] {
+        link.close().await.expect("close");
     }
 }
 

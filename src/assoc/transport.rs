@@ -566,15 +566,56 @@ async fn open_tls(addr: SocketAddr, alpn: &[u8]) -> Result<Opened, TransportErro
     Ok((FrameReader::new(Box::new(r)), Box::new(w), None))
 }
 
-/// A QUIC connection to `addr` (its own endpoint), offering `alpn`, and the
-/// Control channel's stream on it.
-async fn open_quic(addr: SocketAddr, alpn: &[u8], ep: &Endpoint) -> Result<Opened, TransportError> {
-    let bind = if addr.is_ipv6() {
+/// Client QUIC endpoints (UDP sockets), one per address family, created on
+/// first use and shared by every association connected through them.
+///
+/// An endpoint of its own per association gives each one its own socket and
+/// receive path, which is what a few pooled associations that should spread
+/// over cores want. A gateway with an association per client session wants
+/// the opposite: quinn gives every endpoint a receive buffer of about 3 MB
+/// on Linux with GRO (1472 B × 64 segments × 32 datagrams), so a thousand
+/// WebSocket clients would cost 3 GB in buffers alone.
+#[derive(Clone, Default)]
+pub struct SharedClientEndpoint(Arc<std::sync::Mutex<[Option<quinn::Endpoint>; 2]>>);
+
+impl SharedClientEndpoint {
+    fn get(&self, ipv6: bool) -> Result<quinn::Endpoint, TransportError> {
+        let mut endpoints = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = &mut endpoints[usize::from(ipv6)];
+        if let Some(endpoint) = slot {
+            return Ok(endpoint.clone());
+        }
+        let endpoint = client_endpoint(ipv6)?;
+        *slot = Some(endpoint.clone());
+        Ok(endpoint)
+    }
+}
+
+/// A client QUIC endpoint on an ephemeral port of the address family.
+fn client_endpoint(ipv6: bool) -> Result<quinn::Endpoint, TransportError> {
+    let bind = if ipv6 {
         SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
     } else {
         SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, 0))
     };
-    let endpoint = quic_endpoint(bind, None, quinn::EndpointConfig::default())?;
+    quic_endpoint(bind, None, quinn::EndpointConfig::default())
+}
+
+/// A QUIC connection to `addr`, offering `alpn`, and the Control channel's
+/// stream on it; on `shared`'s endpoint, or on an endpoint of its own.
+async fn open_quic(
+    addr: SocketAddr,
+    alpn: &[u8],
+    ep: &Endpoint,
+    shared: Option<&SharedClientEndpoint>,
+) -> Result<Opened, TransportError> {
+    let endpoint = match shared {
+        Some(shared) => shared.get(addr.is_ipv6())?,
+        None => client_endpoint(addr.is_ipv6())?,
+    };
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls_client_config(alpn)?)
         .map_err(|e| TransportError::Certificate(e.to_string()))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
@@ -598,10 +639,11 @@ async fn open_negotiated(
     addr: SocketAddr,
     alpn: &[u8],
     ep: &Endpoint,
+    shared: Option<&SharedClientEndpoint>,
 ) -> Result<(Scheme, Opened), TransportError> {
     first_up(
         addr,
-        open_quic(addr, alpn, ep),
+        open_quic(addr, alpn, ep, shared),
         open_tls(addr, alpn),
         FALLBACK_DELAY,
     )
@@ -678,11 +720,30 @@ impl Link {
         Self::connect_with_alpn(peer, ep, ALPN).await
     }
 
+    /// [`Link::connect`] over QUIC on `shared`'s client endpoint rather than
+    /// one of the association's own (see [`SharedClientEndpoint`]).
+    pub async fn connect_sharing(
+        peer: PeerAddr,
+        ep: &Endpoint,
+        shared: &SharedClientEndpoint,
+    ) -> Result<Self, TransportError> {
+        Self::connect_via(peer, ep, ALPN, Some(shared)).await
+    }
+
     /// [`Link::connect`] offering another ALPN (to test refusal).
     pub async fn connect_with_alpn(
         peer: PeerAddr,
         ep: &Endpoint,
         alpn: &[u8],
+    ) -> Result<Self, TransportError> {
+        Self::connect_via(peer, ep, alpn, None).await
+    }
+
+    async fn connect_via(
+        peer: PeerAddr,
+        ep: &Endpoint,
+        alpn: &[u8],
+        shared: Option<&SharedClientEndpoint>,
     ) -> Result<Self, TransportError> {
         let started = Instant::now();
         // One limit covers reaching the peer and the handshake: a peer that
@@ -691,8 +752,8 @@ impl Link {
             with_timeout(ep.handshake_timeout, async {
                 let (transport, mut opened) = match peer.scheme {
                     Scheme::Tls => (Scheme::Tls, open_tls(peer.addr, alpn).await?),
-                    Scheme::Quic => (Scheme::Quic, open_quic(peer.addr, alpn, ep).await?),
-                    Scheme::Npamp => open_negotiated(peer.addr, alpn, ep).await?,
+                    Scheme::Quic => (Scheme::Quic, open_quic(peer.addr, alpn, ep, shared).await?),
+                    Scheme::Npamp => open_negotiated(peer.addr, alpn, ep, shared).await?,
                 };
                 let established = client_handshake(ep, &mut opened.0, &mut opened.1).await?;
                 Ok((transport, opened, established))
@@ -716,6 +777,12 @@ impl Link {
             handshake_time,
             stats: ep.stats.clone(),
         })
+    }
+
+    /// The local address of the QUIC endpoint the association runs on
+    /// (`None` over TCP + TLS).
+    pub fn quic_local_addr(&self) -> Option<SocketAddr> {
+        self._quic.as_ref().and_then(|(e, _)| e.local_addr().ok())
     }
 
     /// The transport the association runs on: [`Scheme::Quic`] or

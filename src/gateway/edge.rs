@@ -23,7 +23,7 @@ use super::carry::{
 use super::outbox::Outbox;
 use super::session::{Session, Side};
 use crate::assoc::driver::{AssocHandle, BridgeSink, End};
-use crate::assoc::transport::{Endpoint, Link, PeerAddr};
+use crate::assoc::transport::{Endpoint, Link, PeerAddr, SharedClientEndpoint};
 use crate::bridge::TransportError;
 use crate::jsonrpc::carriage::Inbound;
 use crate::jsonrpc::{Begin, CorrelationError, CorrelationMode, Correlator, Kind};
@@ -39,6 +39,10 @@ pub struct Edge {
     pub endpoint: Endpoint,
     pub ctx: Arc<Ctx>,
     pool: Pool,
+    /// The one QUIC client endpoint of all session associations (one per
+    /// client: they must not each cost a socket and its buffers). Pooled
+    /// associations keep endpoints of their own, to spread over cores.
+    sessions: SharedClientEndpoint,
 }
 
 impl Edge {
@@ -52,12 +56,13 @@ impl Edge {
                 next: AtomicUsize::new(0),
             },
             ctx,
+            sessions: SharedClientEndpoint::default(),
         }
     }
 
     /// Establishes an association and the session of one client on it.
     pub async fn session(&self, side: Side, to_local: Outbox) -> Result<Session, Failure> {
-        let link = self.connect().await?;
+        let link = self.connect(Some(&self.sessions)).await?;
         let mut session = None;
         let handle = link.spawn(|h| {
             let s = Session::new(side, h, self.ctx.clone(), to_local);
@@ -69,8 +74,12 @@ impl Edge {
         session.ok_or_else(|| Failure::Unavailable("session not created".into()))
     }
 
-    async fn connect(&self) -> Result<Link, Failure> {
-        match Link::connect(self.peer, &self.endpoint).await {
+    async fn connect(&self, shared: Option<&SharedClientEndpoint>) -> Result<Link, Failure> {
+        let link = match shared {
+            Some(shared) => Link::connect_sharing(self.peer, &self.endpoint, shared).await,
+            None => Link::connect(self.peer, &self.endpoint).await,
+        };
+        match link {
             Ok(link) => Ok(link),
             Err(e) => {
                 self.ctx.metrics.handshake_failures.fetch_add(1, Relaxed);
@@ -177,7 +186,7 @@ impl Edge {
         {
             return Err(Failure::Unavailable(why.clone()));
         }
-        let link = match self.connect().await {
+        let link = match self.connect(None).await {
             Ok(l) => l,
             Err(f) => {
                 if let Failure::Unavailable(why) = &f {
