@@ -8,8 +8,21 @@ use std::time::Duration;
 
 use support::*;
 
-/// `npamp-gateway ping ARGS`: exit status, stdout, stderr.
-async fn ping(args: &[&str]) -> (bool, String, String) {
+/// `npamp-gateway ping URL --identity KEY_FILE --trust PUBLIC_KEY --count
+/// COUNT --interval-ms 10`: exit status, stdout, stderr.
+async fn ping(url: &str, identity: &str, trust: &str, count: u32) -> (bool, String, String) {
+    let count = count.to_string();
+    let args = [
+        url,
+        "--identity",
+        identity,
+        "--trust",
+        trust,
+        "--count",
+        &count,
+        "--interval-ms",
+        "10",
+    ];
     let out = tokio::time::timeout(
         Duration::from_secs(30),
         tokio::process::Command::new(BIN)
@@ -89,18 +102,7 @@ async fn serve_and_ping_succeed_over_quic_tls_and_npamp() {
     let server = Server::start().await;
     for (scheme, transport) in [("quic", "quic"), ("tls", "tls"), ("npamp", "quic")] {
         let url = server.listening(scheme);
-        let (ok, out, err) = ping(&[
-            &url,
-            "--identity",
-            &server.client_key,
-            "--trust",
-            &server.server_pub,
-            "--count",
-            "3",
-            "--interval-ms",
-            "10",
-        ])
-        .await;
+        let (ok, out, err) = ping(&url, &server.client_key, &server.server_pub, 3).await;
         assert!(ok, "ping {url}: {out}{err}");
         assert!(
             out.contains(&format!("peer     {}", server.server_pub)),
@@ -117,16 +119,7 @@ async fn serve_and_ping_succeed_over_quic_tls_and_npamp() {
     let npamp = server.listening("npamp");
     for scheme in ["quic", "tls"] {
         let url = npamp.replacen("npamp", scheme, 1);
-        let (ok, out, err) = ping(&[
-            &url,
-            "--identity",
-            &server.client_key,
-            "--trust",
-            &server.server_pub,
-            "--count",
-            "1",
-        ])
-        .await;
+        let (ok, out, err) = ping(&url, &server.client_key, &server.server_pub, 1).await;
         assert!(ok, "ping {url}: {out}{err}");
         assert!(
             out.contains(&format!("transport {scheme}\n")),
@@ -146,16 +139,7 @@ async fn a_wrong_pinned_key_fails_clearly_on_both_sides() {
     let stranger = stranger.to_string_lossy().into_owned();
     for scheme in ["quic", "tls", "npamp"] {
         let url = server.listening(scheme);
-        let (ok, out, err) = ping(&[
-            &url,
-            "--identity",
-            &server.client_key,
-            "--trust",
-            &other,
-            "--count",
-            "1",
-        ])
-        .await;
+        let (ok, out, err) = ping(&url, &server.client_key, &other, 1).await;
         assert!(!ok, "ping {url} with a wrong pinned key succeeded: {out}");
         assert!(
             err.contains("is not among the pinned keys") && err.contains(&url),
@@ -163,16 +147,7 @@ async fn a_wrong_pinned_key_fails_clearly_on_both_sides() {
         );
         assert!(!out.contains("rtt ms"), "{url}: {out}");
 
-        let (ok, out, err) = ping(&[
-            &url,
-            "--identity",
-            &stranger,
-            "--trust",
-            &server.server_pub,
-            "--count",
-            "1",
-        ])
-        .await;
+        let (ok, out, err) = ping(&url, &stranger, &server.server_pub, 1).await;
         assert!(!ok, "an unpinned client got through {url}: {out}");
         // QUIC carries the server's reason; a TLS stream can only be closed,
         // and the client says what that means.
@@ -186,16 +161,7 @@ async fn a_wrong_pinned_key_fails_clearly_on_both_sides() {
     // The client the server does pin still gets through afterwards.
     assert_ne!(server.client_pub, other);
     let url = server.listening("quic");
-    let (ok, out, err) = ping(&[
-        &url,
-        "--identity",
-        &server.client_key,
-        "--trust",
-        &server.server_pub,
-        "--count",
-        "1",
-    ])
-    .await;
+    let (ok, out, err) = ping(&url, &server.client_key, &server.server_pub, 1).await;
     assert!(ok, "ping {url} after the refusals: {out}{err}");
 }
 
