@@ -226,6 +226,59 @@ mod tests {
         }
     }
 
+    /// ByteEncode12 of 768 coefficients (two per three octets), then ρ.
+    fn encode_ek(coefficients: &[u16], rho: &[u8; 32]) -> Vec<u8> {
+        let mut ek: Vec<u8> = coefficients
+            .chunks(2)
+            .flat_map(|c| {
+                let (a, b) = (c[0], c[1]);
+                [a as u8, ((a >> 8) | (b << 4)) as u8, (b >> 4) as u8]
+            })
+            .collect();
+        ek.extend_from_slice(rho);
+        ek
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Any encapsulation key a peer could send, not only generated
+        /// ones: AWS-LC and the oracle accept and refuse the same keys
+        /// (FIPS 203 §7.2: every coefficient below q = 3329), and agree on
+        /// the ciphertext and secret when they accept.
+        #[test]
+        fn arbitrary_keys_are_judged_and_used_like_the_oracle(
+            mut coefficients in prop::collection::vec(0u16..3329, 768),
+            rho in any::<[u8; 32]>(),
+            bad in prop::option::of((0usize..768, 3329u16..4096)),
+            m in any::<[u8; M_LEN]>(),
+        ) {
+            if let Some((i, value)) = bad {
+                coefficients[i] = value;
+            }
+            let ek = encode_ek(&coefficients, &rho);
+            prop_assert_eq!(ek.len(), EK_LEN);
+            let oracle = Array::try_from(&ek[..])
+                .ok()
+                .and_then(|ek| EncapsulationKey::<MlKem768>::new(&ek).ok())
+                .map(|ek| ek.encapsulate_deterministic(&Array::from(m)));
+            match (encapsulate(&ek, &m), oracle) {
+                (Ok((ct, ss)), Some((oracle_ct, oracle_ss))) => {
+                    prop_assert_eq!(&ct[..], &oracle_ct[..]);
+                    prop_assert_eq!(&ss[..], &oracle_ss[..]);
+                }
+                (Err(_), None) => prop_assert!(bad.is_some()),
+                (ours, theirs) => prop_assert!(
+                    false,
+                    "AWS-LC {} the key, RustCrypto {} it (bad coefficient: {:?})",
+                    if ours.is_ok() { "accepts" } else { "refuses" },
+                    if theirs.is_some() { "accepts" } else { "refuses" },
+                    bad
+                ),
+            }
+        }
+    }
+
     #[test]
     fn bad_encapsulation_keys_and_ciphertexts_are_refused() {
         let pair = keygen(&[7; SEED_LEN]).expect("keygen");
