@@ -269,12 +269,21 @@ pub type BoxRead = Box<dyn AsyncRead + Send + Unpin>;
 /// A boxed write half of a stream.
 pub type BoxWrite = Box<dyn AsyncWrite + Send + Unpin>;
 
+/// The read buffer a stream starts with: enough for the handshake and for a
+/// quiet association (a gateway may hold one per client session).
+const READ_BUFFER_START: usize = 4 << 10;
+/// What a busy stream's buffer grows to (doubling each time a read fills
+/// it), so that one read takes many frames.
+const READ_BUFFER_BUSY: usize = 64 << 10;
+
 /// Reads whole frames from a stream into one reused buffer.
 ///
 /// Frames are handed out as ranges of that buffer ([`FrameReader::take`]),
 /// opened in place there, and stay valid until the next read
 /// ([`FrameReader::fill`] or [`FrameReader::next`]), which may move the
-/// octets not yet taken to the front.
+/// octets not yet taken to the front. The buffer starts small and grows
+/// while reads keep filling it (up to [`READ_BUFFER_BUSY`]) or when one
+/// frame needs more (up to the deframer's frame limit).
 pub struct FrameReader {
     inner: BoxRead,
     buf: Vec<u8>,
@@ -290,7 +299,7 @@ impl FrameReader {
     pub fn new(inner: BoxRead) -> Self {
         Self {
             inner,
-            buf: vec![0; 64 << 10],
+            buf: vec![0; READ_BUFFER_START],
             start: 0,
             end: 0,
             deframer: Deframer::default(),
@@ -365,6 +374,10 @@ impl FrameReader {
             }
             self.read_at = Instant::now();
             self.end += n;
+            if self.end == self.buf.len() && self.buf.len() < READ_BUFFER_BUSY {
+                // The stream had more than fitted: a busy one.
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
         }
     }
 
@@ -1501,6 +1514,47 @@ mod tests {
     }
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    /// `n` sealed frames of `len` plaintext octets, back to back.
+    fn frames(n: u64, len: usize) -> Vec<u8> {
+        let keys =
+            crate::record::TrafficKeys::new(crate::record::Suite::AES_256_GCM, &[7; 32], &[9; 12])
+                .expect("keys");
+        let mut out = Vec::new();
+        for seq in 0..n {
+            keys.seal_frame_into(
+                &mut out,
+                crate::wire::Flags::NONE,
+                crate::wire::FrameType(0x0100),
+                ChannelId::BRIDGE,
+                seq,
+                |b| b.resize(b.len() + len, 0x5A),
+            )
+            .expect("seal");
+        }
+        out
+    }
+
+    async fn read_all(stream: Vec<u8>) -> (u64, usize) {
+        let mut reader = FrameReader::new(Box::new(std::io::Cursor::new(stream)));
+        let mut count = 0;
+        while reader.next().await.expect("frame").is_some() {
+            count += 1;
+        }
+        (count, reader.buf.len())
+    }
+
+    #[tokio::test]
+    async fn the_read_buffer_stays_small_when_quiet_and_grows_when_busy() {
+        // A handshake-sized exchange fits the starting buffer.
+        assert_eq!(read_all(frames(3, 1000)).await, (3, READ_BUFFER_START));
+        // A stream that keeps filling the buffer doubles it up to the busy size.
+        assert_eq!(read_all(frames(400, 300)).await, (400, READ_BUFFER_BUSY));
+        // One frame larger than that grows it as far as the frame needs.
+        let (count, len) = read_all(frames(1, 100 << 10)).await;
+        assert_eq!(count, 1);
+        assert!(len > 100 << 10, "{len}");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn quic_up_in_time_wins_and_tls_is_never_started() {
