@@ -1158,7 +1158,13 @@ fn register(pending: &Mutex<Pending>, job: &Arc<Job>) {
 
 async fn ws_connection(url: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>) {
     use tokio_tungstenite::tungstenite::Message;
-    let ws = match tokio_tungstenite::connect_async(url.as_str()).await {
+    // Small reads, as the gateway's own WebSocket connections (tungstenite
+    // zero-fills its whole read buffer, 128 KiB by default, before each read).
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(npamp_gateway::gateway::WS_READ_BUFFER);
+    let ws = match tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), false)
+        .await
+    {
         Ok((ws, _)) => ws,
         Err(e) => {
             let what = format!("WebSocket connect: {e}");

@@ -338,11 +338,20 @@ pub fn tls_roots_client_config(
         .with_no_client_auth())
 }
 
-/// WebSocket limits: one message at most `max` octets.
+/// The most a WebSocket connection reads at once. tungstenite's default is
+/// 128 KiB, and it zero-fills that much of its buffer before each read: per
+/// connection, 128 KiB of memory touched, and a 128 KiB memset per read
+/// however small the message. A larger message still gets a buffer of its
+/// size; it is read in more, smaller reads.
+pub const WS_READ_BUFFER: usize = 16 << 10;
+
+/// WebSocket limits: one message at most `max` octets; reads of at most
+/// [`WS_READ_BUFFER`].
 pub fn ws_config(max: usize) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
     tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
+        .read_buffer_size(WS_READ_BUFFER)
 }
 
 /// A byte stream: TCP, or TLS over TCP.
