@@ -282,7 +282,7 @@ const READ_BUFFER_BUSY: usize = 64 << 10;
 /// opened in place there, and stay valid until the next read
 /// ([`FrameReader::fill`] or [`FrameReader::next`]), which may move the
 /// octets not yet taken to the front. The buffer starts small and grows
-/// while reads keep filling it (up to [`READ_BUFFER_BUSY`]) or when one
+/// while reads keep filling it (up to 64 KiB) or when one
 /// frame needs more (up to the deframer's frame limit).
 pub struct FrameReader {
     inner: BoxRead,
