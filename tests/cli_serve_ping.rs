@@ -172,22 +172,16 @@ async fn a_wrong_pinned_key_fails_clearly_on_both_sides() {
 async fn a_gateway_without_an_upstream_answers_not_delivered() {
     let server = Server::start().await;
     let peer = server.listening("npamp");
-    let edge = Proc::start(
+    let (_edge, url) = http_edge(
+        &peer,
         &[
-            "serve",
-            "--ingress",
-            "http://127.0.0.1:0",
-            "--peer",
-            &peer,
             "--identity",
             &server.client_key,
             "--trust",
             &server.server_pub,
         ],
-        "ingress",
     )
     .await;
-    let url = edge.printed("ingress ");
     let (status, body) = post(&url, r#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}"#).await;
     assert_eq!(status, 502, "{body}");
     assert!(

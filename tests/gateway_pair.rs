@@ -598,20 +598,9 @@ async fn tls_upstreams_with_an_operator_ca() {
         }
         let origin = Proc::start(&args, "listening on").await;
         let peer = origin.printed("listening on ");
-        let edge = Proc::start(
-            &[
-                "serve",
-                "--ingress",
-                "http://127.0.0.1:0",
-                "--peer",
-                &peer,
-                "--insecure-accept-any-peer",
-            ],
-            "ingress",
-        )
-        .await;
+        let (_edge, url) = http_edge(&peer, &["--insecure-accept-any-peer"]).await;
         let (s, b) = post(
-            &edge.printed("ingress "),
+            &url,
             r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":["tls"]}"#,
         )
         .await;

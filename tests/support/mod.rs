@@ -131,6 +131,16 @@ pub mod tempdir {
     }
 }
 
+/// An edge with one HTTP ingress in front of `peer` (`extra`: identity and
+/// trust flags); the edge and its ingress URL.
+pub async fn http_edge(peer: &str, extra: &[&str]) -> (Proc, String) {
+    let mut args = vec!["serve", "--ingress", "http://127.0.0.1:0", "--peer", peer];
+    args.extend(extra);
+    let edge = Proc::start(&args, "ingress").await;
+    let url = edge.printed("ingress ");
+    (edge, url)
+}
+
 pub fn keygen(path: &std::path::Path) -> String {
     let out = std::process::Command::new(BIN)
         .args(["keygen", "--out"])
