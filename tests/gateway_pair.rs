@@ -653,7 +653,7 @@ async fn origin_forgets_requests_its_upstream_never_answers() {
 async fn idle_associations_stay_up_through_keepalive() {
     let pair = Pair::start(PairOptions {
         ingresses: &["http", "ws"],
-        origin_extra: &["--peer-timeout", "1"],
+        origin_extra: &["--peer-timeout", "1", "--stall-timeout", "0.5"],
         edge_extra: &[
             "--peer-timeout",
             "1",

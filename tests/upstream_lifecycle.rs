@@ -1,7 +1,9 @@
 //! How an origin lets go of its upstream when an association ends: a stdio
 //! child (an MCP server, say) gets EOF on stdin and time to exit, then
-//! SIGTERM; a WebSocket upstream gets a Close frame. Real processes over
-//! 127.0.0.1.
+//! SIGTERM; a WebSocket upstream gets a Close frame. And how long an
+//! upstream that takes nothing may hold an association's reader up: no
+//! longer than the stall timeout, well inside the peer's keepalive. Real
+//! processes over 127.0.0.1.
 
 mod support;
 
@@ -148,4 +150,130 @@ async fn on_sigterm_the_origin_waits_for_its_child_to_exit() {
         std::fs::read_to_string(&marker).expect("marker").trim(),
         "eof"
     );
+}
+
+/// A child that stops reading its stdin holds up, in turn, its queue at the
+/// origin, the association's reader, and the PONGs the edge waits for. The
+/// origin gives such an upstream up after the stall timeout and restarts
+/// it: what waited for it is answered NotDelivered, and the association and
+/// the client's session live on past the peer timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_stops_reading_is_restarted_before_the_peer_gives_up() {
+    let dir = tempdir::Dir::new();
+    // The first run reads nothing; the restarted one is the mock upstream.
+    let (cmd, marker) = child(
+        &dir,
+        &format!(
+            "if [ -e MARKER ]; then exec '{BIN}' mock-upstream --stdio; fi\necho stuck > MARKER\nexec sleep 600\n"
+        ),
+    );
+    let common = [
+        "--stall-timeout",
+        "0.5",
+        "--peer-timeout",
+        "2",
+        "--insecure-accept-any-peer",
+        "--metrics",
+        "127.0.0.1:0",
+    ];
+    let mut args = vec!["serve", "--listen", "quic://127.0.0.1:0"];
+    args.extend(["--upstream-cmd", &cmd, "--session-buffer", "65536"]);
+    args.extend(common);
+    let origin = Proc::start(&args, "metrics").await;
+    let peer = origin.printed("listening on ");
+    let mut args = vec!["serve", "--ingress", "tcp://127.0.0.1:0", "--peer", &peer];
+    args.extend(common);
+    let edge = Proc::start(&args, "metrics").await;
+    let mut client = Client::tcp(&edge.printed("ingress ")).await;
+
+    // 100 requests of 4 KiB: far more than the child's pipe and the
+    // origin's 64 KiB session buffer take.
+    let pad = "x".repeat(4096);
+    let sent = 100u64;
+    for id in 0..sent {
+        let req = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"echo","params":[pad]});
+        client.send(&req.to_string()).await;
+    }
+    file_says(&marker, "stuck", Duration::from_secs(5)).await;
+    let mut answered = std::collections::BTreeSet::new();
+    let mut not_delivered = 0;
+    for _ in 0..sent {
+        let r = client.recv().await.expect("an answer");
+        let id = r["id"].as_u64().expect("the request's id");
+        assert!(answered.insert(id), "{id} answered twice: {r}");
+        if r.get("result").is_some() {
+            // Arrived after the restart: the mock echoed it.
+            assert_eq!(r["result"][0].as_str(), Some(pad.as_str()));
+        } else {
+            assert_eq!(r["error"]["data"]["npamp_error"], "NotDelivered", "{r}");
+            not_delivered += 1;
+        }
+    }
+    assert!(not_delivered > 0, "nothing waited for the stuck child?");
+
+    // Past the peer timeout, the same association still carries the session.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = client
+        .call(serde_json::json!({"jsonrpc":"2.0","id":"after","method":"echo","params":[1]}))
+        .await;
+    assert_eq!(r["result"], serde_json::json!([1]), "{r}");
+    assert_eq!(metric(&origin, "npamp_stalled_upstreams_total").await, 1);
+    assert_eq!(metric(&origin, "npamp_upstream_restarts_total").await, 1);
+    assert_eq!(metric(&edge, "npamp_associations_opened_total").await, 1);
+    assert_eq!(metric(&edge, "npamp_association_errors_total").await, 0);
+}
+
+/// An HTTP upstream that finishes nothing while the origin's requests in
+/// flight are at `--max-in-flight`: a further request waits for room no
+/// longer than the stall timeout (the association's reader waits with it),
+/// then is answered NotDelivered, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeout() {
+    let (_upstream, url) = mock("http").await;
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "quic://127.0.0.1:0",
+        "--upstream",
+        &url,
+    ];
+    args.extend(["--max-in-flight", "2", "--stall-timeout", "0.5"]);
+    args.extend(["--peer-timeout", "2", "--insecure-accept-any-peer"]);
+    let origin = Proc::start(&args, "listening on").await;
+    let (_edge, http) = http_edge(
+        &origin.printed("listening on "),
+        &["--insecure-accept-any-peer"],
+    )
+    .await;
+    let slow = |id: u32| {
+        let http = http.clone();
+        tokio::spawn(async move {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"sleep","params":[3000]}}"#);
+            post(&http, &body).await
+        })
+    };
+    let busy = [slow(1), slow(2)];
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let (status, body) = post(
+        &http,
+        r#"{"jsonrpc":"2.0","id":3,"method":"echo","params":[3]}"#,
+    )
+    .await;
+    let waited = started.elapsed();
+    assert_eq!(status, 502, "{body}");
+    let v = parse(&body);
+    assert_eq!(v["id"], 3);
+    assert_eq!(v["error"]["data"]["npamp_error"], "NotDelivered", "{body}");
+    let detail = v["error"]["data"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("--max-in-flight"), "{body}");
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_millis(2500),
+        "answered after {waited:?}"
+    );
+    // The two that held the room were delivered and answered.
+    for b in busy {
+        let (status, body) = b.await.expect("slow request");
+        assert_eq!(status, 200, "{body}");
+    }
 }

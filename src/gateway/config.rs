@@ -570,15 +570,17 @@ impl GatewayOptions {
         if let Some(v) = self.drain_timeout {
             limits.drain_timeout = seconds("drain-timeout", cli.drain_timeout.is_some(), v)?;
         }
-        // An edge's association waits while a session client does not read
-        // (until the stall timeout drops the client) and answers no PING
-        // meanwhile: the peer must not give up on it first.
-        if !self.ingress.is_empty() && endpoint.assoc.peer_timeout <= limits.stall_timeout {
+        // An association's reader waits while its local party takes nothing
+        // (a session client at an edge, an upstream at an origin) and answers
+        // no PING meanwhile, until the stall timeout gives that party up: the
+        // peer must not give up on the association first.
+        let carries = !self.ingress.is_empty() || !listen.is_empty();
+        if carries && endpoint.assoc.peer_timeout <= limits.stall_timeout {
             return Err(err(
                 "peer-timeout",
                 cli.peer_timeout.is_some() || self.peer_timeout.is_none(),
                 format!(
-                    "{:?} must exceed --stall-timeout ({:?}): an association held up by a client that does not read answers no keepalive until that client is dropped",
+                    "{:?} must exceed --stall-timeout ({:?}): an association held up by a client or upstream that takes nothing answers no keepalive until that party is given up",
                     endpoint.assoc.peer_timeout, limits.stall_timeout
                 ),
             ));
@@ -844,6 +846,22 @@ mod tests {
             o.stall_timeout = Some(0.5);
         });
         assert_eq!(ok.unwrap().peer_timeout, Duration::from_secs(1));
+        // So must an origin's: its reader waits on an upstream that takes
+        // nothing until the stall timeout restarts that upstream.
+        let origin = |peer_timeout| {
+            GatewayOptions {
+                insecure_accept_any_peer: true,
+                listen: vec!["quic://127.0.0.1:0".into()],
+                upstream: Some("http://127.0.0.1:8545".into()),
+                peer_timeout: Some(peer_timeout),
+                ..Default::default()
+            }
+            .resolve()
+        };
+        let e = origin(5.0).unwrap_err();
+        assert_eq!(e.at, "--peer-timeout");
+        assert!(e.message.contains("upstream"), "{e}");
+        assert!(origin(11.0).is_ok());
     }
 
     #[test]

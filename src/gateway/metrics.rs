@@ -147,6 +147,9 @@ pub struct Metrics {
     /// Edge: clients dropped for not moving data (a body that does not
     /// arrive, replies that are not read).
     pub stalled_clients: AtomicU64,
+    /// Origin: upstream sessions restarted because they took no message
+    /// within the stall timeout.
+    pub stalled_upstreams: AtomicU64,
     pub latency: Histogram,
     pub upstream_latency: Histogram,
     /// The association listeners' own counters (origin role).
@@ -316,6 +319,11 @@ impl Metrics {
                 "npamp_stalled_clients_total",
                 "Clients dropped for not moving data within the stall timeout.",
                 &self.stalled_clients,
+            ),
+            (
+                "npamp_stalled_upstreams_total",
+                "Upstream sessions (stdio, WebSocket) restarted for taking no message within the stall timeout.",
+                &self.stalled_upstreams,
             ),
             (
                 "npamp_dropped_total",

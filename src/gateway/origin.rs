@@ -139,6 +139,9 @@ impl Origin {
             if !session.assoc().is_open() {
                 return;
             }
+            // Everything queued has been answered NotDelivered: emptying the
+            // queue now frees the association's reader if it waits for room.
+            while rx.try_recv().is_some() {}
             if started.elapsed() > MAX_BACKOFF * 2 {
                 backoff = FIRST_BACKOFF;
             }
@@ -382,9 +385,28 @@ async fn stateless_frame(
         }
         return;
     }
-    // Waiting for a permit here is backpressure on the peer.
-    let Ok(permit) = origin.permits.clone().acquire_owned().await else {
-        return;
+    // Waiting for a permit here is backpressure on the peer, for as long as
+    // a stalled party may hold a reader up (the peer's keepalive waits too).
+    let stall = ctx.limits.stall_timeout;
+    let permit = match tokio::time::timeout(stall, origin.permits.clone().acquire_owned()).await {
+        Ok(Ok(permit)) => permit,
+        Ok(Err(_)) => return,
+        Err(_) => {
+            match id {
+                Some(_) => {
+                    let detail = format!(
+                        "{} requests to the upstream are in flight (--max-in-flight) and none finished within {:.1} s (--stall-timeout)",
+                        ctx.limits.max_in_flight,
+                        stall.as_secs_f64()
+                    );
+                    origin.not_delivered(assoc, &corr, &detail).await;
+                }
+                None => {
+                    ctx.metrics.dropped.fetch_add(1, Relaxed);
+                }
+            }
+            return;
+        }
     };
     let text = Bytes::copy_from_slice(text);
     let (origin, assoc) = (origin.clone(), assoc.clone());
@@ -427,13 +449,15 @@ async fn run_child(argv: &[String], session: &Session, rx: &mut Inbox, ctx: &Ctx
     let why = {
         let write = async {
             while let Some(text) = rx.recv().await {
-                if let Err(e) = write_line(&mut stdin, &text).await {
-                    return Some(format!("writing to the upstream's stdin: {e}"));
-                }
-                if rx.is_empty()
-                    && let Err(e) = stdin.flush().await
-                {
-                    return Some(format!("writing to the upstream's stdin: {e}"));
+                let write = async {
+                    write_line(&mut stdin, &text).await?;
+                    if rx.is_empty() {
+                        stdin.flush().await?;
+                    }
+                    Ok::<_, std::io::Error>(())
+                };
+                if let Err(why) = upstream_write(ctx, "its stdin", write).await {
+                    return Some(why);
                 }
             }
             None
@@ -470,6 +494,30 @@ async fn run_child(argv: &[String], session: &Session, rx: &mut Inbox, ctx: &Ctx
             drop(stdin);
             stop_child(&mut child, pid).await;
             SESSION_OVER.to_owned()
+        }
+    }
+}
+
+/// One write to an upstream session, given up when it does not finish within
+/// the stall timeout. An upstream that takes nothing holds up, in turn, its
+/// queue, the association's reader and the PONGs the peer waits for: it is
+/// restarted instead (what waited for it is answered NotDelivered), before
+/// the peer's keepalive gives the whole association up.
+async fn upstream_write<E: std::fmt::Display>(
+    ctx: &Ctx,
+    into: &str,
+    write: impl std::future::Future<Output = Result<(), E>>,
+) -> Result<(), String> {
+    let stall = ctx.limits.stall_timeout;
+    match tokio::time::timeout(stall, write).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("writing to {into}: {e}")),
+        Err(_) => {
+            ctx.metrics.stalled_upstreams.fetch_add(1, Relaxed);
+            Err(format!(
+                "the upstream took nothing from {into} for {:.1} s (--stall-timeout)",
+                stall.as_secs_f64()
+            ))
         }
     }
 }
@@ -557,8 +605,8 @@ async fn run_ws(
                     Ok(_) => Message::Text(unsafe_free_utf8(text)),
                     Err(_) => Message::Binary(text),
                 };
-                if let Err(e) = tx.send(msg).await {
-                    return Some(format!("writing to the upstream WebSocket: {e}"));
+                if let Err(why) = upstream_write(ctx, "the WebSocket", tx.send(msg)).await {
+                    return Some(why);
                 }
             }
             None
