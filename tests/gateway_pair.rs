@@ -697,3 +697,85 @@ async fn idle_associations_stay_up_through_keepalive() {
         "{text}"
     );
 }
+
+/// A JSON-RPC message of `len` octets or more: `echo` with a string that
+/// long.
+fn big_echo(id: u32, len: usize) -> (String, String) {
+    let s = "y".repeat(len);
+    let req = json!({"jsonrpc":"2.0","id":id,"method":"echo","params":[s]}).to_string();
+    (req, s)
+}
+
+/// Messages far larger than the 1 MiB default, when both gateways allow
+/// them (`--max-body`): a 5 MiB request and its 5 MiB reply, over QUIC and
+/// over TCP + TLS (where every channel shares one stream), through the HTTP
+/// and the WebSocket ingress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_mib_messages_cross_both_transports() {
+    for transport in ["quic", "tls"] {
+        let max = ["--max-body", "8388608"];
+        let pair = Pair::start(PairOptions {
+            transport,
+            origin_extra: &max,
+            edge_extra: &max,
+            ingresses: &["http", "ws"],
+            ..PairOptions::default()
+        })
+        .await;
+        let (req, s) = big_echo(1, 5 << 20);
+        let (status, body) = post(&pair.ingress("http://"), &req).await;
+        assert_eq!(status, 200, "{transport}: {}", &body[..body.len().min(300)]);
+        assert!(body.len() > 5 << 20, "{transport}");
+        assert_eq!(
+            parse(&body)["result"][0].as_str(),
+            Some(s.as_str()),
+            "{transport}"
+        );
+        let mut ws = Client::ws(&pair.ingress("ws://")).await;
+        let (req, s) = big_echo(2, 5 << 20);
+        ws.send(&req).await;
+        let r = ws.recv().await.expect("a reply");
+        assert_eq!(r["id"], 2, "{transport}");
+        assert_eq!(r["result"][0].as_str(), Some(s.as_str()), "{transport}");
+    }
+}
+
+/// Gateways that disagree on `--max-body` refuse the one message, clearly,
+/// and keep their association: an edge that takes 8 MiB in front of an
+/// origin that takes the default 1 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_origins_max_body_is_refused_alone() {
+    let pair = Pair::start(PairOptions {
+        edge_extra: &["--max-body", "8388608", "--pool-size", "1"],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let (req, _) = big_echo(1, 2 << 20);
+    let (status, body) = post(&http, &req).await;
+    assert_eq!(status, 502, "{body}");
+    let v = parse(&body);
+    assert_eq!(v["error"]["data"]["npamp_error"], "NotDelivered", "{body}");
+    let detail = v["error"]["data"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("--max-body (1048576)"), "{body}");
+    // The same association carries the next request.
+    let (status, body) = post(
+        &http,
+        r#"{"jsonrpc":"2.0","id":2,"method":"echo","params":[2]}"#,
+    )
+    .await;
+    assert_eq!(
+        (status, parse(&body)["result"].clone()),
+        (200, json!([2])),
+        "{body}"
+    );
+    assert_eq!(
+        metric(&pair.edge, "npamp_associations_opened_total").await,
+        1
+    );
+    assert_eq!(
+        metric(&pair.edge, "npamp_association_errors_total").await,
+        0
+    );
+}

@@ -277,3 +277,60 @@ async fn a_request_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeo
         assert_eq!(status, 200, "{body}");
     }
 }
+
+/// The origin's method policy and `--max-body` apply to notifications for a
+/// session upstream as to requests: what it would refuse as a request it
+/// drops as a notification (and counts), rather than pass on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_upstream_gets_no_notification_the_origin_refuses() {
+    let dir = tempdir::Dir::new();
+    let (cmd, marker) = child(
+        &dir,
+        "while read -r line; do echo \"$line\" >> MARKER; done\n",
+    );
+    let mut args = vec![
+        "serve",
+        "--listen",
+        "quic://127.0.0.1:0",
+        "--upstream-cmd",
+        &cmd,
+    ];
+    args.extend(["--deny-method", "tools/call", "--max-body", "65536"]);
+    args.extend(["--insecure-accept-any-peer", "--metrics", "127.0.0.1:0"]);
+    let origin = Proc::start(&args, "metrics").await;
+    let peer = origin.printed("listening on ");
+    let args = ["serve", "--ingress", "tcp://127.0.0.1:0", "--peer", &peer];
+    let edge = Proc::start(
+        &[&args[..], &["--insecure-accept-any-peer"]].concat(),
+        "ingress",
+    )
+    .await;
+    let mut client = Client::tcp(&edge.printed("ingress ")).await;
+    let big = "z".repeat(70_000);
+    client
+        .send(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"rm"}}"#)
+        .await;
+    client
+        .send(&format!(
+            r#"{{"jsonrpc":"2.0","method":"log","params":["{big}"]}}"#
+        ))
+        .await;
+    client
+        .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    // The last one arrives; the two before it never do.
+    let started = Instant::now();
+    let seen = loop {
+        let seen = std::fs::read_to_string(&marker).unwrap_or_default();
+        if seen.contains("notifications/initialized") {
+            break seen;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "nothing arrived: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(seen.lines().count(), 1, "{seen}");
+    assert_eq!(metric(&origin, "npamp_dropped_total").await, 2);
+}

@@ -1160,8 +1160,13 @@ async fn ws_connection(url: String, mut rx: mpsc::Receiver<Job>, run: Arc<Run>) 
     use tokio_tungstenite::tungstenite::Message;
     // Small reads, as the gateway's own WebSocket connections (tungstenite
     // zero-fills its whole read buffer, 128 KiB by default, before each read).
+    // Messages as large as a gateway may carry, in one frame (tungstenite's
+    // default frame limit is 16 MiB).
+    let max = npamp_gateway::gateway::MAX_BODY_LIMIT;
     let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .read_buffer_size(npamp_gateway::gateway::WS_READ_BUFFER);
+        .read_buffer_size(npamp_gateway::gateway::WS_READ_BUFFER)
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max));
     let ws = match tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), false)
         .await
     {

@@ -420,7 +420,8 @@ async fn read_loop<S: BridgeSink>(
             s = accept_bi(&quic), if late_bridge.is_some() => {
                 match s {
                     Ok((w, r)) => {
-                        bridge = Some(FrameReader::new(Box::new(r)));
+                        let max = shared.lock().assoc.config().max_payload_len;
+                        bridge = Some(FrameReader::authenticated(Box::new(r), max));
                         if let Some(tx) = late_bridge.take() {
                             let _ = tx.send(Box::new(w) as BoxWrite);
                         }

@@ -47,6 +47,11 @@ pub struct AssocConfig {
     /// Silence from the peer after which the association is given up (the
     /// PINGs went unanswered). Default 45 s.
     pub peer_timeout: Duration,
+    /// Largest frame payload accepted from the peer once it is
+    /// authenticated, checked before the payload is buffered (before the
+    /// handshake completes, [`transport::HANDSHAKE_MAX_PAYLOAD`] applies).
+    /// Default [`crate::wire::DEFAULT_MAX_PAYLOAD_LEN`] (1 MiB + 64 KiB).
+    pub max_payload_len: u32,
 }
 
 impl Default for AssocConfig {
@@ -57,6 +62,7 @@ impl Default for AssocConfig {
             key_update_after: Duration::from_secs(3600),
             keepalive_after: Duration::from_secs(15),
             peer_timeout: Duration::from_secs(45),
+            max_payload_len: crate::wire::DEFAULT_MAX_PAYLOAD_LEN,
         }
     }
 }

@@ -276,6 +276,12 @@ const READ_BUFFER_START: usize = 4 << 10;
 /// it), so that one read takes many frames.
 const READ_BUFFER_BUSY: usize = 64 << 10;
 
+/// Largest frame payload a peer may send before it is authenticated: the
+/// handshake's frames are a few KiB (an ML-KEM-768 encapsulation key is
+/// 1184 octets), so an unauthenticated peer cannot make a reader buffer a
+/// megabyte.
+pub const HANDSHAKE_MAX_PAYLOAD: u32 = 64 << 10;
+
 /// Reads whole frames from a stream into one reused buffer.
 ///
 /// Frames are handed out as ranges of that buffer ([`FrameReader::take`]),
@@ -283,7 +289,12 @@ const READ_BUFFER_BUSY: usize = 64 << 10;
 /// ([`FrameReader::fill`] or [`FrameReader::next`]), which may move the
 /// octets not yet taken to the front. The buffer starts small and grows
 /// while reads keep filling it (up to 64 KiB) or when one
-/// frame needs more (up to the deframer's frame limit).
+/// frame needs more (up to the frame limit); once such a large frame has
+/// been taken, it shrinks back.
+///
+/// A new reader accepts frames up to [`HANDSHAKE_MAX_PAYLOAD`]; the
+/// association raises that with [`FrameReader::set_max_payload`] once the
+/// peer is authenticated.
 pub struct FrameReader {
     inner: BoxRead,
     buf: Vec<u8>,
@@ -302,9 +313,22 @@ impl FrameReader {
             buf: vec![0; READ_BUFFER_START],
             start: 0,
             end: 0,
-            deframer: Deframer::default(),
+            deframer: Deframer::new(HANDSHAKE_MAX_PAYLOAD),
             read_at: Instant::now(),
         }
+    }
+
+    /// A reader for a stream opened after the handshake: frames up to
+    /// `max_payload_len`.
+    pub fn authenticated(inner: BoxRead, max_payload_len: u32) -> Self {
+        let mut reader = Self::new(inner);
+        reader.set_max_payload(max_payload_len);
+        reader
+    }
+
+    /// The largest frame payload accepted from now on.
+    pub fn set_max_payload(&mut self, max_payload_len: u32) {
+        self.deframer = Deframer::new(max_payload_len);
     }
 
     /// When the octets read last arrived.
@@ -359,10 +383,23 @@ impl FrameReader {
                 self.end -= self.start;
                 self.start = 0;
             }
+            if self.buf.len() > READ_BUFFER_BUSY && self.end <= READ_BUFFER_BUSY / 2 {
+                // The large frame that grew the buffer is gone: give the
+                // memory back rather than keep it for the association's life.
+                self.buf.truncate(READ_BUFFER_BUSY);
+                self.buf.shrink_to_fit();
+            }
             if self.end == self.buf.len() {
-                // Cannot exceed the deframer's limit: it refused larger headers.
-                let want = (self.buf.len() * 2).min(self.deframer.max_frame_len());
-                self.buf.resize(want.max(self.end + 1), 0);
+                // Room for the whole frame whose header is in view (at once,
+                // not by doubling: a large frame is not copied over and over),
+                // else twice the room. Never past the deframer's limit: it
+                // refused larger headers.
+                let frame = Header::decode_prefix(&self.buf[..self.end])
+                    .ok()
+                    .flatten()
+                    .map_or(0, |h| crate::wire::HEADER_LEN + h.payload_len as usize);
+                let double = (self.buf.len() * 2).min(self.deframer.max_frame_len());
+                self.buf.resize(frame.max(double).max(self.end + 1), 0);
             }
             let n = self.inner.read(&mut self.buf[self.end..]).await?;
             if n == 0 {
@@ -769,6 +806,7 @@ impl Link {
                     Scheme::Npamp => open_negotiated(peer.addr, alpn, ep, shared).await?,
                 };
                 let established = client_handshake(ep, &mut opened.0, &mut opened.1).await?;
+                opened.0.set_max_payload(ep.assoc.max_payload_len);
                 Ok((transport, opened, established))
             })
             .await?;
@@ -776,7 +814,8 @@ impl Link {
         let bridge = match &quic {
             Some((_, conn)) => {
                 let (w, r) = conn.open_bi().await?;
-                Some((FrameReader::new(Box::new(r)), Box::new(w) as BoxWrite))
+                let reader = FrameReader::authenticated(Box::new(r), ep.assoc.max_payload_len);
+                Some((reader, Box::new(w) as BoxWrite))
             }
             None => None,
         };
@@ -1310,6 +1349,7 @@ where
     {
         Ok(established) => {
             drop(permit);
+            reader.set_max_payload(ep.assoc.max_payload_len);
             established
         }
         Err(e) => {
@@ -1550,10 +1590,43 @@ mod tests {
         assert_eq!(read_all(frames(3, 1000)).await, (3, READ_BUFFER_START));
         // A stream that keeps filling the buffer doubles it up to the busy size.
         assert_eq!(read_all(frames(400, 300)).await, (400, READ_BUFFER_BUSY));
-        // One frame larger than that grows it as far as the frame needs.
-        let (count, len) = read_all(frames(1, 100 << 10)).await;
-        assert_eq!(count, 1);
-        assert!(len > 100 << 10, "{len}");
+        // One frame larger than that grows it as far as the frame needs,
+        // and once it is taken the buffer shrinks back.
+        let mut reader = FrameReader::new(Box::new(std::io::Cursor::new(frames(3, 3 << 20))));
+        reader.set_max_payload(4 << 20);
+        let mut sizes = Vec::new();
+        while let Some((_, frame)) = reader.next().await.expect("frame") {
+            sizes.push((frame.len(), reader.buf.len()));
+        }
+        assert_eq!(sizes.len(), 3);
+        for (frame, buf) in sizes {
+            assert!(
+                frame > 3 << 20 && buf >= frame && buf < 7 << 20,
+                "{frame} in {buf}"
+            );
+        }
+        assert!(reader.fill().await.is_ok_and(|more| !more));
+        assert_eq!(reader.buf.len(), READ_BUFFER_BUSY);
+    }
+
+    #[tokio::test]
+    async fn frames_over_the_limit_are_refused_before_buffering() {
+        // Before the handshake a peer may send no more than 64 KiB a frame.
+        let mut reader = FrameReader::new(Box::new(std::io::Cursor::new(frames(1, 100 << 10))));
+        assert!(matches!(
+            reader.next().await,
+            Err(TransportError::Wire(WireError::PayloadTooLarge { limit, .. })) if limit == HANDSHAKE_MAX_PAYLOAD
+        ));
+        assert!(
+            reader.buf.len() <= 2 * READ_BUFFER_START,
+            "{}",
+            reader.buf.len()
+        );
+        // Once it is authenticated, up to the association's limit.
+        let stream = frames(1, 100 << 10);
+        let mut reader =
+            FrameReader::authenticated(Box::new(std::io::Cursor::new(stream)), 1 << 20);
+        assert!(reader.next().await.expect("frame").is_some());
     }
 
     #[tokio::test(start_paused = true)]

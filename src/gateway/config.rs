@@ -120,7 +120,8 @@ pub struct GatewayOptions {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Largest JSON-RPC message, octets [default: 1048576, the most a frame carries].
+    /// Largest JSON-RPC message, octets, from clients, the upstream and the
+    /// peer; at most 67108864 (64 MiB) [default: 1048576].
     #[arg(long, value_name = "OCTETS")]
     pub max_body: Option<usize>,
     /// Most elements in a batch [default: 100].
@@ -451,6 +452,7 @@ impl GatewayOptions {
             )
         };
         let mut endpoint = Endpoint::new(seed, trust);
+        endpoint.assoc.max_payload_len = super::MAX_FRAME_PAYLOAD;
         if let Some(s) = self.handshake_timeout {
             endpoint.handshake_timeout = Duration::from_secs(s.max(1));
         }
@@ -500,7 +502,7 @@ impl GatewayOptions {
                 return Err(err(
                     "max-body",
                     cli.max_body.is_some(),
-                    format!("{v} is more than one frame carries ({MAX_BODY_LIMIT})"),
+                    format!("{v}: at most {MAX_BODY_LIMIT} (64 MiB, one message per frame)"),
                 ));
             }
             limits.max_body = positive("max-body", cli.max_body.is_some(), v)?;
@@ -820,7 +822,15 @@ mod tests {
             o.resolve().map(|c| c.endpoint.assoc)
         };
         let defaults = o(&|_| {}).unwrap();
-        assert_eq!(defaults, crate::assoc::AssocConfig::default());
+        // A gateway takes frames up to the largest --max-body from its peer
+        // (its own --max-body is checked per message).
+        assert_eq!(
+            defaults,
+            crate::assoc::AssocConfig {
+                max_payload_len: crate::gateway::MAX_FRAME_PAYLOAD,
+                ..crate::assoc::AssocConfig::default()
+            }
+        );
         let set = o(&|o| {
             o.key_update_after = Some(600.0);
             o.key_update_after_bytes = Some(1 << 30);

@@ -264,7 +264,7 @@ impl PoolSink {
 impl BridgeSink for PoolSink {
     async fn frame(&mut self, frame_type: FrameType, payload: &[u8]) {
         let ctx = &self.ctx;
-        match receive(frame_type, payload, ctx.protocol, &ctx.scan) {
+        match receive(frame_type, payload, ctx.protocol, &ctx.peer_scan) {
             Received::Message(Inbound::JsonRpc {
                 kind: kind @ (Kind::Success { .. } | Kind::Error { .. }),
                 text,

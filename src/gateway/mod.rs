@@ -90,8 +90,20 @@ pub struct Limits {
 /// Logged whenever peer authentication is switched off.
 pub const INSECURE_PEERS_WARNING: &str = "--insecure-accept-any-peer: peer identities are NOT checked; any peer can impersonate the one you expect";
 
-/// The largest text a frame carries with room for the envelope and label.
-pub const MAX_BODY_LIMIT: usize = 1 << 20;
+/// The largest `--max-body`: one JSON-RPC message is one frame, and 64 MiB
+/// covers what Ethereum nodes send (full blocks, traces) and accept.
+pub const MAX_BODY_LIMIT: usize = 64 << 20;
+
+/// The default `--max-body`.
+pub const DEFAULT_MAX_BODY: usize = 1 << 20;
+
+/// The largest frame payload a gateway accepts from its authenticated peer:
+/// a message of [`MAX_BODY_LIMIT`] with room for the envelope and label,
+/// whatever this gateway's own `--max-body`. A peer configured for larger
+/// messages than this gateway then gets a clear refusal of the one message
+/// (checked against `--max-body` after the frame is read), not an
+/// association torn down for an oversized frame.
+pub const MAX_FRAME_PAYLOAD: u32 = (MAX_BODY_LIMIT + (64 << 10)) as u32;
 
 /// How long a shutdown waits for upstream sessions to close after the
 /// associations did: a child's grace after EOF and after SIGTERM, plus a
@@ -109,7 +121,7 @@ impl Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_body: MAX_BODY_LIMIT,
+            max_body: DEFAULT_MAX_BODY,
             max_batch: 100,
             max_in_flight: 16_384,
             max_in_flight_per_connection: 128,
@@ -237,7 +249,12 @@ pub struct Ctx {
     pub deny_methods: HashSet<String>,
     pub tokens: Option<auth::Tokens>,
     pub limits: Limits,
+    /// Limits on JSON-RPC text from the local party (clients, upstream).
     pub scan: crate::jsonrpc::Limits,
+    /// Limits on JSON-RPC text from the peer: its messages may be as large
+    /// as [`MAX_BODY_LIMIT`]; an origin refuses a request over its own
+    /// `--max-body` itself ([`Ctx::refusal`]), saying so.
+    pub peer_scan: crate::jsonrpc::Limits,
     pub metrics: Arc<Metrics>,
     assocs: Mutex<Vec<AssocHandle>>,
 }
@@ -256,14 +273,34 @@ impl Ctx {
                 max_batch: config.limits.max_batch,
                 ..crate::jsonrpc::Limits::default()
             },
+            peer_scan: crate::jsonrpc::Limits {
+                max_len: MAX_BODY_LIMIT,
+                max_batch: config.limits.max_batch,
+                ..crate::jsonrpc::Limits::default()
+            },
             limits: config.limits.clone(),
             metrics,
             assocs: Mutex::new(Vec::new()),
         }
     }
 
-    /// Origin: why a request from the peer is refused, if it is.
-    pub fn refusal(&self, method: &str, label: Option<Effect>) -> Option<(TransportError, String)> {
+    /// Origin: why a request from the peer (`len` octets of JSON-RPC text)
+    /// is refused, if it is.
+    pub fn refusal(
+        &self,
+        method: &str,
+        label: Option<Effect>,
+        len: usize,
+    ) -> Option<(TransportError, String)> {
+        if len > self.limits.max_body {
+            return Some((
+                TransportError::NOT_DELIVERED,
+                format!(
+                    "a message of {len} octets is over this gateway's --max-body ({})",
+                    self.limits.max_body
+                ),
+            ));
+        }
         let allowed = self
             .allow_methods
             .as_ref()

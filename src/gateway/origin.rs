@@ -324,7 +324,7 @@ async fn stateless_frame(
     payload: &[u8],
 ) {
     let ctx = &origin.ctx;
-    let (text, corr, id) = match receive(frame_type, payload, ctx.protocol, &ctx.scan) {
+    let (text, corr, id) = match receive(frame_type, payload, ctx.protocol, &ctx.peer_scan) {
         Received::Message(Inbound::JsonRpc {
             kind: Kind::Request { method, id },
             text,
@@ -332,7 +332,8 @@ async fn stateless_frame(
             safety,
         }) => {
             let name = crate::jsonrpc::carriage::method_of(text, &method);
-            if let Some((code, detail)) = ctx.refusal(name.as_deref().unwrap_or_default(), safety) {
+            let method = name.as_deref().unwrap_or_default();
+            if let Some((code, detail)) = ctx.refusal(method, safety, text.len()) {
                 ctx.metrics.transport_error(code);
                 let _ =
                     send_transport_error(assoc, ctx.protocol, correlation_id, code, &detail).await;
@@ -348,7 +349,7 @@ async fn stateless_frame(
         }) => {
             let name = crate::jsonrpc::carriage::method_of(text, &method);
             if ctx
-                .refusal(name.as_deref().unwrap_or_default(), safety)
+                .refusal(name.as_deref().unwrap_or_default(), safety, text.len())
                 .is_some()
             {
                 ctx.metrics.dropped.fetch_add(1, Relaxed);

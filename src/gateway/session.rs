@@ -387,7 +387,7 @@ impl Session {
     async fn on_peer_frame(&self, frame_type: FrameType, payload: &[u8]) {
         let ctx = self.0.ctx.clone();
         let assoc = &self.0.assoc;
-        match receive(frame_type, payload, ctx.protocol, &ctx.scan) {
+        match receive(frame_type, payload, ctx.protocol, &ctx.peer_scan) {
             Received::Message(Inbound::JsonRpc {
                 kind,
                 text,
@@ -396,7 +396,7 @@ impl Session {
             }) => match kind {
                 Kind::Request { method, id } => {
                     if let Some((code, detail)) =
-                        self.refuse(method_of(text, &method).as_deref(), safety)
+                        self.refuse(method_of(text, &method).as_deref(), safety, text.len())
                     {
                         ctx.metrics.transport_error(code);
                         let _ = send_transport_error(
@@ -419,8 +419,11 @@ impl Session {
                     })
                     .await;
                 }
-                Kind::Notification { .. } => {
-                    if self.0.local.load(Relaxed) != LOCAL_DOWN {
+                Kind::Notification { method } => {
+                    // What the origin would refuse as a request it drops as a
+                    // notification (nobody to tell), as the HTTP upstream does.
+                    let name = method_of(text, &method);
+                    if self.refuse(name.as_deref(), safety, text.len()).is_none() {
                         self.to_local(Bytes::copy_from_slice(text)).await;
                     } else {
                         ctx.metrics.dropped.fetch_add(1, Relaxed);
@@ -494,12 +497,13 @@ impl Session {
         &self,
         method: Option<&str>,
         label: Option<bridge::Effect>,
+        len: usize,
     ) -> Option<(TransportError, String)> {
         if self.0.side != Side::Origin {
             return None;
         }
         let method = method.unwrap_or_default();
-        if let Some(refusal) = self.0.ctx.refusal(method, label) {
+        if let Some(refusal) = self.0.ctx.refusal(method, label, len) {
             return Some(refusal);
         }
         if self.0.local.load(Relaxed) == LOCAL_DOWN {
