@@ -16,6 +16,16 @@ use npamp_gateway::handshake::Trust;
 use support::*;
 
 async fn origin(upstream: &[&str]) -> Proc {
+    origin_until(upstream, "listening on").await
+}
+
+/// An origin with `--metrics` as well.
+async fn origin_with_metrics(upstream: &[&str]) -> Proc {
+    let args = [upstream, &["--metrics", "127.0.0.1:0"]].concat();
+    origin_until(&args, "metrics").await
+}
+
+async fn origin_until(upstream: &[&str], ready: &str) -> Proc {
     let mut args = vec![
         "serve",
         "--listen",
@@ -23,7 +33,7 @@ async fn origin(upstream: &[&str]) -> Proc {
         "--insecure-accept-any-peer",
     ];
     args.extend(upstream);
-    Proc::start(&args, "listening on").await
+    Proc::start(&args, ready).await
 }
 
 async fn associate(origin: &Proc) -> Link {
@@ -167,22 +177,13 @@ async fn an_upstream_that_stops_reading_is_restarted_before_the_peer_gives_up() 
             "if [ -e MARKER ]; then exec '{BIN}' mock-upstream --stdio; fi\necho stuck > MARKER\nexec sleep 600\n"
         ),
     );
-    let common = [
-        "--stall-timeout",
-        "0.5",
-        "--peer-timeout",
-        "2",
-        "--insecure-accept-any-peer",
-        "--metrics",
-        "127.0.0.1:0",
-    ];
-    let mut args = vec!["serve", "--listen", "quic://127.0.0.1:0"];
-    args.extend(["--upstream-cmd", &cmd, "--session-buffer", "65536"]);
-    args.extend(common);
-    let origin = Proc::start(&args, "metrics").await;
+    let timeouts = ["--stall-timeout", "0.5", "--peer-timeout", "2"];
+    let upstream = ["--upstream-cmd", &cmd, "--session-buffer", "65536"];
+    let origin = origin_with_metrics(&[&upstream[..], &timeouts].concat()).await;
     let peer = origin.printed("listening on ");
     let mut args = vec!["serve", "--ingress", "tcp://127.0.0.1:0", "--peer", &peer];
-    args.extend(common);
+    args.extend(timeouts);
+    args.extend(["--insecure-accept-any-peer", "--metrics", "127.0.0.1:0"]);
     let edge = Proc::start(&args, "metrics").await;
     let mut client = Client::tcp(&edge.printed("ingress ")).await;
 
@@ -230,16 +231,17 @@ async fn an_upstream_that_stops_reading_is_restarted_before_the_peer_gives_up() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeout() {
     let (_upstream, url) = mock("http").await;
-    let mut args = vec![
-        "serve",
-        "--listen",
-        "quic://127.0.0.1:0",
+    let origin = origin(&[
         "--upstream",
         &url,
-    ];
-    args.extend(["--max-in-flight", "2", "--stall-timeout", "0.5"]);
-    args.extend(["--peer-timeout", "2", "--insecure-accept-any-peer"]);
-    let origin = Proc::start(&args, "listening on").await;
+        "--max-in-flight",
+        "2",
+        "--stall-timeout",
+        "0.5",
+        "--peer-timeout",
+        "2",
+    ])
+    .await;
     let (_edge, http) = http_edge(
         &origin.printed("listening on "),
         &["--insecure-accept-any-peer"],
@@ -288,16 +290,15 @@ async fn a_session_upstream_gets_no_notification_the_origin_refuses() {
         &dir,
         "while read -r line; do echo \"$line\" >> MARKER; done\n",
     );
-    let mut args = vec![
-        "serve",
-        "--listen",
-        "quic://127.0.0.1:0",
+    let origin = origin_with_metrics(&[
         "--upstream-cmd",
         &cmd,
-    ];
-    args.extend(["--deny-method", "tools/call", "--max-body", "65536"]);
-    args.extend(["--insecure-accept-any-peer", "--metrics", "127.0.0.1:0"]);
-    let origin = Proc::start(&args, "metrics").await;
+        "--deny-method",
+        "tools/call",
+        "--max-body",
+        "65536",
+    ])
+    .await;
     let peer = origin.printed("listening on ");
     let args = ["serve", "--ingress", "tcp://127.0.0.1:0", "--peer", &peer];
     let edge = Proc::start(
