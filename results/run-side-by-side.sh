@@ -7,12 +7,16 @@
 #       (front: HTTP in, HTTPS out with keep-alive; back: HTTPS in, HTTP out),
 # for each scenario given (default: an open-loop fixed rate for latency, and
 # a closed loop for capacity). Needs Debian's nginx (`apt-get install nginx-light`).
-#   results/run-side-by-side.sh [SCENARIO...]
+# GATEWAY_FLAGS go to both gateways (e.g. "--max-body 16777216" for
+# scenarios/large-4mib.toml); nginx takes bodies up to 64 MiB.
+# OUT names the result directory (default results/DATE-side-by-side).
+#   [GATEWAY_FLAGS=...] [OUT=DIR] results/run-side-by-side.sh [SCENARIO...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCENARIOS=("$@")
 [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(scenarios/eth-mixed.toml scenarios/closed-64.toml)
-OUT=results/$(date -u +%Y-%m-%d)-side-by-side
+read -r -a FLAGS <<<"${GATEWAY_FLAGS:-}"
+OUT=${OUT:-results/$(date -u +%Y-%m-%d)-side-by-side}
 mkdir -p "$OUT"
 command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)"; exit 1; }
 cargo build --release -q --workspace
@@ -46,13 +50,13 @@ MOCK_PORT=$(free_port)
 start mock "mock upstream" "$GW" mock-upstream --listen "http://127.0.0.1:$MOCK_PORT"
 MOCK=http://127.0.0.1:$MOCK_PORT
 start origin "listening on tls" "$GW" serve --listen quic://127.0.0.1:0 --listen tls://127.0.0.1:0 \
-  --upstream "$MOCK" --identity "$TMP/origin.key" --trust "$(cat "$TMP/edge.pub")"
+  --upstream "$MOCK" --identity "$TMP/origin.key" --trust "$(cat "$TMP/edge.pub")" ${FLAGS[@]+"${FLAGS[@]}"}
 QUIC=$(grep -m1 '^listening on quic' "$TMP/origin.out" | sed 's/^listening on //')
 TLS=$(grep -m1 '^listening on tls' "$TMP/origin.out" | sed 's/^listening on //')
 for t in quic tls; do
   peer=$QUIC; [ $t = tls ] && peer=$TLS
   start "edge-$t" "^ingress" "$GW" serve --ingress http://127.0.0.1:0 --peer "$peer" \
-    --identity "$TMP/edge.key" --trust "$(cat "$TMP/origin.pub")"
+    --identity "$TMP/edge.key" --trust "$(cat "$TMP/origin.pub")" ${FLAGS[@]+"${FLAGS[@]}"}
 done
 EDGE_QUIC=$(grep -m1 '^ingress' "$TMP/edge-quic.out" | sed 's/^ingress //')/
 EDGE_TLS=$(grep -m1 '^ingress' "$TMP/edge-tls.out" | sed 's/^ingress //')/
@@ -77,6 +81,7 @@ http {
   uwsgi_temp_path $TMP/nginx/$1.uwsgi;
   scgi_temp_path $TMP/nginx/$1.scgi;
   keepalive_requests 1000000;
+  client_max_body_size 64m;
   $2
 }
 CONF
@@ -103,10 +108,11 @@ nginx -p "$TMP/nginx" -c "$TMP/nginx/front.conf" -e "$TMP/nginx/front.stderr.log
 sleep 0.5
 NGINX=http://127.0.0.1:$FRONT_PORT/
 
-results/machine-info.sh "results/run-side-by-side.sh ${SCENARIOS[*]}" >"$OUT/machine.txt"
+results/machine-info.sh "${GATEWAY_FLAGS:+GATEWAY_FLAGS=\"$GATEWAY_FLAGS\" }results/run-side-by-side.sh ${SCENARIOS[*]}" >"$OUT/machine.txt"
 echo "nginx: $(nginx -v 2>&1)" >>"$OUT/machine.txt"
 for scenario in "${SCENARIOS[@]}"; do
   name=$(basename "$scenario" .toml)
+  mkdir -p "$OUT/$name"
   for path in direct gateway-quic gateway-tls nginx-tls; do
     case $path in
       direct) url=$MOCK/ ;;

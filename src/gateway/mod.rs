@@ -203,8 +203,11 @@ pub struct GatewayConfig {
 impl GatewayConfig {
     /// A gateway with this identity and trust that does nothing yet: no
     /// listener, no ingress, plain JSON-RPC (experimental protocol_id), no
-    /// policy, default limits. Fill in the roles.
-    pub fn new(endpoint: Endpoint) -> Self {
+    /// policy, default limits. Fill in the roles. The endpoint's
+    /// associations take frames up to [`MAX_FRAME_PAYLOAD`] from the peer,
+    /// so that `limits.max_body` alone decides what this gateway carries.
+    pub fn new(mut endpoint: Endpoint) -> Self {
+        endpoint.assoc.max_payload_len = MAX_FRAME_PAYLOAD;
         Self {
             endpoint,
             listen: Vec::new(),
