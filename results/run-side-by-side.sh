@@ -23,12 +23,16 @@ cargo build --release -q --workspace
 GW=target/release/npamp-gateway
 LG=target/release/npamp-loadgen
 TMP=$(mktemp -d)
+# nginx's workers run as an unprivileged user: large bodies spill to temp
+# files, so their directory must be reachable (mktemp -d is 0700).
+NGX=$(mktemp -d)
+chmod 755 "$NGX"
 pids=()
 cleanup() {
   kill "${pids[@]}" 2>/dev/null || true
-  [ -f "$TMP/nginx/front.pid" ] && kill "$(cat "$TMP/nginx/front.pid")" 2>/dev/null || true
-  [ -f "$TMP/nginx/back.pid" ] && kill "$(cat "$TMP/nginx/back.pid")" 2>/dev/null || true
-  rm -rf "$TMP"
+  [ -f "$NGX/front.pid" ] && kill "$(cat "$NGX/front.pid")" 2>/dev/null || true
+  [ -f "$NGX/back.pid" ] && kill "$(cat "$NGX/back.pid")" 2>/dev/null || true
+  rm -rf "$TMP" "$NGX"
 }
 trap cleanup EXIT
 
@@ -62,24 +66,23 @@ EDGE_QUIC=$(grep -m1 '^ingress' "$TMP/edge-quic.out" | sed 's/^ingress //')/
 EDGE_TLS=$(grep -m1 '^ingress' "$TMP/edge-tls.out" | sed 's/^ingress //')/
 
 # nginx pair: front (HTTP) -> TLS 1.3 -> back (HTTPS) -> mock.
-mkdir -p "$TMP/nginx"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-  -subj /CN=localhost -keyout "$TMP/nginx/key.pem" -out "$TMP/nginx/cert.pem" 2>/dev/null
+  -subj /CN=localhost -keyout "$NGX/key.pem" -out "$NGX/cert.pem" 2>/dev/null
 FRONT_PORT=$(free_port); BACK_PORT=$(free_port)
 WORKERS=$(nproc)
 nginx_conf() { # NAME SERVER-BLOCK
-  cat >"$TMP/nginx/$1.conf" <<CONF
+  cat >"$NGX/$1.conf" <<CONF
 worker_processes $WORKERS;
-pid $TMP/nginx/$1.pid;
-error_log $TMP/nginx/$1.error.log warn;
+pid $NGX/$1.pid;
+error_log $NGX/$1.error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
-  client_body_temp_path $TMP/nginx/$1.body;
-  proxy_temp_path $TMP/nginx/$1.proxy;
-  fastcgi_temp_path $TMP/nginx/$1.fcgi;
-  uwsgi_temp_path $TMP/nginx/$1.uwsgi;
-  scgi_temp_path $TMP/nginx/$1.scgi;
+  client_body_temp_path $NGX/$1.body;
+  proxy_temp_path $NGX/$1.proxy;
+  fastcgi_temp_path $NGX/$1.fcgi;
+  uwsgi_temp_path $NGX/$1.uwsgi;
+  scgi_temp_path $NGX/$1.scgi;
   keepalive_requests 1000000;
   client_max_body_size 64m;
   $2
@@ -90,7 +93,7 @@ nginx_conf back "
   upstream mock { server 127.0.0.1:$MOCK_PORT; keepalive 256; }
   server {
     listen 127.0.0.1:$BACK_PORT ssl;
-    ssl_certificate $TMP/nginx/cert.pem; ssl_certificate_key $TMP/nginx/key.pem;
+    ssl_certificate $NGX/cert.pem; ssl_certificate_key $NGX/key.pem;
     ssl_protocols TLSv1.3;
     location / { proxy_pass http://mock; proxy_http_version 1.1; proxy_set_header Connection \"\"; }
   }"
@@ -103,8 +106,8 @@ nginx_conf front "
       proxy_ssl_protocols TLSv1.3; proxy_ssl_session_reuse on;
     }
   }"
-nginx -p "$TMP/nginx" -c "$TMP/nginx/back.conf" -e "$TMP/nginx/back.stderr.log"
-nginx -p "$TMP/nginx" -c "$TMP/nginx/front.conf" -e "$TMP/nginx/front.stderr.log"
+nginx -p "$NGX" -c "$NGX/back.conf" -e "$NGX/back.stderr.log"
+nginx -p "$NGX" -c "$NGX/front.conf" -e "$NGX/front.stderr.log"
 sleep 0.5
 NGINX=http://127.0.0.1:$FRONT_PORT/
 
