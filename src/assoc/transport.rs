@@ -1609,6 +1609,69 @@ mod tests {
         assert_eq!(reader.buf.len(), READ_BUFFER_BUSY);
     }
 
+    /// Hands out a byte stream in reads of the given sizes (cycled), as a
+    /// socket would: frames split anywhere, several in one read.
+    struct Chunked {
+        data: Vec<u8>,
+        at: usize,
+        sizes: Vec<usize>,
+        next: usize,
+    }
+
+    impl tokio::io::AsyncRead for Chunked {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let size = self.sizes[self.next % self.sizes.len()];
+            self.next += 1;
+            let n = size.min(buf.remaining()).min(self.data.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.data[at..at + n]);
+            self.at += n;
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Against the oracle of the frames as written: whatever their sizes
+        /// (a few past the busy buffer) and however the reads cut the
+        /// stream, every frame comes out whole and in order, the buffer
+        /// never holds much more than the largest frame needs, and it is
+        /// back to the busy size at the end.
+        #[test]
+        fn frames_come_out_whole_however_reads_cut_them(
+            lens in proptest::collection::vec(
+                proptest::prop_oneof![4 => 0usize..2000, 1 => 60_000usize..300_000],
+                1..12,
+            ),
+            sizes in proptest::collection::vec(
+                proptest::prop_oneof![1usize..64, 64usize..5000, 5000usize..200_000],
+                1..8,
+            ),
+        ) {
+            let written: Vec<Vec<u8>> = lens.iter().map(|&len| frames(1, len)).collect();
+            let largest = written.iter().map(Vec::len).max().unwrap_or(0);
+            let data = written.concat();
+            let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+            rt.block_on(async {
+                let stream = Chunked { data, at: 0, sizes, next: 0 };
+                let mut reader = FrameReader::authenticated(Box::new(stream), 1 << 20);
+                for want in &written {
+                    let (_, got) = reader.next().await.expect("frame").expect("not the end");
+                    proptest::prop_assert_eq!(&got[..], &want[..]);
+                    let bound = (2 * largest).max(READ_BUFFER_BUSY);
+                    proptest::prop_assert!(reader.buf.len() <= bound, "{} > {}", reader.buf.len(), bound);
+                }
+                proptest::prop_assert!(reader.next().await.expect("clean end").is_none());
+                proptest::prop_assert!(reader.buf.len() <= READ_BUFFER_BUSY);
+                Ok(())
+            })?;
+        }
+    }
+
     #[tokio::test]
     async fn frames_over_the_limit_are_refused_before_buffering() {
         // Before the handshake a peer may send no more than 64 KiB a frame.
