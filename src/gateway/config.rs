@@ -120,8 +120,9 @@ pub struct GatewayOptions {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Largest JSON-RPC message, octets, from clients, the upstream and the
-    /// peer; at most 67108864 (64 MiB) [default: 1048576].
+    /// Largest JSON-RPC message, octets: what clients send an edge, what an
+    /// origin takes from its peer and its upstream; at most 67108864 (64 MiB)
+    /// [default: 1048576].
     #[arg(long, value_name = "OCTETS")]
     pub max_body: Option<usize>,
     /// Most elements in a batch [default: 100].
