@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::assoc::transport::{Endpoint, PeerAddr, Scheme};
 use crate::gateway::config::random_seed;
-use crate::gateway::{Gateway, GatewayConfig, IngressAddr, Upstream};
+use crate::gateway::{Gateway, GatewayConfig, IngressAddr, Limits, Upstream};
 use crate::handshake::{Identity, Trust};
 use crate::mock::MockAddr;
 
@@ -149,7 +149,7 @@ pub async fn run(url: &str, clients: u64, duration: Duration) -> Result<Tally, S
 
 /// A mock upstream, an origin and an edge gateway in this process, pinned
 /// to each other's (fresh) identities: HTTP ingress → N-PAMP over
-/// `transport` → HTTP upstream.
+/// `transport` → HTTP upstream. Both gateways run with `limits`.
 pub struct EmbeddedPair {
     pub origin: Gateway,
     pub edge: Gateway,
@@ -158,7 +158,7 @@ pub struct EmbeddedPair {
 }
 
 impl EmbeddedPair {
-    pub async fn start(transport: Scheme) -> Result<Self, String> {
+    pub async fn start(transport: Scheme, limits: Limits) -> Result<Self, String> {
         let upstream = crate::mock::spawn(MockAddr::Http(loopback()), None, Default::default())
             .await
             .map_err(|e| format!("mock upstream: {e}"))?;
@@ -169,8 +169,10 @@ impl EmbeddedPair {
                 .try_into()
                 .map_err(|_| "identity key is not 32 octets".to_owned())
         };
-        let base =
-            |seed, peer_key| GatewayConfig::new(Endpoint::new(seed, Trust::Pinned(vec![peer_key])));
+        let base = |seed, peer_key| GatewayConfig {
+            limits: limits.clone(),
+            ..GatewayConfig::new(Endpoint::new(seed, Trust::Pinned(vec![peer_key])))
+        };
         let upstream_uri = upstream
             .to_string()
             .parse()

@@ -300,7 +300,7 @@ async fn exactly_once(
                 "npamp" => Scheme::Npamp,
                 _ => Scheme::Quic,
             };
-            let pair = EmbeddedPair::start(scheme)
+            let pair = EmbeddedPair::start(scheme, Default::default())
                 .await
                 .map_err(|e| anyhow::anyhow!("starting the embedded pair: {e}"))?;
             println!(

@@ -16,6 +16,7 @@ use npamp_gateway::exactly_once::EmbeddedPair;
 use npamp_gateway::gateway::config::GatewayOptions;
 use npamp_gateway::gateway::edge::Edge;
 use npamp_gateway::gateway::metrics::Metrics;
+use npamp_gateway::gateway::{Limits, MAX_BODY_LIMIT};
 use npamp_gateway::mock::{self, MockAddr};
 use npamp_loadgen::engine::{self, Stats, Target};
 use npamp_loadgen::report::{self, Summary};
@@ -371,7 +372,18 @@ async fn run(
     let (pair, target) = match &scenario.target {
         Some(url) => (None, target_of(url, &npamp).await?),
         None => {
-            let pair = EmbeddedPair::start(Scheme::Quic)
+            // The embedded pair carries what the scenario sends (4 MiB
+            // messages, say): --max-body if given, else the largest a
+            // gateway allows.
+            let max_body = npamp.max_body.unwrap_or(MAX_BODY_LIMIT);
+            if max_body == 0 || max_body > MAX_BODY_LIMIT {
+                bail!("--max-body {max_body}: expected 1 to {MAX_BODY_LIMIT}");
+            }
+            let limits = Limits {
+                max_body,
+                ..Limits::default()
+            };
+            let pair = EmbeddedPair::start(Scheme::Quic, limits)
                 .await
                 .map_err(|e| anyhow::anyhow!("starting the embedded gateway pair: {e}"))?;
             eprintln!(

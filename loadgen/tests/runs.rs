@@ -138,6 +138,28 @@ fn the_schema_checker_catches_what_it_must() {
     );
 }
 
+/// The shipped 4 MiB scenario against the embedded pair, as a user would
+/// first run it: every message crosses (the pair takes up to 64 MiB).
+#[test]
+fn four_mib_messages_cross_the_embedded_pair() {
+    let out = std::process::Command::new(BIN)
+        .args(["run", "--quiet", "--duration", "1", "--concurrency", "2"])
+        .arg(repo().join("scenarios/large-4mib.toml"))
+        .output()
+        .expect("run the binary");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let replied = text
+        .lines()
+        .find_map(|l| l.strip_prefix("replied"))
+        .unwrap_or_default();
+    assert!(
+        replied.contains(" ok, 0 expected errors, 0 unexpected errors"),
+        "{text}"
+    );
+    assert!(!replied.trim_start().starts_with("0 "), "{text}");
+}
+
 #[test]
 fn every_shipped_scenario_parses() {
     let dir = repo().join("scenarios");
@@ -238,7 +260,9 @@ async fn http_ws_and_tcp_targets_account_for_every_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_a_gateway_pair_and_straight_to_its_association_port() {
-    let pair = EmbeddedPair::start(Scheme::Quic).await.expect("pair");
+    let pair = EmbeddedPair::start(Scheme::Quic, Default::default())
+        .await
+        .expect("pair");
     let summary = run(Target::Http(pair.ingress.parse().expect("uri"))).await;
     exact(&summary);
     // npamp+quic: frames straight to the origin, pinned to nothing here.
