@@ -335,3 +335,57 @@ async fn a_session_upstream_gets_no_notification_the_origin_refuses() {
     assert_eq!(seen.lines().count(), 1, "{seen}");
     assert_eq!(metric(&origin, "npamp_dropped_total").await, 2);
 }
+
+/// A child that answers requests with lines over `--max-body`: each line
+/// is dropped, and the child is neither restarted nor cut off from its
+/// other requests. A reply whose head names its id (the usual member order)
+/// gets its request answered NotDelivered at once, saying why; one that
+/// does not (a nested member first) leaves its request to time out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_over_max_body_is_dropped_without_restarting_the_upstream() {
+    let dir = tempdir::Dir::new();
+    let (cmd, _) = child(
+        &dir,
+        r#"while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  case "$line" in
+    *'"big"'*) printf '{"jsonrpc":"2.0","id":%s,"result":"' "$id"; head -c 200000 /dev/zero | tr '\0' x; printf '"}\n' ;;
+    *'"odd"'*) printf '{"jsonrpc":"2.0","meta":{"n":1},"id":%s,"result":"' "$id"; head -c 200000 /dev/zero | tr '\0' x; printf '"}\n' ;;
+    *) printf '{"jsonrpc":"2.0","id":%s,"result":"ok"}\n' "$id" ;;
+  esac
+done
+"#,
+    );
+    let origin = origin_with_metrics(&["--upstream-cmd", &cmd, "--max-body", "65536"]).await;
+    let peer = origin.printed("listening on ");
+    let args = ["serve", "--ingress", "tcp://127.0.0.1:0", "--peer", &peer];
+    let extra = ["--insecure-accept-any-peer", "--request-timeout", "1"];
+    let edge = Proc::start(&[&args[..], &extra].concat(), "ingress").await;
+    let mut client = Client::tcp(&edge.printed("ingress ")).await;
+    let started = Instant::now();
+    let r = client
+        .call(serde_json::json!({"jsonrpc":"2.0","id":1,"method":"big"}))
+        .await;
+    assert_eq!(r["error"]["data"]["npamp_error"], "NotDelivered", "{r}");
+    let detail = r["error"]["data"]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("over this gateway's --max-body (65536)"),
+        "{r}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "not the timeout"
+    );
+    let r = client
+        .call(serde_json::json!({"jsonrpc":"2.0","id":6,"method":"odd"}))
+        .await;
+    assert_eq!(r["error"]["data"]["npamp_error"], "Timeout", "{r}");
+    for id in 2..5 {
+        let r = client
+            .call(serde_json::json!({"jsonrpc":"2.0","id":id,"method":"small"}))
+            .await;
+        assert_eq!(r["result"], "ok", "{r}");
+    }
+    assert_eq!(metric(&origin, "npamp_upstream_restarts_total").await, 0);
+    assert_eq!(metric(&origin, "npamp_dropped_total").await, 2);
+}

@@ -2,6 +2,8 @@
 //! processes) over arbitrary bytes arriving in arbitrary pieces: never
 //! panics, and returns exactly the lines a plain split returns (`\n` or
 //! `\r\n`, blank lines skipped), or an error once a line is over the limit.
+//! The skipping reader (an upstream's stdout) returns the same lines with
+//! each over-long one reported as skipped, with its length, in its place.
 #![no_main]
 
 use std::io;
@@ -9,7 +11,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use libfuzzer_sys::fuzz_target;
-use npamp_gateway::gateway::lines::LineReader;
+use npamp_gateway::gateway::lines::{LineReader, LineSkipped};
 use tokio::io::{AsyncRead, ReadBuf};
 
 /// Hands out the input in pieces of the sizes the fuzzer chose.
@@ -62,6 +64,30 @@ fn expected(data: &[u8], max: usize) -> (Vec<&[u8]>, bool) {
     (lines, false)
 }
 
+/// What the skipping reader must return: `Ok(line)` or `Err(length)`.
+fn expected_skipping(data: &[u8], max: usize) -> Vec<Result<&[u8], usize>> {
+    let mut out = Vec::new();
+    let mut pieces: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    // The unterminated last line keeps a trailing `\r` (as `expected`).
+    let last = pieces.pop().unwrap_or_default();
+    let terminated = pieces.into_iter().map(|p| (p, true));
+    for (p, terminated) in terminated.chain(std::iter::once((last, false))) {
+        if p.len() > max {
+            out.push(Err(p.len()));
+            continue;
+        }
+        let p = if terminated {
+            p.strip_suffix(b"\r").unwrap_or(p)
+        } else {
+            p
+        };
+        if !p.iter().all(u8::is_ascii_whitespace) {
+            out.push(Ok(p));
+        }
+    }
+    out
+}
+
 fuzz_target!(|input: &[u8]| {
     let Some((&head, rest)) = input.split_first() else {
         return;
@@ -91,6 +117,29 @@ fuzz_target!(|input: &[u8]| {
         assert_eq!(got.len(), want.len());
         for (g, w) in got.iter().zip(&want) {
             assert_eq!(&g[..], *w);
+        }
+
+        let mut reader = LineReader::skipping_long_lines(Pieces { data, sizes }, max);
+        let mut got = Vec::new();
+        loop {
+            match reader.next().await {
+                Ok(Some(line)) => got.push(Ok(line)),
+                Ok(None) => break,
+                Err(e) => {
+                    let skipped = LineSkipped::of(&e).expect("a skipping reader only skips");
+                    assert_eq!(skipped.max, max);
+                    got.push(Err(skipped.len));
+                }
+            }
+        }
+        let want = expected_skipping(data, max);
+        assert_eq!(got.len(), want.len(), "limit {max}");
+        for (g, w) in got.iter().zip(&want) {
+            match (g, w) {
+                (Ok(g), Ok(w)) => assert_eq!(&g[..], *w),
+                (Err(g), Err(w)) => assert_eq!(g, w),
+                _ => panic!("{g:?} where {w:?} was due (limit {max})"),
+            }
         }
     });
 });

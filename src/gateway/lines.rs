@@ -1,17 +1,44 @@
 //! Newline-delimited JSON-RPC (TCP ingress, stdio, child processes): one
 //! message per line, bounded in length.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Reads lines of at most `max` octets; a longer line is an error (the
-/// peer is not speaking line-delimited JSON-RPC, or is hostile).
+/// peer is not speaking line-delimited JSON-RPC, or is hostile), final
+/// unless the reader was made with [`LineReader::skipping_long_lines`].
 pub struct LineReader<R> {
     inner: R,
     buf: BytesMut,
     max: usize,
     /// Octets of `buf` already searched for a newline.
     searched: usize,
+    /// Over-long lines are skipped (reported once each), not final.
+    resync: bool,
+    /// The over-long line being skipped: octets so far, and its head.
+    skipping: Option<(usize, Bytes)>,
+}
+
+/// How much of a skipped line is kept ([`LineSkipped::head`]).
+pub const SKIPPED_HEAD: usize = 1 << 10;
+
+/// A line over the limit, skipped whole: the reader goes on with the next.
+#[derive(Debug, thiserror::Error)]
+#[error("a line of {len} octets, over the limit of {max}, was skipped")]
+pub struct LineSkipped {
+    pub len: usize,
+    pub max: usize,
+    /// Its first octets (at most [`SKIPPED_HEAD`]): enough to tell, often,
+    /// which request a reply was for.
+    pub head: Bytes,
+}
+
+impl LineSkipped {
+    /// The skipped line an error from [`LineReader::next`] reports, if it
+    /// is one (the reader is still usable).
+    pub fn of(e: &std::io::Error) -> Option<&Self> {
+        e.get_ref()?.downcast_ref()
+    }
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -21,6 +48,19 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             buf: BytesMut::with_capacity(8 << 10),
             max,
             searched: 0,
+            resync: false,
+            skipping: None,
+        }
+    }
+
+    /// A reader that skips a line over `max` (never holding more than `max`
+    /// and one read of it) and reports it as a [`LineSkipped`] error, after
+    /// which it reads on: for a party that is trusted to speak JSON-RPC
+    /// lines but may send one message too large (an upstream's reply).
+    pub fn skipping_long_lines(inner: R, max: usize) -> Self {
+        Self {
+            resync: true,
+            ..Self::new(inner, max)
         }
     }
 
@@ -28,9 +68,33 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// `None` at the end of the stream. A last line without a newline counts.
     pub async fn next(&mut self) -> std::io::Result<Option<Bytes>> {
         loop {
+            if let Some((skipped, head)) = self.skipping.take() {
+                match self.buf.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        self.buf.advance(i + 1);
+                        return Err(self.skipped(skipped + i, head));
+                    }
+                    None => {
+                        let n = self.buf.len();
+                        self.buf.clear();
+                        self.buf.reserve(8 << 10);
+                        if self.inner.read_buf(&mut self.buf).await? == 0 {
+                            return Err(self.skipped(skipped + n, head));
+                        }
+                        self.skipping = Some((skipped + n, head));
+                        continue;
+                    }
+                }
+            }
             if let Some(i) = self.buf[self.searched..].iter().position(|&b| b == b'\n') {
                 let end = self.searched + i;
                 if end > self.max {
+                    if self.resync {
+                        let head = self.head(end);
+                        self.buf.advance(end + 1);
+                        self.searched = 0;
+                        return Err(self.skipped(end, head));
+                    }
                     return Err(too_long(self.max));
                 }
                 let mut line = self.buf.split_to(end + 1);
@@ -46,6 +110,12 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             }
             self.searched = self.buf.len();
             if self.buf.len() > self.max {
+                if self.resync {
+                    self.skipping = Some((self.buf.len(), self.head(self.buf.len())));
+                    self.buf.clear();
+                    self.searched = 0;
+                    continue;
+                }
                 return Err(too_long(self.max));
             }
             self.buf.reserve(8 << 10);
@@ -57,6 +127,24 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 return Ok(Some(self.buf.split().freeze()));
             }
         }
+    }
+}
+
+impl<R> LineReader<R> {
+    /// The first octets of the `len`-octet line at the front of the buffer.
+    fn head(&self, len: usize) -> Bytes {
+        Bytes::copy_from_slice(&self.buf[..len.min(SKIPPED_HEAD)])
+    }
+
+    fn skipped(&self, len: usize, head: Bytes) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            LineSkipped {
+                len,
+                max: self.max,
+                head,
+            },
+        )
     }
 }
 
@@ -107,6 +195,64 @@ mod tests {
             r.next().await.is_err(),
             "a whole over-long line in one read"
         );
+    }
+
+    /// Reads of at most `n` octets, as a pipe may give them.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl tokio::io::AsyncRead for Trickle<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let n = self.1.min(self.0.len()).min(buf.remaining());
+            buf.put_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_skipping_reader_reports_a_long_line_once_and_reads_on() {
+        let mut input = b"{\"a\":1}\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 1000));
+        input.extend(b"\n{\"b\":2}\n");
+        input.extend(std::iter::repeat_n(b'y', 300));
+        // In one read, in reads smaller than the limit, and in reads of
+        // one octet: the same lines, the same skips.
+        for chunk in [usize::MAX, 50, 1] {
+            let mut r = LineReader::skipping_long_lines(Trickle(&input, chunk), 64);
+            let mut seen = Vec::new();
+            loop {
+                match r.next().await {
+                    Ok(Some(line)) => seen.push(String::from_utf8_lossy(&line).into_owned()),
+                    Ok(None) => break,
+                    Err(e) => {
+                        let skipped = LineSkipped::of(&e).expect("only skips");
+                        assert_eq!(skipped.max, 64);
+                        let head = String::from_utf8_lossy(&skipped.head[..3]).into_owned();
+                        seen.push(format!("skipped {} {head}", skipped.len));
+                    }
+                }
+                assert!(r.buf.capacity() <= 64 + (16 << 10), "{}", r.buf.capacity());
+            }
+            assert_eq!(
+                seen,
+                [
+                    "{\"a\":1}",
+                    "skipped 1000 xxx",
+                    "{\"b\":2}",
+                    "skipped 300 yyy"
+                ],
+                "reads of {chunk}"
+            );
+        }
+        // A reader that does not skip fails for good, as before.
+        let mut r = LineReader::new(&input[..], 64);
+        assert!(r.next().await.is_ok());
+        let e = r.next().await.expect_err("too long");
+        assert!(LineSkipped::of(&e).is_none());
     }
 
     #[tokio::test]

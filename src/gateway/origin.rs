@@ -32,7 +32,7 @@ use tracing::{debug, info, warn};
 use super::carry::{
     Outgoing, Received, receive, refuse_malformed, refuse_protocol, send_transport_error,
 };
-use super::lines::{LineReader, write_line};
+use super::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
 use super::session::{Session, SessionSink, Side};
 use super::{Ctx, Upstream};
@@ -464,12 +464,19 @@ async fn run_child(argv: &[String], session: &Session, rx: &mut Inbox, ctx: &Ctx
             None
         };
         let read = async {
-            let mut lines = LineReader::new(stdout, ctx.limits.max_body);
+            // One reply too large for --max-body is dropped, not a reason to
+            // restart the upstream (and lose its other requests and state):
+            // the request it answers is told so when the reply's head names
+            // it, else it times out.
+            let mut lines = LineReader::skipping_long_lines(stdout, ctx.limits.max_body);
             loop {
                 match lines.next().await {
                     Ok(Some(line)) => session.on_local_message(line).await,
                     Ok(None) => return "the upstream closed its stdout".to_owned(),
-                    Err(e) => return format!("reading the upstream's stdout: {e}"),
+                    Err(e) => match LineSkipped::of(&e) {
+                        Some(s) => session.local_message_too_large(&s.head, s.len).await,
+                        None => return format!("reading the upstream's stdout: {e}"),
+                    },
                 }
             }
         };

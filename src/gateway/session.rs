@@ -30,7 +30,9 @@ use super::outbox::Outbox;
 use crate::assoc::driver::{AssocHandle, BridgeSink, End};
 use crate::bridge::{self, TransportError};
 use crate::jsonrpc::carriage::{BatchJoin, Inbound, id_of, method_of, scan_error_response};
-use crate::jsonrpc::{Begin, CorrelationMode, Correlator, IdKind, Kind, Scanned, same_id, scan};
+use crate::jsonrpc::{
+    Begin, CorrelationMode, Correlator, IdKind, Kind, Scanned, response_id, same_id, scan,
+};
 use crate::wire::FrameType;
 
 /// The upstream is being started: messages queue for it.
@@ -329,6 +331,36 @@ impl Session {
                 self.release_incoming(&key).await;
             }
         }
+    }
+
+    /// The local party sent a message of `len` octets, over `--max-body`,
+    /// that was dropped unread; `head` is its start. If the head shows it is
+    /// the reply to a request from the peer, that request is answered
+    /// NotDelivered, saying why, rather than left to time out.
+    pub async fn local_message_too_large(&self, head: &[u8], len: usize) {
+        let ctx = &self.0.ctx;
+        ctx.metrics.dropped.fetch_add(1, Relaxed);
+        let found = response_id(head).and_then(|id| {
+            let mut s = self.lock();
+            take_incoming(&mut s.incoming, &head[id.token], id.kind)
+        });
+        let Some((key, incoming)) = found else {
+            warn!(
+                len,
+                "a message over --max-body from the local party; dropped"
+            );
+            return;
+        };
+        let detail = format!(
+            "the reply ({len} octets) is over this gateway's --max-body ({})",
+            ctx.limits.max_body
+        );
+        warn!(
+            len,
+            "a reply over --max-body from the local party; its request is answered NotDelivered"
+        );
+        self.not_delivered(&incoming.corr, &detail).await;
+        self.release_incoming(&key).await;
     }
 
     /// A peer request whose id is now free goes to the local party.

@@ -12,11 +12,13 @@
 
 pub mod carriage;
 mod correlation;
+mod head;
 mod safety;
 mod scan;
 mod simd;
 
 pub use correlation::{Begin, CorrelationError, CorrelationMode, Correlator, same_id};
+pub use head::response_id;
 pub use safety::{
     EffectTable, Label, Labeler, SafetyPolicy, ToolAnnotations, ToolEffects, tools_call_name,
 };

@@ -1,0 +1,301 @@
+//! The `id` of a JSON-RPC response from the start of its text alone.
+//!
+//! A reply too large to keep (over `--max-body`) is dropped unread; the
+//! request it answers should still be told why, rather than time out. Most
+//! servers write `{"jsonrpc":"2.0","id":…,"result":…}`, so the head of the
+//! text shows the id. This reads only what it can be sure of: top-level
+//! members whose values are scalars (strings, numbers, literals), up to the
+//! `id` and proof that the object is a response (a `result` or `error` key
+//! before or right after it). A nested value before that point, a `method`
+//! key, an escaped key, or text that ends too soon: no answer.
+
+use super::{IdKind, IdToken};
+
+/// The `id` of the response whose text starts with `head`, when the head
+/// shows it as described in the module documentation.
+pub fn response_id(head: &[u8]) -> Option<IdToken> {
+    let mut c = Cursor { s: head, i: 0 };
+    c.ws();
+    c.eat(b'{')?;
+    let mut id = None;
+    let mut response = false;
+    loop {
+        c.ws();
+        let key = c.key()?;
+        match key {
+            b"result" | b"error" => response = true,
+            b"method" => return None,
+            _ => {}
+        }
+        if response && id.is_some() {
+            return id;
+        }
+        c.ws();
+        c.eat(b':')?;
+        c.ws();
+        let start = c.i;
+        let kind = c.scalar()?;
+        if key == b"id" {
+            let kind = kind.id_kind()?;
+            id = Some(IdToken {
+                token: start..c.i,
+                kind,
+            });
+        }
+        c.ws();
+        match c.next()? {
+            b',' => {}
+            // The object ended without both: not a response we can name.
+            _ => return None,
+        }
+        if response && id.is_some() {
+            return id;
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scalar {
+    String,
+    Number,
+    Null,
+    Bool,
+}
+
+impl Scalar {
+    fn id_kind(self) -> Option<IdKind> {
+        match self {
+            Scalar::String => Some(IdKind::String),
+            Scalar::Number => Some(IdKind::Number),
+            Scalar::Null => Some(IdKind::Null),
+            Scalar::Bool => None,
+        }
+    }
+}
+
+struct Cursor<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.i += 1;
+        Some(b)
+    }
+
+    fn eat(&mut self, want: u8) -> Option<()> {
+        (self.next()? == want).then_some(())
+    }
+
+    fn ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i += 1;
+        }
+    }
+
+    /// A member name without escapes (an escaped one is not trusted to
+    /// mean what it seems); its octets between the quotes.
+    fn key(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.i;
+        loop {
+            match self.next()? {
+                b'"' => return Some(&self.s[start..self.i - 1]),
+                b'\\' => return None,
+                b if b < 0x20 => return None,
+                _ => {}
+            }
+        }
+    }
+
+    /// One whole scalar value; `None` for anything else or a value the head
+    /// cuts off (what follows it must be in view).
+    fn scalar(&mut self) -> Option<Scalar> {
+        let kind = match self.peek()? {
+            b'"' => {
+                self.i += 1;
+                loop {
+                    match self.next()? {
+                        b'"' => break,
+                        b'\\' => {
+                            self.next()?;
+                        }
+                        b if b < 0x20 => return None,
+                        _ => {}
+                    }
+                }
+                Scalar::String
+            }
+            b'-' | b'0'..=b'9' => {
+                self.number()?;
+                Scalar::Number
+            }
+            b'n' => self.literal(b"null", Scalar::Null)?,
+            b't' => self.literal(b"true", Scalar::Bool)?,
+            b'f' => self.literal(b"false", Scalar::Bool)?,
+            _ => return None,
+        };
+        // A number or literal the head cut short would look whole: the
+        // next octet must be in view and end the value.
+        matches!(self.peek()?, b' ' | b'\t' | b'\n' | b'\r' | b',' | b'}').then_some(kind)
+    }
+
+    fn literal(&mut self, word: &[u8], kind: Scalar) -> Option<Scalar> {
+        let end = self.i.checked_add(word.len())?;
+        (self.s.get(self.i..end)? == word).then(|| {
+            self.i = end;
+            kind
+        })
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.next()? {
+            b'0' => {}
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            self.first_digit()?;
+            self.digits();
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            self.first_digit()?;
+            self.digits();
+        }
+        Some(())
+    }
+
+    fn first_digit(&mut self) -> Option<()> {
+        self.next()?.is_ascii_digit().then_some(())
+    }
+
+    fn digits(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.i += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn id(head: &str) -> Option<(String, IdKind)> {
+        response_id(head.as_bytes()).map(|t| (head[t.token].to_owned(), t.kind))
+    }
+
+    #[test]
+    fn the_usual_order_shows_the_id() {
+        let big = format!(r#"{{"jsonrpc":"2.0","id":7,"result":"{}"#, "x".repeat(100));
+        assert_eq!(id(&big), Some(("7".into(), IdKind::Number)));
+        assert_eq!(
+            id(r#"{ "jsonrpc" : "2.0" , "id" : "a\"b" , "error" : {"code""#),
+            Some((r#""a\"b""#.into(), IdKind::String))
+        );
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":null,"error":"#),
+            Some(("null".into(), IdKind::Null))
+        );
+        assert_eq!(
+            id(r#"{"result":1,"id":-1.5e3,"#),
+            Some(("-1.5e3".into(), IdKind::Number))
+        );
+    }
+
+    #[test]
+    fn anything_uncertain_is_no_answer() {
+        for head in [
+            // Not shown to be a response, or a request.
+            r#"{"jsonrpc":"2.0","id":7"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"#,
+            r#"{"jsonrpc":"2.0","id":7}"#,
+            // The id cut short.
+            r#"{"jsonrpc":"2.0","result":1,"id":12"#,
+            r#"{"jsonrpc":"2.0","result":1,"id":"ab"#,
+            // A nested value first: an "id" inside it is not the id.
+            r#"{"result":{"id":3},"id":4,"#,
+            r#"{"meta":[1],"id":4,"result":1,"#,
+            // An escaped key, a bad id, not an object.
+            r#"{"\u0069d":4,"result":1,"#,
+            r#"{"id":true,"result":1,"#,
+            r#"{"id":01,"result":1,"#,
+            r#"[{"id":1,"result":1}]"#,
+            "",
+        ] {
+            assert_eq!(id(head), None, "{head}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Against serde_json: whatever the members and wherever the text is
+        /// cut, an answer is the response's own top-level id.
+        #[test]
+        fn an_answer_is_always_the_true_id(
+            before in proptest::collection::vec(("[a-z]{1,6}", scalar()), 0..4),
+            nested_first in proptest::bool::ANY,
+            id_value in proptest::prop_oneof![
+                proptest::num::i64::ANY.prop_map(serde_json::Value::from),
+                "[ -~]{0,12}".prop_map(serde_json::Value::from),
+                proptest::strategy::Just(serde_json::Value::Null),
+            ],
+            pretty in proptest::bool::ANY,
+            cut in 0.0f64..=1.0,
+        ) {
+            let mut text = String::from("{");
+            let mut members: Vec<String> = Vec::new();
+            if nested_first {
+                members.push(r#""data":{"id":"nested","result":1}"#.into());
+            }
+            for (k, v) in &before {
+                if k != "id" && k != "method" && k != "result" && k != "error" {
+                    members.push(format!("{}:{}", serde_json::Value::from(k.as_str()), v));
+                }
+            }
+            members.push(format!(r#""id":{id_value}"#));
+            members.push(r#""result":{"id":"inner","blob":"xyz"}"#.into());
+            let sep = if pretty { " ,\n " } else { "," };
+            text.push_str(&members.join(sep));
+            text.push('}');
+            let full: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+            prop_assert_eq!(&full["id"], &id_value);
+            let at = ((text.len() as f64) * cut) as usize;
+            let head = &text.as_bytes()[..at.min(text.len())];
+            if let Some(t) = response_id(head) {
+                let got: serde_json::Value = serde_json::from_slice(&head[t.token]).expect("a token");
+                prop_assert_eq!(got, id_value.clone());
+            }
+            if !nested_first {
+                // The whole text (or any head through the "result" key) shows it.
+                prop_assert!(response_id(text.as_bytes()).is_some(), "{}", text);
+            }
+        }
+    }
+
+    fn scalar() -> impl Strategy<Value = serde_json::Value> {
+        prop_oneof![
+            any::<i32>().prop_map(serde_json::Value::from),
+            any::<f32>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| serde_json::Value::from(f64::from(f))),
+            "[ -~]{0,8}".prop_map(serde_json::Value::from),
+            any::<bool>().prop_map(serde_json::Value::from),
+            Just(serde_json::Value::Null),
+        ]
+    }
+}
