@@ -6,18 +6,20 @@
 
 use libfuzzer_sys::fuzz_target;
 use npamp_gateway::jsonrpc::{IdKind, Kind, Limits, Scanned, response_id, scan};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 fuzz_target!(|data: &[u8]| {
     let Some(id) = response_id(data) else {
         return;
     };
     let token = &data[id.token.clone()];
-    let value: Value = serde_json::from_slice(token).expect("the id is one JSON value");
+    // Raw: a number past f64's range is still one JSON value.
+    let raw: Box<RawValue> = serde_json::from_slice(token).expect("the id is one JSON value");
+    assert_eq!(raw.get().as_bytes(), token);
     match id.kind {
-        IdKind::String => assert!(value.is_string()),
-        IdKind::Number => assert!(value.is_number()),
-        IdKind::Null => assert!(value.is_null()),
+        IdKind::String => assert!(serde_json::from_slice::<String>(token).is_ok()),
+        IdKind::Number => assert!(matches!(token[0], b'-' | b'0'..=b'9')),
+        IdKind::Null => assert_eq!(token, b"null"),
     }
     if let Ok(Scanned::Single(Kind::Success { id: whole } | Kind::Error { id: whole })) =
         scan(data, &Limits::default())

@@ -117,6 +117,7 @@ impl<'a> Cursor<'a> {
     /// One whole scalar value; `None` for anything else or a value the head
     /// cuts off (what follows it must be in view).
     fn scalar(&mut self) -> Option<Scalar> {
+        let start = self.i;
         let kind = match self.peek()? {
             b'"' => {
                 self.i += 1;
@@ -130,6 +131,9 @@ impl<'a> Cursor<'a> {
                         _ => {}
                     }
                 }
+                // UTF-8 and its escapes checked by a full parser: this runs
+                // only for a message already too large to carry.
+                serde_json::from_slice::<String>(&self.s[start..self.i]).ok()?;
                 Scalar::String
             }
             b'-' | b'0'..=b'9' => {
@@ -235,11 +239,14 @@ mod tests {
             r#"{"\u0069d":4,"result":1,"#,
             r#"{"id":true,"result":1,"#,
             r#"{"id":01,"result":1,"#,
+            r#"{"id":"\x","result":1,"#,
             r#"[{"id":1,"result":1}]"#,
             "",
         ] {
             assert_eq!(id(head), None, "{head}");
         }
+        // An id that is not UTF-8.
+        assert_eq!(response_id(b"{\"id\":\"\xc4a\",\"result\":1,"), None);
     }
 
     proptest::proptest! {
