@@ -342,16 +342,35 @@ async fn failures_are_answered_by_the_edge_and_name_the_error() {
     );
     assert_eq!(post(&http, &big).await.0, 413);
     assert_eq!(post_with(&http, "{}", "text/plain").await.0, 415);
-    // Over a session: -32600, then the connection closes (an over-long
-    // line cannot be resynchronised).
+    // Over a session: -32600 with the request's id (its head shows it),
+    // the line skipped whole, and the connection carries on; a line whose
+    // head does not show its id is answered with a null id.
     let mut tcp_big = Client::tcp(&find("tcp://")).await;
     tcp_big.send(&big).await;
     let r = tcp_big
         .recv()
         .await
         .expect("an answer to the over-long line");
-    assert_eq!(r["error"]["code"], -32600, "{r}");
-    assert!(tcp_big.recv().await.is_none(), "the connection closes");
+    assert_eq!(
+        (r["error"]["code"].clone(), r["id"].clone()),
+        (json!(-32600), json!(8)),
+        "{r}"
+    );
+    let hidden = format!(
+        r#"{{"jsonrpc":"2.0","params":["{}"],"id":9,"method":"echo"}}"#,
+        "x".repeat(3000)
+    );
+    tcp_big.send(&hidden).await;
+    let r = tcp_big.recv().await.expect("an answer");
+    assert_eq!(
+        (r["error"]["code"].clone(), r["id"].clone()),
+        (json!(-32600), Value::Null),
+        "{r}"
+    );
+    let r = tcp_big
+        .call(json!({"jsonrpc":"2.0","id":10,"method":"tools/list"}))
+        .await;
+    assert_eq!(r["id"], 10, "the connection carries on: {r}");
     // A method name longer than an envelope carries: -32600 from the edge.
     let long = format!(
         r#"{{"jsonrpc":"2.0","id":12,"method":"{}"}}"#,

@@ -19,12 +19,12 @@ use tracing::{debug, warn};
 
 use super::carry::{Failure, Reply};
 use super::edge::Edge;
-use super::lines::{LineReader, write_line};
+use super::lines::{LineReader, LineSkipped, write_line};
 use super::metrics::{Ingress, ReplyClass};
 use super::outbox::{Inbox, Outbox};
 use super::session::{Session, Side};
 use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
-use crate::jsonrpc::{Kind, ScanError, Scanned, scan};
+use crate::jsonrpc::{Kind, ScanError, Scanned, request_id, scan};
 
 /// Stops accepting when the value turns `true`.
 pub type Shutdown = watch::Receiver<bool>;
@@ -347,6 +347,19 @@ impl<R: AsyncRead + Unpin + Send> MessageSource for LineReader<R> {
     }
 }
 
+/// The answer to a line over `--max-body`: -32600, with the request's id
+/// when the line's head shows it (else `null`, as for any request whose id
+/// cannot be read).
+fn too_large_line(skipped: &LineSkipped) -> Vec<u8> {
+    let id = request_id(&skipped.head).map(|id| &skipped.head[id.token]);
+    let f = ScanError::TooLarge {
+        len: skipped.len,
+        limit: skipped.max,
+    };
+    let detail = serde_json::Value::String(f.to_string()).to_string();
+    local_error(id, f.jsonrpc_code(), "Invalid Request", Some(&detail))
+}
+
 /// One write to a client: `false` when it failed, or did not finish within
 /// `stall` (the client does not read; counted), and the client is given up.
 async fn wrote<E>(
@@ -428,6 +441,14 @@ pub async fn stream_client<S: MessageSource>(
             Ok(Ok(Some(text))) => text,
             Ok(Ok(None)) => break,
             Ok(Err(e)) => {
+                if let Some(skipped) = LineSkipped::of(&e) {
+                    // A line over --max-body, skipped whole: the client
+                    // hears why (with the request's id when the line's
+                    // head shows it) and its connection carries on.
+                    ctx.metrics.reply(ReplyClass::Invalid);
+                    let _ = tx.send(too_large_line(skipped).into()).await;
+                    continue;
+                }
                 warn!(error = %e, "client connection failed");
                 let f = ScanError::TooLarge {
                     len: ctx.limits.max_body + 1,
@@ -519,7 +540,8 @@ pub async fn serve_tcp(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdow
                 edge.ctx.metrics.clone(),
             ));
             let max = edge.ctx.limits.max_body;
-            stream_client(LineReader::new(r, max), tx, edge, Ingress::Tcp).await;
+            let lines = LineReader::skipping_long_lines(r, max);
+            stream_client(lines, tx, edge, Ingress::Tcp).await;
             let _ = writer.await;
             drop(permit);
         });
@@ -640,7 +662,7 @@ pub async fn serve_stdio(edge: Arc<Edge>) {
     ));
     let max = edge.ctx.limits.max_body;
     stream_client(
-        LineReader::new(tokio::io::stdin(), max),
+        LineReader::skipping_long_lines(tokio::io::stdin(), max),
         tx,
         edge,
         Ingress::Stdio,

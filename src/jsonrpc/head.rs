@@ -1,34 +1,59 @@
-//! The `id` of a JSON-RPC response from the start of its text alone.
+//! The `id` of a JSON-RPC request or response from the start of its text
+//! alone.
 //!
-//! A reply too large to keep (over `--max-body`) is dropped unread; the
-//! request it answers should still be told why, rather than time out. Most
-//! servers write `{"jsonrpc":"2.0","id":…,"result":…}`, so the head of the
-//! text shows the id. This reads only what it can be sure of: top-level
-//! members whose values are scalars (strings, numbers, literals), up to the
-//! `id` and proof that the object is a response (a `result` or `error` key
-//! before or right after it). A nested value before that point, a `method`
-//! key, an escaped key, or text that ends too soon: no answer.
+//! A message too large to keep (over `--max-body`) is dropped unread; the
+//! request it is, or answers, should still get an answer saying why rather
+//! than time out. Most senders write `{"jsonrpc":"2.0","id":…,"method":…` or
+//! `…"id":…,"result":…`, so the head of the text shows the id. This reads
+//! only what it can be sure of: top-level members whose values are scalars
+//! (strings, numbers, literals), up to the `id` and proof of what the object
+//! is (a `method` key for a request; `result` or `error` for a response)
+//! before or right after it. A nested value before that point, an escaped
+//! key, or text that ends too soon: no answer.
 
 use super::{IdKind, IdToken};
+
+/// What the head shows the message to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shown {
+    Request,
+    Response,
+}
 
 /// The `id` of the response whose text starts with `head`, when the head
 /// shows it as described in the module documentation.
 pub fn response_id(head: &[u8]) -> Option<IdToken> {
+    shown_id(head).and_then(|(id, shown)| (shown == Shown::Response).then_some(id))
+}
+
+/// The `id` of the request whose text starts with `head`, likewise.
+pub fn request_id(head: &[u8]) -> Option<IdToken> {
+    shown_id(head).and_then(|(id, shown)| (shown == Shown::Request).then_some(id))
+}
+
+fn shown_id(head: &[u8]) -> Option<(IdToken, Shown)> {
     let mut c = Cursor { s: head, i: 0 };
     c.ws();
     c.eat(b'{')?;
-    let mut id = None;
-    let mut response = false;
+    let mut id: Option<IdToken> = None;
+    let mut shown: Option<Shown> = None;
     loop {
         c.ws();
         let key = c.key()?;
-        match key {
-            b"result" | b"error" => response = true,
-            b"method" => return None,
-            _ => {}
+        let this = match key {
+            b"result" | b"error" => Some(Shown::Response),
+            b"method" => Some(Shown::Request),
+            _ => None,
+        };
+        if this.is_some() {
+            if shown.is_some_and(|s| Some(s) != this) {
+                // Both a method and a result: not a JSON-RPC message.
+                return None;
+            }
+            shown = this;
         }
-        if response && id.is_some() {
-            return id;
+        if let (Some(id), Some(shown)) = (&id, shown) {
+            return Some((id.clone(), shown));
         }
         c.ws();
         c.eat(b':')?;
@@ -45,11 +70,11 @@ pub fn response_id(head: &[u8]) -> Option<IdToken> {
         c.ws();
         match c.next()? {
             b',' => {}
-            // The object ended without both: not a response we can name.
+            // The object ended without both: nothing we can name.
             _ => return None,
         }
-        if response && id.is_some() {
-            return id;
+        if let (Some(id), Some(shown)) = (&id, shown) {
+            return Some((id.clone(), shown));
         }
     }
 }
@@ -224,10 +249,25 @@ mod tests {
 
     #[test]
     fn anything_uncertain_is_no_answer() {
+        assert_eq!(
+            request_id(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"#).map(|t| t.token),
+            Some(22..23)
+        );
+        assert_eq!(
+            request_id(br#"{"method":"x","jsonrpc":"2.0","id":"q","params":[1,"#).map(|t| t.kind),
+            Some(IdKind::String)
+        );
+        assert_eq!(request_id(br#"{"jsonrpc":"2.0","id":7,"result":"#), None);
+        assert_eq!(
+            request_id(br#"{"method":"x","params":{"id":1},"id":2,"#),
+            None
+        );
+        assert_eq!(request_id(br#"{"method":"x","result":1,"id":2,"#), None);
         for head in [
             // Not shown to be a response, or a request.
             r#"{"jsonrpc":"2.0","id":7"#,
             r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"#,
+            r#"{"jsonrpc":"2.0","method":"x","id":7,"result":1,"#,
             r#"{"jsonrpc":"2.0","id":7}"#,
             // The id cut short.
             r#"{"jsonrpc":"2.0","result":1,"id":12"#,
@@ -262,6 +302,7 @@ mod tests {
                 proptest::strategy::Just(serde_json::Value::Null),
             ],
             pretty in proptest::bool::ANY,
+            request in proptest::bool::ANY,
             cut in 0.0f64..=1.0,
         ) {
             let mut text = String::from("{");
@@ -275,7 +316,14 @@ mod tests {
                 }
             }
             members.push(format!(r#""id":{id_value}"#));
-            members.push(r#""result":{"id":"inner","blob":"xyz"}"#.into());
+            if request {
+                members.push(r#""method":"m""#.into());
+                members.push(r#""params":{"id":"inner","blob":"xyz"}"#.into());
+            } else {
+                members.push(r#""result":{"id":"inner","blob":"xyz"}"#.into());
+            }
+            let (this, other): (fn(&[u8]) -> Option<IdToken>, fn(&[u8]) -> Option<IdToken>) =
+                if request { (request_id, response_id) } else { (response_id, request_id) };
             let sep = if pretty { " ,\n " } else { "," };
             text.push_str(&members.join(sep));
             text.push('}');
@@ -283,13 +331,15 @@ mod tests {
             prop_assert_eq!(&full["id"], &id_value);
             let at = ((text.len() as f64) * cut) as usize;
             let head = &text.as_bytes()[..at.min(text.len())];
-            if let Some(t) = response_id(head) {
+            if let Some(t) = this(head) {
                 let got: serde_json::Value = serde_json::from_slice(&head[t.token]).expect("a token");
                 prop_assert_eq!(got, id_value.clone());
             }
+            prop_assert_eq!(other(head), None);
             if !nested_first {
-                // The whole text (or any head through the "result" key) shows it.
-                prop_assert!(response_id(text.as_bytes()).is_some(), "{}", text);
+                // The whole text (or any head through the key that shows
+                // what it is) shows the id.
+                prop_assert!(this(text.as_bytes()).is_some(), "{}", text);
             }
         }
     }

@@ -18,7 +18,7 @@ mod scan;
 mod simd;
 
 pub use correlation::{Begin, CorrelationError, CorrelationMode, Correlator, same_id};
-pub use head::response_id;
+pub use head::{request_id, response_id};
 pub use safety::{
     EffectTable, Label, Labeler, SafetyPolicy, ToolAnnotations, ToolEffects, tools_call_name,
 };
