@@ -322,7 +322,8 @@ mod tests {
             } else {
                 members.push(r#""result":{"id":"inner","blob":"xyz"}"#.into());
             }
-            let (this, other): (fn(&[u8]) -> Option<IdToken>, fn(&[u8]) -> Option<IdToken>) =
+            type Find = fn(&[u8]) -> Option<IdToken>;
+            let (this, other): (Find, Find) =
                 if request { (request_id, response_id) } else { (response_id, request_id) };
             let sep = if pretty { " ,\n " } else { "," };
             text.push_str(&members.join(sep));
