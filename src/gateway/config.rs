@@ -453,7 +453,6 @@ impl GatewayOptions {
             )
         };
         let mut endpoint = Endpoint::new(seed, trust);
-        endpoint.assoc.max_payload_len = super::MAX_FRAME_PAYLOAD;
         if let Some(s) = self.handshake_timeout {
             endpoint.handshake_timeout = Duration::from_secs(s.max(1));
         }
@@ -589,7 +588,6 @@ impl GatewayOptions {
             ));
         }
         Ok(GatewayConfig {
-            endpoint,
             listen,
             upstream,
             upstream_ca: self.upstream_ca.clone(),
@@ -603,6 +601,8 @@ impl GatewayOptions {
             deny_methods,
             tokens,
             limits,
+            // The frame limit an association takes from its peer.
+            ..GatewayConfig::new(endpoint)
         })
     }
 }

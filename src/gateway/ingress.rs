@@ -23,7 +23,9 @@ use super::lines::{LineReader, LineSkipped, write_line};
 use super::metrics::{Ingress, ReplyClass};
 use super::outbox::{Inbox, Outbox};
 use super::session::{Session, Side};
-use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
+use crate::jsonrpc::carriage::{
+    BatchJoin, id_of, local_error, scan_error_response, scan_error_response_to,
+};
 use crate::jsonrpc::{Kind, ScanError, Scanned, request_id, scan};
 
 /// Stops accepting when the value turns `true`.
@@ -356,8 +358,7 @@ fn too_large_line(skipped: &LineSkipped) -> Vec<u8> {
         len: skipped.len,
         limit: skipped.max,
     };
-    let detail = serde_json::Value::String(f.to_string()).to_string();
-    local_error(id, f.jsonrpc_code(), "Invalid Request", Some(&detail))
+    scan_error_response_to(id, &f)
 }
 
 /// One write to a client: `false` when it failed, or did not finish within

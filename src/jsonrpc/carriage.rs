@@ -251,12 +251,18 @@ pub fn transport_error_response(id: Option<&[u8]>, code: TransportError, detail:
 
 /// The edge's answer to a text it cannot carry (-32700 / -32600).
 pub fn scan_error_response(err: &ScanError) -> Vec<u8> {
+    scan_error_response_to(None, err)
+}
+
+/// [`scan_error_response`] for a request whose id token is known
+/// (`None` → `null`).
+pub fn scan_error_response_to(id: Option<&[u8]>, err: &ScanError) -> Vec<u8> {
     let message = match err {
         ScanError::Parse { .. } => "Parse error",
         _ => "Invalid Request",
     };
     let detail = serde_json::Value::String(err.to_string()).to_string();
-    local_error(None, err.jsonrpc_code(), message, Some(&detail))
+    local_error(id, err.jsonrpc_code(), message, Some(&detail))
 }
 
 /// Joins replies to a batch into one JSON array, each reply's octets
