@@ -4,7 +4,7 @@
 # cargo-fuzz nor nightly is needed) and runs each one for SECONDS (default 5)
 # from a copy of its committed corpus (fuzz/seeds/TARGET). Fails on the first
 # crash, leaving the input under fuzz/target/smoke-artifacts/TARGET.
-#   fuzz/smoke.sh        # about 50 s of fuzzing for the nine targets
+#   fuzz/smoke.sh        # about 55 s of fuzzing for the eleven targets
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-5}"

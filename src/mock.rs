@@ -221,6 +221,9 @@ pub struct Behavior {
     pub faults: Faults,
     /// Sessions: a `mock/tick` notification after every this many replies.
     pub push_every: u64,
+    /// HTTP: each reply as one `text/event-stream` event, notifications
+    /// answered 202 (MCP's Streamable HTTP).
+    pub event_stream: bool,
     replies: AtomicU64,
     random: AtomicU64,
 }
@@ -245,6 +248,10 @@ pub struct MockOptions {
     /// after every N replies (0: never).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub push_every: u64,
+    /// HTTP: answer as an MCP server over Streamable HTTP does, each reply
+    /// one `text/event-stream` event and notifications 202 Accepted.
+    #[arg(long)]
+    pub event_stream: bool,
 }
 
 impl MockOptions {
@@ -256,6 +263,7 @@ impl MockOptions {
             self.faults.unwrap_or_default(),
         );
         b.push_every = self.push_every;
+        b.event_stream = self.event_stream;
         Arc::new(b)
     }
 }
@@ -392,6 +400,7 @@ impl Behavior {
             result_size,
             faults,
             push_every: 0,
+            event_stream: false,
             replies: AtomicU64::new(0),
             random: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
         }
@@ -451,17 +460,32 @@ pub async fn serve_http(
                 hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     let peer = peer.clone();
                     async move {
+                        let events = peer.behavior.event_stream;
                         let body = req.into_body().collect().await.map(|b| b.to_bytes());
                         let mut resp = match body {
                             Ok(body) => match peer.reply(&body).await {
                                 Replies::None => {
                                     let mut r = hyper::Response::new(Full::new(Bytes::new()));
-                                    *r.status_mut() = hyper::StatusCode::NO_CONTENT;
+                                    *r.status_mut() = if events {
+                                        hyper::StatusCode::ACCEPTED
+                                    } else {
+                                        hyper::StatusCode::NO_CONTENT
+                                    };
                                     r
                                 }
                                 // A dropped reply never comes; the client times out.
                                 Replies::Dropped => std::future::pending().await,
                                 // HTTP cannot answer twice: the first copy goes.
+                                Replies::Some(reply, _) if events => {
+                                    let mut r = hyper::Response::new(Full::new(sse_event(&reply)));
+                                    r.headers_mut().insert(
+                                        hyper::header::CONTENT_TYPE,
+                                        hyper::header::HeaderValue::from_static(
+                                            "text/event-stream",
+                                        ),
+                                    );
+                                    return Ok::<_, Infallible>(r);
+                                }
                                 Replies::Some(reply, _) => hyper::Response::new(Full::new(reply)),
                             },
                             Err(_) => {
@@ -482,6 +506,20 @@ pub async fn serve_http(
                 .await;
         });
     }
+}
+
+/// One message as a `text/event-stream` event (a line break in it starts
+/// another `data` line).
+fn sse_event(message: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(message.len() + 32);
+    event.extend_from_slice(b"event: message\n");
+    for line in message.split(|&b| b == b'\n') {
+        event.extend_from_slice(b"data: ");
+        event.extend_from_slice(line);
+        event.push(b'\n');
+    }
+    event.push(b'\n');
+    Bytes::from(event)
 }
 
 /// Serves one message stream: replies (and pushes) go to `out`.

@@ -31,6 +31,8 @@ pub struct GatewayOptions {
     #[arg(long, value_name = "URL")]
     pub listen: Vec<String>,
     /// Deliver to this JSON-RPC server: http://, https://, ws:// or wss:// URL.
+    /// With --protocol mcp an http(s) URL is an MCP server's Streamable HTTP
+    /// endpoint: one MCP session per association.
     #[arg(long, value_name = "URL", conflicts_with = "upstream_cmd")]
     pub upstream: Option<String>,
     /// Extra CA certificates (PEM) trusted for an https:// or wss://

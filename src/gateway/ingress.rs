@@ -235,11 +235,7 @@ async fn handle_http(req: Request<hyper::body::Incoming>, edge: &Arc<Edge>) -> H
         Ok(Scanned::Single(kind)) => match http_one(edge, body, kind).await {
             HttpAnswer::Reply(text) => json_response(200, text),
             HttpAnswer::Failed(f, id) => json_response(f.http_status(), f.response(id.as_deref())),
-            HttpAnswer::None => {
-                let mut r = Response::new(Full::new(Bytes::new()));
-                *r.status_mut() = StatusCode::NO_CONTENT;
-                r
-            }
+            HttpAnswer::None => nothing_to_answer(ctx),
         },
         Ok(Scanned::Batch(elements)) => {
             let answers = futures_util::future::join_all(elements.into_iter().map(|e| {
@@ -266,14 +262,22 @@ async fn handle_http(req: Request<hyper::body::Incoming>, edge: &Arc<Edge>) -> H
             }
             match join.finish() {
                 Some(array) => json_response(200, array),
-                None => {
-                    let mut r = Response::new(Full::new(Bytes::new()));
-                    *r.status_mut() = StatusCode::NO_CONTENT;
-                    r
-                }
+                None => nothing_to_answer(ctx),
             }
         }
     }
+}
+
+/// The answer to a POST of notifications only: 204, or 202 for MCP, whose
+/// Streamable HTTP transport asks for 202 Accepted with no body.
+fn nothing_to_answer(ctx: &super::Ctx) -> HttpResponse {
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = if ctx.protocol == crate::bridge::ProtocolId::MCP {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::NO_CONTENT
+    };
+    r
 }
 
 enum HttpAnswer {

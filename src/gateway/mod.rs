@@ -15,10 +15,12 @@ pub mod config;
 pub mod edge;
 pub mod ingress;
 pub mod lines;
+pub mod mcp_http;
 pub mod metrics;
 pub mod origin;
 pub mod outbox;
 pub mod session;
+pub mod sse;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

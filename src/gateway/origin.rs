@@ -37,7 +37,7 @@ use super::outbox::Inbox;
 use super::session::{Session, SessionSink, Side};
 use super::{Ctx, Upstream};
 use crate::assoc::driver::{AssocHandle, BridgeSink, End};
-use crate::bridge::TransportError;
+use crate::bridge::{ProtocolId, TransportError};
 use crate::jsonrpc::carriage::Inbound;
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
 use crate::wire::FrameType;
@@ -48,7 +48,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a WebSocket upstream may take to accept a connection.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub(super) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// Why a gateway without an upstream does not deliver a request.
 const NO_UPSTREAM: &str = "this gateway has no upstream (--upstream or --upstream-cmd)";
@@ -102,11 +102,18 @@ impl Origin {
     pub fn sink(self: &Arc<Self>, assoc: AssocHandle) -> OriginSink {
         self.ctx.track(&assoc);
         match &self.upstream {
-            Some(Upstream::Http(_)) | None => OriginSink::Stateless {
+            Some(Upstream::Http(_)) if self.ctx.protocol != ProtocolId::MCP => {
+                OriginSink::Stateless {
+                    origin: self.clone(),
+                    assoc,
+                }
+            }
+            None => OriginSink::Stateless {
                 origin: self.clone(),
                 assoc,
             },
-            Some(upstream @ (Upstream::Ws(_) | Upstream::Cmd(_))) => {
+            // MCP over HTTP is a session too (Streamable HTTP).
+            Some(upstream) => {
                 let (tx, rx) = self.ctx.limits.outbox();
                 let session = Session::new(Side::Origin, assoc, self.ctx.clone(), tx);
                 let sink = session.sink();
@@ -162,7 +169,12 @@ impl Origin {
         match upstream {
             Upstream::Cmd(argv) => run_child(argv, session, rx, &self.ctx).await,
             Upstream::Ws(url) => run_ws(url, session, rx, &self.ctx, self.tls.clone()).await,
-            Upstream::Http(_) => "an HTTP upstream has no session".into(),
+            Upstream::Http(uri) => match &self.http {
+                Some(client) => {
+                    super::mcp_http::run(uri, client, &self.permits, session, rx, &self.ctx).await
+                }
+                None => "no HTTP client for the upstream".into(),
+            },
         }
     }
 
@@ -195,15 +207,7 @@ impl Origin {
         ctx.metrics.upstream_requests.fetch_add(1, Relaxed);
         let limit = ctx.limits.max_body;
         let result = tokio::time::timeout(ctx.limits.request_timeout, async {
-            let resp = client.request(req).await.map_err(|e| {
-                let mut msg = e.to_string();
-                let mut src = std::error::Error::source(&e);
-                while let Some(s) = src {
-                    msg = format!("{msg}: {s}");
-                    src = s.source();
-                }
-                msg
-            })?;
+            let resp = client.request(req).await.map_err(|e| error_chain(&e))?;
             let status = resp.status();
             let body = Limited::new(resp.into_body(), limit)
                 .collect()
@@ -283,6 +287,27 @@ impl Origin {
         )
         .await;
     }
+}
+
+/// Why a request waited in vain for room under `--max-in-flight`.
+pub(super) fn in_flight_full(ctx: &Ctx) -> String {
+    format!(
+        "{} requests to the upstream are in flight (--max-in-flight) and none finished within {:.1} s (--stall-timeout)",
+        ctx.limits.max_in_flight,
+        ctx.limits.stall_timeout.as_secs_f64()
+    )
+}
+
+/// An error and its sources, `: `-separated (hyper's own message alone
+/// rarely says what failed).
+pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg = format!("{msg}: {s}");
+        src = s.source();
+    }
+    msg
 }
 
 /// The sink of an association at the origin.
@@ -395,12 +420,9 @@ async fn stateless_frame(
         Err(_) => {
             match id {
                 Some(_) => {
-                    let detail = format!(
-                        "{} requests to the upstream are in flight (--max-in-flight) and none finished within {:.1} s (--stall-timeout)",
-                        ctx.limits.max_in_flight,
-                        stall.as_secs_f64()
-                    );
-                    origin.not_delivered(assoc, &corr, &detail).await;
+                    origin
+                        .not_delivered(assoc, &corr, &in_flight_full(ctx))
+                        .await
                 }
                 None => {
                     ctx.metrics.dropped.fetch_add(1, Relaxed);
@@ -547,7 +569,7 @@ impl Drop for Counted<'_> {
 }
 
 /// Why an upstream session ended when its association did.
-const SESSION_OVER: &str = "the association ended";
+pub(super) const SESSION_OVER: &str = "the association ended";
 
 /// How long an upstream child gets to exit after its stdin closes, and again
 /// after SIGTERM, before it is killed.

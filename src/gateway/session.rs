@@ -363,6 +363,23 @@ impl Session {
         self.release_incoming(&key).await;
     }
 
+    /// The local party will not answer the peer's request with this id (an
+    /// HTTP upstream's exchange for it ended without a reply): it is
+    /// answered NotDelivered with `detail`. False when no such request
+    /// waits (already answered, or timed out).
+    pub async fn local_cannot_answer(&self, token: &[u8], kind: IdKind, detail: &str) -> bool {
+        let found = {
+            let mut s = self.lock();
+            take_incoming(&mut s.incoming, token, kind)
+        };
+        let Some((key, incoming)) = found else {
+            return false;
+        };
+        self.not_delivered(&incoming.corr, detail).await;
+        self.release_incoming(&key).await;
+        true
+    }
+
     /// A peer request whose id is now free goes to the local party.
     async fn release_incoming(&self, token: &[u8]) {
         let next = {

@@ -1,0 +1,520 @@
+//! An MCP server over Streamable HTTP (MCP 2025-03-26 and 2025-06-18,
+//! "Transports") as an origin's upstream, for `--protocol mcp` with an
+//! `http(s)://` upstream. One MCP session rides one association, as with a
+//! child process:
+//!
+//! - every message from the peer is its own POST, with `Accept:
+//!   application/json, text/event-stream`; the POSTs of one session run
+//!   concurrently, bounded by `--max-in-flight` like all upstream calls;
+//! - the reply is a JSON body or an event stream; every JSON-RPC message in
+//!   it (the response, and the server's progress, log and sampling messages
+//!   before it) reaches the session, whose client gets them in order;
+//! - the `Mcp-Session-Id` the server assigns (on `initialize`) is sent back
+//!   on every later request, with the `MCP-Protocol-Version` it negotiated;
+//!   a 404 for that id means the server ended the session: the request is
+//!   answered NotDelivered saying the client must initialize again, and the
+//!   id is forgotten;
+//! - after `notifications/initialized`, a GET stream carries what the server
+//!   sends outside any request (a server without one answers 405: fine);
+//! - when the association ends, the session is ended with a DELETE.
+//!
+//! A request whose exchange ends without its reply (an empty 202, an HTML
+//! error page, a stream closed early, an event over `--max-body`) is
+//! answered NotDelivered, naming the HTTP status and what came instead.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use hyper::{Method, StatusCode, Uri};
+use tokio::sync::{Notify, Semaphore};
+use tracing::{debug, info, warn};
+
+use super::Ctx;
+use super::origin::{HttpsClient, SESSION_OVER, error_chain, in_flight_full};
+use super::outbox::Inbox;
+use super::session::Session;
+use super::sse::SseDecoder;
+use crate::jsonrpc::carriage::method_of;
+use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
+
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const ACCEPT_BOTH: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
+const EVENT_STREAM: HeaderValue = HeaderValue::from_static("text/event-stream");
+
+/// How long ending the session (DELETE) may take.
+const DELETE_WAIT: Duration = Duration::from_secs(1);
+/// The pause before the GET stream is asked for again, doubling up to
+/// [`LISTEN_MAX_BACKOFF`].
+const LISTEN_BACKOFF: Duration = Duration::from_millis(500);
+const LISTEN_MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How much of a body that is not the reply a NotDelivered detail quotes.
+const QUOTED: usize = 200;
+
+/// What the server said of the session so far.
+#[derive(Default)]
+struct Negotiated {
+    session_id: Option<HeaderValue>,
+    protocol_version: Option<HeaderValue>,
+}
+
+/// One association's MCP session at the upstream.
+struct McpSession {
+    uri: Uri,
+    client: HttpsClient,
+    ctx: Arc<Ctx>,
+    session: Session,
+    negotiated: Mutex<Negotiated>,
+    /// The client sent `notifications/initialized`: time for the GET stream.
+    initialized: Notify,
+}
+
+/// The request an exchange must bring the reply to.
+struct Asked {
+    id: Bytes,
+    kind: IdKind,
+    initialize: bool,
+}
+
+/// What the peer sent, as far as the exchange cares.
+enum Message {
+    Request(Asked),
+    /// Its method.
+    Notification(Option<String>),
+    Response,
+}
+
+impl Message {
+    fn of(text: &Bytes, ctx: &Ctx) -> Self {
+        match scan(text, &ctx.scan) {
+            Ok(Scanned::Single(Kind::Request { id, method })) => Message::Request(Asked {
+                id: text.slice(id.token.clone()),
+                kind: id.kind,
+                initialize: method_of(text, &method).as_deref() == Some("initialize"),
+            }),
+            Ok(Scanned::Single(Kind::Notification { method })) => {
+                Message::Notification(method_of(text, &method).map(|m| m.into_owned()))
+            }
+            _ => Message::Response,
+        }
+    }
+}
+
+/// Runs the upstream session until the association ends.
+pub(super) async fn run(
+    uri: &Uri,
+    client: &HttpsClient,
+    permits: &Arc<Semaphore>,
+    session: &Session,
+    rx: &mut Inbox,
+    ctx: &Arc<Ctx>,
+) -> String {
+    let mcp = Arc::new(McpSession {
+        uri: uri.clone(),
+        client: client.clone(),
+        ctx: ctx.clone(),
+        session: session.clone(),
+        negotiated: Mutex::new(Negotiated::default()),
+        initialized: Notify::new(),
+    });
+    session.local_up();
+    let mut tasks = tokio::task::JoinSet::new();
+    let listener = mcp.clone();
+    tasks.spawn(async move { listener.listen().await });
+    let stall = ctx.limits.stall_timeout;
+    loop {
+        let text = tokio::select! {
+            t = rx.recv() => t,
+            _ = session.assoc().ended() => None,
+        };
+        let Some(text) = text else { break };
+        while tasks.try_join_next().is_some() {}
+        // Waiting here is backpressure on the peer, as for any upstream.
+        let permit = match tokio::time::timeout(stall, permits.clone().acquire_owned()).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => break,
+            Err(_) => {
+                mcp.unanswered(&text, &in_flight_full(ctx)).await;
+                continue;
+            }
+        };
+        match Message::of(&text, ctx) {
+            // Requests run concurrently: a long tool call holds up nothing.
+            what @ Message::Request(_) => {
+                let m = mcp.clone();
+                tasks.spawn(async move {
+                    m.exchange(text, what).await;
+                    drop(permit);
+                });
+            }
+            // A notification or a reply is taken before anything sent after
+            // it is posted: `notifications/initialized` must reach a server
+            // before the requests that follow it (servers answer 202 at once).
+            what => {
+                tokio::select! {
+                    _ = mcp.exchange(text, what) => {}
+                    _ = session.assoc().ended() => break,
+                }
+                drop(permit);
+            }
+        }
+    }
+    tasks.abort_all();
+    mcp.end().await;
+    SESSION_OVER.to_owned()
+}
+
+impl McpSession {
+    fn negotiated(&self) -> std::sync::MutexGuard<'_, Negotiated> {
+        self.negotiated.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A request to the upstream carrying the session's headers; the
+    /// session id it carries.
+    fn request(
+        &self,
+        method: Method,
+        accept: HeaderValue,
+        body: Bytes,
+    ) -> Result<(hyper::Request<Full<Bytes>>, Option<HeaderValue>), String> {
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(self.uri.clone())
+            .header(ACCEPT, accept);
+        if !body.is_empty() {
+            req = req.header(CONTENT_TYPE, "application/json");
+        }
+        let sent = {
+            let n = self.negotiated();
+            if let Some(v) = &n.protocol_version {
+                req = req.header(MCP_PROTOCOL_VERSION, v.clone());
+            }
+            if let Some(v) = &n.session_id {
+                req = req.header(MCP_SESSION_ID, v.clone());
+            }
+            n.session_id.clone()
+        };
+        let req = req
+            .body(Full::new(body))
+            .map_err(|e| format!("bad upstream request: {e}"))?;
+        Ok((req, sent))
+    }
+
+    /// Remembers the session id a response assigns.
+    fn learn_session_id(&self, headers: &hyper::HeaderMap) {
+        let Some(v) = headers.get(&MCP_SESSION_ID) else {
+            return;
+        };
+        // MCP: visible ASCII only (0x21 to 0x7E).
+        if v.is_empty() || !v.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b)) {
+            warn!(uri = %self.uri, "the upstream assigned an Mcp-Session-Id that is not visible ASCII; ignored");
+            return;
+        }
+        let mut n = self.negotiated();
+        if n.session_id.as_ref() != Some(v) {
+            info!(uri = %self.uri, session = %String::from_utf8_lossy(v.as_bytes()), "upstream MCP session");
+            n.session_id = Some(v.clone());
+        }
+    }
+
+    /// The server no longer knows session `sent` (HTTP 404).
+    fn forget_session_id(&self, sent: &HeaderValue) -> String {
+        let mut n = self.negotiated();
+        if n.session_id.as_ref() == Some(sent) {
+            n.session_id = None;
+            n.protocol_version = None;
+        }
+        format!(
+            "the upstream's MCP session {} has ended (HTTP 404): the client must send initialize again",
+            String::from_utf8_lossy(sent.as_bytes())
+        )
+    }
+
+    /// Posts one message from the peer and delivers what comes back.
+    async fn exchange(&self, text: Bytes, what: Message) {
+        let ctx = &self.ctx;
+        let (asked, notification) = match what {
+            Message::Request(a) => (Some(a), None),
+            Message::Notification(m) => (None, m),
+            Message::Response => (None, None),
+        };
+        let started = Instant::now();
+        let posted =
+            tokio::time::timeout(ctx.limits.request_timeout, self.post(text, asked.as_ref())).await;
+        ctx.metrics.upstream_latency.observe(started.elapsed());
+        match (posted, asked) {
+            (Ok(Ok(())), _) => {
+                if notification.as_deref() == Some("notifications/initialized") {
+                    self.initialized.notify_one();
+                }
+            }
+            (Ok(Err(detail)), Some(a)) => {
+                debug!(%detail, "the upstream did not answer");
+                self.session
+                    .local_cannot_answer(&a.id, a.kind, &detail)
+                    .await;
+            }
+            (Ok(Err(detail)), None) => {
+                ctx.metrics.dropped.fetch_add(1, Relaxed);
+                warn!(uri = %self.uri, %detail, "the upstream did not take a notification or reply");
+            }
+            // A request that timed out is answered by the session's sweep,
+            // at its deadline.
+            (Err(_), _) => debug!(uri = %self.uri, "upstream exchange timed out"),
+        }
+    }
+
+    /// The POST of one message; `Err` says why the request (if it is one)
+    /// got no reply.
+    async fn post(&self, text: Bytes, asked: Option<&Asked>) -> Result<(), String> {
+        let uri = &self.uri;
+        let (req, sent) = self.request(Method::POST, ACCEPT_BOTH, text)?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| format!("upstream {uri}: {}", error_chain(&e)))?;
+        let status = resp.status();
+        self.learn_session_id(resp.headers());
+        if status == StatusCode::NOT_FOUND
+            && let Some(sent) = &sent
+        {
+            return Err(self.forget_session_id(sent));
+        }
+        let sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+            });
+        let max = self.ctx.limits.max_body;
+        let mut answered = false;
+        // The last message that was not the reply, quoted if none is.
+        let mut other = Bytes::new();
+        let mut body = resp.into_body();
+        if sse {
+            let mut events = SseDecoder::new(max);
+            while !answered {
+                let Some(frame) = body.frame().await else {
+                    break;
+                };
+                let frame = frame.map_err(|e| {
+                    format!(
+                        "upstream {uri}: reading its event stream: {}",
+                        error_chain(&e)
+                    )
+                })?;
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                let mut complete = Vec::new();
+                let pushed = events.push(&data, &mut complete);
+                for event in complete {
+                    if self.deliver(event.clone(), asked).await {
+                        answered = true;
+                    } else {
+                        other = event;
+                    }
+                }
+                if let Err(e) = pushed {
+                    if answered {
+                        break;
+                    }
+                    return Err(format!("upstream {uri}: {e} (this gateway's --max-body)"));
+                }
+            }
+        } else {
+            let body = Limited::new(body, max)
+                .collect()
+                .await
+                .map_err(|e| format!("upstream {uri}: reading its reply: {e}"))?
+                .to_bytes();
+            if !body.is_empty() {
+                answered = self.deliver(body.clone(), asked).await;
+                other = body;
+            }
+        }
+        if answered || (asked.is_none() && status.is_success()) {
+            return Ok(());
+        }
+        let quoted = String::from_utf8_lossy(&other[..other.len().min(QUOTED)]).into_owned();
+        Err(match (asked, other.is_empty()) {
+            (Some(_), true) => format!("upstream {uri} answered HTTP {status} without a reply"),
+            (Some(_), false) => {
+                format!(
+                    "upstream {uri} answered HTTP {status} without a reply to this request: {quoted}"
+                )
+            }
+            (None, _) => format!("upstream {uri} answered HTTP {status}: {quoted}"),
+        })
+    }
+
+    /// Hands one message from the upstream to the session; whether it is
+    /// the reply to `asked` (a batch: whether one of its elements is).
+    async fn deliver(&self, msg: Bytes, asked: Option<&Asked>) -> bool {
+        let reply = asked.is_some_and(|a| match scan(&msg, &self.ctx.scan) {
+            Ok(Scanned::Single(kind)) => answers(&msg, &kind, a),
+            Ok(Scanned::Batch(elements)) => elements
+                .iter()
+                .any(|e| e.kind.as_ref().is_ok_and(|k| answers(&msg, k, a))),
+            Err(_) => false,
+        });
+        if reply && asked.is_some_and(|a| a.initialize) {
+            self.learn_protocol_version(&msg);
+        }
+        if !reply && is_response(&msg, &self.ctx) {
+            // A response to no request of this exchange (a server's error
+            // with an id of its own): the detail quotes it instead.
+            self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+            return false;
+        }
+        self.session.on_local_message(msg).await;
+        reply
+    }
+
+    /// The protocol version an `initialize` reply settles, sent with every
+    /// later request (MCP 2025-06-18).
+    fn learn_protocol_version(&self, reply: &[u8]) {
+        let version = serde_json::from_slice::<serde_json::Value>(reply)
+            .ok()
+            .and_then(|v| {
+                v.get("result")?
+                    .get("protocolVersion")?
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .and_then(|v| HeaderValue::from_str(&v).ok());
+        if let Some(v) = version {
+            self.negotiated().protocol_version = Some(v);
+        }
+    }
+
+    /// A message the upstream will not be asked: its request, if it is one,
+    /// is answered NotDelivered.
+    async fn unanswered(&self, text: &Bytes, detail: &str) {
+        match scan(text, &self.ctx.scan) {
+            Ok(Scanned::Single(Kind::Request { id, .. })) => {
+                let token = &text[id.token.clone()];
+                self.session
+                    .local_cannot_answer(token, id.kind, detail)
+                    .await;
+            }
+            _ => {
+                self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// The GET stream for what the server sends outside any request: opened
+    /// once the client has sent `notifications/initialized`, opened again
+    /// (with backoff) when it ends, given up when the server has none (405)
+    /// or forgot the session (404).
+    async fn listen(&self) {
+        self.initialized.notified().await;
+        let mut backoff = LISTEN_BACKOFF;
+        loop {
+            let outcome = self.listen_once().await;
+            match outcome {
+                Ok(()) => backoff = LISTEN_BACKOFF,
+                Err(Some(why)) => {
+                    debug!(uri = %self.uri, %why, "upstream GET stream: giving up");
+                    return;
+                }
+                Err(None) => {}
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(LISTEN_MAX_BACKOFF);
+        }
+    }
+
+    /// One GET stream: `Ok` when it ended after carrying something,
+    /// `Err(None)` when it failed (try again), `Err(Some(why))` when there
+    /// is none to have.
+    async fn listen_once(&self) -> Result<(), Option<String>> {
+        let (req, sent) = self
+            .request(Method::GET, EVENT_STREAM, Bytes::new())
+            .map_err(Some)?;
+        let resp = self.client.request(req).await.map_err(|e| {
+            debug!(uri = %self.uri, error = %error_chain(&e), "upstream GET stream");
+            None
+        })?;
+        let status = resp.status();
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            return Err(Some("the server offers none (HTTP 405)".into()));
+        }
+        if status == StatusCode::NOT_FOUND
+            && let Some(sent) = &sent
+        {
+            return Err(Some(self.forget_session_id(sent)));
+        }
+        if !status.is_success() {
+            return Err(None);
+        }
+        let mut events = SseDecoder::new(self.ctx.limits.max_body);
+        let mut body = resp.into_body();
+        let mut carried = false;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { break };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let mut complete = Vec::new();
+            let pushed = events.push(&data, &mut complete);
+            for event in complete {
+                carried = true;
+                self.session.on_local_message(event).await;
+            }
+            if pushed.is_err() {
+                self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+                warn!(uri = %self.uri, "an event over --max-body on the upstream's GET stream; reconnecting");
+                break;
+            }
+        }
+        if carried { Ok(()) } else { Err(None) }
+    }
+
+    /// Ends the upstream session, if it has one (MCP: the client SHOULD
+    /// send DELETE; a server that does not allow it answers 405).
+    async fn end(&self) {
+        if self.negotiated().session_id.is_none() {
+            return;
+        }
+        let Ok((req, _)) = self.request(Method::DELETE, ACCEPT_BOTH, Bytes::new()) else {
+            return;
+        };
+        match tokio::time::timeout(DELETE_WAIT, self.client.request(req)).await {
+            Ok(Ok(resp)) => {
+                debug!(uri = %self.uri, status = %resp.status(), "upstream MCP session ended")
+            }
+            Ok(Err(e)) => {
+                debug!(uri = %self.uri, error = %error_chain(&e), "ending the upstream MCP session")
+            }
+            Err(_) => debug!(uri = %self.uri, "ending the upstream MCP session: no answer"),
+        }
+    }
+}
+
+/// Whether `msg` is a single response (to anything).
+fn is_response(msg: &[u8], ctx: &Ctx) -> bool {
+    matches!(
+        scan(msg, &ctx.scan),
+        Ok(Scanned::Single(Kind::Success { .. } | Kind::Error { .. }))
+    )
+}
+
+/// Whether `kind` (of `msg`) is the response to `asked`.
+fn answers(msg: &[u8], kind: &Kind, asked: &Asked) -> bool {
+    match kind {
+        Kind::Success { id } | Kind::Error { id } => {
+            same_id(&msg[id.token.clone()], id.kind, &asked.id, asked.kind)
+        }
+        _ => false,
+    }
+}

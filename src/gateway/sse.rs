@@ -1,0 +1,296 @@
+//! A decoder for `text/event-stream` (Server-Sent Events, the WHATWG HTML
+//! standard, §9.2 "Server-sent events"), as MCP's Streamable HTTP transport
+//! uses it to carry JSON-RPC messages: each event's `data` is one message.
+//!
+//! Sans-IO: [`SseDecoder::push`] takes the octets as they arrive, cut
+//! anywhere, and returns the events they complete. Lines end with CRLF, LF
+//! or CR; a line starting with `:` is a comment; `data` fields are joined
+//! with LF; `event`, `id`, `retry` and unknown fields are ignored (MCP's
+//! events are all of the default type). An event without data is no event,
+//! and an event not ended by a blank line before the stream ends is dropped,
+//! as the standard says. One event's data, with the line being read, is
+//! bounded: a stream that exceeds it is an error, and the decoder takes no
+//! more.
+
+use bytes::{Bytes, BytesMut};
+
+/// A stream that cannot be decoded further.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SseError {
+    #[error("an event of the upstream's event stream is over {max} octets")]
+    TooLarge { max: usize },
+}
+
+/// The state between two pushes of one event stream.
+#[derive(Debug)]
+pub struct SseDecoder {
+    /// The line being read (without its end).
+    line: BytesMut,
+    /// The data of the event being read, each line followed by LF.
+    data: BytesMut,
+    /// The previous push ended with CR: an LF starting this one belongs to
+    /// that line end.
+    after_cr: bool,
+    /// No octet seen yet (a leading byte order mark is dropped).
+    at_start: bool,
+    max: usize,
+    failed: bool,
+}
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+impl SseDecoder {
+    /// A decoder whose events (and lines) may be at most `max_event` octets.
+    pub fn new(max_event: usize) -> Self {
+        Self {
+            line: BytesMut::new(),
+            data: BytesMut::new(),
+            after_cr: false,
+            at_start: true,
+            max: max_event,
+            failed: false,
+        }
+    }
+
+    /// Feeds the next octets of the stream; appends the data of every event
+    /// they complete to `events`, in order. On an error, the events
+    /// completed before it are there too.
+    pub fn push(&mut self, mut chunk: &[u8], events: &mut Vec<Bytes>) -> Result<(), SseError> {
+        if self.failed {
+            return Err(SseError::TooLarge { max: self.max });
+        }
+        if self.at_start && !chunk.is_empty() {
+            // The BOM may itself arrive cut: wait for three octets.
+            let have = self.line.len() + chunk.len();
+            if have < BOM.len() && BOM.starts_with(&[&self.line[..], chunk].concat()) {
+                self.line.extend_from_slice(chunk);
+                return Ok(());
+            }
+            self.at_start = false;
+            let mut head = std::mem::take(&mut self.line);
+            head.extend_from_slice(chunk);
+            let rest = head.strip_prefix(BOM).unwrap_or(&head).to_vec();
+            return self.scan(&rest, events);
+        }
+        if self.after_cr && chunk.first() == Some(&b'\n') {
+            chunk = &chunk[1..];
+        }
+        self.after_cr = false;
+        self.scan(chunk, events)
+    }
+
+    fn scan(&mut self, mut chunk: &[u8], events: &mut Vec<Bytes>) -> Result<(), SseError> {
+        while let Some(end) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.grow(end)?;
+            self.line.extend_from_slice(&chunk[..end]);
+            let line = self.line.split().freeze();
+            self.field(&line, events)?;
+            let cr = chunk[end] == b'\r';
+            chunk = &chunk[end + 1..];
+            if cr {
+                match chunk.first() {
+                    Some(b'\n') => chunk = &chunk[1..],
+                    None => self.after_cr = true,
+                    Some(_) => {}
+                }
+            }
+        }
+        self.grow(chunk.len())?;
+        self.line.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// Checks that `more` octets of line still fit the bound.
+    fn grow(&mut self, more: usize) -> Result<(), SseError> {
+        if self.line.len() + self.data.len() + more > self.max {
+            self.failed = true;
+            self.line.clear();
+            self.data.clear();
+            return Err(SseError::TooLarge { max: self.max });
+        }
+        Ok(())
+    }
+
+    /// One complete line.
+    fn field(&mut self, line: &[u8], events: &mut Vec<Bytes>) -> Result<(), SseError> {
+        if line.is_empty() {
+            if !self.data.is_empty() {
+                // Every data line was followed by LF: drop the last.
+                self.data.truncate(self.data.len() - 1);
+                events.push(self.data.split().freeze());
+            }
+            return Ok(());
+        }
+        if line[0] == b':' {
+            return Ok(());
+        }
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        if name == b"data" {
+            self.grow(value.len() + 1)?;
+            self.data.extend_from_slice(value);
+            self.data.extend_from_slice(b"\n");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(input: &[u8]) -> Vec<Bytes> {
+        push(&mut SseDecoder::new(1 << 20), input).expect("decodes")
+    }
+
+    fn push(d: &mut SseDecoder, input: &[u8]) -> Result<Vec<Bytes>, SseError> {
+        let mut events = Vec::new();
+        d.push(input, &mut events).map(|()| events)
+    }
+
+    #[test]
+    fn events_end_at_blank_lines_and_join_data_lines() {
+        let got = all(b"event: message\ndata: {\"a\":1}\n\ndata: x\ndata:y\n\n");
+        assert_eq!(got, vec![Bytes::from("{\"a\":1}"), Bytes::from("x\ny")]);
+    }
+
+    #[test]
+    fn every_line_end_is_one() {
+        assert_eq!(all(b"data: a\r\n\r\ndata: b\r\rdata: c\n\n").len(), 3);
+    }
+
+    #[test]
+    fn comments_other_fields_and_empty_events_give_nothing() {
+        assert!(all(b": ping\n\nid: 7\nretry: 100\n\nevent: x\n\n").is_empty());
+    }
+
+    #[test]
+    fn one_space_after_the_colon_is_dropped_and_only_one() {
+        assert_eq!(all(b"data:  two\n\n"), vec![Bytes::from(" two")]);
+        assert_eq!(all(b"data\n\n"), vec![Bytes::from("")]);
+    }
+
+    #[test]
+    fn an_unterminated_event_is_not_dispatched() {
+        assert!(all(b"data: cut").is_empty());
+        assert!(all(b"data: cut\n").is_empty());
+    }
+
+    #[test]
+    fn a_leading_bom_is_dropped_even_when_cut() {
+        let mut d = SseDecoder::new(1024);
+        let mut got = Vec::new();
+        for chunk in [&b"\xEF"[..], b"\xBB", b"\xBFdata: 1\n", b"\n"] {
+            got.extend(push(&mut d, chunk).expect("decodes"));
+        }
+        assert_eq!(got, vec![Bytes::from("1")]);
+    }
+
+    #[test]
+    fn a_crlf_cut_between_pushes_is_one_line_end() {
+        let mut d = SseDecoder::new(1024);
+        let mut got = push(&mut d, b"data: a\r").expect("decodes");
+        got.extend(push(&mut d, b"\n\r").expect("decodes"));
+        got.extend(push(&mut d, b"\ndata: b\n\n").expect("decodes"));
+        assert_eq!(got, vec![Bytes::from("a"), Bytes::from("b")]);
+    }
+
+    #[test]
+    fn an_event_over_the_bound_fails_the_stream() {
+        let mut d = SseDecoder::new(16);
+        assert_eq!(
+            push(&mut d, b"data: 0123456789\n\n").map(|e| e.len()),
+            Ok(1)
+        );
+        // The event before the one over the bound is kept.
+        let mut events = Vec::new();
+        let err = d.push(
+            b"data: a\n\ndata: 0123456789\ndata: 0123456789\n\n",
+            &mut events,
+        );
+        assert_eq!(err, Err(SseError::TooLarge { max: 16 }));
+        assert_eq!(events, vec![Bytes::from("a")]);
+        assert!(
+            push(&mut d, b"data: x\n\n").is_err(),
+            "a failed decoder takes no more"
+        );
+        // A line without its end counts too.
+        assert!(push(&mut SseDecoder::new(8), &[b'a'; 9]).is_err());
+    }
+
+    use proptest::prelude::*;
+
+    /// One event as a server may write it: its data lines, and whether a
+    /// comment, an `event:` and an `id:` line come with it.
+    fn event() -> impl Strategy<Value = (Vec<String>, bool, bool, bool)> {
+        (
+            prop::collection::vec("[^\r\n]{0,12}", 0..4),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+    }
+
+    proptest! {
+        /// Events written with any line ends, comments and other fields,
+        /// then cut anywhere, decode to exactly their data.
+        #[test]
+        fn written_events_decode_to_their_data_whatever_the_cuts(
+            events in prop::collection::vec(event(), 0..6),
+            ends in prop::collection::vec(0usize..3, 64),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+            bom in any::<bool>(),
+        ) {
+            let mut text = Vec::new();
+            if bom {
+                text.extend_from_slice(BOM);
+            }
+            let mut end = ends.iter().cycle();
+            let mut line = |text: &mut Vec<u8>, l: &[u8]| {
+                text.extend_from_slice(l);
+                let mut e = [&b"\n"[..], b"\r", b"\r\n"][*end.next().unwrap_or(&0)];
+                // After a CR, an LF would end the same line, not an empty one.
+                if l.is_empty() && text.len() >= 2 && text[text.len() - 1] == b'\r' {
+                    e = b"\r";
+                }
+                text.extend_from_slice(e);
+            };
+            let mut want = Vec::new();
+            for (data, comment, name, id) in &events {
+                if *comment {
+                    line(&mut text, b": keep-alive");
+                }
+                if *name {
+                    line(&mut text, b"event: message");
+                }
+                for d in data {
+                    // "data:" then the value, with the one optional space.
+                    let sep: &[u8] = if d.starts_with(' ') || d.len() % 2 == 0 { b"data: " } else { b"data:" };
+                    line(&mut text, &[sep, d.as_bytes()].concat());
+                }
+                if *id {
+                    line(&mut text, b"id: 1");
+                }
+                line(&mut text, b"");
+                if !data.is_empty() {
+                    want.push(Bytes::from(data.join("\n")));
+                }
+            }
+            let mut at: Vec<usize> = cuts.iter().map(|i| i.index(text.len() + 1)).collect();
+            at.sort_unstable();
+            let mut d = SseDecoder::new(1 << 16);
+            let mut got = Vec::new();
+            let mut from = 0;
+            for to in at.into_iter().chain([text.len()]) {
+                d.push(&text[from..to], &mut got).expect("decodes");
+                from = to;
+            }
+            prop_assert_eq!(got, want);
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! An MCP server over Streamable HTTP behind an origin (`--protocol mcp`,
+//! `--upstream http://…`), reached by an MCP client through `connect`:
+//! session ids, event-stream replies with the server's own messages before
+//! them, server-to-client requests, the GET stream, an expired session, and
+//! the DELETE when the client goes. The server is a small Streamable HTTP
+//! implementation in this file; real processes over 127.0.0.1.
+
+mod support;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper::{Request, Response, StatusCode};
+use serde_json::{Value, json};
+use support::*;
+use tokio::sync::{mpsc, oneshot};
+
+type Body = BoxBody<Bytes, Infallible>;
+
+const VERSION: &str = "2025-06-18";
+
+/// The server's state, and what it saw.
+#[derive(Default)]
+struct Server {
+    sessions: Mutex<HashMap<String, bool>>,
+    next: Mutex<u32>,
+    /// What happened, in order: "initialized s-1", "deleted s-1", "get s-1",
+    /// "accept: …" for a POST without both media types.
+    log: Mutex<Vec<String>>,
+    /// Server-to-client requests waiting for the client's answer, by id.
+    waiting: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+}
+
+impl Server {
+    fn note(&self, s: String) {
+        self.log.lock().expect("log").push(s);
+    }
+
+    fn saw(&self, s: &str) -> bool {
+        self.log.lock().expect("log").iter().any(|l| l == s)
+    }
+}
+
+fn json_body(status: StatusCode, v: &Value) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(v.to_string())).boxed());
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert("content-type", "application/json".parse().expect("value"));
+    r
+}
+
+fn empty(status: StatusCode) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::new()).boxed());
+    *r.status_mut() = status;
+    r
+}
+
+/// An event stream fed by the returned sender; it ends when the sender goes.
+fn event_stream() -> (mpsc::Sender<Value>, Response<Body>) {
+    let (tx, rx) = mpsc::channel::<Value>(16);
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        let v = rx.recv().await?;
+        let event = format!("event: message\ndata: {v}\n\n");
+        Some((Ok::<_, Infallible>(Frame::data(Bytes::from(event))), rx))
+    });
+    let mut r = Response::new(StreamBody::new(stream).boxed());
+    r.headers_mut()
+        .insert("content-type", "text/event-stream".parse().expect("value"));
+    (tx, r)
+}
+
+async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let accept = header("accept").unwrap_or_default();
+    let session = header("mcp-session-id");
+    let version = header("mcp-protocol-version");
+    let known = session
+        .as_ref()
+        .is_some_and(|s| server.sessions.lock().expect("sessions").contains_key(s));
+    match *req.method() {
+        hyper::Method::GET => {
+            if !known {
+                return empty(StatusCode::NOT_FOUND);
+            }
+            let s = session.unwrap_or_default();
+            server.note(format!("get {s}"));
+            let (tx, resp) = event_stream();
+            tokio::spawn(async move {
+                let note = json!({"jsonrpc":"2.0","method":"notifications/message",
+                    "params":{"level":"info","data":"from the GET stream"}});
+                let _ = tx.send(note).await;
+                // Held open, as a server's GET stream is.
+                tx.closed().await;
+            });
+            return resp;
+        }
+        hyper::Method::DELETE => {
+            if let Some(s) = &session
+                && server
+                    .sessions
+                    .lock()
+                    .expect("sessions")
+                    .remove(s)
+                    .is_some()
+            {
+                server.note(format!("deleted {s}"));
+                return empty(StatusCode::OK);
+            }
+            return empty(StatusCode::NOT_FOUND);
+        }
+        _ => {}
+    }
+    if !(accept.contains("application/json") && accept.contains("text/event-stream")) {
+        server.note(format!("accept: {accept}"));
+        return empty(StatusCode::NOT_ACCEPTABLE);
+    }
+    let body = req.into_body().collect().await.expect("body").to_bytes();
+    let msg: Value = serde_json::from_slice(&body).expect("JSON");
+    let method = msg["method"].as_str().unwrap_or_default().to_owned();
+    if method == "initialize" {
+        let id = {
+            let mut n = server.next.lock().expect("next");
+            *n += 1;
+            format!("s-{n}")
+        };
+        server
+            .sessions
+            .lock()
+            .expect("sessions")
+            .insert(id.clone(), false);
+        let (tx, mut resp) = event_stream();
+        resp.headers_mut()
+            .insert("mcp-session-id", id.parse().expect("value"));
+        let reply = json!({"jsonrpc":"2.0","id":msg["id"],"result":{
+            "protocolVersion":VERSION,"capabilities":{"tools":{}},"serverInfo":{"name":"test"}}});
+        tokio::spawn(async move { tx.send(reply).await });
+        return resp;
+    }
+    let Some(session) = session else {
+        let e = json!({"jsonrpc":"2.0","id":"server-error",
+            "error":{"code":-32600,"message":"Bad Request: Missing session ID"}});
+        return json_body(StatusCode::BAD_REQUEST, &e);
+    };
+    if !known {
+        return empty(StatusCode::NOT_FOUND);
+    }
+    if version.as_deref() != Some(VERSION) {
+        let e = json!({"jsonrpc":"2.0","id":msg["id"],
+            "error":{"code":-32600,"message":format!("MCP-Protocol-Version {version:?}")}});
+        return json_body(StatusCode::BAD_REQUEST, &e);
+    }
+    if msg.get("method").is_none() {
+        // The client's answer to one of this server's requests.
+        let id = msg["id"].as_str().unwrap_or_default().to_owned();
+        if let Some(tx) = server.waiting.lock().expect("waiting").remove(&id) {
+            let _ = tx.send(msg["result"].clone());
+        }
+        return empty(StatusCode::ACCEPTED);
+    }
+    if msg.get("id").is_none() {
+        if method == "notifications/initialized" {
+            server
+                .sessions
+                .lock()
+                .expect("sessions")
+                .insert(session.clone(), true);
+        }
+        server.note(format!("{method} {session}"));
+        return empty(StatusCode::ACCEPTED);
+    }
+    // As the MCP SDKs' servers do: nothing but initialize before the
+    // client says it is initialized.
+    if server.sessions.lock().expect("sessions").get(&session) != Some(&true) {
+        let e = json!({"jsonrpc":"2.0","id":msg["id"],
+            "error":{"code":-32602,"message":"Received request before initialization was complete"}});
+        return json_body(StatusCode::OK, &e);
+    }
+    let id = msg["id"].clone();
+    let result = move |r: Value| json!({"jsonrpc":"2.0","id":id,"result":r});
+    match method.as_str() {
+        "echo" => json_body(
+            StatusCode::OK,
+            &result(json!({"params":msg["params"],"session":session,"version":version})),
+        ),
+        "slow_tool" => {
+            let (tx, resp) = event_stream();
+            let token = msg["params"]["_meta"]["progressToken"].clone();
+            let reply = result(json!({"content":[{"type":"text","text":"done"}]}));
+            tokio::spawn(async move {
+                let progress = json!({"jsonrpc":"2.0","method":"notifications/progress",
+                    "params":{"progressToken":token,"progress":1,"total":2}});
+                let _ = tx.send(progress).await;
+                let _ = tx.send(reply).await;
+            });
+            resp
+        }
+        "ask" => {
+            let (tx, resp) = event_stream();
+            let (answer_tx, answer_rx) = oneshot::channel();
+            server
+                .waiting
+                .lock()
+                .expect("waiting")
+                .insert("srv-1".into(), answer_tx);
+            tokio::spawn(async move {
+                let ask = json!({"jsonrpc":"2.0","id":"srv-1","method":"sampling/createMessage",
+                    "params":{"messages":[]}});
+                let _ = tx.send(ask).await;
+                let answer = tokio::time::timeout(Duration::from_secs(10), answer_rx).await;
+                let answer = answer.ok().and_then(Result::ok).unwrap_or(Value::Null);
+                let _ = tx.send(result(json!({"answer":answer}))).await;
+            });
+            resp
+        }
+        "no_reply" => {
+            let (tx, resp) = event_stream();
+            drop(tx);
+            resp
+        }
+        "expire" => {
+            server.sessions.lock().expect("sessions").remove(&session);
+            json_body(StatusCode::OK, &result(json!(true)))
+        }
+        _ => json_body(
+            StatusCode::OK,
+            &json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32601,"message":"no such method"}}),
+        ),
+    }
+}
+
+/// The server on 127.0.0.1; its URL.
+async fn start_server(server: Arc<Server>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let server = server.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let server = server.clone();
+                    async move { Ok::<_, Infallible>(handle(server, req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+async fn origin_for(url: &str) -> Proc {
+    Proc::start(
+        &[
+            "serve",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--protocol",
+            "mcp",
+            "--upstream",
+            url,
+            "--insecure-accept-any-peer",
+            "--request-timeout",
+            "5",
+            "--stall-timeout",
+            "2",
+            "--peer-timeout",
+            "10",
+        ],
+        "listening on",
+    )
+    .await
+}
+
+async fn mcp_client(origin: &Proc) -> Client {
+    let peer = origin.printed("listening on ");
+    Client::stdio(&peer, &["--protocol", "mcp", "--insecure-accept-any-peer"]).await
+}
+
+async fn initialize(client: &mut Client, id: u32) -> Value {
+    client
+        .call(
+            json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{
+            "protocolVersion":VERSION,"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        )
+        .await
+}
+
+/// Waits (up to 5 s) until the server's log holds `line`.
+async fn server_saw(server: &Server, line: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server.saw(line) {
+        assert!(
+            Instant::now() < deadline,
+            "the server never saw {line:?}: {:?}",
+            server.log.lock().expect("log")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn transport_error(r: &Value) -> (i64, String) {
+    (
+        r["error"]["code"].as_i64().unwrap_or_default(),
+        r["error"]["data"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
+    let server = Arc::new(Server::default());
+    let url = start_server(server.clone()).await;
+    let origin = origin_for(&url).await;
+    let mut client = mcp_client(&origin).await;
+
+    // initialize: the reply comes as an event stream, with a session id.
+    let r = initialize(&mut client, 1).await;
+    assert_eq!(r["result"]["protocolVersion"], VERSION, "{r}");
+    // A request right behind notifications/initialized reaches the server
+    // after it (the server refuses requests before it).
+    client
+        .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    client
+        .send(r#"{"jsonrpc":"2.0","id":2,"method":"echo","params":{"x":1}}"#)
+        .await;
+    // The reply, and what the GET stream carries (outside any request), in
+    // either order.
+    let (a, b) = (
+        client.recv().await.expect("a message"),
+        client.recv().await.expect("a message"),
+    );
+    let (pushed, r) = if a.get("method").is_some() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(pushed["method"], "notifications/message", "{pushed}");
+    assert!(server.saw("notifications/initialized s-1"));
+    assert!(server.saw("get s-1"));
+
+    // Requests carry the session id and the negotiated version.
+    assert_eq!(r["result"]["session"], "s-1", "{r}");
+    assert_eq!(r["result"]["version"], VERSION, "{r}");
+    assert_eq!(r["result"]["params"], json!({"x":1}), "{r}");
+
+    // A tool's progress arrives before its result, in order.
+    client
+        .send(
+            &json!({"jsonrpc":"2.0","id":3,"method":"slow_tool",
+                "params":{"_meta":{"progressToken":"p-3"}}})
+            .to_string(),
+        )
+        .await;
+    let progress = client.recv().await.expect("progress");
+    assert_eq!(progress["method"], "notifications/progress", "{progress}");
+    assert_eq!(progress["params"]["progressToken"], "p-3");
+    let done = client.recv().await.expect("result");
+    assert_eq!(
+        (
+            done["id"].clone(),
+            done["result"]["content"][0]["text"].clone()
+        ),
+        (json!(3), json!("done")),
+        "{done}"
+    );
+
+    // The server asks the client in the middle of a request (sampling); the
+    // client's answer is posted back and the request completes with it.
+    client
+        .send(r#"{"jsonrpc":"2.0","id":4,"method":"ask"}"#)
+        .await;
+    let ask = client.recv().await.expect("the server's request");
+    assert_eq!(ask["method"], "sampling/createMessage", "{ask}");
+    assert_eq!(ask["id"], "srv-1");
+    client
+        .send(r#"{"jsonrpc":"2.0","id":"srv-1","result":{"text":"42"}}"#)
+        .await;
+    let r = client.recv().await.expect("the reply to ask");
+    assert_eq!(r["id"], 4, "{r}");
+    assert_eq!(r["result"]["answer"], json!({"text":"42"}), "{r}");
+
+    // A stream that ends without the reply is answered, and says so.
+    let r = client
+        .call(json!({"jsonrpc":"2.0","id":5,"method":"no_reply"}))
+        .await;
+    let (code, detail) = transport_error(&r);
+    assert_eq!(code, -32004, "{r}");
+    assert!(detail.contains("HTTP 200 OK without a reply"), "{detail}");
+
+    // The server forgets the session: the next request is told to
+    // initialize again, and a new initialize gets a new session.
+    let r = client
+        .call(json!({"jsonrpc":"2.0","id":6,"method":"expire"}))
+        .await;
+    assert_eq!(r["result"], true, "{r}");
+    let r = client
+        .call(json!({"jsonrpc":"2.0","id":7,"method":"echo"}))
+        .await;
+    let (code, detail) = transport_error(&r);
+    assert_eq!(code, -32004, "{r}");
+    assert!(
+        detail.contains("session s-1 has ended (HTTP 404)") && detail.contains("initialize again"),
+        "{detail}"
+    );
+    let r = initialize(&mut client, 8).await;
+    assert_eq!(r["result"]["protocolVersion"], VERSION, "{r}");
+    client
+        .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let r = client
+        .call(json!({"jsonrpc":"2.0","id":9,"method":"echo"}))
+        .await;
+    assert_eq!(r["result"]["session"], "s-2", "{r}");
+
+    // Every POST asked for both media types.
+    assert!(
+        !server
+            .log
+            .lock()
+            .expect("log")
+            .iter()
+            .any(|l| l.starts_with("accept")),
+        "{:?}",
+        server.log.lock().expect("log")
+    );
+
+    // The client goes (EOF on connect's stdin): its association ends, and
+    // so does the MCP session.
+    if let Client::Lines { write, .. } = &mut client {
+        drop(std::mem::replace(write, Box::new(tokio::io::sink())));
+    }
+    server_saw(&server, "deleted s-2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_session_id_a_stateful_server_refusal_is_quoted() {
+    // A client that skips initialize: the server's 400 (whose error has
+    // another id) is not passed off as the reply; the detail quotes it.
+    let server = Arc::new(Server::default());
+    let url = start_server(server.clone()).await;
+    let origin = origin_for(&url).await;
+    let mut client = mcp_client(&origin).await;
+    let r = client
+        .call(json!({"jsonrpc":"2.0","id":1,"method":"echo"}))
+        .await;
+    let (code, detail) = transport_error(&r);
+    assert_eq!(code, -32004, "{r}");
+    assert!(
+        detail.contains("HTTP 400 Bad Request") && detail.contains("Missing session ID"),
+        "{detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_edge_answers_a_notification_post_with_202() {
+    // MCP's Streamable HTTP asks for 202 Accepted; plain JSON-RPC gets 204.
+    let pair = Pair::start(PairOptions {
+        origin_extra: &["--protocol", "mcp"],
+        edge_extra: &["--protocol", "mcp"],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let url = pair.ingress("http");
+    let (status, body) = post(
+        &url,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (202, ""));
+    // A plain JSON-RPC server (no session id, JSON replies) still answers
+    // through an MCP origin.
+    let (status, body) = post(
+        &url,
+        r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(parse(&body)["result"], json!([1]), "{body}");
+}
