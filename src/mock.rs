@@ -477,7 +477,9 @@ pub async fn serve_http(
                                 Replies::Dropped => std::future::pending().await,
                                 // HTTP cannot answer twice: the first copy goes.
                                 Replies::Some(reply, _) if events => {
-                                    let mut r = hyper::Response::new(Full::new(sse_event(&reply)));
+                                    let mut r = hyper::Response::new(Full::new(
+                                        crate::gateway::sse::event(&reply),
+                                    ));
                                     r.headers_mut().insert(
                                         hyper::header::CONTENT_TYPE,
                                         hyper::header::HeaderValue::from_static(
@@ -506,20 +508,6 @@ pub async fn serve_http(
                 .await;
         });
     }
-}
-
-/// One message as a `text/event-stream` event (a line break in it starts
-/// another `data` line).
-fn sse_event(message: &[u8]) -> Bytes {
-    let mut event = Vec::with_capacity(message.len() + 32);
-    event.extend_from_slice(b"event: message\n");
-    for line in message.split(|&b| b == b'\n') {
-        event.extend_from_slice(b"data: ");
-        event.extend_from_slice(line);
-        event.push(b'\n');
-    }
-    event.push(b'\n');
-    Bytes::from(event)
 }
 
 /// Serves one message stream: replies (and pushes) go to `out`.

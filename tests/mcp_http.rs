@@ -495,3 +495,236 @@ async fn an_mcp_edge_answers_a_notification_post_with_202() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(parse(&body)["result"], json!([1]), "{body}");
 }
+
+/// An MCP client over Streamable HTTP, as the SDKs' transports are.
+mod http_client {
+    use std::collections::VecDeque;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Incoming;
+    use npamp_gateway::gateway::sse::SseDecoder;
+    use serde_json::Value;
+
+    pub const BOTH: &str = "application/json, text/event-stream";
+
+    /// Sends one request to the edge; the response, unread.
+    pub async fn send(
+        url: &str,
+        method: hyper::Method,
+        session: Option<&str>,
+        accept: &str,
+        body: Option<Value>,
+    ) -> hyper::Response<Incoming> {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Full<Bytes>>();
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(url)
+            .header("accept", accept);
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let body = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+        let req = req.body(Full::new(body)).expect("request");
+        tokio::time::timeout(Duration::from_secs(10), client.request(req))
+            .await
+            .expect("an answer in time")
+            .expect("HTTP")
+    }
+
+    /// The messages of an event-stream response, as they come.
+    pub struct Events {
+        body: Incoming,
+        decoder: SseDecoder,
+        ready: VecDeque<Value>,
+    }
+
+    impl Events {
+        pub fn of(resp: hyper::Response<Incoming>) -> Self {
+            let ct = resp
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            assert_eq!(ct, "text/event-stream", "status {}", resp.status());
+            Self {
+                body: resp.into_body(),
+                decoder: SseDecoder::new(1 << 20),
+                ready: VecDeque::new(),
+            }
+        }
+
+        /// The next message, or `None` when the stream ended.
+        pub async fn next(&mut self) -> Option<Value> {
+            loop {
+                if let Some(v) = self.ready.pop_front() {
+                    return Some(v);
+                }
+                let frame = tokio::time::timeout(Duration::from_secs(10), self.body.frame())
+                    .await
+                    .expect("an event in time")?
+                    .expect("a frame");
+                if let Ok(data) = frame.into_data() {
+                    let mut events = Vec::new();
+                    self.decoder
+                        .push(&data, &mut events)
+                        .expect("an event stream");
+                    self.ready.extend(
+                        events
+                            .iter()
+                            .map(|e| serde_json::from_slice::<Value>(e).expect("JSON")),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The whole body, as JSON.
+    pub async fn json(resp: hyper::Response<Incoming>) -> Value {
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        serde_json::from_slice(&body).expect("JSON")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_http_client_gets_a_session_of_its_own_at_the_edge() {
+    use http_client::{BOTH, Events, json, send};
+    use hyper::Method;
+    // The upstream is a stdio server, one per association: what it
+    // remembers (its questions) must stay with one client.
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Stdio,
+        origin_extra: &["--protocol", "mcp"],
+        edge_extra: &["--protocol", "mcp"],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let url = pair.ingress("http");
+    let init =
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":VERSION}});
+
+    // initialize opens a session: its id in the header, the reply as an event.
+    let resp = send(&url, Method::POST, None, BOTH, Some(init.clone())).await;
+    assert_eq!(resp.status(), 200);
+    let s = resp.headers()["mcp-session-id"]
+        .to_str()
+        .expect("ASCII")
+        .to_owned();
+    assert_eq!(s.len(), 32, "{s}");
+    let mut events = Events::of(resp);
+    assert_eq!(events.next().await.expect("reply")["id"], 1);
+    assert!(
+        events.next().await.is_none(),
+        "the stream ends after the reply"
+    );
+    // Another client, another session.
+    let other = send(&url, Method::POST, None, BOTH, Some(init)).await;
+    assert_ne!(other.headers()["mcp-session-id"].to_str().expect("id"), s);
+    let sid = Some(s.as_str());
+
+    // What the server sends while a request runs comes first, on its stream.
+    let resp = send(
+        &url,
+        Method::POST,
+        sid,
+        BOTH,
+        Some(json!({"jsonrpc":"2.0","id":2,"method":"notify","params":{"n":2}})),
+    )
+    .await;
+    let mut events = Events::of(resp);
+    let first = events.next().await.expect("notification");
+    assert_eq!(first["method"], "mock/notified", "{first}");
+    assert_eq!(events.next().await.expect("reply")["id"], 2);
+
+    // A server request in the middle of a client request: the client
+    // answers it with a POST of its own, and the request completes.
+    let resp = send(
+        &url,
+        Method::POST,
+        sid,
+        BOTH,
+        Some(json!({"jsonrpc":"2.0","id":3,"method":"ask","params":{"q":1}})),
+    )
+    .await;
+    let mut events = Events::of(resp);
+    let question = events.next().await.expect("the server's question");
+    assert_eq!(question["method"], "mock/question", "{question}");
+    let answer = json!({"jsonrpc":"2.0","id":question["id"],"result":42});
+    let accepted = send(&url, Method::POST, sid, BOTH, Some(answer)).await;
+    assert_eq!(accepted.status(), 202);
+    let r = events.next().await.expect("the reply to ask");
+    assert_eq!(
+        (r["id"].clone(), r["result"]["answer"].clone()),
+        (json!(3), json!(42)),
+        "{r}"
+    );
+
+    // The GET stream takes what the server sends outside any request; a
+    // client that accepts only JSON gets the reply alone.
+    let mut get = Events::of(send(&url, Method::GET, sid, "text/event-stream", None).await);
+    let r = json(
+        send(
+            &url,
+            Method::POST,
+            sid,
+            "application/json",
+            Some(json!({"jsonrpc":"2.0","id":4,"method":"subscribe"})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(r["result"], "0x1", "{r}");
+    for i in 0..3 {
+        let n = get.next().await.expect("a subscription event");
+        assert_eq!(n["params"]["result"], i, "{n}");
+    }
+
+    // Unknown sessions are 404; DELETE ends one, which is then unknown.
+    let resp = send(
+        &url,
+        Method::POST,
+        Some("nosuchsession"),
+        BOTH,
+        Some(json!({"jsonrpc":"2.0","id":5,"method":"echo"})),
+    )
+    .await;
+    assert_eq!(resp.status(), 404);
+    assert_eq!(
+        send(&url, Method::DELETE, sid, BOTH, None).await.status(),
+        200
+    );
+    let resp = send(
+        &url,
+        Method::POST,
+        sid,
+        BOTH,
+        Some(json!({"jsonrpc":"2.0","id":6,"method":"echo"})),
+    )
+    .await;
+    assert_eq!(resp.status(), 404);
+    assert!(
+        get.next().await.is_none(),
+        "the GET stream ends with its session"
+    );
+    // Without a session id, plain requests keep the stateless path.
+    let r = json(
+        send(
+            &url,
+            Method::POST,
+            None,
+            BOTH,
+            Some(json!({"jsonrpc":"2.0","id":7,"method":"echo","params":[7]})),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(r["result"], json!([7]), "{r}");
+}

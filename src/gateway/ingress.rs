@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::{Request, Response, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -20,9 +20,11 @@ use tracing::{debug, warn};
 use super::carry::{Failure, Reply};
 use super::edge::Edge;
 use super::lines::{LineReader, LineSkipped, write_line};
+use super::mcp_edge::McpSessions;
 use super::metrics::{Ingress, ReplyClass};
 use super::outbox::{Inbox, Outbox};
 use super::session::{Session, Side};
+use super::sse::EventBody;
 use crate::jsonrpc::carriage::{
     BatchJoin, id_of, local_error, scan_error_response, scan_error_response_to,
 };
@@ -65,14 +67,30 @@ async fn accept(
     }
 }
 
-type HttpResponse = Response<Full<Bytes>>;
+/// An HTTP ingress's answer: one body, or an event stream (MCP).
+pub type HttpResponse = Response<Either<Full<Bytes>, EventBody>>;
 
-fn json_response(status: u16, body: impl Into<Bytes>) -> HttpResponse {
-    let mut r = Response::new(Full::new(body.into()));
+pub fn json_response(status: u16, body: impl Into<Bytes>) -> HttpResponse {
+    let mut r = Response::new(Either::Left(Full::new(body.into())));
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// 200 with an event stream of what `rx` receives.
+pub fn event_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> HttpResponse {
+    let mut r = Response::new(Either::Right(EventBody(rx)));
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-cache"),
     );
     r
 }
@@ -86,12 +104,13 @@ fn status_only(status: StatusCode, why: &str) -> HttpResponse {
 pub async fn serve_http(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown) {
     let limits = &edge.ctx.limits;
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mcp = Arc::new(McpSessions::default());
     while let Some((tcp, from, permit)) = accept(&listener, &permits, &shutdown).await {
-        let (edge, shutdown) = (edge.clone(), shutdown.clone());
+        let (edge, shutdown, mcp) = (edge.clone(), shutdown.clone(), mcp.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(|req| {
-                let edge = edge.clone();
-                async move { Ok::<_, Infallible>(handle_http(req, &edge).await) }
+                let (edge, mcp) = (edge.clone(), mcp.clone());
+                async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -153,10 +172,25 @@ fn authorized(ctx: &super::Ctx, headers: &hyper::HeaderMap) -> bool {
 /// The JSON-RPC error code of a 401 answer.
 pub const UNAUTHORIZED_CODE: i32 = -32012;
 
-async fn handle_http(req: Request<hyper::body::Incoming>, edge: &Arc<Edge>) -> HttpResponse {
+async fn handle_http(
+    req: Request<hyper::body::Incoming>,
+    edge: &Arc<Edge>,
+    mcp: &Arc<McpSessions>,
+) -> HttpResponse {
     let ctx = &edge.ctx;
     if !authorized(ctx, req.headers()) {
         return unauthorized();
+    }
+    let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
+    if is_mcp {
+        let answer = match *req.method() {
+            hyper::Method::GET => mcp.get(req.headers()),
+            hyper::Method::DELETE => mcp.delete(req.headers()).await,
+            _ => None,
+        };
+        if let Some(a) = answer {
+            return a;
+        }
     }
     if req.method() != hyper::Method::POST {
         let mut r = status_only(
@@ -203,7 +237,8 @@ async fn handle_http(req: Request<hyper::body::Incoming>, edge: &Arc<Edge>) -> H
     if declared.is_some_and(|n| n > ctx.limits.max_body as u64) {
         return too_large();
     }
-    let body = Limited::new(req.into_body(), ctx.limits.max_body).collect();
+    let (parts, body) = req.into_parts();
+    let body = Limited::new(body, ctx.limits.max_body).collect();
     let body = match tokio::time::timeout(ctx.limits.stall_timeout, body).await {
         Ok(Ok(b)) => b.to_bytes(),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
@@ -232,11 +267,17 @@ async fn handle_http(req: Request<hyper::body::Incoming>, edge: &Arc<Edge>) -> H
             ctx.metrics.reply(ReplyClass::Invalid);
             json_response(200, scan_error_response(&e))
         }
-        Ok(Scanned::Single(kind)) => match http_one(edge, body, kind).await {
-            HttpAnswer::Reply(text) => json_response(200, text),
-            HttpAnswer::Failed(f, id) => json_response(f.http_status(), f.response(id.as_deref())),
-            HttpAnswer::None => nothing_to_answer(ctx),
-        },
+        Ok(Scanned::Single(kind)) => {
+            if is_mcp
+                && let Some(a) = mcp
+                    .post(edge, &parts.headers, body.clone(), kind.clone())
+                    .await
+            {
+                return a;
+            }
+            single_answer(ctx, http_one(edge, body, kind).await)
+        }
+        Ok(Scanned::Batch(_)) if is_mcp && let Some(a) = mcp.batch(&parts.headers) => a,
         Ok(Scanned::Batch(elements)) => {
             let answers = futures_util::future::join_all(elements.into_iter().map(|e| {
                 let start = e.range.start;
@@ -268,10 +309,19 @@ async fn handle_http(req: Request<hyper::body::Incoming>, edge: &Arc<Edge>) -> H
     }
 }
 
+/// The HTTP answer to one message.
+fn single_answer(ctx: &super::Ctx, a: HttpAnswer) -> HttpResponse {
+    match a {
+        HttpAnswer::Reply(text) => json_response(200, text),
+        HttpAnswer::Failed(f, id) => json_response(f.http_status(), f.response(id.as_deref())),
+        HttpAnswer::None => nothing_to_answer(ctx),
+    }
+}
+
 /// The answer to a POST of notifications only: 204, or 202 for MCP, whose
 /// Streamable HTTP transport asks for 202 Accepted with no body.
 fn nothing_to_answer(ctx: &super::Ctx) -> HttpResponse {
-    let mut r = Response::new(Full::new(Bytes::new()));
+    let mut r = Response::new(Either::Left(Full::new(Bytes::new())));
     *r.status_mut() = if ctx.protocol == crate::bridge::ProtocolId::MCP {
         StatusCode::ACCEPTED
     } else {

@@ -359,23 +359,32 @@ impl McpSession {
     /// Hands one message from the upstream to the session; whether it is
     /// the reply to `asked` (a batch: whether one of its elements is).
     async fn deliver(&self, msg: Bytes, asked: Option<&Asked>) -> bool {
-        let reply = asked.is_some_and(|a| match scan(&msg, &self.ctx.scan) {
-            Ok(Scanned::Single(kind)) => answers(&msg, &kind, a),
-            Ok(Scanned::Batch(elements)) => elements
-                .iter()
-                .any(|e| e.kind.as_ref().is_ok_and(|k| answers(&msg, k, a))),
-            Err(_) => false,
-        });
+        let scanned = scan(&msg, &self.ctx.scan);
+        let (reply, response) = match &scanned {
+            Ok(Scanned::Single(kind)) => (
+                asked.is_some_and(|a| answers(&msg, kind, a)),
+                matches!(kind, Kind::Success { .. } | Kind::Error { .. }),
+            ),
+            Ok(Scanned::Batch(elements)) => (
+                asked.is_some_and(|a| {
+                    elements
+                        .iter()
+                        .any(|e| e.kind.as_ref().is_ok_and(|k| answers(&msg, k, a)))
+                }),
+                false,
+            ),
+            Err(_) => (false, false),
+        };
         if reply && asked.is_some_and(|a| a.initialize) {
             self.learn_protocol_version(&msg);
         }
-        if !reply && is_response(&msg, &self.ctx) {
+        if response && !reply {
             // A response to no request of this exchange (a server's error
             // with an id of its own): the detail quotes it instead.
             self.ctx.metrics.dropped.fetch_add(1, Relaxed);
             return false;
         }
-        self.session.on_local_message(msg).await;
+        self.session.on_local_scanned(msg, scanned).await;
         reply
     }
 
@@ -499,14 +508,6 @@ impl McpSession {
             Err(_) => debug!(uri = %self.uri, "ending the upstream MCP session: no answer"),
         }
     }
-}
-
-/// Whether `msg` is a single response (to anything).
-fn is_response(msg: &[u8], ctx: &Ctx) -> bool {
-    matches!(
-        scan(msg, &ctx.scan),
-        Ok(Scanned::Single(Kind::Success { .. } | Kind::Error { .. }))
-    )
 }
 
 /// Whether `kind` (of `msg`) is the response to `asked`.

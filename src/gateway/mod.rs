@@ -15,6 +15,7 @@ pub mod config;
 pub mod edge;
 pub mod ingress;
 pub mod lines;
+pub mod mcp_edge;
 pub mod mcp_http;
 pub mod metrics;
 pub mod origin;

@@ -31,7 +31,8 @@ use crate::assoc::driver::{AssocHandle, BridgeSink, End};
 use crate::bridge::{self, TransportError};
 use crate::jsonrpc::carriage::{BatchJoin, Inbound, id_of, method_of, scan_error_response};
 use crate::jsonrpc::{
-    Begin, CorrelationMode, Correlator, IdKind, Kind, Scanned, response_id, same_id, scan,
+    Begin, CorrelationMode, Correlator, IdKind, Kind, ScanError, Scanned, response_id, same_id,
+    scan,
 };
 use crate::wire::FrameType;
 
@@ -179,8 +180,15 @@ impl Session {
 
     /// A message from the local party (one line, one WebSocket message).
     pub async fn on_local_message(&self, text: Bytes) {
+        let scanned = scan(&text, &self.0.ctx.scan);
+        self.on_local_scanned(text, scanned).await;
+    }
+
+    /// [`Session::on_local_message`] for a message its caller has already
+    /// scanned (with the gateway's own limits, `Ctx::scan`).
+    pub async fn on_local_scanned(&self, text: Bytes, scanned: Result<Scanned, ScanError>) {
         let ctx = &self.0.ctx;
-        match scan(&text, &ctx.scan) {
+        match scanned {
             Err(e) => match self.0.side {
                 Side::Edge(_) => {
                     ctx.metrics.reply(ReplyClass::Invalid);

@@ -12,7 +12,46 @@
 //! bounded: a stream that exceeds it is an error, and the decoder takes no
 //! more.
 
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use bytes::{Bytes, BytesMut};
+use hyper::body::Frame;
+use tokio::sync::mpsc;
+
+/// One message as an event of the default type (`event: message`); a line
+/// break in it starts another `data` line, so any octets survive.
+pub fn event(message: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(message.len() + 32);
+    event.extend_from_slice(b"event: message\n");
+    for line in message.split(|&b| b == b'\n') {
+        event.extend_from_slice(b"data: ");
+        event.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
+        event.push(b'\n');
+    }
+    event.push(b'\n');
+    Bytes::from(event)
+}
+
+/// An HTTP body that is an event stream: each message received becomes one
+/// event; the stream ends when every sender is gone.
+#[derive(Debug)]
+pub struct EventBody(pub mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for EventBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|m| m.map(|m| Ok(Frame::data(event(&m)))))
+    }
+}
 
 /// A stream that cannot be decoded further.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -154,6 +193,20 @@ mod tests {
     }
 
     #[test]
+    fn an_encoded_event_decodes_to_its_message() {
+        for m in [
+            &b"{\"a\":1}"[..],
+            b"",
+            b"two\nlines",
+            b"crlf\r\nlines",
+            b"\n",
+        ] {
+            let want = Bytes::from(String::from_utf8_lossy(m).replace("\r\n", "\n"));
+            assert_eq!(all(&event(m)), vec![want]);
+        }
+    }
+
+    #[test]
     fn events_end_at_blank_lines_and_join_data_lines() {
         let got = all(b"event: message\ndata: {\"a\":1}\n\ndata: x\ndata:y\n\n");
         assert_eq!(got, vec![Bytes::from("{\"a\":1}"), Bytes::from("x\ny")]);
@@ -227,7 +280,7 @@ mod tests {
 
     /// One event as a server may write it: its data lines, and whether a
     /// comment, an `event:` and an `id:` line come with it.
-    fn event() -> impl Strategy<Value = (Vec<String>, bool, bool, bool)> {
+    fn written_event() -> impl Strategy<Value = (Vec<String>, bool, bool, bool)> {
         (
             prop::collection::vec("[^\r\n]{0,12}", 0..4),
             any::<bool>(),
@@ -241,7 +294,7 @@ mod tests {
         /// then cut anywhere, decode to exactly their data.
         #[test]
         fn written_events_decode_to_their_data_whatever_the_cuts(
-            events in prop::collection::vec(event(), 0..6),
+            events in prop::collection::vec(written_event(), 0..6),
             ends in prop::collection::vec(0usize..3, 64),
             cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
             bom in any::<bool>(),

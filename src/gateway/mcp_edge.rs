@@ -1,0 +1,363 @@
+//! MCP's Streamable HTTP at an edge's HTTP ingress (`--protocol mcp`): an
+//! MCP client that talks HTTP gets a session of its own, on an association
+//! of its own, as a WebSocket client does.
+//!
+//! - A POST of `initialize` without `Mcp-Session-Id` opens a session: a new
+//!   association, a fresh random id in the reply's `Mcp-Session-Id`.
+//! - A POST with that id goes to its session. A request is answered on an
+//!   event stream (or as JSON when the client does not accept
+//!   `text/event-stream`); the server's own messages while it runs (progress,
+//!   logging, sampling requests) come on the newest open request stream,
+//!   else on the GET stream. A notification or the client's answer to a
+//!   server request gets 202.
+//! - GET with the id opens the stream for what the server sends outside any
+//!   request; DELETE ends the session and its association.
+//! - An unknown or ended session's id gets 404, so the client initializes
+//!   again; a session idle for `--idle-timeout` is ended.
+//!
+//! Requests without a session id (and without `initialize`) keep the
+//! stateless path: pooled associations, one reply per POST.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::Ctx;
+use super::edge::Edge;
+use super::ingress::{HttpResponse, event_response, json_response};
+use super::metrics::Ingress;
+use super::outbox::Inbox;
+use super::session::{Session, Side};
+use crate::jsonrpc::carriage::{local_error, method_of};
+use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
+
+pub const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+
+/// Messages a request's stream may hold for a client that reads slowly.
+const STREAM_QUEUE: usize = 64;
+
+/// The sessions of one HTTP ingress.
+#[derive(Default)]
+pub struct McpSessions {
+    map: Mutex<HashMap<String, Arc<HttpSession>>>,
+}
+
+struct HttpSession {
+    id: String,
+    ctx: Arc<Ctx>,
+    session: Session,
+    routes: Mutex<Routes>,
+    last_used: Mutex<Instant>,
+}
+
+#[derive(Default)]
+struct Routes {
+    /// The requests in flight, oldest first, with the streams they are
+    /// answered on.
+    waiting: Vec<Waiting>,
+    /// The GET stream.
+    get: Option<mpsc::Sender<Bytes>>,
+}
+
+struct Waiting {
+    id: Bytes,
+    kind: IdKind,
+    tx: mpsc::Sender<Bytes>,
+    /// An event stream (else a JSON reply: the response only).
+    events: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The session id a request names.
+pub fn session_id(headers: &HeaderMap) -> Option<&str> {
+    headers.get(&MCP_SESSION_ID).and_then(|v| v.to_str().ok())
+}
+
+/// Whether the client takes an event stream.
+pub fn accepts_events(headers: &HeaderMap) -> bool {
+    headers
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+fn unknown_session(id: &str) -> HttpResponse {
+    let body = local_error(
+        None,
+        -32001,
+        &format!("no MCP session {id:?} here (ended, or never opened): send initialize again"),
+        None,
+    );
+    json_response(404, body)
+}
+
+impl McpSessions {
+    fn find(&self, id: &str) -> Option<Arc<HttpSession>> {
+        lock(&self.map).get(id).cloned()
+    }
+
+    /// A POST of one message, if it is MCP session traffic: it names a
+    /// session, or it is `initialize`. `None`: the stateless path takes it.
+    pub async fn post(
+        self: &Arc<Self>,
+        edge: &Arc<Edge>,
+        headers: &HeaderMap,
+        body: Bytes,
+        kind: Kind,
+    ) -> Option<HttpResponse> {
+        let events = accepts_events(headers);
+        if let Some(id) = session_id(headers) {
+            return Some(match self.find(id) {
+                Some(s) => s.post(body, kind, events).await,
+                None => unknown_session(id),
+            });
+        }
+        let initialize = matches!(&kind, Kind::Request { method, .. }
+            if method_of(&body, method).as_deref() == Some("initialize"));
+        if !initialize {
+            return None;
+        }
+        Some(self.open(edge, body, kind, events).await)
+    }
+
+    /// A batch naming a session: MCP 2025-06-18 has no batches.
+    pub fn batch(&self, headers: &HeaderMap) -> Option<HttpResponse> {
+        session_id(headers)?;
+        let body = local_error(
+            None,
+            -32600,
+            "an MCP session takes one message per POST (MCP 2025-06-18 has no batches)",
+            None,
+        );
+        Some(json_response(400, body))
+    }
+
+    /// Opens a session with `initialize` and answers it.
+    async fn open(
+        self: &Arc<Self>,
+        edge: &Arc<Edge>,
+        body: Bytes,
+        kind: Kind,
+        events: bool,
+    ) -> HttpResponse {
+        let ctx = &edge.ctx;
+        let id_token =
+            crate::jsonrpc::carriage::id_of(&kind).map(|id| body.slice(id.token.clone()));
+        let max = ctx.limits.max_connections;
+        if lock(&self.map).len() >= max {
+            let f = super::carry::Failure::Unavailable(format!(
+                "{max} MCP sessions are open (--max-connections)"
+            ));
+            return json_response(f.http_status(), f.response(id_token.as_deref()));
+        }
+        let (tx, rx) = ctx.limits.outbox();
+        let session = match edge.session(Side::Edge(Ingress::Http), tx).await {
+            Ok(s) => s,
+            Err(f) => return json_response(f.http_status(), f.response(id_token.as_deref())),
+        };
+        let Some(id) = new_session_id() else {
+            session.close().await;
+            let f = super::carry::Failure::Unavailable(
+                "the system's random generator failed: no session id".into(),
+            );
+            return json_response(f.http_status(), f.response(id_token.as_deref()));
+        };
+        let s = Arc::new(HttpSession {
+            id: id.clone(),
+            ctx: ctx.clone(),
+            session,
+            routes: Mutex::new(Routes::default()),
+            last_used: Mutex::new(Instant::now()),
+        });
+        lock(&self.map).insert(id.clone(), s.clone());
+        info!(session = %id, "MCP session opened");
+        let (sessions, router) = (self.clone(), s.clone());
+        let idle = ctx.limits.idle_timeout;
+        let stall = ctx.limits.stall_timeout;
+        tokio::spawn(async move { sessions.route(router, rx, idle, stall).await });
+        let mut resp = s.post(body, kind, events).await;
+        if let Ok(v) = HeaderValue::from_str(&id) {
+            resp.headers_mut().insert(MCP_SESSION_ID, v);
+        }
+        resp
+    }
+
+    /// GET: the stream for what the server sends outside any request.
+    pub fn get(&self, headers: &HeaderMap) -> Option<HttpResponse> {
+        let id = session_id(headers)?;
+        let Some(s) = self.find(id) else {
+            return Some(unknown_session(id));
+        };
+        s.touch();
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        lock(&s.routes).get = Some(tx);
+        Some(event_response(rx))
+    }
+
+    /// DELETE: ends the session and its association.
+    pub async fn delete(&self, headers: &HeaderMap) -> Option<HttpResponse> {
+        let id = session_id(headers)?;
+        let Some(s) = lock(&self.map).remove(id) else {
+            return Some(unknown_session(id));
+        };
+        info!(session = %id, "MCP session ended by the client");
+        s.session.close().await;
+        let mut r = json_response(200, Bytes::new());
+        r.headers_mut().remove(hyper::header::CONTENT_TYPE);
+        Some(r)
+    }
+
+    /// Hands what the session has for its client to the right stream, until
+    /// the association ends or the session is idle too long.
+    async fn route(
+        self: Arc<Self>,
+        s: Arc<HttpSession>,
+        mut rx: Inbox,
+        idle: Duration,
+        stall: Duration,
+    ) {
+        let check = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+        let mut tick = tokio::time::interval(check);
+        loop {
+            tokio::select! {
+                m = rx.recv() => match m {
+                    Some(m) => s.dispatch(m, stall).await,
+                    None => break,
+                },
+                _ = s.session.assoc().ended() => {
+                    // The answers to what was in flight follow the end.
+                    while let Ok(Some(m)) =
+                        tokio::time::timeout(Duration::from_millis(100), rx.recv()).await
+                    {
+                        s.dispatch(m, stall).await;
+                    }
+                    break;
+                }
+                _ = tick.tick() => {
+                    if lock(&s.last_used).elapsed() > idle && lock(&s.routes).waiting.is_empty() {
+                        info!(session = %s.id, "MCP session idle: ended");
+                        s.session.close().await;
+                        break;
+                    }
+                }
+            }
+        }
+        {
+            let mut map = lock(&self.map);
+            if map.get(&s.id).is_some_and(|x| Arc::ptr_eq(x, &s)) {
+                map.remove(&s.id);
+            }
+        }
+        // Every stream still open ends (its client sees no more).
+        *lock(&s.routes) = Routes::default();
+        debug!(session = %s.id, "MCP session over");
+    }
+}
+
+impl HttpSession {
+    fn touch(&self) {
+        *lock(&self.last_used) = Instant::now();
+    }
+
+    /// One message from the client.
+    async fn post(&self, body: Bytes, kind: Kind, events: bool) -> HttpResponse {
+        self.touch();
+        let Kind::Request { id, .. } = &kind else {
+            // A notification, or the client's answer to a server request.
+            self.session.on_local_message(body).await;
+            let mut r = json_response(202, Bytes::new());
+            r.headers_mut().remove(hyper::header::CONTENT_TYPE);
+            return r;
+        };
+        let token = body.slice(id.token.clone());
+        let (tx, mut rx) = mpsc::channel(STREAM_QUEUE);
+        {
+            let mut routes = lock(&self.routes);
+            if routes
+                .waiting
+                .iter()
+                .any(|w| same_id(&w.id, w.kind, &token, id.kind))
+            {
+                let e = local_error(
+                    Some(&token),
+                    -32600,
+                    "a request with this id is already in flight in this MCP session",
+                    None,
+                );
+                return json_response(200, e);
+            }
+            routes.waiting.push(Waiting {
+                id: token,
+                kind: id.kind,
+                tx,
+                events,
+            });
+        }
+        self.session.on_local_message(body).await;
+        if events {
+            return event_response(rx);
+        }
+        // JSON: the response alone (the session always answers, if only
+        // with its own error at the request timeout).
+        match rx.recv().await {
+            Some(reply) => json_response(200, reply),
+            None => {
+                let e = local_error(None, -32004, "the MCP session ended", None);
+                json_response(502, e)
+            }
+        }
+    }
+
+    /// One message from the session for the client.
+    async fn dispatch(&self, m: Bytes, stall: Duration) {
+        let target = match scan(&m, &self.ctx.scan) {
+            Ok(Scanned::Single(Kind::Success { id } | Kind::Error { id })) => {
+                let token = &m[id.token.clone()];
+                let mut routes = lock(&self.routes);
+                let i = routes
+                    .waiting
+                    .iter()
+                    .position(|w| same_id(&w.id, w.kind, token, id.kind));
+                i.map(|i| routes.waiting.remove(i).tx)
+            }
+            // The server's own request or notification: the newest request
+            // stream, else the GET stream.
+            _ => {
+                let routes = lock(&self.routes);
+                routes
+                    .waiting
+                    .iter()
+                    .rev()
+                    .find(|w| w.events && !w.tx.is_closed())
+                    .map(|w| w.tx.clone())
+                    .or_else(|| routes.get.clone().filter(|g| !g.is_closed()))
+            }
+        };
+        let Some(tx) = target else {
+            self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+            warn!(session = %self.id, "a message for an MCP client with no open stream; dropped");
+            return;
+        };
+        if tokio::time::timeout(stall, tx.send(m)).await.is_err() {
+            self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+            debug!(session = %self.id, "an MCP client's stream is not read; message dropped");
+        }
+    }
+}
+
+/// 128 random bits, hex: MCP asks for ids that cannot be guessed.
+fn new_session_id() -> Option<String> {
+    use aws_lc_rs::rand::SecureRandom;
+    let mut b = [0u8; 16];
+    aws_lc_rs::rand::SystemRandom::new().fill(&mut b).ok()?;
+    Some(hex::encode(b))
+}
