@@ -35,6 +35,8 @@ struct Server {
     log: Mutex<Vec<String>>,
     /// Server-to-client requests waiting for the client's answer, by id.
     waiting: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// Each session's GET stream, ended with its session.
+    get_streams: Mutex<HashMap<String, mpsc::Sender<Value>>>,
 }
 
 impl Server {
@@ -96,13 +98,11 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
             let s = session.unwrap_or_default();
             server.note(format!("get {s}"));
             let (tx, resp) = event_stream();
-            tokio::spawn(async move {
-                let note = json!({"jsonrpc":"2.0","method":"notifications/message",
-                    "params":{"level":"info","data":"from the GET stream"}});
-                let _ = tx.send(note).await;
-                // Held open, as a server's GET stream is.
-                tx.closed().await;
-            });
+            let note = json!({"jsonrpc":"2.0","method":"notifications/message",
+                "params":{"level":"info","data":format!("from the GET stream of {s}")}});
+            let _ = tx.try_send(note);
+            // Held open until the session ends, as a server's GET stream is.
+            server.get_streams.lock().expect("streams").insert(s, tx);
             return resp;
         }
         hyper::Method::DELETE => {
@@ -114,6 +114,7 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
                     .remove(s)
                     .is_some()
             {
+                server.get_streams.lock().expect("streams").remove(s);
                 server.note(format!("deleted {s}"));
                 return empty(StatusCode::OK);
             }
@@ -230,6 +231,7 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
         }
         "expire" => {
             server.sessions.lock().expect("sessions").remove(&session);
+            server.get_streams.lock().expect("streams").remove(&session);
             json_body(StatusCode::OK, &result(json!(true)))
         }
         _ => json_body(
@@ -351,7 +353,10 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
     } else {
         (b, a)
     };
-    assert_eq!(pushed["method"], "notifications/message", "{pushed}");
+    assert_eq!(
+        pushed["params"]["data"], "from the GET stream of s-1",
+        "{pushed}"
+    );
     assert!(server.saw("notifications/initialized s-1"));
     assert!(server.saw("get s-1"));
 
@@ -424,9 +429,23 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
     client
         .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
         .await;
-    let r = client
-        .call(json!({"jsonrpc":"2.0","id":9,"method":"echo"}))
+    client
+        .send(r#"{"jsonrpc":"2.0","id":9,"method":"echo"}"#)
         .await;
+    // The new session gets a GET stream of its own.
+    let (a, b) = (
+        client.recv().await.expect("a message"),
+        client.recv().await.expect("a message"),
+    );
+    let (pushed, r) = if a.get("method").is_some() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(
+        pushed["params"]["data"], "from the GET stream of s-2",
+        "{pushed}"
+    );
     assert_eq!(r["result"]["session"], "s-2", "{r}");
 
     // Every POST asked for both media types.

@@ -243,7 +243,7 @@ impl McpSessions {
                     break;
                 }
                 _ = tick.tick() => {
-                    if lock(&s.last_used).elapsed() > idle && lock(&s.routes).waiting.is_empty() {
+                    if lock(&s.last_used).elapsed() > idle && !s.streaming() {
                         info!(session = %s.id, "MCP session idle: ended");
                         s.session.close().await;
                         break;
@@ -266,6 +266,13 @@ impl McpSessions {
 impl HttpSession {
     fn touch(&self) {
         *lock(&self.last_used) = Instant::now();
+    }
+
+    /// A request is in flight or the GET stream is open: not idle, however
+    /// long since the last POST.
+    fn streaming(&self) -> bool {
+        let routes = lock(&self.routes);
+        !routes.waiting.is_empty() || routes.get.as_ref().is_some_and(|g| !g.is_closed())
     }
 
     /// One message from the client.

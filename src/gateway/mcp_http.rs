@@ -424,22 +424,25 @@ impl McpSession {
     /// The GET stream for what the server sends outside any request: opened
     /// once the client has sent `notifications/initialized`, opened again
     /// (with backoff) when it ends, given up when the server has none (405)
-    /// or forgot the session (404).
+    /// or forgot the session (404) until the client initializes again.
     async fn listen(&self) {
-        self.initialized.notified().await;
-        let mut backoff = LISTEN_BACKOFF;
         loop {
-            let outcome = self.listen_once().await;
-            match outcome {
-                Ok(()) => backoff = LISTEN_BACKOFF,
-                Err(Some(why)) => {
-                    debug!(uri = %self.uri, %why, "upstream GET stream: giving up");
-                    return;
+            self.initialized.notified().await;
+            let mut backoff = LISTEN_BACKOFF;
+            loop {
+                match self.listen_once().await {
+                    Ok(()) => backoff = LISTEN_BACKOFF,
+                    // None to have for this session: wait for the next
+                    // `notifications/initialized` (a new session).
+                    Err(Some(why)) => {
+                        debug!(uri = %self.uri, %why, "upstream GET stream: none for now");
+                        break;
+                    }
+                    Err(None) => {}
                 }
-                Err(None) => {}
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(LISTEN_MAX_BACKOFF);
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(LISTEN_MAX_BACKOFF);
         }
     }
 
