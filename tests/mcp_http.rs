@@ -314,6 +314,25 @@ async fn server_saw(server: &Server, line: &str) {
     }
 }
 
+/// Sends notifications/initialized and, right behind it, `request`: what
+/// the GET stream pushes then (outside any request), and the reply, which
+/// may come in either order.
+async fn initialized_then(client: &mut Client, request: Value) -> (Value, Value) {
+    client
+        .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    client.send(&request.to_string()).await;
+    let (a, b) = (
+        client.recv().await.expect("a message"),
+        client.recv().await.expect("a message"),
+    );
+    if a.get("method").is_some() {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
 fn transport_error(r: &Value) -> (i64, String) {
     (
         r["error"]["code"].as_i64().unwrap_or_default(),
@@ -336,23 +355,11 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
     assert_eq!(r["result"]["protocolVersion"], VERSION, "{r}");
     // A request right behind notifications/initialized reaches the server
     // after it (the server refuses requests before it).
-    client
-        .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
-    client
-        .send(r#"{"jsonrpc":"2.0","id":2,"method":"echo","params":{"x":1}}"#)
-        .await;
-    // The reply, and what the GET stream carries (outside any request), in
-    // either order.
-    let (a, b) = (
-        client.recv().await.expect("a message"),
-        client.recv().await.expect("a message"),
-    );
-    let (pushed, r) = if a.get("method").is_some() {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    let (pushed, r) = initialized_then(
+        &mut client,
+        json!({"jsonrpc":"2.0","id":2,"method":"echo","params":{"x":1}}),
+    )
+    .await;
     assert_eq!(
         pushed["params"]["data"], "from the GET stream of s-1",
         "{pushed}"
@@ -426,22 +433,9 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
     );
     let r = initialize(&mut client, 8).await;
     assert_eq!(r["result"]["protocolVersion"], VERSION, "{r}");
-    client
-        .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .await;
-    client
-        .send(r#"{"jsonrpc":"2.0","id":9,"method":"echo"}"#)
-        .await;
     // The new session gets a GET stream of its own.
-    let (a, b) = (
-        client.recv().await.expect("a message"),
-        client.recv().await.expect("a message"),
-    );
-    let (pushed, r) = if a.get("method").is_some() {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    let (pushed, r) =
+        initialized_then(&mut client, json!({"jsonrpc":"2.0","id":9,"method":"echo"})).await;
     assert_eq!(
         pushed["params"]["data"], "from the GET stream of s-2",
         "{pushed}"
