@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# What MCP's Streamable HTTP costs at an origin, in one run on 127.0.0.1.
-# Three gateway pairs over QUIC under the same closed loop (HTTP ingress,
+# What MCP's Streamable HTTP costs through a gateway pair, in one run on 127.0.0.1.
+# Three gateway pairs over QUIC, four loads, the same closed loop (HTTP ingress,
 # 64 in flight, `echo`), in alternating rounds:
 #   jsonrpc      --protocol jsonrpc, HTTP upstream: one POST per request on a
 #                shared keep-alive pool (the baseline);
 #   mcp-json     --protocol mcp, the same mock: one MCP session per
 #                association, JSON replies;
 #   mcp-events   --protocol mcp, the mock answering with `text/event-stream`
-#                events (`mock-upstream --event-stream`), as MCP servers do.
+#                events (`mock-upstream --event-stream`), as MCP servers do;
+#   mcp-sessions the mcp-events pair, loaded as MCP clients load it
+#                (`mcp+http://`): each connection an MCP session at the
+#                edge (an association of its own), replies as event streams.
 # Prints replies/s per round and each path as a share of the baseline's in
 # the same round; writes OUT (default results/DATE-mcp-http).
 #   [ROUNDS=3] [OUT=DIR] results/run-mcp-http.sh
@@ -39,8 +42,10 @@ done
 results/machine-info.sh "results/run-mcp-http.sh (ROUNDS=$ROUNDS)" >"$OUT/machine.txt"
 for round in $(seq "$ROUNDS"); do
   mkdir -p "$OUT/round-$round"
-  for path in jsonrpc mcp-json mcp-events; do
-    "$LG" run scenarios/closed-64.toml --target "${EDGE[$path]}" --duration 5 --quiet \
+  for path in jsonrpc mcp-json mcp-events mcp-sessions; do
+    target=${EDGE[$path]:-}
+    [ $path = mcp-sessions ] && target="mcp+${EDGE[mcp-events]}"
+    "$LG" run scenarios/closed-64.toml --target "$target" --duration 5 --quiet \
       --out "$OUT/round-$round/$path" >"$OUT/round-$round/$path.txt" 2>&1 ||
       { echo "round $round $path failed:"; cat "$OUT/round-$round/$path.txt"; exit 1; }
   done
@@ -48,9 +53,10 @@ done
 python3 - "$OUT" "$ROUNDS" <<'PY' | tee "$OUT/table.md"
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-paths = ["jsonrpc", "mcp-json", "mcp-events"]
-print("| round | " + " | ".join(f"{p} replies/s" for p in paths) + " | mcp-json × | mcp-events × |")
-print("|---:|" + "---:|" * (len(paths) + 2))
+paths = ["jsonrpc", "mcp-json", "mcp-events", "mcp-sessions"]
+print("| round | " + " | ".join(f"{p} replies/s" for p in paths) + " | "
+      + " | ".join(f"{p} ×" for p in paths[1:]) + " |")
+print("|---:|" + "---:|" * (2 * len(paths) - 1))
 ratios = {p: [] for p in paths[1:]}
 for r in range(1, rounds + 1):
     s = {p: json.load(open(f"{out}/round-{r}/{p}/summary.json")) for p in paths}

@@ -18,9 +18,11 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
 use crate::assoc::transport::{Endpoint, PeerAddr, Scheme};
+use crate::bridge::ProtocolId;
 use crate::gateway::config::random_seed;
 use crate::gateway::{Gateway, GatewayConfig, IngressAddr, Limits, Upstream};
 use crate::handshake::{Identity, Trust};
+use crate::jsonrpc::EffectTable;
 use crate::mock::MockAddr;
 
 /// What happened to every request of a run.
@@ -159,7 +161,24 @@ pub struct EmbeddedPair {
 
 impl EmbeddedPair {
     pub async fn start(transport: Scheme, limits: Limits) -> Result<Self, String> {
-        let upstream = crate::mock::spawn(MockAddr::Http(loopback()), None, Default::default())
+        Self::start_for(transport, limits, ProtocolId::JSONRPC_EXPERIMENTAL).await
+    }
+
+    /// A pair carrying `protocol`. For MCP, both gateways speak MCP's
+    /// Streamable HTTP (sessions at the edge's ingress, an MCP upstream at
+    /// the origin), and the mock answers with event streams, as MCP servers
+    /// do.
+    pub async fn start_for(
+        transport: Scheme,
+        limits: Limits,
+        protocol: ProtocolId,
+    ) -> Result<Self, String> {
+        let behavior = crate::mock::MockOptions {
+            event_stream: protocol == ProtocolId::MCP,
+            ..Default::default()
+        }
+        .behavior();
+        let upstream = crate::mock::spawn(MockAddr::Http(loopback()), None, behavior)
             .await
             .map_err(|e| format!("mock upstream: {e}"))?;
         let (origin_seed, edge_seed) = (random_seed()?, random_seed()?);
@@ -171,6 +190,8 @@ impl EmbeddedPair {
         };
         let base = |seed, peer_key| GatewayConfig {
             limits: limits.clone(),
+            protocol,
+            effects: EffectTable::for_protocol(protocol),
             ..GatewayConfig::new(Endpoint::new(seed, Trust::Pinned(vec![peer_key])))
         };
         let upstream_uri = upstream

@@ -34,6 +34,10 @@ use crate::template::{Expect, Generator, Outbound};
 #[derive(Clone)]
 pub enum Target {
     Http(hyper::Uri),
+    /// An MCP server over Streamable HTTP (`mcp+http://`): each connection
+    /// is an MCP session (initialize, notifications/initialized, then the
+    /// load with its `Mcp-Session-Id`); replies as JSON or event streams.
+    Mcp(hyper::Uri),
     Ws(String),
     Tcp(String),
     /// Bridge frames straight to a gateway's association port.
@@ -44,6 +48,7 @@ impl Target {
     pub fn describe(&self) -> String {
         match self {
             Target::Http(u) => u.to_string(),
+            Target::Mcp(u) => format!("mcp+{u}"),
             Target::Ws(u) => u.clone(),
             Target::Tcp(a) => format!("tcp://{a}"),
             Target::Npamp(e) => match e.peer.scheme {
@@ -327,7 +332,7 @@ pub async fn run(
     let mut queues = Vec::with_capacity(connections);
     let mut tasks = Vec::with_capacity(connections);
     let mut workers: Vec<Worker> = Vec::new();
-    let shared_queue = matches!(target, Target::Http(_) | Target::Npamp(_));
+    let shared_queue = matches!(target, Target::Http(_) | Target::Mcp(_) | Target::Npamp(_));
     let (shared_tx, shared_rx) = mpsc::channel::<Job>(connections * 64);
     let shared_rx = Arc::new(tokio::sync::Mutex::new(shared_rx));
     let warmup = scenario.warmup();
@@ -343,7 +348,10 @@ pub async fn run(
         let source = Source::Closed { generator, end };
         let run = run.clone();
         match &target {
-            Target::Http(uri) => workers.push(Box::pin(http_worker(uri.clone(), source, run))),
+            Target::Http(uri) => {
+                workers.push(Box::pin(http_worker(uri.clone(), false, source, run)));
+            }
+            Target::Mcp(uri) => workers.push(Box::pin(http_worker(uri.clone(), true, source, run))),
             // The edge's associations run on the runtime that opened them:
             // N-PAMP workers stay on the main one, which outlives the run.
             Target::Npamp(edge) => {
@@ -356,9 +364,10 @@ pub async fn run(
     for _ in 0..open_connections {
         let run = run.clone();
         match &target {
-            Target::Http(uri) => {
+            Target::Http(uri) | Target::Mcp(uri) => {
+                let mcp = matches!(target, Target::Mcp(_));
                 let source = Source::Queue(shared_rx.clone());
-                workers.push(Box::pin(http_worker(uri.clone(), source, run)));
+                workers.push(Box::pin(http_worker(uri.clone(), mcp, source, run)));
             }
             Target::Npamp(edge) => {
                 let source = Source::Queue(shared_rx.clone());
@@ -751,6 +760,9 @@ impl Source {
 /// thing, so it does it without a general client's machinery.
 struct HttpConn {
     authority: String,
+    /// The request line and the fixed headers.
+    base: String,
+    /// `base`, the session's headers (MCP), then `Content-Length: `.
     head: String,
     stream: Option<tokio::net::TcpStream>,
     /// Whether `stream` has carried a request already (a reused connection
@@ -760,27 +772,105 @@ struct HttpConn {
     out: Vec<u8>,
 }
 
-/// A response: status and body.
-type HttpReply = (u16, Bytes);
+/// A whole response.
+#[derive(Debug)]
+struct HttpReply {
+    status: u16,
+    body: Bytes,
+    keep_alive: bool,
+    /// `Mcp-Session-Id`, if the server set one.
+    session: Option<String>,
+    /// The body is a `text/event-stream`.
+    events: bool,
+}
+
+impl HttpReply {
+    /// The JSON-RPC reply it carries: the body, or the event of an event
+    /// stream that is a response (the server's own messages before it are
+    /// not this request's reply).
+    fn reply(&self) -> Bytes {
+        if !self.events {
+            return self.body.clone();
+        }
+        let mut decoder = npamp_gateway::gateway::sse::SseDecoder::new(usize::MAX);
+        let mut events = Vec::new();
+        let _ = decoder.push(&self.body, &mut events);
+        events
+            .into_iter()
+            .find(|e| {
+                serde_json::from_slice::<Value>(e)
+                    .is_ok_and(|v| v.get("method").is_none() && v.get("id").is_some())
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The MCP revision the load generator speaks.
+const MCP_VERSION: &str = "2025-06-18";
 
 impl HttpConn {
-    fn new(uri: &hyper::Uri) -> Result<Self, String> {
+    fn new(uri: &hyper::Uri, mcp: bool) -> Result<Self, String> {
         let authority = uri
             .authority()
             .ok_or_else(|| format!("{uri}: no host"))?
             .to_string();
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
-        let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: "
+        let mut base = format!(
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n"
         );
+        if mcp {
+            base.push_str("Accept: application/json, text/event-stream\r\n");
+        }
         Ok(Self {
             authority,
-            head,
+            head: format!("{base}Content-Length: "),
+            base,
             stream: None,
             reused: false,
             buf: bytes::BytesMut::with_capacity(16 << 10),
             out: Vec::with_capacity(4 << 10),
         })
+    }
+
+    /// Opens an MCP session: initialize, then notifications/initialized;
+    /// later requests carry its id and protocol version.
+    async fn open_mcp_session(&mut self) -> Result<(), String> {
+        self.head = format!("{}Content-Length: ", self.base);
+        let init = serde_json::json!({"jsonrpc":"2.0","id":"npamp-loadgen-initialize",
+            "method":"initialize","params":{"protocolVersion":MCP_VERSION,"capabilities":{},
+            "clientInfo":{"name":"npamp-loadgen","version":env!("CARGO_PKG_VERSION")}}});
+        let r = self.send(Bytes::from(init.to_string())).await?;
+        let reply = serde_json::from_slice::<Value>(&r.reply()).unwrap_or_default();
+        let Some(result) = reply.get("result").filter(|_| r.status == 200) else {
+            return Err(format!(
+                "MCP initialize refused (HTTP {}): {}",
+                r.status,
+                String::from_utf8_lossy(&r.body[..r.body.len().min(200)])
+            ));
+        };
+        let mut headers = String::new();
+        if let Some(id) = &r.session {
+            // Into a request head: visible ASCII only (as MCP requires).
+            if id.is_empty() || !id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+                return Err(format!(
+                    "MCP initialize: a session id that is not visible ASCII: {id:?}"
+                ));
+            }
+            headers.push_str(&format!("Mcp-Session-Id: {id}\r\n"));
+        }
+        if let Some(v) = result.get("protocolVersion").and_then(Value::as_str)
+            && !v.is_empty()
+            && v.bytes().all(|b| (0x21..=0x7e).contains(&b))
+        {
+            headers.push_str(&format!("MCP-Protocol-Version: {v}\r\n"));
+        }
+        self.head = format!("{}{headers}Content-Length: ", self.base);
+        let initialized = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let r = self.send(Bytes::from_static(initialized)).await?;
+        if !(200..300).contains(&r.status) {
+            return Err(format!("MCP notifications/initialized: HTTP {}", r.status));
+        }
+        Ok(())
     }
 
     async fn send(&mut self, body: Bytes) -> Result<HttpReply, String> {
@@ -838,10 +928,10 @@ impl HttpConn {
         }
         .await;
         match &result {
-            Ok((_, _, keep_alive)) if *keep_alive => self.reused = true,
+            Ok(r) if r.keep_alive => self.reused = true,
             _ => self.stream = None,
         }
-        result.map(|(status, body, _)| (status, body))
+        result
     }
 }
 
@@ -868,7 +958,7 @@ impl std::fmt::Display for Broken {
 /// One whole response from the front of `buf` (consumed), or `None` when
 /// more octets are needed: status, body, and whether the connection stays
 /// open.
-fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<(u16, Bytes, bool)>, Broken> {
+fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<HttpReply>, Broken> {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut resp = httparse::Response::new(&mut headers);
     let head_len = match resp.parse(buf) {
@@ -880,8 +970,15 @@ fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<(u16, Bytes, bool)
     let mut length = None;
     let mut chunked = false;
     let mut keep_alive = resp.version == Some(1);
+    let mut session = None;
+    let mut events = false;
     for h in resp.headers.iter() {
         let value = std::str::from_utf8(h.value).unwrap_or_default().trim();
+        if h.name.eq_ignore_ascii_case("mcp-session-id") {
+            session = Some(value.to_owned());
+        } else if h.name.eq_ignore_ascii_case("content-type") {
+            events = value.to_ascii_lowercase().starts_with("text/event-stream");
+        }
         if h.name.eq_ignore_ascii_case("content-length") {
             length = Some(
                 value
@@ -894,9 +991,16 @@ fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<(u16, Bytes, bool)
             keep_alive = !value.eq_ignore_ascii_case("close");
         }
     }
+    let reply = |body: Bytes| HttpReply {
+        status,
+        body,
+        keep_alive,
+        session: session.clone(),
+        events,
+    };
     if status == 204 || status == 304 || (100..200).contains(&status) {
         let _ = buf.split_to(head_len);
-        return Ok(Some((status, Bytes::new(), keep_alive)));
+        return Ok(Some(reply(Bytes::new())));
     }
     if chunked {
         let mut body = Vec::new();
@@ -917,7 +1021,7 @@ fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<(u16, Bytes, bool)
             if size == 0 {
                 // No trailers expected: the last chunk ends with CRLF.
                 let _ = buf.split_to(data + 2);
-                return Ok(Some((status, Bytes::from(body), keep_alive)));
+                return Ok(Some(reply(Bytes::from(body))));
             }
             body.extend_from_slice(&buf[data..data + size]);
             at = data + size + 2;
@@ -926,11 +1030,7 @@ fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<(u16, Bytes, bool)
     match length {
         Some(n) if buf.len() >= head_len + n => {
             let mut whole = buf.split_to(head_len + n);
-            Ok(Some((
-                status,
-                whole.split_off(head_len).freeze(),
-                keep_alive,
-            )))
+            Ok(Some(reply(whole.split_off(head_len).freeze())))
         }
         Some(_) => Ok(None),
         // No length: the body runs to the end of the connection, which this
@@ -941,8 +1041,10 @@ fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<(u16, Bytes, bool)
     }
 }
 
-async fn http_worker(uri: hyper::Uri, mut source: Source, run: Arc<Run>) {
-    let mut conn = match HttpConn::new(&uri) {
+/// One connection's worth of load: plain JSON-RPC over HTTP, or (`mcp`)
+/// an MCP session over Streamable HTTP.
+async fn http_worker(uri: hyper::Uri, mcp: bool, mut source: Source, run: Arc<Run>) {
+    let mut conn = match HttpConn::new(&uri, mcp) {
         Ok(c) => c,
         Err(e) => {
             while let Some(job) = source.next(&run).await {
@@ -951,20 +1053,42 @@ async fn http_worker(uri: hyper::Uri, mut source: Source, run: Arc<Run>) {
             return;
         }
     };
+    let mut session_open = !mcp;
     while let Some(mut job) = source.next(&run).await {
+        if !session_open {
+            match tokio::time::timeout(run.timeout, conn.open_mcp_session()).await {
+                Ok(Ok(())) => session_open = true,
+                Ok(Err(e)) => {
+                    fail_all(&run, &job, &e);
+                    continue;
+                }
+                Err(_) => {
+                    conn.stream = None;
+                    fail_all(&run, &job, "MCP initialize: no answer in time");
+                    continue;
+                }
+            }
+        }
         let request = Bytes::from(std::mem::take(&mut job.send.text));
         match tokio::time::timeout(run.timeout, conn.send(request.clone())).await {
-            Ok(Ok((status, body))) => {
-                let status = (status != 200).then_some(status);
+            // The server ended the MCP session: a new one for what follows.
+            Ok(Ok(r)) if mcp && r.status == 404 => {
+                session_open = false;
+                fail_all(&run, &job, "MCP session ended by the server (HTTP 404)");
+            }
+            Ok(Ok(r)) => {
+                let status = (r.status != 200).then_some(r.status);
                 if let Some(code) = status
                     && job.send.expects.is_empty()
                     && code != 204
+                    && !(mcp && code == 202)
                 {
                     let mut s = run.stats();
                     *s.http_status.entry(code).or_default() += 1;
                     continue;
                 }
-                settle(&run, &job, &request, &body, status);
+                let status = status.filter(|&c| !(mcp && c == 202));
+                settle(&run, &job, &request, &r.reply(), status);
             }
             Ok(Err(what)) => fail_all(&run, &job, &what),
             Err(_) => {
@@ -1241,17 +1365,36 @@ mod tests {
     fn responses_with_length_chunks_or_nothing() {
         let mut b =
             buf("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 204 No Content\r\n\r\n");
-        let (status, body, keep) = parse_response(&mut b).unwrap().unwrap();
-        assert_eq!((status, &body[..], keep), (200, &b"hello"[..], true));
-        let (status, body, _) = parse_response(&mut b).unwrap().unwrap();
-        assert_eq!((status, body.len()), (204, 0));
+        let r = parse_response(&mut b).unwrap().unwrap();
+        assert_eq!(
+            (r.status, &r.body[..], r.keep_alive),
+            (200, &b"hello"[..], true)
+        );
+        let r = parse_response(&mut b).unwrap().unwrap();
+        assert_eq!((r.status, r.body.len()), (204, 0));
         assert!(b.is_empty());
 
         let mut b = buf(
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n2;x=1\r\nde\r\n0\r\n\r\n",
         );
-        let (status, body, keep) = parse_response(&mut b).unwrap().unwrap();
-        assert_eq!((status, &body[..], keep), (200, &b"abcde"[..], false));
+        let r = parse_response(&mut b).unwrap().unwrap();
+        assert_eq!(
+            (r.status, &r.body[..], r.keep_alive),
+            (200, &b"abcde"[..], false)
+        );
+    }
+
+    #[test]
+    fn an_mcp_reply_is_the_response_event_of_its_stream() {
+        let mut b = buf(concat!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nMcp-Session-Id: ab12\r\n",
+            "Transfer-Encoding: chunked\r\n\r\n",
+            "42\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"id\":1}\n\n\r\n",
+            "2b\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":7}\n\n\r\n0\r\n\r\n",
+        ));
+        let r = parse_response(&mut b).unwrap().unwrap();
+        assert_eq!((r.session.as_deref(), r.events), (Some("ab12"), true));
+        assert_eq!(&r.reply()[..], br#"{"jsonrpc":"2.0","id":1,"result":7}"#);
     }
 
     #[test]

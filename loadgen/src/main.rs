@@ -51,7 +51,9 @@ enum Command {
     Run {
         /// The scenario file (scenarios/*.toml).
         scenario: PathBuf,
-        /// http://, ws://, tcp://HOST:PORT, npamp://, npamp+quic:// or npamp+tls://
+        /// http://, mcp+http:// (an MCP server over Streamable HTTP: a
+        /// session per connection), ws://, tcp://HOST:PORT, npamp://,
+        /// npamp+quic:// or npamp+tls://
         /// (Bridge frames straight to a gateway's association port).
         #[arg(long)]
         target: Option<String>,
@@ -357,8 +359,15 @@ async fn target_of(url: &str, npamp: &GatewayOptions) -> anyhow::Result<Target> 
             url.parse().with_context(|| format!("bad URL {url:?}"))?,
         ));
     }
+    if let Some(http) = url.strip_prefix("mcp+")
+        && http.starts_with("http://")
+    {
+        return Ok(Target::Mcp(
+            http.parse().with_context(|| format!("bad URL {url:?}"))?,
+        ));
+    }
     bail!(
-        "unknown target {url:?}: expected http://, ws://, tcp://, npamp://, npamp+quic:// or npamp+tls://"
+        "unknown target {url:?}: expected http://, mcp+http://, ws://, tcp://, npamp://, npamp+quic:// or npamp+tls://"
     )
 }
 

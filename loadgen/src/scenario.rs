@@ -14,7 +14,7 @@ pub struct Scenario {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// `http://`, `ws://`, `tcp://`, `npamp://`, `npamp+quic://`, `npamp+tls://`; none:
+    /// `http://`, `mcp+http://`, `ws://`, `tcp://`, `npamp://`, `npamp+quic://`, `npamp+tls://`; none:
     /// an embedded gateway pair.
     pub target: Option<String>,
     /// Seconds measured (after the warm-up); ignored when `stages` are set.

@@ -631,3 +631,83 @@ verify_echo = true
         .expect("refused");
     assert!(e.contains("verify_echo"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_targets_hold_a_session_per_connection_through_an_mcp_pair() {
+    // MCP end to end: each load connection opens an MCP session at the
+    // edge's HTTP ingress (initialize, notifications/initialized, then its
+    // requests with Mcp-Session-Id, answered on event streams); the origin
+    // holds an MCP session at the upstream, which answers with events too.
+    let pair = EmbeddedPair::start_for(
+        Scheme::Quic,
+        Default::default(),
+        npamp_gateway::bridge::ProtocolId::MCP,
+    )
+    .await
+    .expect("pair");
+    let target = Target::Mcp(pair.ingress.parse().expect("uri"));
+    assert!(target.describe().starts_with("mcp+http://"));
+    // MCP 2025-06-18 has no batches: the mix has none.
+    let s = Scenario::parse(
+        r#"
+name = "mcp"
+duration = 1.0
+warmup = 0.2
+connections = 4
+timeout = 5
+[load]
+model = "open"
+rate = 300
+[mix]
+notification_share = 0.1
+[[mix.message]]
+method = "echo"
+params = '{"n": {seq}}'
+verify_echo = true
+[[mix.message]]
+method = "fail"
+weight = 0.5
+expect_error = true
+"#,
+        "mcp",
+    )
+    .expect("scenario");
+    let described = target.describe();
+    let stats = engine::run(&s, target, 7, |_, _| {}).await.expect("run");
+    let summary = report::summarize(&stats, &s, &described, "test".into());
+    assert_schema(&summary);
+    let a = &summary.accounting;
+    assert_eq!(
+        a.lost + a.duplicated + a.mismatched + a.late + a.wrong_result,
+        0,
+        "{a:?}"
+    );
+    assert!(
+        a.transport_errors.is_empty() && a.http_status.is_empty(),
+        "{a:?}"
+    );
+    assert_eq!((a.timed_out, a.unexpected_errors), (0, 0), "{a:?}");
+    assert_eq!(a.replied, a.sent_requests, "{a:?}");
+    assert!(
+        a.ok > 200 && a.expected_errors > 0 && a.sent_notifications > 0,
+        "{a:?}"
+    );
+    // One association per session (4), and no other: the pool of the
+    // stateless path was never needed.
+    let opened = pair
+        .edge
+        .ctx
+        .metrics
+        .associations_opened
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(opened, 4, "associations the edge opened");
+    assert_eq!(
+        pair.origin
+            .ctx
+            .metrics
+            .upstream_requests
+            .load(std::sync::atomic::Ordering::Relaxed),
+        a.sent_requests + 4,
+        "each request, and each session's initialize"
+    );
+}
