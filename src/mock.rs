@@ -461,6 +461,13 @@ pub async fn serve_http(
                     let peer = peer.clone();
                     async move {
                         let events = peer.behavior.event_stream;
+                        // A JSON-RPC endpoint takes POST alone (an MCP client's
+                        // GET for a stream of its own gets 405, as MCP allows).
+                        if req.method() != hyper::Method::POST {
+                            let mut r = hyper::Response::new(Full::new(Bytes::new()));
+                            *r.status_mut() = hyper::StatusCode::METHOD_NOT_ALLOWED;
+                            return Ok::<_, Infallible>(r);
+                        }
                         let body = req.into_body().collect().await.map(|b| b.to_bytes());
                         let mut resp = match body {
                             Ok(body) => match peer.reply(&body).await {

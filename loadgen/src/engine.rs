@@ -873,6 +873,18 @@ impl HttpConn {
         Ok(())
     }
 
+    /// Ends the MCP session, if the server gave it an id (DELETE, as MCP
+    /// asks of a client that is done).
+    async fn end_mcp_session(&mut self) {
+        if !self.head.contains("Mcp-Session-Id:") {
+            return;
+        }
+        let post = std::mem::take(&mut self.head);
+        self.head = format!("DELETE{}", post.strip_prefix("POST").unwrap_or(&post));
+        let _ = self.exchange(b"").await;
+        self.head = post;
+    }
+
     async fn send(&mut self, body: Bytes) -> Result<HttpReply, String> {
         match self.exchange(&body).await {
             // The server closed a kept-alive connection before answering
@@ -1100,6 +1112,9 @@ async fn http_worker(uri: hyper::Uri, mcp: bool, mut source: Source, run: Arc<Ru
                 }
             }
         }
+    }
+    if mcp && session_open {
+        let _ = tokio::time::timeout(Duration::from_secs(1), conn.end_mcp_session()).await;
     }
 }
 

@@ -701,6 +701,19 @@ expect_error = true
         .associations_opened
         .load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(opened, 4, "associations the edge opened");
+    // Each connection ended its session (DELETE): its association closed.
+    let live = || {
+        pair.edge
+            .ctx
+            .metrics
+            .associations
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while live() > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(live(), 0, "associations still open at the edge");
     assert_eq!(
         pair.origin
             .ctx

@@ -430,8 +430,12 @@ impl McpSession {
             self.initialized.notified().await;
             let mut backoff = LISTEN_BACKOFF;
             loop {
+                let opened = Instant::now();
                 match self.listen_once().await {
-                    Ok(()) => backoff = LISTEN_BACKOFF,
+                    // A stream that lasted is no reason to wait long; one
+                    // that ends at once must not become a loop of GETs.
+                    Ok(()) if opened.elapsed() >= LISTEN_MAX_BACKOFF => backoff = LISTEN_BACKOFF,
+                    Ok(()) => {}
                     // None to have for this session: wait for the next
                     // `notifications/initialized` (a new session).
                     Err(Some(why)) => {
@@ -446,7 +450,7 @@ impl McpSession {
         }
     }
 
-    /// One GET stream: `Ok` when it ended after carrying something,
+    /// One GET stream: `Ok` when it ended after it was open,
     /// `Err(None)` when it failed (try again), `Err(Some(why))` when there
     /// is none to have.
     async fn listen_once(&self) -> Result<(), Option<String>> {
@@ -471,7 +475,6 @@ impl McpSession {
         }
         let mut events = SseDecoder::new(self.ctx.limits.max_body);
         let mut body = resp.into_body();
-        let mut carried = false;
         while let Some(frame) = body.frame().await {
             let Ok(frame) = frame else { break };
             let Ok(data) = frame.into_data() else {
@@ -480,7 +483,6 @@ impl McpSession {
             let mut complete = Vec::new();
             let pushed = events.push(&data, &mut complete);
             for event in complete {
-                carried = true;
                 self.session.on_local_message(event).await;
             }
             if pushed.is_err() {
@@ -489,7 +491,7 @@ impl McpSession {
                 break;
             }
         }
-        if carried { Ok(()) } else { Err(None) }
+        Ok(())
     }
 
     /// Ends the upstream session, if it has one (MCP: the client SHOULD
