@@ -792,14 +792,21 @@ impl HttpReply {
         if !self.events {
             return self.body.clone();
         }
+        use npamp_gateway::jsonrpc::{Kind, Limits, Scanned, scan};
         let mut decoder = npamp_gateway::gateway::sse::SseDecoder::new(usize::MAX);
         let mut events = Vec::new();
         let _ = decoder.push(&self.body, &mut events);
+        if events.len() == 1 {
+            return events.pop().unwrap_or_default();
+        }
+        let limits = Limits::default();
         events
             .into_iter()
             .find(|e| {
-                serde_json::from_slice::<Value>(e)
-                    .is_ok_and(|v| v.get("method").is_none() && v.get("id").is_some())
+                matches!(
+                    scan(e, &limits),
+                    Ok(Scanned::Single(Kind::Success { .. } | Kind::Error { .. }))
+                )
             })
             .unwrap_or_default()
     }
