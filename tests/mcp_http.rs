@@ -84,6 +84,9 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
+    if let Some(auth) = header("authorization") {
+        server.note(format!("{} auth: {auth}", req.method()));
+    }
     let accept = header("accept").unwrap_or_default();
     let session = header("mcp-session-id");
     let version = header("mcp-protocol-version");
@@ -265,7 +268,11 @@ async fn start_server(server: Arc<Server>) -> String {
 }
 
 async fn origin_for(url: &str) -> Proc {
-    Proc::start(
+    origin_with(url, &[]).await
+}
+
+async fn origin_with(url: &str, extra: &[&str]) -> Proc {
+    let args = [
         &[
             "serve",
             "--listen",
@@ -281,10 +288,11 @@ async fn origin_for(url: &str) -> Proc {
             "2",
             "--peer-timeout",
             "10",
-        ],
-        "listening on",
-    )
-    .await
+        ][..],
+        extra,
+    ]
+    .concat();
+    Proc::start(&args, "listening on").await
 }
 
 async fn mcp_client(origin: &Proc) -> Client {
@@ -460,6 +468,65 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
         drop(std::mem::replace(write, Box::new(tokio::io::sink())));
     }
     server_saw(&server, "deleted s-2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_headers_go_with_every_request_to_the_server() {
+    // A hosted MCP server wants its bearer token on every request: POST,
+    // the GET stream and the DELETE at the end.
+    let server = Arc::new(Server::default());
+    let url = start_server(server.clone()).await;
+    let origin = origin_with(&url, &["--upstream-header", "Authorization: Bearer t0k3n"]).await;
+    let mut client = mcp_client(&origin).await;
+    let r = initialize(&mut client, 1).await;
+    assert_eq!(r["result"]["protocolVersion"], VERSION, "{r}");
+    let (pushed, r) =
+        initialized_then(&mut client, json!({"jsonrpc":"2.0","id":2,"method":"echo"})).await;
+    assert_eq!(r["result"]["session"], "s-1", "{r} {pushed}");
+    if let Client::Lines { write, .. } = &mut client {
+        drop(std::mem::replace(write, Box::new(tokio::io::sink())));
+    }
+    server_saw(&server, "deleted s-1").await;
+    for method in ["POST", "GET", "DELETE"] {
+        assert!(
+            server.saw(&format!("{method} auth: Bearer t0k3n")),
+            "{method}: {:?}",
+            server.log.lock().expect("log")
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_headers_go_with_plain_json_rpc_posts_too() {
+    // An RPC provider that wants an API key: the stateless HTTP path.
+    let server = Arc::new(Server::default());
+    let url = start_server(server.clone()).await;
+    let origin = Proc::start(
+        &[
+            "serve",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--upstream",
+            &url,
+            "--upstream-header",
+            "Authorization: Basic dTpw",
+            "--insecure-accept-any-peer",
+        ],
+        "listening on",
+    )
+    .await;
+    let peer = origin.printed("listening on ");
+    let mut client = Client::stdio(&peer, &["--insecure-accept-any-peer"]).await;
+    // This server wants MCP's Accept header, so the reply is a refusal;
+    // what counts here is the header it saw.
+    let _ = client
+        .call(json!({"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}))
+        .await;
+    assert!(
+        server.saw("POST auth: Basic dTpw"),
+        "{:?}",
+        server.log.lock().expect("log")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -137,6 +137,40 @@ async fn a_websocket_upstream_gets_a_close_frame() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// tungstenite's handshake callback returns its own (large) error response.
+#[allow(clippy::result_large_err)]
+async fn a_websocket_upstream_gets_the_upstream_headers_in_its_handshake() {
+    use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}", listener.local_addr().expect("addr"));
+    let upstream = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.expect("accept");
+        let mut seen = None;
+        let callback = |req: &Request, resp: Response| {
+            seen = req
+                .headers()
+                .get("x-api-key")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            Ok(resp)
+        };
+        let _ws = tokio_tungstenite::accept_hdr_async(tcp, callback)
+            .await
+            .expect("ws");
+        seen
+    });
+    let origin = origin(&["--upstream", &url, "--upstream-header", "X-Api-Key: k-123"]).await;
+    let _link = associate(&origin).await;
+    let seen = tokio::time::timeout(Duration::from_secs(5), upstream)
+        .await
+        .expect("the origin connected within 5 s")
+        .expect("upstream task");
+    assert_eq!(seen.as_deref(), Some("k-123"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_sigterm_the_origin_waits_for_its_child_to_exit() {
     let dir = tempdir::Dir::new();
     // The child takes half a second to finish after EOF.

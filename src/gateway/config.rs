@@ -39,6 +39,13 @@ pub struct GatewayOptions {
     /// upstream, besides the Mozilla root set.
     #[arg(long, value_name = "FILE")]
     pub upstream_ca: Option<PathBuf>,
+    /// A header sent with every request to an http(s):// or ws(s):// upstream,
+    /// "NAME: VALUE" (repeatable), e.g. "Authorization: Bearer …" for a
+    /// hosted MCP server or RPC provider. Secrets belong in the --config
+    /// file (`upstream-header = ["…"]`), not on a command line others can
+    /// read.
+    #[arg(long, value_name = "HEADER")]
+    pub upstream_header: Vec<String>,
     /// Deliver to a child process speaking newline-delimited JSON-RPC on
     /// stdio, e.g. an MCP server ("PROGRAM ARGS…", split on whitespace;
     /// restarted with backoff when it exits).
@@ -254,6 +261,7 @@ impl GatewayOptions {
             listen,
             upstream,
             upstream_ca,
+            upstream_header,
             upstream_cmd,
             ingress,
             peer,
@@ -339,6 +347,21 @@ impl GatewayOptions {
             }
             (None, None) => None,
         };
+        let upstream_headers = self
+            .upstream_header
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|m| err("upstream-header", !cli.upstream_header.is_empty(), m))?;
+        if !upstream_headers.is_empty()
+            && !matches!(upstream, Some(Upstream::Http(_) | Upstream::Ws(_)))
+        {
+            return Err(err(
+                "upstream-header",
+                !cli.upstream_header.is_empty(),
+                "headers go to an http(s):// or ws(s):// --upstream; there is none".into(),
+            ));
+        }
         if !ingress.is_empty() && peer.is_none() {
             return Err(err(
                 "ingress",
@@ -593,6 +616,7 @@ impl GatewayOptions {
             listen,
             upstream,
             upstream_ca: self.upstream_ca.clone(),
+            upstream_headers,
             ingress,
             peer,
             metrics,
@@ -647,6 +671,39 @@ fn parse_ingress(s: &str) -> Result<IngressAddr, String> {
         "tcp" => Ok(IngressAddr::Tcp(addr)),
         _ => Err(bad()),
     }
+}
+
+/// Headers the gateway sets itself on upstream requests.
+const MANAGED_HEADERS: &[&str] = &[
+    "host",
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "sec-websocket-key",
+    "sec-websocket-version",
+];
+
+/// "NAME: VALUE" as a header (its value marked sensitive: never logged).
+fn parse_header(
+    s: &str,
+) -> Result<(hyper::header::HeaderName, hyper::header::HeaderValue), String> {
+    let (name, value) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s:?}: expected \"NAME: VALUE\""))?;
+    let name = hyper::header::HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| format!("{:?} is not a header name", name.trim()))?;
+    if MANAGED_HEADERS.contains(&name.as_str()) {
+        return Err(format!("{name} is set by the gateway itself"));
+    }
+    let mut value = hyper::header::HeaderValue::from_str(value.trim())
+        .map_err(|_| format!("the value of {name} is not a valid header value"))?;
+    value.set_sensitive(true);
+    Ok((name, value))
 }
 
 fn parse_upstream(s: &str) -> Result<Upstream, String> {
@@ -792,6 +849,35 @@ mod tests {
         std::fs::write(&tokens, "short\n").unwrap();
         let e = o(&["http://127.0.0.1:0"]).resolve().unwrap_err();
         assert!(e.message.contains("at least 16"), "{e}");
+    }
+
+    #[test]
+    fn upstream_headers_are_checked_and_kept_secret() {
+        let o = |upstream: Option<&str>, h: &[&str]| GatewayOptions {
+            insecure_accept_any_peer: true,
+            listen: vec!["quic://127.0.0.1:0".into()],
+            upstream: upstream.map(str::to_owned),
+            upstream_header: h.iter().map(|s| (*s).to_owned()).collect(),
+            ..Default::default()
+        };
+        let up = Some("https://rpc.example:443/");
+        let c = o(up, &["Authorization: Bearer s3cret", "X-Api-Key:k"])
+            .resolve()
+            .expect("valid");
+        assert_eq!(c.upstream_headers.len(), 2);
+        assert_eq!(c.upstream_headers[1].1, "k");
+        assert!(!format!("{:?}", c.upstream_headers).contains("s3cret"));
+        for (bad, says) in [
+            ("Authorization Bearer x", "NAME: VALUE"),
+            ("Bad Name: x", "not a header name"),
+            ("Content-Type: text/plain", "set by the gateway"),
+            ("X-A: line\nbreak", "not a valid header value"),
+        ] {
+            let e = o(up, &[bad]).resolve().unwrap_err();
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+        }
+        let e = o(None, &["X-A: b"]).resolve().unwrap_err();
+        assert!(e.to_string().contains("there is none"), "{e}");
     }
 
     #[test]

@@ -30,11 +30,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, StatusCode, Uri};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::Ctx;
-use super::origin::{HttpsClient, SESSION_OVER, error_chain, in_flight_full};
+use super::origin::{HttpsClient, Origin, SESSION_OVER, error_chain, in_flight_full};
 use super::outbox::Inbox;
 use super::session::Session;
 use super::sse::SseDecoder;
@@ -66,6 +66,8 @@ struct Negotiated {
 struct McpSession {
     uri: Uri,
     client: HttpsClient,
+    /// `--upstream-header`.
+    headers: Arc<[(HeaderName, HeaderValue)]>,
     ctx: Arc<Ctx>,
     session: Session,
     negotiated: Mutex<Negotiated>,
@@ -106,16 +108,17 @@ impl Message {
 
 /// Runs the upstream session until the association ends.
 pub(super) async fn run(
+    origin: &Origin,
     uri: &Uri,
     client: &HttpsClient,
-    permits: &Arc<Semaphore>,
     session: &Session,
     rx: &mut Inbox,
-    ctx: &Arc<Ctx>,
 ) -> String {
+    let (ctx, permits) = (&origin.ctx, &origin.permits);
     let mcp = Arc::new(McpSession {
         uri: uri.clone(),
         client: client.clone(),
+        headers: origin.headers.clone(),
         ctx: ctx.clone(),
         session: session.clone(),
         negotiated: Mutex::new(Negotiated::default()),
@@ -187,6 +190,9 @@ impl McpSession {
             .header(ACCEPT, accept);
         if !body.is_empty() {
             req = req.header(CONTENT_TYPE, "application/json");
+        }
+        for (name, value) in self.headers.iter() {
+            req = req.header(name, value);
         }
         let sent = {
             let n = self.negotiated();

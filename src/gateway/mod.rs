@@ -186,6 +186,9 @@ pub struct GatewayConfig {
     pub upstream: Option<Upstream>,
     /// Extra CA certificates (PEM) for an HTTPS / WSS upstream.
     pub upstream_ca: Option<std::path::PathBuf>,
+    /// Sent with every request to an HTTP(S) / WS(S) upstream (values
+    /// marked sensitive).
+    pub upstream_headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     /// Accept clients here (edge role) ...
     pub ingress: Vec<IngressAddr>,
     /// ... and carry them to this peer.
@@ -216,6 +219,7 @@ impl GatewayConfig {
             listen: Vec::new(),
             upstream: None,
             upstream_ca: None,
+            upstream_headers: Vec::new(),
             ingress: Vec::new(),
             peer: None,
             metrics: None,
@@ -409,7 +413,15 @@ pub async fn ws_connect(
     url: &str,
     max: usize,
     tls: Arc<rustls::ClientConfig>,
+    headers: &[(hyper::header::HeaderName, hyper::header::HeaderValue)],
 ) -> Result<WsClient, String> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| format!("bad URL {url:?}: {e}"))?;
+    for (name, value) in headers {
+        request.headers_mut().append(name.clone(), value.clone());
+    }
     let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
     let secure = match uri.scheme_str() {
         Some("ws") => false,
@@ -436,9 +448,10 @@ pub async fn ws_connect(
     } else {
         Box::new(tcp)
     };
-    let (ws, _) = tokio_tungstenite::client_async_with_config(url, stream, Some(ws_config(max)))
-        .await
-        .map_err(|e| e.to_string())?;
+    let (ws, _) =
+        tokio_tungstenite::client_async_with_config(request, stream, Some(ws_config(max)))
+            .await
+            .map_err(|e| e.to_string())?;
     Ok(ws)
 }
 
@@ -480,6 +493,7 @@ impl Gateway {
                 ctx.clone(),
                 config.upstream.clone(),
                 config.upstream_ca.as_deref(),
+                config.upstream_headers.clone(),
             )?);
             for addr in &config.listen {
                 let origin = origin.clone();

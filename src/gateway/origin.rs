@@ -55,14 +55,17 @@ const NO_UPSTREAM: &str = "this gateway has no upstream (--upstream or --upstrea
 
 /// What the origin delivers to; shared by all associations.
 pub struct Origin {
-    ctx: Arc<Ctx>,
+    pub(super) ctx: Arc<Ctx>,
     /// `None`: requests are answered NotDelivered.
     upstream: Option<Upstream>,
     http: Option<HttpsClient>,
     /// TLS for a WSS upstream.
     tls: Arc<rustls::ClientConfig>,
     /// Bounds the upstream calls in flight (HTTP).
-    permits: Arc<Semaphore>,
+    pub(super) permits: Arc<Semaphore>,
+    /// `--upstream-header`: sent with every HTTP request and WebSocket
+    /// handshake to the upstream.
+    pub(super) headers: Arc<[(hyper::header::HeaderName, hyper::header::HeaderValue)]>,
 }
 
 impl Origin {
@@ -70,6 +73,7 @@ impl Origin {
         ctx: Arc<Ctx>,
         upstream: Option<Upstream>,
         upstream_ca: Option<&std::path::Path>,
+        headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     ) -> Result<Self, super::GatewayError> {
         let tls = Arc::new(super::tls_roots_client_config(upstream_ca)?);
         let http = match &upstream {
@@ -95,6 +99,7 @@ impl Origin {
             http,
             tls,
             permits,
+            headers: headers.into(),
         })
     }
 
@@ -168,11 +173,11 @@ impl Origin {
     async fn one_upstream(&self, upstream: &Upstream, session: &Session, rx: &mut Inbox) -> String {
         match upstream {
             Upstream::Cmd(argv) => run_child(argv, session, rx, &self.ctx).await,
-            Upstream::Ws(url) => run_ws(url, session, rx, &self.ctx, self.tls.clone()).await,
+            Upstream::Ws(url) => {
+                run_ws(url, session, rx, &self.ctx, self.tls.clone(), &self.headers).await
+            }
             Upstream::Http(uri) => match &self.http {
-                Some(client) => {
-                    super::mcp_http::run(uri, client, &self.permits, session, rx, &self.ctx).await
-                }
+                Some(client) => super::mcp_http::run(self, uri, client, session, rx).await,
                 None => "no HTTP client for the upstream".into(),
             },
         }
@@ -193,9 +198,12 @@ impl Origin {
         };
         let ctx = &self.ctx;
         let started = Instant::now();
-        let req = hyper::Request::post(uri.clone())
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(text.clone()));
+        let mut req = hyper::Request::post(uri.clone())
+            .header(hyper::header::CONTENT_TYPE, "application/json");
+        for (name, value) in self.headers.iter() {
+            req = req.header(name, value);
+        }
+        let req = req.body(Full::new(text.clone()));
         let req = match req {
             Ok(r) => r,
             Err(e) => {
@@ -612,9 +620,10 @@ async fn run_ws(
     rx: &mut Inbox,
     ctx: &Ctx,
     tls: Arc<rustls::ClientConfig>,
+    headers: &[(hyper::header::HeaderName, hyper::header::HeaderValue)],
 ) -> String {
     use tokio_tungstenite::tungstenite::Message;
-    let connect = super::ws_connect(url, ctx.limits.max_body, tls);
+    let connect = super::ws_connect(url, ctx.limits.max_body, tls, headers);
     let ws = match tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, connect).await {
         Ok(Ok(ws)) => ws,
         Ok(Err(e)) => return format!("cannot connect to {url}: {e}"),
