@@ -244,6 +244,20 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
     }
 }
 
+/// A fresh server on 127.0.0.1, and its URL.
+async fn new_server() -> (Arc<Server>, String) {
+    let server = Arc::new(Server::default());
+    let url = start_server(server.clone()).await;
+    (server, url)
+}
+
+/// Ends a `connect` client the way an MCP client does: EOF on its stdin.
+fn close_stdin(client: &mut Client) {
+    if let Client::Lines { write, .. } = client {
+        drop(std::mem::replace(write, Box::new(tokio::io::sink())));
+    }
+}
+
 /// The server on 127.0.0.1; its URL.
 async fn start_server(server: Arc<Server>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -341,20 +355,18 @@ async fn initialized_then(client: &mut Client, request: Value) -> (Value, Value)
     }
 }
 
-fn transport_error(r: &Value) -> (i64, String) {
-    (
-        r["error"]["code"].as_i64().unwrap_or_default(),
-        r["error"]["data"]["detail"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    )
+/// The detail of a NotDelivered answer (-32004); panics on anything else.
+fn not_delivered(r: &Value) -> String {
+    assert_eq!(r["error"]["code"], -32004, "{r}");
+    r["error"]["data"]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
-    let server = Arc::new(Server::default());
-    let url = start_server(server.clone()).await;
+    let (server, url) = new_server().await;
     let origin = origin_for(&url).await;
     let mut client = mcp_client(&origin).await;
 
@@ -420,8 +432,7 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
     let r = client
         .call(json!({"jsonrpc":"2.0","id":5,"method":"no_reply"}))
         .await;
-    let (code, detail) = transport_error(&r);
-    assert_eq!(code, -32004, "{r}");
+    let detail = not_delivered(&r);
     assert!(detail.contains("HTTP 200 OK without a reply"), "{detail}");
 
     // The server forgets the session: the next request is told to
@@ -433,8 +444,7 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
     let r = client
         .call(json!({"jsonrpc":"2.0","id":7,"method":"echo"}))
         .await;
-    let (code, detail) = transport_error(&r);
-    assert_eq!(code, -32004, "{r}");
+    let detail = not_delivered(&r);
     assert!(
         detail.contains("session s-1 has ended (HTTP 404)") && detail.contains("initialize again"),
         "{detail}"
@@ -464,9 +474,7 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
 
     // The client goes (EOF on connect's stdin): its association ends, and
     // so does the MCP session.
-    if let Client::Lines { write, .. } = &mut client {
-        drop(std::mem::replace(write, Box::new(tokio::io::sink())));
-    }
+    close_stdin(&mut client);
     server_saw(&server, "deleted s-2").await;
 }
 
@@ -474,8 +482,7 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
 async fn upstream_headers_go_with_every_request_to_the_server() {
     // A hosted MCP server wants its bearer token on every request: POST,
     // the GET stream and the DELETE at the end.
-    let server = Arc::new(Server::default());
-    let url = start_server(server.clone()).await;
+    let (server, url) = new_server().await;
     let origin = origin_with(&url, &["--upstream-header", "Authorization: Bearer t0k3n"]).await;
     let mut client = mcp_client(&origin).await;
     let r = initialize(&mut client, 1).await;
@@ -483,9 +490,7 @@ async fn upstream_headers_go_with_every_request_to_the_server() {
     let (pushed, r) =
         initialized_then(&mut client, json!({"jsonrpc":"2.0","id":2,"method":"echo"})).await;
     assert_eq!(r["result"]["session"], "s-1", "{r} {pushed}");
-    if let Client::Lines { write, .. } = &mut client {
-        drop(std::mem::replace(write, Box::new(tokio::io::sink())));
-    }
+    close_stdin(&mut client);
     server_saw(&server, "deleted s-1").await;
     for method in ["POST", "GET", "DELETE"] {
         assert!(
@@ -499,8 +504,7 @@ async fn upstream_headers_go_with_every_request_to_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_headers_go_with_plain_json_rpc_posts_too() {
     // An RPC provider that wants an API key: the stateless HTTP path.
-    let server = Arc::new(Server::default());
-    let url = start_server(server.clone()).await;
+    let (server, url) = new_server().await;
     let origin = Proc::start(
         &[
             "serve",
@@ -533,15 +537,13 @@ async fn upstream_headers_go_with_plain_json_rpc_posts_too() {
 async fn without_a_session_id_a_stateful_server_refusal_is_quoted() {
     // A client that skips initialize: the server's 400 (whose error has
     // another id) is not passed off as the reply; the detail quotes it.
-    let server = Arc::new(Server::default());
-    let url = start_server(server.clone()).await;
+    let (_server, url) = new_server().await;
     let origin = origin_for(&url).await;
     let mut client = mcp_client(&origin).await;
     let r = client
         .call(json!({"jsonrpc":"2.0","id":1,"method":"echo"}))
         .await;
-    let (code, detail) = transport_error(&r);
-    assert_eq!(code, -32004, "{r}");
+    let detail = not_delivered(&r);
     assert!(
         detail.contains("HTTP 400 Bad Request") && detail.contains("Missing session ID"),
         "{detail}"
@@ -666,6 +668,11 @@ mod http_client {
         }
     }
 
+    /// A POST of `body` in session `session`, answered as an event stream.
+    pub async fn post_events(url: &str, session: Option<&str>, body: Value) -> Events {
+        Events::of(send(url, hyper::Method::POST, session, BOTH, Some(body)).await)
+    }
+
     /// The whole body, as JSON.
     pub async fn json(resp: hyper::Response<Incoming>) -> Value {
         let body = resp.into_body().collect().await.expect("body").to_bytes();
@@ -675,7 +682,7 @@ mod http_client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_http_client_gets_a_session_of_its_own_at_the_edge() {
-    use http_client::{BOTH, Events, json, send};
+    use http_client::{BOTH, Events, json, post_events, send};
     use hyper::Method;
     // The upstream is a stdio server, one per association: what it
     // remembers (its questions) must stay with one client.
@@ -711,30 +718,24 @@ async fn an_mcp_http_client_gets_a_session_of_its_own_at_the_edge() {
     let sid = Some(s.as_str());
 
     // What the server sends while a request runs comes first, on its stream.
-    let resp = send(
+    let mut events = post_events(
         &url,
-        Method::POST,
         sid,
-        BOTH,
-        Some(json!({"jsonrpc":"2.0","id":2,"method":"notify","params":{"n":2}})),
+        json!({"jsonrpc":"2.0","id":2,"method":"notify","params":{"n":2}}),
     )
     .await;
-    let mut events = Events::of(resp);
     let first = events.next().await.expect("notification");
     assert_eq!(first["method"], "mock/notified", "{first}");
     assert_eq!(events.next().await.expect("reply")["id"], 2);
 
     // A server request in the middle of a client request: the client
     // answers it with a POST of its own, and the request completes.
-    let resp = send(
+    let mut events = post_events(
         &url,
-        Method::POST,
         sid,
-        BOTH,
-        Some(json!({"jsonrpc":"2.0","id":3,"method":"ask","params":{"q":1}})),
+        json!({"jsonrpc":"2.0","id":3,"method":"ask","params":{"q":1}}),
     )
     .await;
-    let mut events = Events::of(resp);
     let question = events.next().await.expect("the server's question");
     assert_eq!(question["method"], "mock/question", "{question}");
     let answer = json!({"jsonrpc":"2.0","id":question["id"],"result":42});
