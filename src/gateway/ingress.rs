@@ -321,12 +321,17 @@ fn single_answer(ctx: &super::Ctx, a: HttpAnswer) -> HttpResponse {
 /// The answer to a POST of notifications only: 204, or 202 for MCP, whose
 /// Streamable HTTP transport asks for 202 Accepted with no body.
 fn nothing_to_answer(ctx: &super::Ctx) -> HttpResponse {
-    let mut r = Response::new(Either::Left(Full::new(Bytes::new())));
-    *r.status_mut() = if ctx.protocol == crate::bridge::ProtocolId::MCP {
+    empty_response(if ctx.protocol == crate::bridge::ProtocolId::MCP {
         StatusCode::ACCEPTED
     } else {
         StatusCode::NO_CONTENT
-    };
+    })
+}
+
+/// A status with no body.
+pub fn empty_response(status: StatusCode) -> HttpResponse {
+    let mut r = Response::new(Either::Left(Full::new(Bytes::new())));
+    *r.status_mut() = status;
     r
 }
 

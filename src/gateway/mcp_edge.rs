@@ -24,13 +24,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use hyper::StatusCode;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::Ctx;
 use super::edge::Edge;
-use super::ingress::{HttpResponse, event_response, json_response};
+use super::ingress::{HttpResponse, empty_response, event_response, json_response};
 use super::metrics::Ingress;
 use super::outbox::Inbox;
 use super::session::{Session, Side};
@@ -211,9 +212,7 @@ impl McpSessions {
         };
         info!(session = %id, "MCP session ended by the client");
         s.session.close().await;
-        let mut r = json_response(200, Bytes::new());
-        r.headers_mut().remove(hyper::header::CONTENT_TYPE);
-        Some(r)
+        Some(empty_response(StatusCode::OK))
     }
 
     /// Hands what the session has for its client to the right stream, until
@@ -281,9 +280,7 @@ impl HttpSession {
         let Kind::Request { id, .. } = &kind else {
             // A notification, or the client's answer to a server request.
             self.session.on_local_message(body).await;
-            let mut r = json_response(202, Bytes::new());
-            r.headers_mut().remove(hyper::header::CONTENT_TYPE);
-            return r;
+            return empty_response(StatusCode::ACCEPTED);
         };
         let token = body.slice(id.token.clone());
         let (tx, mut rx) = mpsc::channel(STREAM_QUEUE);
