@@ -46,6 +46,15 @@ async fn associate(origin: &Proc) -> Link {
         .expect("association")
 }
 
+/// A listener on 127.0.0.1 for a WebSocket upstream, and its ws:// URL.
+async fn ws_listener() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("ws://{}", listener.local_addr().expect("addr"));
+    (listener, url)
+}
+
 /// Waits (up to `limit`) until `path` holds `want`; how long that took.
 async fn file_says(path: &Path, want: &str, limit: Duration) -> Duration {
     let started = Instant::now();
@@ -104,10 +113,7 @@ async fn a_stdio_upstream_that_ignores_eof_gets_sigterm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_websocket_upstream_gets_a_close_frame() {
     use tokio_tungstenite::tungstenite::Message;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("ws://{}", listener.local_addr().expect("addr"));
+    let (listener, url) = ws_listener().await;
     let upstream = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.expect("accept");
         let mut ws = tokio_tungstenite::accept_async(tcp).await.expect("ws");
@@ -141,10 +147,7 @@ async fn a_websocket_upstream_gets_a_close_frame() {
 #[allow(clippy::result_large_err)]
 async fn a_websocket_upstream_gets_the_upstream_headers_in_its_handshake() {
     use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("ws://{}", listener.local_addr().expect("addr"));
+    let (listener, url) = ws_listener().await;
     let upstream = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.expect("accept");
         let mut seen = None;
