@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use npamp_gateway::assoc::transport::{
+use npamp_gateway::assoc::{
     ALPN, Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats, quic_endpoint, tls_client_config,
     tls_server_config,
 };
@@ -179,24 +179,18 @@ fn bridge_frames(c: &mut Criterion) {
             elapsed
         })
     });
-    let mut assoc_io = Some((
-        link,
-        Vec::with_capacity(frame_len * BATCH as usize),
-        payload,
-    ));
+    let mut assoc_io = Some((link, payload));
     group.bench_function("npamp_association", |b| {
         b.iter_custom(|iters| {
             let target = stats.bridge_frames.load(Ordering::Relaxed) + iters * BATCH;
-            let (mut link, mut buf, payload) = assoc_io.take().expect("link");
+            let (mut link, payload) = assoc_io.take().expect("link");
             let start = Instant::now();
             let io = on_worker(&rt, async move {
                 for _ in 0..iters {
                     let frames = (0..BATCH).map(|_| (BRIDGE_NOTIFY, &payload[..]));
-                    link.send_bridge_batch(frames, &mut buf)
-                        .await
-                        .expect("send");
+                    link.send_bridge_batch(frames).await.expect("send");
                 }
-                (link, buf, payload)
+                (link, payload)
             });
             rt.block_on(wait_for(&stats.bridge_frames, target));
             let elapsed = start.elapsed();

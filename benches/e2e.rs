@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use npamp_gateway::assoc::driver::{AssocHandle, BridgeSink, End};
-use npamp_gateway::assoc::transport::{Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats};
+use npamp_gateway::assoc::{AssocHandle, BridgeSink, End};
+use npamp_gateway::assoc::{Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats};
 use npamp_gateway::bridge::ProtocolId;
 use npamp_gateway::gateway::carry::{Outgoing, Received, Reply, receive};
 use npamp_gateway::gateway::config::GatewayOptions;

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
-use crate::assoc::transport::{Endpoint, PeerAddr, Scheme};
+use crate::assoc::{Endpoint, PeerAddr, Scheme};
 use crate::bridge::ProtocolId;
 use crate::gateway::config::random_seed;
 use crate::gateway::{Gateway, GatewayConfig, IngressAddr, Limits, Upstream};

@@ -20,7 +20,7 @@ use clap::{Args, Parser, Subcommand};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use npamp_gateway::assoc::transport::{Endpoint, Link, PeerAddr, Scheme, TlsFiles};
+use npamp_gateway::assoc::{Endpoint, Link, PeerAddr, Scheme, TlsFiles};
 use npamp_gateway::bridge::{
     self, BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
 };
@@ -367,7 +367,7 @@ async fn mock_upstream(
     }
     let tls = match tls {
         Some(files) => {
-            let mut config = npamp_gateway::assoc::transport::tls_server_config(Some(&files))?;
+            let mut config = npamp_gateway::assoc::tls_server_config(Some(&files))?;
             config.alpn_protocols = vec![b"http/1.1".to_vec()];
             Some(Arc::new(config))
         }
@@ -438,6 +438,26 @@ async fn ping(url: PeerAddr, count: u32, interval: Duration, ep: Endpoint) -> an
     Ok(())
 }
 
+/// A gateway holds a descriptor per client, association and waiting
+/// connection: the soft limit (often 1024) goes up to the hard one, as
+/// servers do (nginx's worker_rlimit_nofile, Go since 1.19).
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum || (limit.current.is_some() && limit.maximum.is_none()) {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => {
+                tracing::debug!(from = ?limit.current, to = ?limit.maximum, "open files limit raised")
+            }
+            Err(e) => tracing::debug!(error = %e, "open files limit left as it is"),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -458,7 +478,10 @@ fn main() -> ExitCode {
         }
         Some(Command::SelfCheck { message }) => self_check(&message),
         Some(Command::Keygen { out, force }) => keygen(&out, force),
-        Some(Command::Serve { options }) => runtime().and_then(|rt| rt.block_on(serve(options))),
+        Some(Command::Serve { options }) => {
+            raise_open_files_limit();
+            runtime().and_then(|rt| rt.block_on(serve(options)))
+        }
         Some(Command::Connect { options }) => {
             runtime().and_then(|rt| rt.block_on(connect(options)))
         }

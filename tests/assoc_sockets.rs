@@ -4,8 +4,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use npamp_gateway::assoc::transport::{
-    Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats, SharedClientEndpoint, TransportError,
+use npamp_gateway::assoc::{
+    Endpoint, Link, LinkError, Listener, PeerAddr, Scheme, ServeStats, SharedClientEndpoint,
 };
 use npamp_gateway::handshake::{HandshakeError, Identity, Trust};
 use npamp_gateway::wire::{ChannelId, Flags, FrameType, Header};
@@ -70,12 +70,9 @@ async fn round_trip_to(to: PeerAddr, stats: &ServeStats) -> Scheme {
         assert!(rtt < Duration::from_secs(1));
     }
     let payload = [0x5A; 256];
-    let mut buf = Vec::new();
     let frames = (0..100).map(|_| (npamp_gateway::bridge::BRIDGE_NOTIFY, &payload[..]));
     assert_eq!(
-        link.send_bridge_batch(frames, &mut buf)
-            .await
-            .expect("bridge batch"),
+        link.send_bridge_batch(frames).await.expect("bridge batch"),
         100
     );
     eventually("bridge frames", || {
@@ -181,10 +178,7 @@ async fn wrong_pinned_server_key_fails_clearly() {
             .err()
             .expect("must fail");
         assert!(
-            matches!(
-                err,
-                TransportError::Handshake(HandshakeError::UntrustedPeer(_))
-            ),
+            matches!(err, LinkError::Handshake(HandshakeError::UntrustedPeer(_))),
             "{scheme:?}: {err}"
         );
     }
@@ -230,13 +224,159 @@ async fn wrong_alpn_is_refused() {
     }
 }
 
+/// A TLS client that offers no ALPN at all gets through TLS (rustls lets
+/// it), but the listener refuses it before the N-PAMP handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_offering_no_alpn_is_refused() {
+    let (listener, stats) = server(Scheme::Tls, Trust::InsecureAcceptAny).await;
+    let mut config = npamp_gateway::assoc::tls_client_config(b"n-pamp/2").expect("tls config");
+    config.alpn_protocols.clear();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(listener.local_addr.addr)
+        .await
+        .expect("tcp");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let stream = connector
+        .connect(name, tcp)
+        .await
+        .expect("TLS itself completes");
+    assert_eq!(stream.get_ref().1.alpn_protocol(), None);
+    let (r, w) = tokio::io::split(stream);
+    let (mut reader, mut writer): (_, npamp_gateway::assoc::BoxWrite) = (
+        npamp_gateway::assoc::FrameReader::new(Box::new(r)),
+        Box::new(w),
+    );
+    let handshake = tokio::time::timeout(
+        Duration::from_secs(5),
+        npamp_gateway::assoc::client_handshake(
+            &client(Trust::InsecureAcceptAny),
+            &mut reader,
+            &mut writer,
+        ),
+    )
+    .await
+    .expect("the server answers or closes");
+    assert!(
+        handshake.is_err(),
+        "an N-PAMP handshake without ALPN n-pamp/2"
+    );
+    eventually("ALPN refusal counted", || {
+        stats.handshake_failures.load(Ordering::Relaxed) >= 1
+    })
+    .await;
+}
+
+/// A QUIC client offering no ALPN is refused too (by QUIC's own TLS or by
+/// the listener's check): no stream of it is ever served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_client_offering_no_alpn_is_refused() {
+    let (listener, _) = server(Scheme::Quic, Trust::InsecureAcceptAny).await;
+    let mut tls = npamp_gateway::assoc::tls_client_config(b"n-pamp/2").expect("tls config");
+    tls.alpn_protocols.clear();
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).expect("quic tls");
+    let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+    let config = quinn::ClientConfig::new(std::sync::Arc::new(crypto));
+    let served = tokio::time::timeout(Duration::from_secs(5), async {
+        let conn = endpoint
+            .connect_with(config, listener.local_addr.addr, "localhost")
+            .ok()?
+            .await
+            .ok()?;
+        let (mut w, mut r) = conn.open_bi().await.ok()?;
+        w.write_all(&[0; 64]).await.ok()?;
+        let mut byte = [0u8; 1];
+        r.read_exact(&mut byte).await.ok()
+    })
+    .await
+    .expect("refused within 5 s");
+    assert!(
+        served.is_none(),
+        "a QUIC connection without ALPN was served"
+    );
+}
+
+/// A rogue server that selects no ALPN: `ping` and `--peer` (both
+/// [`Link::connect`]) refuse it on either transport, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_selects_no_alpn_is_refused() {
+    let mut config = npamp_gateway::assoc::tls_server_config(None).expect("config");
+    config.alpn_protocols.clear();
+    // TLS: accept, complete TLS, then wait.
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config.clone()));
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let tls_addr = tcp.local_addr().expect("addr");
+    let tls_server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = tcp.accept().await {
+            if let Ok(s) = acceptor.accept(s).await {
+                held.push(s);
+            }
+        }
+    });
+    let r = Link::connect(
+        PeerAddr {
+            scheme: Scheme::Tls,
+            addr: tls_addr,
+        },
+        &client(Trust::InsecureAcceptAny),
+    )
+    .await;
+    match r {
+        Err(e @ LinkError::Alpn(None)) => {
+            assert!(e.to_string().contains("negotiated no ALPN"), "{e}");
+        }
+        Err(e) => panic!("TLS: refused for another reason: {e}"),
+        Ok(_) => panic!("TLS: a server without ALPN n-pamp/2 was accepted"),
+    }
+    tls_server.abort();
+    // QUIC: a server endpoint whose TLS selects no ALPN.
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(config).expect("quic tls");
+    let server = npamp_gateway::assoc::quic_endpoint(
+        "127.0.0.1:0".parse().expect("addr"),
+        Some(quinn::ServerConfig::with_crypto(std::sync::Arc::new(
+            crypto,
+        ))),
+        quinn::EndpointConfig::default(),
+    )
+    .expect("quic server");
+    let quic_addr = server.local_addr().expect("addr");
+    let quic_server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Some(incoming) = server.accept().await {
+            if let Ok(conn) = incoming.await {
+                held.push(conn);
+            }
+        }
+    });
+    let r = Link::connect(
+        PeerAddr {
+            scheme: Scheme::Quic,
+            addr: quic_addr,
+        },
+        &client(Trust::InsecureAcceptAny),
+    )
+    .await;
+    match r {
+        Err(LinkError::Alpn(None)) => {}
+        // QUIC's TLS itself ends such a handshake (RFC 9001 §8.1: alert
+        // 120, no_application_protocol) before the check is reached.
+        Err(LinkError::QuicConnection(e)) => {
+            assert!(e.to_string().contains("error 120"), "{e}");
+        }
+        Err(e) => panic!("QUIC: refused for another reason: {e}"),
+        Ok(_) => panic!("QUIC: a server without ALPN n-pamp/2 was accepted"),
+    }
+    quic_server.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_handshake_times_out_and_oversized_frame_is_refused() {
     let (listener, stats) = server(Scheme::Tls, Trust::InsecureAcceptAny).await;
     // A raw TLS client that completes TLS and then sends nothing.
     // The library's own client config: TLS 1.3, ALPN n-pamp/2, any certificate.
-    let config =
-        npamp_gateway::assoc::transport::tls_client_config(b"n-pamp/2").expect("tls config");
+    let config = npamp_gateway::assoc::tls_client_config(b"n-pamp/2").expect("tls config");
     let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(listener.local_addr.addr)
         .await
@@ -288,7 +428,7 @@ async fn operator_provided_pem_certificate_is_served_and_bad_files_are_named() {
     let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert_path, cert.cert.pem()).expect("write cert");
     std::fs::write(&key_path, cert.signing_key.serialize_pem()).expect("write key");
-    let files = npamp_gateway::assoc::transport::TlsFiles {
+    let files = npamp_gateway::assoc::TlsFiles {
         cert_chain: cert_path.clone(),
         private_key: key_path,
     };
@@ -308,7 +448,7 @@ async fn operator_provided_pem_certificate_is_served_and_bad_files_are_named() {
         link.ping().await.expect("ping");
     }
     let mut ep = Endpoint::new(SERVER_SEED, Trust::InsecureAcceptAny);
-    ep.tls_files = Some(npamp_gateway::assoc::transport::TlsFiles {
+    ep.tls_files = Some(npamp_gateway::assoc::TlsFiles {
         cert_chain: dir.join("missing.pem"),
         private_key: cert_path,
     });

@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use npamp_gateway::assoc::stats::AssocStats;
-use npamp_gateway::assoc::transport::{
+use npamp_gateway::assoc::{AssocConfig, Association, Role};
+use npamp_gateway::assoc::{
     BoxWrite, Endpoint, FrameReader, Link, Listener, PeerAddr, Scheme, ServeStats,
     client_handshake, tls_client_config,
 };
-use npamp_gateway::assoc::{AssocConfig, Association, Role};
 use npamp_gateway::handshake::{Client, ClientRandom, Config, Identity, Trust};
 use npamp_gateway::wire::{ChannelId, Flags, FrameType, HEADER_LEN, Header, Tlv, TlvType};
 use tokio::io::AsyncWriteExt;
@@ -33,6 +33,7 @@ async fn server(max_handshakes: usize) -> Server {
 async fn server_with(max_handshakes: usize, assoc: AssocConfig) -> Server {
     let mut ep = Endpoint::new([0x51; 32], Trust::InsecureAcceptAny);
     ep.handshake_timeout = Duration::from_millis(800);
+    ep.first_octets_timeout = Duration::from_millis(300);
     ep.max_handshakes = max_handshakes;
     ep.assoc = assoc;
     let stats = ep.stats.clone();
@@ -93,12 +94,13 @@ impl Raw {
 
     /// A sealed PING on the Control channel.
     fn ping(&mut self) -> Vec<u8> {
-        let mut out = Vec::new();
         self.assoc
-            .seal(&mut out, ChannelId::CONTROL, FrameType::PING, |o| {
+            .seal(ChannelId::CONTROL, FrameType::PING, |o| {
                 o.extend_from_slice(&7u64.to_be_bytes())
             })
             .expect("seal");
+        let mut out = Vec::new();
+        assert_eq!(self.assoc.poll_transmit(&mut out), Some(ChannelId::CONTROL));
         out
     }
 
@@ -303,10 +305,12 @@ async fn a_critical_tlv_the_server_does_not_know_fails_the_handshake() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_handshake_flood_is_refused_and_established_associations_carry_on() {
+async fn silent_sockets_never_hold_a_handshake_slot() {
     let s = server(4).await;
     let mut good = honest(&s).await;
-    // 40 connections that never start their handshake.
+    // 40 connections that never send a thing: ten times the handshake
+    // slots, more than the waiting room holds (four per slot) and far more
+    // than one source's share of it.
     let mut flood = Vec::new();
     for _ in 0..40 {
         flood.push(
@@ -314,6 +318,38 @@ async fn a_handshake_flood_is_refused_and_established_associations_carry_on() {
                 .await
                 .expect("tcp"),
         );
+    }
+    // One source may hold a quarter of the room (4 of 16): its oldest are
+    // pushed out by its newer ones...
+    eventually(
+        "silent sockets pushed out",
+        &s.stats.connections_evicted,
+        36,
+    )
+    .await;
+    // ...and a real peer gets in during the flood, as does traffic on an
+    // established association.
+    let mut during = honest(&s).await;
+    honest_still_served(&mut during, "a new association during the flood").await;
+    honest_still_served(&mut good, "an established one during the flood").await;
+    // The rest are dropped at the first-octets deadline.
+    eventually("silent sockets dropped", &s.stats.connections_silent, 3).await;
+    assert_eq!(s.stats.handshakes_refused.load(Relaxed), 0);
+    drop(flood);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_handshakes_are_refused_beyond_the_slots_and_established_associations_carry_on() {
+    let s = server(4).await;
+    let mut good = honest(&s).await;
+    // 40 connections that begin a TLS record and stall: each takes a slot.
+    let mut flood = Vec::new();
+    for _ in 0..40 {
+        let mut tcp = tokio::net::TcpStream::connect(s.listener.local_addr.addr)
+            .await
+            .expect("tcp");
+        tcp.write_all(&[0x16]).await.expect("write");
+        flood.push(tcp);
     }
     eventually("refused handshakes", &s.stats.handshakes_refused, 36).await;
     honest_still_served(&mut good, "during the flood").await;

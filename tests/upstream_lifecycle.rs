@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use npamp_gateway::assoc::transport::{Endpoint, Link, PeerAddr};
+use npamp_gateway::assoc::{Endpoint, Link, PeerAddr};
 use npamp_gateway::handshake::Trust;
 use support::*;
 

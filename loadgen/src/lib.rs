@@ -13,6 +13,7 @@
 
 pub mod compare;
 pub mod engine;
+pub mod flood;
 pub mod impair;
 pub mod report;
 pub mod scenario;

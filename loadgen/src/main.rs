@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use npamp_gateway::assoc::transport::{PeerAddr, Scheme};
+use npamp_gateway::assoc::{PeerAddr, Scheme};
 use npamp_gateway::exactly_once::EmbeddedPair;
 use npamp_gateway::gateway::config::GatewayOptions;
 use npamp_gateway::gateway::edge::Edge;
@@ -129,6 +129,41 @@ enum Command {
         #[arg(long, default_value_t = 30.0)]
         duration: f64,
     },
+    /// Handshake floods against a gateway's association port (loopback
+    /// only): silent TCP connections and QUIC attempts that never complete,
+    /// with a real association probed every so often. Prints a JSON summary;
+    /// exits non-zero when a probe failed or took longer than --probe-limit.
+    Flood {
+        /// tls://, quic:// or npamp://HOST:PORT on 127.0.0.0/8 or ::1.
+        #[arg(long)]
+        target: PeerAddr,
+        /// Silent TCP connections held at once.
+        #[arg(long, default_value_t = 0)]
+        silent: usize,
+        /// QUIC connection attempts per second that never complete.
+        #[arg(long, default_value_t = 0.0)]
+        quic_rate: f64,
+        /// Seconds the flood lasts.
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+        /// Seconds between probes (a real association and a PING).
+        #[arg(long)]
+        probe_every: Option<f64>,
+        /// A probe taking longer than this many milliseconds fails the run.
+        #[arg(long, default_value_t = 2000.0)]
+        probe_limit: f64,
+        /// The probe's identity (a `npamp-gateway keygen` file).
+        #[arg(long)]
+        identity: Option<PathBuf>,
+        /// The target's public key (64 hex digits); without it the probe
+        /// accepts any (INSECURE, fine on loopback).
+        #[arg(long)]
+        trust: Option<String>,
+        /// Flood from this loopback address (e.g. 127.0.0.2: another host
+        /// as far as the target can tell); probes come from the default.
+        #[arg(long)]
+        source: Option<std::net::IpAddr>,
+    },
     /// Compare two JSON summaries; exit 5 when NEW regressed beyond the
     /// threshold (throughput down or p99 up by more than it, or more lost).
     Compare {
@@ -189,6 +224,33 @@ fn main() -> ExitCode {
                 Err(e) => fail(EXIT_RUN, &e),
             }
         }
+        Command::Flood {
+            target,
+            silent,
+            quic_rate,
+            duration,
+            probe_every,
+            probe_limit,
+            identity,
+            trust,
+            source,
+        } => match flood_command(
+            target,
+            FloodLoad {
+                silent,
+                quic_rate,
+                duration,
+                source,
+            },
+            probe_every,
+            probe_limit,
+            identity,
+            trust,
+        ) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(EXIT_SLO),
+            Err(e) => fail(EXIT_USAGE, &e),
+        },
         Command::Slow {
             target,
             mode,
@@ -283,6 +345,68 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `flood`: runs it, prints the JSON summary; `true` when every probe
+/// worked within `probe_limit` ms.
+/// What `flood` throws at its target.
+struct FloodLoad {
+    silent: usize,
+    quic_rate: f64,
+    duration: f64,
+    source: Option<std::net::IpAddr>,
+}
+
+fn flood_command(
+    target: PeerAddr,
+    load: FloodLoad,
+    probe_every: Option<f64>,
+    probe_limit: f64,
+    identity: Option<PathBuf>,
+    trust: Option<String>,
+) -> anyhow::Result<bool> {
+    let seconds = |what: &str, v: f64| {
+        Duration::try_from_secs_f64(v)
+            .ok()
+            .filter(|d| !d.is_zero() && v < 1e6)
+            .ok_or_else(|| anyhow::anyhow!("--{what} {v}: a positive number of seconds"))
+    };
+    let duration = seconds("duration", load.duration)?;
+    let probe_every = probe_every.map(|v| seconds("probe-every", v)).transpose()?;
+    let seed = match &identity {
+        Some(path) => npamp_gateway::gateway::config::read_identity(path)
+            .map_err(|e| anyhow::anyhow!("--identity {}: {e}", path.display()))?,
+        None => {
+            let mut seed = [0u8; 32];
+            std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut seed)
+                .context("a probe identity from /dev/urandom")?;
+            seed
+        }
+    };
+    let trust = match trust {
+        Some(hex) => npamp_gateway::handshake::Trust::Pinned(vec![
+            npamp_gateway::gateway::config::parse_key(&hex)
+                .map_err(|e| anyhow::anyhow!("--trust: {e}"))?,
+        ]),
+        None => npamp_gateway::handshake::Trust::InsecureAcceptAny,
+    };
+    let flood = npamp_loadgen::flood::Flood {
+        target,
+        silent: load.silent,
+        quic_rate: load.quic_rate,
+        duration,
+        probe_every,
+        probe: Some(npamp_gateway::assoc::Endpoint::new(seed, trust)),
+        source: load.source,
+    };
+    let stats = Arc::new(npamp_loadgen::flood::FloodStats::default());
+    runtime()?.block_on(flood.run(stats.clone()))?;
+    let summary = stats.to_json();
+    println!("{summary}");
+    let probes = summary["probes"].as_u64().unwrap_or(0);
+    let ok = summary["probes_ok"].as_u64().unwrap_or(0);
+    let worst = summary["probe_worst_ms"].as_f64().unwrap_or(0.0);
+    Ok(ok == probes && worst <= probe_limit)
 }
 
 fn fail(code: u8, e: &anyhow::Error) -> ExitCode {

@@ -2,7 +2,7 @@
 //! with exact accounting, the JSON summary against `results/schema.json`,
 //! every shipped scenario parsing, and the exit codes.
 
-use npamp_gateway::assoc::transport::Scheme;
+use npamp_gateway::assoc::Scheme;
 use npamp_gateway::exactly_once::EmbeddedPair;
 use npamp_gateway::mock::{self, MockAddr};
 use npamp_loadgen::engine::{self, Target};
@@ -429,7 +429,7 @@ fn exit_codes_say_what_went_wrong() {
 /// to an origin's association port, no ingress in between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npamp_targets_send_frames_straight_to_an_origin() {
-    use npamp_gateway::assoc::transport::{Endpoint, PeerAddr};
+    use npamp_gateway::assoc::{Endpoint, PeerAddr};
     use npamp_gateway::gateway::edge::Edge;
     use npamp_gateway::gateway::metrics::Metrics;
     use npamp_gateway::gateway::{Ctx, Gateway, GatewayConfig, Upstream};

@@ -2,9 +2,10 @@
 //! writer task, and an [`AssocHandle`] that any task may use to send.
 //!
 //! ```text
-//!  senders ──seal under the lock──▶ pending octets ──writer task──▶ streams
+//!  senders ──seal under the lock──▶ queued octets ──writer task──▶ streams
 //!  streams ──reader task──open under the lock──▶ BridgeSink::frame(payload)
 //!                         (many frames per hold)     (lock released)
+//!  reader task: sleeps until Association::poll_timeout, then handle_timeout
 //! ```
 //!
 //! Sealing and queueing happen together under one short lock, so frames
@@ -13,20 +14,21 @@
 //! free under load). The queue is bounded: a sender waits while more than
 //! [`PENDING_LIMIT`] octets are unwritten. Reading and writing are separate
 //! tasks, so two peers that both write large batches never deadlock on flow
-//! control.
+//! control. Which stream a channel's octets go to is [`Binding`]'s business.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 use tracing::{debug, warn};
 
-use super::stats::{AssocStats, ErrorClass};
-use super::transport::{BoxWrite, FrameReader, TransportError};
-use super::{AssocConfig, Association, Counters, Event, Liveness};
+use super::association::{Association, Counters, Event, Liveness};
+use super::binding::{Binding, ReadStreams, Readers, Writers};
+use super::error::{End, Failure, Gone, LinkError};
+use super::frames::FrameReader;
+use super::stats::AssocStats;
 use crate::wire::{ChannelId, FrameType};
 
 /// Unwritten octets above which senders wait for the writer.
@@ -43,39 +45,8 @@ pub trait BridgeSink: Send + 'static {
     fn ended(&mut self, why: &End);
 }
 
-/// Why an association ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum End {
-    /// The peer sent CLOSE (code).
-    PeerClosed(u16),
-    /// We sent CLOSE (and the peer acknowledged it, or did not in time).
-    LocalClose,
-    /// The streams ended without a CLOSE.
-    Eof,
-    /// A transport or protocol error; the association is unusable.
-    Error(String),
-}
-
-impl std::fmt::Display for End {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            End::PeerClosed(code) => write!(f, "the peer closed the association (code {code})"),
-            End::LocalClose => f.write_str("closed locally"),
-            End::Eof => f.write_str("the peer's streams ended without CLOSE"),
-            End::Error(e) => f.write_str(e),
-        }
-    }
-}
-
-/// Sending on an association that has ended.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the association has ended: {0}")]
-pub struct Gone(pub End);
-
 struct State {
     assoc: Association,
-    control: Vec<u8>,
-    bridge: Vec<u8>,
     end: Option<End>,
 }
 
@@ -103,8 +74,10 @@ impl Shared {
 
     /// Ends the association with an error, counted by class once (the
     /// reader and the writer may both fail).
-    fn fail(&self, class: ErrorClass, message: String) -> End {
-        let why = End::Error(message);
+    fn fail(&self, error: LinkError) -> End {
+        let failure = Failure::new(error);
+        let class = failure.class;
+        let why = End::Error(failure);
         let first = {
             let mut s = self.lock();
             s.end.is_none().then(|| s.end = Some(why.clone())).is_some()
@@ -178,17 +151,16 @@ impl AssocHandle {
                 if let Some(end) = &s.end {
                     return Err(Gone(end.clone()));
                 }
-                if s.bridge.len() < PENDING_LIMIT {
-                    let State { assoc, bridge, .. } = &mut *s;
+                if s.assoc.queued(ChannelId::BRIDGE) < PENDING_LIMIT {
                     let write = write.take().ok_or(Gone(End::LocalClose))?;
-                    let sealed = assoc.seal(bridge, ChannelId::BRIDGE, frame_type, write);
+                    let sealed = s.assoc.seal(ChannelId::BRIDGE, frame_type, write);
                     drop(s);
                     return match sealed {
                         Ok(_) => {
                             self.0.wake_writer.notify_one();
                             Ok(())
                         }
-                        Err(e) => Err(Gone(End::Error(e.to_string()))),
+                        Err(e) => Err(Gone(End::error(e))),
                     };
                 }
             }
@@ -207,8 +179,7 @@ impl AssocHandle {
             if s.end.is_some() {
                 return;
             }
-            let State { assoc, control, .. } = &mut *s;
-            if !assoc.is_closed() && assoc.close(control, code).is_err() {
+            if !s.assoc.is_closed() && s.assoc.close(code).is_err() {
                 drop(s);
                 self.0.finish(End::LocalClose);
                 return;
@@ -234,24 +205,13 @@ impl AssocHandle {
     }
 }
 
-/// The streams an established association runs on.
-pub(super) struct Streams {
-    pub control: (FrameReader, BoxWrite),
-    /// QUIC: the Bridge stream (client: opened; server: `None` until the
-    /// client opens it). TLS: `None`, everything on `control`.
-    pub bridge: Option<(FrameReader, BoxWrite)>,
-    pub quic: Option<quinn::Connection>,
-    /// Whether the Bridge stream is to be accepted (QUIC server).
-    pub accept_bridge: bool,
-}
-
-/// Starts the reader and writer tasks of `assoc`; `sink` receives what
-/// arrives on the Bridge channel. `open_bridge`: send a PING on the Bridge
-/// stream at once so the server learns of it (QUIC client).
+/// Starts the reader and writer tasks of `assoc` over `binding`; the sink
+/// `make_sink` builds receives what arrives on the Bridge channel. A QUIC
+/// client's Bridge stream is announced at once with a PING on it, so the
+/// server can send on it before the client has a request to make.
 pub(super) fn spawn<S, F>(
-    assoc: Association,
-    streams: Streams,
-    open_bridge: bool,
+    mut assoc: Association,
+    binding: Binding,
     stats: Arc<AssocStats>,
     make_sink: F,
 ) -> AssocHandle
@@ -259,14 +219,14 @@ where
     S: BridgeSink,
     F: FnOnce(AssocHandle) -> S,
 {
+    if binding.bridge_needs_announcing()
+        && let Err(e) = assoc.ping_on(ChannelId::BRIDGE, Instant::now())
+    {
+        warn!(error = %e, "could not open the Bridge stream");
+    }
     let peer_identity = *assoc.peer_identity();
     let shared = Arc::new(Shared {
-        state: Mutex::new(State {
-            assoc,
-            control: Vec::with_capacity(1024),
-            bridge: Vec::with_capacity(64 << 10),
-            end: None,
-        }),
+        state: Mutex::new(State { assoc, end: None }),
         peer_identity,
         stats,
         wake_writer: Notify::new(),
@@ -277,102 +237,47 @@ where
     });
     let handle = AssocHandle(shared.clone());
     let sink = make_sink(handle.clone());
-    let Streams {
-        control: (control_reader, control_writer),
-        bridge,
-        quic,
-        accept_bridge,
-    } = streams;
-    let (bridge_reader, bridge_writer) = match bridge {
-        Some((r, w)) => (Some(r), Some(w)),
-        None => (None, None),
-    };
-    if open_bridge && bridge_writer.is_some() {
-        let mut s = shared.lock();
-        let State { assoc, bridge, .. } = &mut *s;
-        if let Err(e) = assoc.ping(bridge, Instant::now()) {
-            warn!(error = %e, "could not open the Bridge stream");
-        }
-    }
-    let (late_tx, late_rx) = oneshot::channel();
-    let writer = tokio::spawn(write_loop(
-        shared.clone(),
-        control_writer,
-        bridge_writer,
-        accept_bridge.then_some(late_rx),
-        quic.is_some(),
-    ));
-    tokio::spawn(read_loop(
-        shared,
-        control_reader,
-        bridge_reader,
-        quic,
-        accept_bridge.then_some(late_tx),
-        sink,
-        writer,
-    ));
+    let (readers, writers) = binding.split();
+    // Anything queued before the tasks start (the announcing PING) goes out
+    // with the writer's first pass.
+    shared.wake_writer.notify_one();
+    let writer = tokio::spawn(write_loop(shared.clone(), writers));
+    tokio::spawn(read_loop(shared, readers, sink, writer));
     handle
 }
 
-async fn write_loop(
-    shared: Arc<Shared>,
-    mut control: BoxWrite,
-    mut bridge: Option<BoxWrite>,
-    mut late_bridge: Option<oneshot::Receiver<BoxWrite>>,
-    quic: bool,
-) {
-    let mut spare_control = Vec::with_capacity(1024);
-    let mut spare_bridge = Vec::with_capacity(64 << 10);
+async fn write_loop(shared: Arc<Shared>, mut writers: Writers) {
+    // At most one run of octets per channel per pass (Control first).
+    let mut spares = [Vec::with_capacity(1024), Vec::with_capacity(64 << 10)];
     loop {
         shared.wake_writer.notified().await;
+        let mut runs = [None, None];
         let ended = {
             let mut s = shared.lock();
-            std::mem::swap(&mut s.control, &mut spare_control);
-            std::mem::swap(&mut s.bridge, &mut spare_bridge);
+            for (run, spare) in runs.iter_mut().zip(spares.iter_mut()) {
+                *run = s.assoc.poll_transmit(spare);
+            }
             s.end.is_some()
         };
         shared.drained.notify_waiters();
-        let result = async {
-            if !spare_control.is_empty() {
-                control.write_all(&spare_control).await?;
-                control.flush().await?;
-            }
-            if !spare_bridge.is_empty() {
-                if bridge.is_none()
-                    && let Some(rx) = late_bridge.take()
-                {
-                    bridge = rx.await.ok();
+        let mut result = Ok(());
+        for (run, octets) in runs.iter().zip(spares.iter()) {
+            if let Some(channel) = *run {
+                result = writers.write(channel, octets).await;
+                if result.is_err() {
+                    break;
                 }
-                let w = match (&mut bridge, quic) {
-                    (Some(w), _) => w,
-                    (None, false) => &mut control,
-                    (None, true) => {
-                        return Err(std::io::Error::other(
-                            "the peer never opened the Bridge stream",
-                        ));
-                    }
-                };
-                w.write_all(&spare_bridge).await?;
-                w.flush().await?;
             }
-            Ok::<_, std::io::Error>(())
         }
-        .await;
-        spare_control.clear();
-        spare_bridge.clear();
         if let Err(e) = result {
-            shared.fail(ErrorClass::Io, format!("write: {e}"));
+            shared.fail(e);
             break;
         }
         if ended {
             break;
         }
     }
-    // Finish the streams (QUIC FIN / TLS close_notify); errors do not matter now.
-    if let Some(w) = &mut bridge {
-        let _ = w.shutdown().await;
-    }
-    let _ = control.shutdown().await;
+    writers.shutdown().await;
 }
 
 /// Frames opened under one hold of the lock, at most: the lock is short for
@@ -395,61 +300,64 @@ struct Delivery {
 
 async fn read_loop<S: BridgeSink>(
     shared: Arc<Shared>,
-    mut control: FrameReader,
-    mut bridge: Option<FrameReader>,
-    quic: Option<quinn::Connection>,
-    mut late_bridge: Option<oneshot::Sender<BoxWrite>>,
+    readers: Readers,
     mut sink: S,
     writer: tokio::task::JoinHandle<()>,
 ) {
     let mut deliveries = Vec::with_capacity(FRAMES_PER_PASS);
-    let mut clock = tokio::time::interval(tick_period(shared.lock().assoc.config()));
-    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Since when the reader has been waiting for the peer (read, or ready
-    // to read: time spent handing frames to a slow sink is not silence).
-    let mut quiet_since = Instant::now();
+    let (max_payload, first_deadline) = {
+        let s = shared.lock();
+        (s.assoc.config().max_payload_len, s.assoc.poll_timeout())
+    };
+    // One timer for the association's life, re-armed only when the
+    // deadline comes earlier than it is set for: firing early is harmless
+    // (handle_timeout finds nothing due, and the timer is set again).
+    let mut armed = first_deadline;
+    let timer = tokio::time::sleep_until(far_or(armed));
+    tokio::pin!(timer);
+    let Readers {
+        mut streams,
+        mut pending,
+    } = readers;
     let why = loop {
         let ready = tokio::select! {
             _ = shared.stop.notified() => break End::LocalClose,
-            _ = clock.tick() => match tick(&shared, quiet_since) {
-                Some(why) => break why,
-                None => continue,
-            },
-            r = control.fill() => r,
-            r = fill_or_pending(&mut bridge) => r,
-            s = accept_bi(&quic), if late_bridge.is_some() => {
-                match s {
-                    Ok((w, r)) => {
-                        let max = shared.lock().assoc.config().max_payload_len;
-                        bridge = Some(FrameReader::authenticated(Box::new(r), max));
-                        if let Some(tx) = late_bridge.take() {
-                            let _ = tx.send(Box::new(w) as BoxWrite);
-                        }
-                        continue;
-                    }
-                    Err(e) => break End::Error(format!("accepting the Bridge stream: {e}")),
+            () = &mut timer, if armed.is_some() => {
+                if let Some(why) = on_timeout(&shared) {
+                    break why;
                 }
-            }
+                armed = shared.lock().assoc.poll_timeout();
+                timer.as_mut().reset(far_or(armed));
+                continue;
+            },
+            r = streams.fill() => r,
+            r = pending.accept(max_payload) => match r {
+                Ok(bridge) => {
+                    streams.bridge = Some(bridge);
+                    continue;
+                }
+                Err(e) => break shared.fail(e),
+            },
         };
         match ready {
             Ok(true) => {}
             Ok(false) => break End::Eof,
-            Err(e) => break shared.fail(ErrorClass::of(&e), e.to_string()),
+            Err(e) => break shared.fail(e),
         }
         // Every frame a read brought (a write of the peer's usually holds
         // many), before the next round of the select above.
-        if let Next::End(why) = drain(
-            &shared,
-            &mut sink,
-            &mut control,
-            &mut bridge,
-            &mut deliveries,
-        )
-        .await
-        {
+        if let Next::End(why) = drain(&shared, &mut sink, &mut streams, &mut deliveries).await {
             break why;
         }
-        quiet_since = Instant::now();
+        let deadline = {
+            let mut s = shared.lock();
+            s.assoc.reading_again(Instant::now());
+            s.assoc.poll_timeout()
+        };
+        if deadline < armed || armed.is_none() {
+            armed = deadline;
+            timer.as_mut().reset(far_or(armed));
+        }
     };
     match &why {
         End::Error(e) => warn!(error = %e, "association closed with an error"),
@@ -459,7 +367,7 @@ async fn read_loop<S: BridgeSink>(
     sink.ended(&why);
     // Let the writer flush what is queued (a CLOSE_ACK), then end the connection.
     let _ = tokio::time::timeout(CLOSE_WAIT, writer).await;
-    if let Some(conn) = quic {
+    if let Some(conn) = pending.into_conn() {
         if matches!(why, End::PeerClosed(_)) {
             // The peer closes the connection once it has our CLOSE_ACK.
             let _ = tokio::time::timeout(CLOSE_WAIT, conn.closed()).await;
@@ -468,43 +376,31 @@ async fn read_loop<S: BridgeSink>(
     }
 }
 
-/// How often the reader looks at the clock: once a second, or more often
-/// when the keepalive period is shorter.
-fn tick_period(config: &AssocConfig) -> Duration {
-    (config.keepalive_after / 2).clamp(Duration::from_millis(1), Duration::from_secs(1))
+/// A deadline for the timer: `None` (closed) is a day away, never reached
+/// in practice and re-armed if the association lives that long.
+fn far_or(deadline: Option<Instant>) -> tokio::time::Instant {
+    deadline
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400))
+        .into()
 }
 
-/// Time-based key updates and keepalive ([`Association::tick`]); the end of
-/// the association when the peer has gone silent.
-fn tick(shared: &Shared, quiet_since: Instant) -> Option<End> {
+/// Time-based key updates and keepalive ([`Association::handle_timeout`]);
+/// the end of the association when the peer has gone silent.
+fn on_timeout(shared: &Shared) -> Option<End> {
     let (liveness, queued) = {
         let mut s = shared.lock();
-        let State {
-            assoc,
-            control,
-            bridge,
-            ..
-        } = &mut *s;
-        let before = control.len() + bridge.len();
-        let liveness = assoc.tick(Instant::now(), quiet_since, control, bridge);
-        (liveness, control.len() + bridge.len() > before)
+        let before = s.assoc.queued(ChannelId::CONTROL) + s.assoc.queued(ChannelId::BRIDGE);
+        let liveness = s.assoc.handle_timeout(Instant::now());
+        let after = s.assoc.queued(ChannelId::CONTROL) + s.assoc.queued(ChannelId::BRIDGE);
+        (liveness, after > before)
     };
     if queued {
         shared.wake_writer.notify_one();
     }
     match liveness {
         Ok(Liveness::Alive) => None,
-        Ok(Liveness::Silent(silent)) => Some(shared.fail(
-            ErrorClass::Io,
-            format!(
-                "the peer sent nothing for {:.1} s; keepalive PINGs went unanswered",
-                silent.as_secs_f64()
-            ),
-        )),
-        Err(e) => Some(shared.fail(
-            ErrorClass::of_assoc(&e),
-            TransportError::from(e).to_string(),
-        )),
+        Ok(Liveness::Silent(silent)) => Some(shared.fail(LinkError::PeerSilent(silent))),
+        Err(e) => Some(shared.fail(e.into())),
     }
 }
 
@@ -515,7 +411,7 @@ enum Pass {
     /// Stopped early (Bridge payloads to deliver first); go again.
     More,
     End(End),
-    Fail(ErrorClass, String),
+    Fail(LinkError),
 }
 
 /// Handles every whole frame the readers have buffered, in passes: each
@@ -526,39 +422,35 @@ enum Pass {
 async fn drain<S: BridgeSink>(
     shared: &Shared,
     sink: &mut S,
-    control: &mut FrameReader,
-    bridge: &mut Option<FrameReader>,
+    readers: &mut ReadStreams,
     deliveries: &mut Vec<Delivery>,
 ) -> Next {
     loop {
         deliveries.clear();
         let (pass, queued) = {
             let mut s = shared.lock();
-            let State {
+            let assoc = &mut s.assoc;
+            let before = assoc.queued(ChannelId::CONTROL) + assoc.queued(ChannelId::BRIDGE);
+            let mut pass = open_buffered(
                 assoc,
-                control: control_out,
-                bridge: bridge_out,
-                ..
-            } = &mut *s;
-            let before = control_out.len() + bridge_out.len();
-            let mut outs = Outs {
-                control: control_out,
-                bridge: bridge_out,
-            };
-            let mut pass =
-                open_buffered(assoc, &mut outs, &shared.stats, control, false, deliveries);
-            if let (Pass::Done, Some(b)) = (&pass, bridge.as_mut()) {
-                pass = open_buffered(assoc, &mut outs, &shared.stats, b, true, deliveries);
+                &shared.stats,
+                &mut readers.control,
+                false,
+                deliveries,
+            );
+            if let (Pass::Done, Some(b)) = (&pass, readers.bridge.as_mut()) {
+                pass = open_buffered(assoc, &shared.stats, b, true, deliveries);
             }
-            (pass, outs.control.len() + outs.bridge.len() > before)
+            let after = assoc.queued(ChannelId::CONTROL) + assoc.queued(ChannelId::BRIDGE);
+            (pass, after > before)
         };
         if queued {
             shared.wake_writer.notify_one();
         }
         for d in deliveries.iter() {
-            let reader = match (d.on_bridge_stream, bridge.as_ref()) {
+            let reader = match (d.on_bridge_stream, readers.bridge.as_ref()) {
                 (true, Some(b)) => b,
-                _ => &*control,
+                _ => &readers.control,
             };
             sink.frame(d.frame_type, reader.octets(d.payload.clone()))
                 .await;
@@ -567,22 +459,14 @@ async fn drain<S: BridgeSink>(
             Pass::Done => return Next::Continue,
             Pass::More => {}
             Pass::End(why) => return Next::End(why),
-            Pass::Fail(class, message) => return Next::End(shared.fail(class, message)),
+            Pass::Fail(e) => return Next::End(shared.fail(e)),
         }
     }
-}
-
-/// Where frames sealed while handling inbound ones go (PONG, CLOSE_ACK,
-/// KEY_UPDATE_ACK), by channel.
-struct Outs<'a> {
-    control: &'a mut Vec<u8>,
-    bridge: &'a mut Vec<u8>,
 }
 
 /// One pass over the frames buffered in `reader`, under the lock.
 fn open_buffered(
     assoc: &mut Association,
-    outs: &mut Outs<'_>,
     stats: &AssocStats,
     reader: &mut FrameReader,
     on_bridge_stream: bool,
@@ -592,7 +476,7 @@ fn open_buffered(
         let span = match reader.peek() {
             Ok(Some(span)) => span,
             Ok(None) => return Pass::Done,
-            Err(e) => return Pass::Fail(ErrorClass::of(&e), e.to_string()),
+            Err(e) => return Pass::Fail(e),
         };
         let header = span.header;
         let bridge_operation = header.channel == ChannelId::BRIDGE
@@ -602,14 +486,9 @@ fn open_buffered(
         }
         let range = reader.take(&span);
         let now = reader.read_at();
-        let out = if header.channel == ChannelId::BRIDGE {
-            &mut *outs.bridge
-        } else {
-            &mut *outs.control
-        };
         let frame = reader.frame_mut(range.clone());
         let base = frame.as_ptr() as usize;
-        match assoc.handle(&header, frame, now, out) {
+        match assoc.handle(&header, frame, now) {
             Ok(Event::Bridge {
                 frame_type,
                 payload,
@@ -629,226 +508,11 @@ fn open_buffered(
                 stats.dropped(why);
             }
             Ok(Event::None | Event::Pong { .. }) => {}
-            Err(e) => {
-                return Pass::Fail(
-                    ErrorClass::of_assoc(&e),
-                    TransportError::from(e).to_string(),
-                );
-            }
+            Err(e) => return Pass::Fail(e.into()),
         }
-    }
-}
-
-async fn fill_or_pending(reader: &mut Option<FrameReader>) -> Result<bool, TransportError> {
-    match reader {
-        Some(r) => r.fill().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn accept_bi(
-    conn: &Option<quinn::Connection>,
-) -> Result<(quinn::SendStream, quinn::RecvStream), TransportError> {
-    match conn {
-        Some(c) => Ok(c.accept_bi().await?),
-        None => std::future::pending().await,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Mutex as StdMutex;
-
-    use tokio::io::{AsyncReadExt, DuplexStream};
-
-    use super::*;
-    use crate::assoc::AssocConfig;
-    use crate::bridge::BRIDGE_NOTIFY;
-    use crate::wire::{Deframer, HEADER_LEN};
-
-    /// What a sink saw: payloads in order, then how the association ended.
-    #[derive(Default)]
-    struct Seen {
-        payloads: Vec<Vec<u8>>,
-        ended: Option<End>,
-    }
-
-    struct Recorder(Arc<StdMutex<Seen>>);
-
-    impl BridgeSink for Recorder {
-        async fn frame(&mut self, _: FrameType, payload: &[u8]) {
-            let mut seen = self.0.lock().expect("seen");
-            assert!(seen.ended.is_none(), "a frame after the end");
-            seen.payloads.push(payload.to_vec());
-        }
-        fn ended(&mut self, why: &End) {
-            self.0.lock().expect("seen").ended = Some(why.clone());
-        }
-    }
-
-    /// The server half of a pair runs on the driver over one in-memory
-    /// stream (everything on it, as over TLS); the test is the client.
-    fn driven() -> (Association, DuplexStream, AssocHandle, Arc<StdMutex<Seen>>) {
-        driven_with(AssocConfig::default())
-    }
-
-    fn driven_with(
-        config: AssocConfig,
-    ) -> (Association, DuplexStream, AssocHandle, Arc<StdMutex<Seen>>) {
-        let (client, server) = crate::assoc::tests::pair(config);
-        let (ours, theirs) = tokio::io::duplex(1 << 20);
-        let (r, w) = tokio::io::split(theirs);
-        let seen = Arc::new(StdMutex::new(Seen::default()));
-        let sink = Recorder(seen.clone());
-        let handle = spawn(
-            server,
-            Streams {
-                control: (FrameReader::new(Box::new(r)), Box::new(w)),
-                bridge: None,
-                quic: None,
-                accept_bridge: false,
-            },
-            false,
-            Arc::new(AssocStats::default()),
-            |_| sink,
-        );
-        (client, ours, handle, seen)
-    }
-
-    fn notify(client: &mut Association, wire: &mut Vec<u8>, i: u16) {
-        client
-            .seal(wire, ChannelId::BRIDGE, BRIDGE_NOTIFY, |o| {
-                o.extend_from_slice(&i.to_be_bytes())
-            })
-            .expect("seal");
-    }
-
-    /// Reads frames from the driver until one of `frame_type` arrives.
-    async fn await_frame(stream: &mut DuplexStream, frame_type: FrameType) {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            let mut at = 0;
-            while let Some((frame, len)) = Deframer::default().deframe(&buf[at..]).expect("frame") {
-                if frame.header.frame_type == frame_type {
-                    return;
-                }
-                at += len;
-            }
-            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
-                .await
-                .expect("the driver answers")
-                .expect("read");
-            assert!(n > 0, "the driver closed the stream");
-            buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    #[tokio::test]
-    async fn frames_of_one_write_reach_the_sink_in_order_around_control_frames() {
-        let (mut client, mut stream, handle, seen) = driven();
-        // More Bridge frames than one pass holds, a PING in the middle, more
-        // Bridge frames, then CLOSE, all in one write.
-        let mut wire = Vec::new();
-        for i in 0..(FRAMES_PER_PASS as u16 * 3 + 5) {
-            notify(&mut client, &mut wire, i);
-        }
-        client.ping(&mut wire, Instant::now()).expect("ping");
-        for i in 1000..1010 {
-            notify(&mut client, &mut wire, i);
-        }
-        client.close(&mut wire, 7).expect("close");
-        stream.write_all(&wire).await.expect("write");
-        await_frame(&mut stream, FrameType::CLOSE_ACK).await;
-        handle.ended().await;
-
-        let seen = seen.lock().expect("seen");
-        let expected: Vec<Vec<u8>> = (0..(FRAMES_PER_PASS as u16 * 3 + 5))
-            .chain(1000..1010)
-            .map(|i| i.to_be_bytes().to_vec())
-            .collect();
-        assert_eq!(seen.payloads, expected);
-        assert_eq!(seen.ended, Some(End::PeerClosed(7)));
-        assert_eq!(handle.end(), Some(End::PeerClosed(7)));
-    }
-
-    fn keepalive_config() -> AssocConfig {
-        AssocConfig {
-            keepalive_after: Duration::from_millis(60),
-            peer_timeout: Duration::from_millis(300),
-            ..AssocConfig::default()
-        }
-    }
-
-    #[tokio::test]
-    async fn a_silent_peer_is_pinged_then_given_up() {
-        let (_client, mut stream, handle, seen) = driven_with(keepalive_config());
-        let started = Instant::now();
-        await_frame(&mut stream, FrameType::PING).await;
-        tokio::time::timeout(Duration::from_secs(5), handle.ended())
-            .await
-            .expect("the association ends");
-        assert!(started.elapsed() >= Duration::from_millis(300));
-        let why = seen.lock().expect("seen").ended.clone();
-        assert!(
-            matches!(&why, Some(End::Error(e)) if e.contains("keepalive")),
-            "{why:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_peer_that_answers_pings_stays() {
-        let (mut client, mut stream, handle, _) = driven_with(keepalive_config());
-        // Answer every PING for three peer timeouts, sending nothing else.
-        let until = Instant::now() + Duration::from_millis(900);
-        let (mut buf, mut chunk, mut pings) = (Vec::new(), [0u8; 4096], 0);
-        while Instant::now() < until {
-            let Ok(read) =
-                tokio::time::timeout(Duration::from_millis(50), stream.read(&mut chunk)).await
-            else {
-                continue;
-            };
-            let n = read.expect("read");
-            assert!(n > 0, "the driver closed the stream");
-            buf.extend_from_slice(&chunk[..n]);
-            let mut replies = Vec::new();
-            while let Some(span) = Deframer::default().span(&buf).expect("frame") {
-                let mut frame = buf.drain(..span.len).collect::<Vec<u8>>();
-                pings += usize::from(span.header.frame_type == FrameType::PING);
-                client
-                    .handle(&span.header, &mut frame, Instant::now(), &mut replies)
-                    .expect("handle");
-            }
-            stream.write_all(&replies).await.expect("write");
-        }
-        assert!(pings >= 3, "{pings} PINGs");
-        assert!(handle.is_open(), "{:?}", handle.end());
-    }
-
-    #[tokio::test]
-    async fn frames_before_a_tampered_one_are_delivered_and_nothing_after() {
-        let (mut client, mut stream, handle, seen) = driven();
-        let mut wire = Vec::new();
-        for i in 0..5 {
-            notify(&mut client, &mut wire, i);
-        }
-        let tampered = wire.len() + HEADER_LEN;
-        for i in 5..10 {
-            notify(&mut client, &mut wire, i);
-        }
-        wire[tampered] ^= 1;
-        stream.write_all(&wire).await.expect("write");
-        tokio::time::timeout(Duration::from_secs(5), handle.ended())
-            .await
-            .expect("the association ends");
-
-        let seen = seen.lock().expect("seen");
-        let expected: Vec<Vec<u8>> = (0u16..5).map(|i| i.to_be_bytes().to_vec()).collect();
-        assert_eq!(seen.payloads, expected);
-        assert!(
-            matches!(&seen.ended, Some(End::Error(e)) if e.contains("failed authentication")),
-            "{:?}",
-            seen.ended
-        );
-    }
-}
+#[path = "driver_tests.rs"]
+mod tests;

@@ -1,14 +1,13 @@
 //! Process-wide counters of what hostile or broken peers did: frames
 //! dropped under the receive rules, associations closed for an error (by
 //! class), handshakes refused because too many were in progress. Shared by
-//! every association of an [`Endpoint`](super::transport::Endpoint), read by
+//! every association of an [`Endpoint`](super::Endpoint), read by
 //! the gateway's metrics.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::transport::TransportError;
-use super::{AssocError, Drop};
-use crate::record::RecordError;
+use super::association::Drop;
+use super::error::ErrorClass;
 
 #[derive(Debug, Default)]
 pub struct AssocStats {
@@ -24,52 +23,17 @@ pub struct AssocStats {
     pub closed_malformed: AtomicU64,
     /// The connection failed (reset, QUIC idle timeout, TLS alert).
     pub closed_io: AtomicU64,
-    /// Connections refused because `max_handshakes` were in progress.
+    /// Connections refused because `max_handshakes` were in progress, or
+    /// `max_handshakes_per_source` from the same address.
     pub handshakes_refused: AtomicU64,
-}
-
-/// Why an association closed with an error, as counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorClass {
-    Tampered,
-    OutOfSequence,
-    Malformed,
-    Io,
-}
-
-impl ErrorClass {
-    pub const ALL: [ErrorClass; 4] = [
-        Self::Tampered,
-        Self::OutOfSequence,
-        Self::Malformed,
-        Self::Io,
-    ];
-
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Tampered => "tampered",
-            Self::OutOfSequence => "out_of_sequence",
-            Self::Malformed => "malformed",
-            Self::Io => "io",
-        }
-    }
-
-    pub fn of(e: &TransportError) -> Self {
-        match e {
-            TransportError::Assoc(a) => Self::of_assoc(a),
-            TransportError::Wire(_) | TransportError::TruncatedFrame => Self::Malformed,
-            _ => Self::Io,
-        }
-    }
-
-    pub fn of_assoc(e: &AssocError) -> Self {
-        match e {
-            AssocError::Tampered { .. } | AssocError::Record(RecordError::Open) => Self::Tampered,
-            AssocError::Record(RecordError::OutOfSequence { .. }) => Self::OutOfSequence,
-            AssocError::Record(_) | AssocError::Malformed(_) => Self::Malformed,
-            AssocError::Closed => Self::Io,
-        }
-    }
+    /// Connections dropped for sending nothing within the first-octets
+    /// deadline.
+    pub connections_silent: AtomicU64,
+    /// Silent connections pushed out of a full waiting room by newer ones.
+    pub connections_evicted: AtomicU64,
+    /// QUIC attempts answered with a Retry (address validation) because
+    /// many handshakes were in progress.
+    pub quic_retries: AtomicU64,
 }
 
 impl AssocStats {

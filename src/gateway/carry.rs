@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::assoc::driver::{AssocHandle, End, Gone};
+use crate::assoc::{AssocHandle, End, Gone};
 use crate::bridge::{self, BridgeMessage, ContentType, ProtocolId, SafetyLabel, TransportError};
 use crate::jsonrpc::carriage::{self, Inbound, frame_type_of, method_of, write_payload};
 use crate::jsonrpc::{Kind, Labeler, Limits};

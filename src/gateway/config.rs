@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::auth::Tokens;
 use super::{GatewayConfig, IngressAddr, Limits, MAX_BODY_LIMIT, Upstream};
-use crate::assoc::transport::{Endpoint, PeerAddr, TlsFiles};
+use crate::assoc::{Endpoint, PeerAddr, TlsFiles};
 use crate::bridge::{Effect, ProtocolId};
 use crate::handshake::Trust;
 use crate::jsonrpc::{EffectTable, SafetyPolicy};
@@ -106,9 +106,17 @@ pub struct GatewayOptions {
     #[arg(long, value_name = "NAME")]
     pub congestion: Option<String>,
     /// Handshakes a listener runs at once; further connections are refused
-    /// until one finishes (handshake floods) [default: 256].
+    /// until one finishes (handshake floods). Connections that have sent
+    /// nothing yet do not count [default: 256].
     #[arg(long, value_name = "N")]
     pub max_handshakes: Option<usize>,
+    /// Of those, at most this many from one source address [default: 32].
+    #[arg(long, value_name = "N")]
+    pub max_handshakes_per_source: Option<usize>,
+    /// Drop a new connection that sends nothing for this many seconds
+    /// (silent sockets; separate from --handshake-timeout) [default: 3].
+    #[arg(long, value_name = "SECONDS")]
+    pub first_octets_timeout: Option<f64>,
     /// Seconds a traffic key may be used, per channel and direction, before
     /// a KEY_UPDATE [default: 3600].
     #[arg(long, value_name = "SECONDS")]
@@ -277,6 +285,8 @@ impl GatewayOptions {
             handshake_timeout,
             congestion,
             max_handshakes,
+            max_handshakes_per_source,
+            first_octets_timeout,
             key_update_after,
             key_update_after_bytes,
             peer_timeout,
@@ -495,6 +505,28 @@ impl GatewayOptions {
                 ));
             }
             endpoint.max_handshakes = n;
+        }
+        if let Some(n) = self.max_handshakes_per_source {
+            if n == 0 {
+                return Err(err(
+                    "max-handshakes-per-source",
+                    cli.max_handshakes_per_source.is_some(),
+                    "must be at least 1".into(),
+                ));
+            }
+            endpoint.max_handshakes_per_source = n;
+        }
+        if let Some(s) = self.first_octets_timeout {
+            endpoint.first_octets_timeout = Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    err(
+                        "first-octets-timeout",
+                        cli.first_octets_timeout.is_some(),
+                        format!("{s}: expected a number of seconds above 0"),
+                    )
+                })?;
         }
         if let (Some(cert_chain), Some(private_key)) = (&self.tls_cert, &self.tls_key) {
             endpoint.tls_files = Some(TlsFiles {
@@ -882,7 +914,7 @@ mod tests {
 
     #[test]
     fn congestion_control_is_chosen_by_name() {
-        use crate::assoc::transport::Congestion;
+        use crate::assoc::Congestion;
         let o = |c: Option<&str>| GatewayOptions {
             insecure_accept_any_peer: true,
             ingress: vec!["http://127.0.0.1:0".into()],

@@ -22,8 +22,8 @@ use super::carry::{
 };
 use super::outbox::Outbox;
 use super::session::{Session, Side};
-use crate::assoc::driver::{AssocHandle, BridgeSink, End};
-use crate::assoc::transport::{Endpoint, Link, PeerAddr, SharedClientEndpoint};
+use crate::assoc::{AssocHandle, BridgeSink, End};
+use crate::assoc::{Endpoint, Link, PeerAddr, SharedClientEndpoint};
 use crate::bridge::TransportError;
 use crate::jsonrpc::carriage::Inbound;
 use crate::jsonrpc::{Begin, CorrelationError, CorrelationMode, Correlator, Kind};

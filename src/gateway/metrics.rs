@@ -153,7 +153,7 @@ pub struct Metrics {
     pub latency: Histogram,
     pub upstream_latency: Histogram,
     /// The association listeners' own counters (origin role).
-    pub serve: crate::assoc::transport::ServeStats,
+    pub serve: crate::assoc::ServeStats,
     /// What peers did wrong (drops, errors by class, refused handshakes):
     /// the endpoint's counters, shared by all its associations.
     pub assoc: std::sync::Arc<crate::assoc::stats::AssocStats>,
@@ -356,7 +356,7 @@ impl Metrics {
             "npamp_associations_failed_total",
             "Associations closed for an error, by class (tampered, out_of_sequence, malformed, io).",
         );
-        for class in crate::assoc::stats::ErrorClass::ALL {
+        for class in crate::assoc::ErrorClass::ALL {
             let _ = writeln!(
                 o,
                 "npamp_associations_failed_total{{class=\"{}\"}} {}",
@@ -373,6 +373,31 @@ impl Metrics {
             o,
             "npamp_handshakes_refused_total {}",
             a.handshakes_refused.load(Relaxed)
+        );
+        counter(
+            &mut o,
+            "npamp_connections_dropped_total",
+            "Connections dropped before their handshake began, by reason (silent: nothing sent within --first-octets-timeout; evicted: pushed out of a full waiting room by newer ones).",
+        );
+        for (reason, n) in [
+            ("silent", &a.connections_silent),
+            ("evicted", &a.connections_evicted),
+        ] {
+            let _ = writeln!(
+                o,
+                "npamp_connections_dropped_total{{reason=\"{reason}\"}} {}",
+                n.load(Relaxed)
+            );
+        }
+        counter(
+            &mut o,
+            "npamp_quic_retries_total",
+            "QUIC connection attempts answered with a Retry (address validation) while many handshakes were in progress.",
+        );
+        let _ = writeln!(
+            o,
+            "npamp_quic_retries_total {}",
+            a.quic_retries.load(Relaxed)
         );
         for (name, help, h) in [
             (
@@ -417,7 +442,7 @@ mod tests {
 
     #[test]
     fn renders_what_peers_did_wrong() {
-        use crate::assoc::stats::{AssocStats, ErrorClass};
+        use crate::assoc::{ErrorClass, stats::AssocStats};
         let stats = std::sync::Arc::new(AssocStats::default());
         let m = Metrics::with_assoc_stats(stats.clone());
         stats.dropped(crate::assoc::Drop::ForgedClose);
@@ -430,5 +455,9 @@ mod tests {
         assert!(text.contains("npamp_associations_failed_total{class=\"out_of_sequence\"} 2"));
         assert!(text.contains("npamp_associations_failed_total{class=\"tampered\"} 0"));
         assert!(text.contains("npamp_handshakes_refused_total 3"));
+        stats.connections_evicted.fetch_add(2, Relaxed);
+        let text = m.render();
+        assert!(text.contains("npamp_connections_dropped_total{reason=\"evicted\"} 2"));
+        assert!(text.contains("npamp_quic_retries_total 0"));
     }
 }

@@ -35,8 +35,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::assoc::driver::AssocHandle;
-use crate::assoc::transport::{Endpoint, Listener, PeerAddr, TransportError as LinkError};
+use crate::assoc::AssocHandle;
+use crate::assoc::{Endpoint, LinkError, Listener, PeerAddr};
 use crate::bridge::{Effect, ProtocolId, TransportError};
 use crate::jsonrpc::{EffectTable, Labeler, SafetyPolicy};
 use metrics::Metrics;

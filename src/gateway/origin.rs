@@ -36,7 +36,7 @@ use super::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
 use super::session::{Session, SessionSink, Side};
 use super::{Ctx, Upstream};
-use crate::assoc::driver::{AssocHandle, BridgeSink, End};
+use crate::assoc::{AssocHandle, BridgeSink, End};
 use crate::bridge::{ProtocolId, TransportError};
 use crate::jsonrpc::carriage::Inbound;
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};

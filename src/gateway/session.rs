@@ -27,7 +27,7 @@ use super::carry::{
 };
 use super::metrics::{Ingress, ReplyClass};
 use super::outbox::Outbox;
-use crate::assoc::driver::{AssocHandle, BridgeSink, End};
+use crate::assoc::{AssocHandle, BridgeSink, End};
 use crate::bridge::{self, TransportError};
 use crate::jsonrpc::carriage::{BatchJoin, Inbound, id_of, method_of, scan_error_response};
 use crate::jsonrpc::{

@@ -1,0 +1,204 @@
+//! The driver over an in-memory stream (everything on it, as over TLS).
+
+use std::sync::Mutex as StdMutex;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+use super::*;
+use crate::assoc::AssocConfig;
+use crate::assoc::binding::Stream;
+use crate::bridge::BRIDGE_NOTIFY;
+use crate::wire::{Deframer, HEADER_LEN};
+
+/// What a sink saw: payloads in order, then how the association ended.
+#[derive(Default)]
+struct Seen {
+    payloads: Vec<Vec<u8>>,
+    ended: Option<End>,
+}
+
+struct Recorder(Arc<StdMutex<Seen>>);
+
+impl BridgeSink for Recorder {
+    async fn frame(&mut self, _: FrameType, payload: &[u8]) {
+        let mut seen = self.0.lock().expect("seen");
+        assert!(seen.ended.is_none(), "a frame after the end");
+        seen.payloads.push(payload.to_vec());
+    }
+    fn ended(&mut self, why: &End) {
+        self.0.lock().expect("seen").ended = Some(why.clone());
+    }
+}
+
+/// The server half of a pair runs on the driver over one in-memory
+/// stream (everything on it, as over TLS); the test is the client.
+fn driven() -> (Association, DuplexStream, AssocHandle, Arc<StdMutex<Seen>>) {
+    driven_with(AssocConfig::default())
+}
+
+fn driven_with(
+    config: AssocConfig,
+) -> (Association, DuplexStream, AssocHandle, Arc<StdMutex<Seen>>) {
+    let (client, server) = crate::assoc::association::tests::pair(config);
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (r, w) = tokio::io::split(theirs);
+    let seen = Arc::new(StdMutex::new(Seen::default()));
+    let sink = Recorder(seen.clone());
+    let handle = spawn(
+        server,
+        Binding::Tls(Stream::new(FrameReader::new(Box::new(r)), Box::new(w))),
+        Arc::new(AssocStats::default()),
+        |_| sink,
+    );
+    (client, ours, handle, seen)
+}
+
+/// Appends everything `client` has queued to `wire` (as over TLS, every
+/// channel on the one stream, in the order sealed).
+fn flush(client: &mut Association, wire: &mut Vec<u8>) {
+    let mut run = Vec::new();
+    while client.poll_transmit(&mut run).is_some() {
+        wire.extend_from_slice(&run);
+    }
+}
+
+fn notify(client: &mut Association, wire: &mut Vec<u8>, i: u16) {
+    client
+        .seal(ChannelId::BRIDGE, BRIDGE_NOTIFY, |o| {
+            o.extend_from_slice(&i.to_be_bytes())
+        })
+        .expect("seal");
+    flush(client, wire);
+}
+
+/// Reads frames from the driver until one of `frame_type` arrives.
+async fn await_frame(stream: &mut DuplexStream, frame_type: FrameType) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let mut at = 0;
+        while let Some((frame, len)) = Deframer::default().deframe(&buf[at..]).expect("frame") {
+            if frame.header.frame_type == frame_type {
+                return;
+            }
+            at += len;
+        }
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
+            .await
+            .expect("the driver answers")
+            .expect("read");
+        assert!(n > 0, "the driver closed the stream");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[tokio::test]
+async fn frames_of_one_write_reach_the_sink_in_order_around_control_frames() {
+    let (mut client, mut stream, handle, seen) = driven();
+    // More Bridge frames than one pass holds, a PING in the middle, more
+    // Bridge frames, then CLOSE, all in one write.
+    let mut wire = Vec::new();
+    for i in 0..(FRAMES_PER_PASS as u16 * 3 + 5) {
+        notify(&mut client, &mut wire, i);
+    }
+    client.ping(Instant::now()).expect("ping");
+    flush(&mut client, &mut wire);
+    for i in 1000..1010 {
+        notify(&mut client, &mut wire, i);
+    }
+    client.close(7).expect("close");
+    flush(&mut client, &mut wire);
+    stream.write_all(&wire).await.expect("write");
+    await_frame(&mut stream, FrameType::CLOSE_ACK).await;
+    handle.ended().await;
+
+    let seen = seen.lock().expect("seen");
+    let expected: Vec<Vec<u8>> = (0..(FRAMES_PER_PASS as u16 * 3 + 5))
+        .chain(1000..1010)
+        .map(|i| i.to_be_bytes().to_vec())
+        .collect();
+    assert_eq!(seen.payloads, expected);
+    assert_eq!(seen.ended, Some(End::PeerClosed(7)));
+    assert_eq!(handle.end(), Some(End::PeerClosed(7)));
+}
+
+fn keepalive_config() -> AssocConfig {
+    AssocConfig {
+        keepalive_after: Duration::from_millis(60),
+        peer_timeout: Duration::from_millis(300),
+        ..AssocConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn a_silent_peer_is_pinged_then_given_up() {
+    let (_client, mut stream, handle, seen) = driven_with(keepalive_config());
+    let started = Instant::now();
+    await_frame(&mut stream, FrameType::PING).await;
+    tokio::time::timeout(Duration::from_secs(5), handle.ended())
+        .await
+        .expect("the association ends");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let why = seen.lock().expect("seen").ended.clone();
+    assert!(
+        matches!(&why, Some(End::Error(e)) if matches!(*e.error, LinkError::PeerSilent(_))),
+        "{why:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_peer_that_answers_pings_stays() {
+    let (mut client, mut stream, handle, _) = driven_with(keepalive_config());
+    // Answer every PING for three peer timeouts, sending nothing else.
+    let until = Instant::now() + Duration::from_millis(900);
+    let (mut buf, mut chunk, mut pings) = (Vec::new(), [0u8; 4096], 0);
+    while Instant::now() < until {
+        let Ok(read) =
+            tokio::time::timeout(Duration::from_millis(50), stream.read(&mut chunk)).await
+        else {
+            continue;
+        };
+        let n = read.expect("read");
+        assert!(n > 0, "the driver closed the stream");
+        buf.extend_from_slice(&chunk[..n]);
+        let mut replies = Vec::new();
+        while let Some(span) = Deframer::default().span(&buf).expect("frame") {
+            let mut frame = buf.drain(..span.len).collect::<Vec<u8>>();
+            pings += usize::from(span.header.frame_type == FrameType::PING);
+            client
+                .handle(&span.header, &mut frame, Instant::now())
+                .expect("handle");
+            flush(&mut client, &mut replies);
+        }
+        stream.write_all(&replies).await.expect("write");
+    }
+    assert!(pings >= 3, "{pings} PINGs");
+    assert!(handle.is_open(), "{:?}", handle.end());
+}
+
+#[tokio::test]
+async fn frames_before_a_tampered_one_are_delivered_and_nothing_after() {
+    let (mut client, mut stream, handle, seen) = driven();
+    let mut wire = Vec::new();
+    for i in 0..5 {
+        notify(&mut client, &mut wire, i);
+    }
+    let tampered = wire.len() + HEADER_LEN;
+    for i in 5..10 {
+        notify(&mut client, &mut wire, i);
+    }
+    wire[tampered] ^= 1;
+    stream.write_all(&wire).await.expect("write");
+    tokio::time::timeout(Duration::from_secs(5), handle.ended())
+        .await
+        .expect("the association ends");
+
+    let seen = seen.lock().expect("seen");
+    let expected: Vec<Vec<u8>> = (0u16..5).map(|i| i.to_be_bytes().to_vec()).collect();
+    assert_eq!(seen.payloads, expected);
+    assert!(
+        matches!(&seen.ended, Some(End::Error(e)) if e.class == crate::assoc::ErrorClass::Tampered),
+        "{:?}",
+        seen.ended
+    );
+}

@@ -1,0 +1,133 @@
+//! Who an endpoint is, whom it accepts, and the limits it keeps: what both
+//! the client ([`super::connect`]) and the server ([`super::listen`]) side
+//! are built from.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+
+use super::association::AssocConfig;
+use super::error::LinkError;
+use super::stats::AssocStats;
+use super::tls::TlsFiles;
+use crate::handshake::{Config as HandshakeConfig, Identity, Trust};
+
+/// Default limit on a handshake, so a stalled peer cannot pin resources.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default limit on a new connection's silence: a peer that connects sends
+/// its first octets (a TLS ClientHello, the N-PAMP ClientHello on a QUIC
+/// stream) within one round trip, so a socket silent this long is dropped
+/// long before [`DEFAULT_HANDSHAKE_TIMEOUT`].
+pub const DEFAULT_FIRST_OCTETS_TIMEOUT: Duration = Duration::from_secs(3);
+/// QUIC keep-alive of client connections, well inside the idle timeout.
+pub const QUIC_KEEP_ALIVE: Duration = Duration::from_secs(2);
+/// A QUIC connection silent this long (no keep-alive answered) is lost: a
+/// peer that died is noticed within this time.
+pub const QUIC_IDLE_TIMEOUT: Duration = Duration::from_secs(8);
+/// How long an `npamp://` client waits for QUIC before it also tries
+/// TCP + TLS (RFC 8305's recommended connection attempt delay).
+pub const FALLBACK_DELAY: Duration = Duration::from_millis(250);
+/// UDP socket buffers asked for on QUIC endpoints.
+pub const UDP_BUFFER_BYTES: usize = 8 << 20;
+
+/// Who we are and whom we accept.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// Ed25519 seed of this gateway's identity; zeroized when dropped.
+    pub identity_seed: zeroize::Zeroizing<[u8; 32]>,
+    pub trust: Trust,
+    pub handshake: HandshakeConfig,
+    pub assoc: AssocConfig,
+    pub handshake_timeout: Duration,
+    /// A server's TLS certificate; `None`: self-signed, generated at bind.
+    pub tls_files: Option<TlsFiles>,
+    /// A listener runs at most this many handshakes at once; a connection
+    /// beyond that is refused at once (a handshake flood cannot exhaust
+    /// CPU or memory, and established associations keep being served).
+    /// Connections that have sent nothing yet do not count: they wait in a
+    /// room of their own (see [`super::listen`]).
+    pub max_handshakes: usize,
+    /// At most this many of those handshakes from one source address, so
+    /// one host cannot take every slot.
+    pub max_handshakes_per_source: usize,
+    /// How long a new connection may stay silent before it is dropped
+    /// ([`DEFAULT_FIRST_OCTETS_TIMEOUT`]).
+    pub first_octets_timeout: Duration,
+    /// What peers did wrong, for all associations of this endpoint.
+    pub stats: Arc<AssocStats>,
+    /// QUIC congestion control of this endpoint's connections.
+    pub congestion: Congestion,
+}
+
+/// QUIC congestion control.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Congestion {
+    /// quinn's default, loss-based: it reads every loss as congestion.
+    #[default]
+    Cubic,
+    /// Model-based (quinn marks it experimental): random loss does not
+    /// shrink its window. On a path with 5 % random loss and 20 ± 10 ms
+    /// each way it kept p99 at 153–156 ms where Cubic reached 2.4–2.7 s
+    /// (`results/faults/2026-11-30-congestion/`).
+    Bbr,
+}
+
+impl Congestion {
+    pub(super) fn apply(self, transport: &mut quinn::TransportConfig) {
+        if self == Congestion::Bbr {
+            transport
+                .congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
+        }
+    }
+}
+
+impl std::str::FromStr for Congestion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cubic" => Ok(Self::Cubic),
+            "bbr" => Ok(Self::Bbr),
+            other => Err(format!(
+                "unknown congestion control {other:?}: expected cubic or bbr"
+            )),
+        }
+    }
+}
+
+/// Default of [`Endpoint::max_handshakes`].
+pub const DEFAULT_MAX_HANDSHAKES: usize = 256;
+/// Default of [`Endpoint::max_handshakes_per_source`].
+pub const DEFAULT_MAX_HANDSHAKES_PER_SOURCE: usize = 32;
+
+impl Endpoint {
+    pub fn new(identity_seed: [u8; 32], trust: Trust) -> Self {
+        Self {
+            identity_seed: zeroize::Zeroizing::new(identity_seed),
+            trust,
+            handshake: HandshakeConfig::default(),
+            assoc: AssocConfig::default(),
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            tls_files: None,
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
+            max_handshakes_per_source: DEFAULT_MAX_HANDSHAKES_PER_SOURCE,
+            first_octets_timeout: DEFAULT_FIRST_OCTETS_TIMEOUT,
+            stats: Arc::new(AssocStats::default()),
+            congestion: Congestion::default(),
+        }
+    }
+
+    pub(super) fn identity(&self) -> Result<Identity, LinkError> {
+        Ok(Identity::from_seed(&self.identity_seed)?)
+    }
+}
+
+/// `N` octets from the OS random number generator.
+pub(super) fn random<const N: usize>() -> Result<[u8; N], LinkError> {
+    let mut out = [0u8; N];
+    SystemRandom::new()
+        .fill(&mut out)
+        .map_err(|_| LinkError::Random)?;
+    Ok(out)
+}
