@@ -557,3 +557,121 @@ fn batch_split_and_join_keep_each_reply_untouched() {
     assert!(matches!(scan(b"[]", &Limits::default()), Err(e) if e.jsonrpc_code() == -32600));
     let _ = IdKind::Null;
 }
+
+/// The transport-error object as another implementation reads it: a
+/// decoder written from the layout in NPAMP-BRIDGE §4 and the reference
+/// implementation's `DecodeBridgeTransportError` (code u8 ‖ msg_len u8 ‖
+/// msg, nothing after), not from our encoder. The payload is walked octet
+/// by octet: TLV type and length, the envelope's fields, then the object.
+#[test]
+fn a_transport_error_reads_as_the_reference_layout() {
+    struct Read<'a> {
+        kind: u8,
+        content_type: u8,
+        correlation: &'a [u8],
+        code: u8,
+        message: &'a [u8],
+    }
+    fn read(payload: &[u8]) -> Read<'_> {
+        // BridgeEnvelope TLV: type 0x0010, u16 length, then its value.
+        assert_eq!(&payload[..2], &[0x00, 0x10], "BridgeEnvelope TLV first");
+        let len = usize::from(u16::from_be_bytes([payload[2], payload[3]]));
+        let value = &payload[4..4 + len];
+        let (kind, content_type) = (value[1], value[2]);
+        let corr_len = usize::from(value[4]);
+        let correlation = &value[5..5 + corr_len];
+        let method_len = usize::from(value[5 + corr_len]);
+        assert_eq!(
+            5 + corr_len + 1 + method_len,
+            len,
+            "nothing else in the envelope"
+        );
+        // No SafetyLabel on an error: the object follows at once.
+        let object = &payload[4 + len..];
+        let (code, msg_len) = (object[0], usize::from(object[1]));
+        assert_eq!(
+            object.len(),
+            2 + msg_len,
+            "the reference refuses trailing octets"
+        );
+        Read {
+            kind,
+            content_type,
+            correlation,
+            code,
+            message: &object[2..],
+        }
+    }
+    let mut out = Vec::new();
+    write_transport_error(
+        &mut out,
+        ProtocolId::MCP,
+        b"c-17",
+        TransportError::NOT_DELIVERED,
+        "upstream http://127.0.0.1:8545: connection refused",
+    )
+    .expect("writes");
+    let r = read(&out);
+    assert_eq!(r.kind, 0x04, "message_kind error");
+    assert_ne!(
+        r.content_type, 0x01,
+        "never JSON: a foreign error object would be"
+    );
+    assert_eq!(r.correlation, b"c-17");
+    assert_eq!(r.code, 4, "NotDelivered");
+    assert_eq!(
+        r.message,
+        b"upstream http://127.0.0.1:8545: connection refused"
+    );
+
+    // A detail past 255 octets is cut to fit msg_len, still UTF-8.
+    let long = format!("upstream said: {}", "ü".repeat(300));
+    out.clear();
+    write_transport_error(
+        &mut out,
+        ProtocolId::MCP,
+        b"c",
+        TransportError::NOT_DELIVERED,
+        &long,
+    )
+    .expect("writes");
+    let r = read(&out);
+    assert!(r.message.len() <= 255);
+    let text = std::str::from_utf8(r.message).expect("UTF-8");
+    assert!(
+        text.starts_with("upstream said: üü") && text.ends_with('…'),
+        "{text}"
+    );
+
+    // What the reference sends (content_type CBOR, its object layout) is
+    // read as a transport error, not as a malformed foreign message.
+    let mut theirs = Vec::new();
+    bridge::write_envelope(
+        &mut theirs,
+        bridge::BRIDGE_ERROR,
+        &bridge::BridgeEnvelope {
+            protocol_id: ProtocolId::MCP,
+            message_kind: MessageKind::ERROR,
+            content_type: ContentType::CBOR,
+            flags: 0,
+            correlation_id: b"c-9",
+            method: "",
+        },
+        None,
+    )
+    .expect("envelope");
+    theirs.extend_from_slice(b"\x04\x0bunreachable");
+    let msg = BridgeMessage::decode(bridge::BRIDGE_ERROR, &theirs).expect("decodes");
+    match check_inbound(&msg, &Limits::default()).expect("carried") {
+        Inbound::TransportError {
+            code,
+            detail,
+            correlation_id,
+        } => {
+            assert_eq!(code, TransportError::NOT_DELIVERED);
+            assert_eq!(detail, b"unreachable");
+            assert_eq!(correlation_id, b"c-9");
+        }
+        other => panic!("read as {other:?}"),
+    }
+}

@@ -406,7 +406,8 @@ done
     assert_eq!(r["error"]["data"]["npamp_error"], "NotDelivered", "{r}");
     let detail = r["error"]["data"]["detail"].as_str().unwrap_or_default();
     assert!(
-        detail.contains("over this gateway's --max-body (65536)"),
+        detail.contains("executed the request and answered")
+            && detail.contains("exceeds this gateway's --max-body 65536"),
         "{r}"
     );
     assert!(
@@ -425,4 +426,83 @@ done
     }
     assert_eq!(metric(&origin, "npamp_upstream_restarts_total").await, 0);
     assert_eq!(metric(&origin, "npamp_dropped_total").await, 2);
+}
+
+/// An HTTP upstream that answers every POST with a 200 000-octet result.
+async fn big_http_upstream() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Headers, then the announced body.
+                loop {
+                    let Ok(n) = tcp.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&seen);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if seen.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let body = format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"result":"{}"}}"#,
+                    "x".repeat(200_000)
+                );
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                let _ = tcp.write_all(head.as_bytes()).await;
+                let _ = tcp.write_all(body.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}/")
+}
+
+/// An HTTP upstream that runs a request and answers with a reply over the
+/// origin's `--max-body`: NotDelivered (no JSON-RPC response reached the
+/// client, CC-JSONRPC §6), whose detail says the request was executed and
+/// which limit the reply exceeded, so a client does not retry it blindly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executed_request_whose_reply_is_over_max_body_says_so() {
+    let upstream = big_http_upstream().await;
+    let origin = origin(&["--upstream", &upstream, "--max-body", "65536"]).await;
+    let peer = origin.printed("listening on ");
+    let (_edge, http) = http_edge(&peer, &["--insecure-accept-any-peer"]).await;
+    let (status, body) = post(
+        &http,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+    )
+    .await;
+    assert_eq!(status, 502, "{body}");
+    let v = parse(&body);
+    assert_eq!(v["error"]["data"]["npamp_error"], "NotDelivered", "{body}");
+    let detail = v["error"]["data"]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("executed the request and answered")
+            && detail.contains("--max-body 65536")
+            && detail.contains("retrying may execute it again"),
+        "{body}"
+    );
 }

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use npamp_gateway::bridge::BridgeMessage;
+use npamp_gateway::bridge::{BridgeMessage, ContentType};
 use npamp_gateway::wire::FrameType;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,6 +18,6 @@ fuzz_target!(|data: &[u8]| {
             .expect("a decoded message re-encodes");
         assert_eq!(out, payload);
         assert_eq!(m.encoded_len(), payload.len());
-        let _ = m.transport_error();
+        let _ = m.transport_error(ContentType::JSON);
     }
 });

@@ -204,17 +204,18 @@ impl<'a> BridgeMessage<'a> {
     }
 
     /// The transport error this BRIDGE_ERROR carries in place of a foreign
-    /// message, with its UTF-8 detail (lossy); `None` for other messages.
-    pub fn transport_error(&self) -> Option<Result<(TransportError, &'a [u8]), BridgeError>> {
-        if self.frame_type != BRIDGE_ERROR
-            || self.envelope.content_type != ContentType::TRANSPORT_ERROR
-        {
+    /// message, with its detail; `None` for other messages. A receiver tells
+    /// the two apart by content_type: a foreign error object always has its
+    /// carriage class's own (`class`: JSON for JSON-RPC), a transport-error
+    /// object any other (ours 0x00, the reference implementation's CBOR).
+    pub fn transport_error(
+        &self,
+        class: ContentType,
+    ) -> Option<Result<(TransportError, &'a [u8]), BridgeError>> {
+        if self.frame_type != BRIDGE_ERROR || self.envelope.content_type == class {
             return None;
         }
-        Some(match self.foreign.split_first_chunk::<2>() {
-            Some((code, detail)) => Ok((TransportError(u16::from_be_bytes(*code)), detail)),
-            None => Err(BridgeError::TransportErrorTruncated),
-        })
+        Some(super::decode_transport_error(self.foreign))
     }
 }
 
@@ -474,12 +475,12 @@ mod tests {
                 method: "tools/call",
             },
             safety: None,
-            foreign: b"\x00\x04upstream refused connection",
+            foreign: b"\x04\x1bupstream refused connection",
         };
         let mut out = Vec::new();
         m.encode_into(&mut out).unwrap();
         let d = BridgeMessage::decode(BRIDGE_ERROR, &out).unwrap();
-        let (code, detail) = d.transport_error().unwrap().unwrap();
+        let (code, detail) = d.transport_error(ContentType::JSON).unwrap().unwrap();
         assert_eq!(code, TransportError::NOT_DELIVERED);
         assert_eq!(detail, b"upstream refused connection");
     }

@@ -10,10 +10,14 @@
 //! is never copied or rewritten.
 
 mod envelope;
+mod transport_error;
 
 pub use envelope::{
     BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
     correlates, envelope_and_label_len, frame_type_for_kind, kind_for_frame_type, write_envelope,
+};
+pub use transport_error::{
+    TRANSPORT_ERROR_DETAIL_MAX_LEN, decode_transport_error, write_transport_error_object,
 };
 
 use crate::wire::FrameType;
@@ -30,9 +34,10 @@ pub const BRIDGE_STREAM_END: FrameType = FrameType(0x0105);
 pub const FIELD_MAX_LEN: usize = 255;
 
 /// NPAMP-BRIDGE §6 transport error codes: failures *below* the foreign
-/// protocol. Unknown codes are kept.
+/// protocol. One octet on the wire (the transport-error object,
+/// [`write_transport_error_object`]). Unknown codes are kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TransportError(pub u16);
+pub struct TransportError(pub u8);
 
 impl TransportError {
     pub const ENVELOPE_MALFORMED: Self = Self(1);
@@ -92,8 +97,10 @@ pub enum BridgeError {
     ScopeNotUtf8,
     #[error("{field} of {len} octets exceeds 255")]
     FieldTooLong { field: &'static str, len: usize },
-    #[error("transport error payload truncated")]
-    TransportErrorTruncated,
+    #[error("transport-error object truncated: {0} octets, at least 2 needed (code, msg_len)")]
+    TransportErrorTruncated(usize),
+    #[error("transport-error object of {got} octets where code and msg_len say {declared}")]
+    TransportErrorLength { declared: usize, got: usize },
 }
 
 impl BridgeError {

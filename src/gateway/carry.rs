@@ -312,3 +312,20 @@ pub enum Reply {
 pub fn lost(end: &End) -> Failure {
     Failure::Lost(format!("association lost before the reply: {end}"))
 }
+
+/// The NotDelivered detail for a reply the upstream did produce that is over
+/// `--max-body` (`limit`): the upstream executed the request, so a client
+/// must not take NotDelivered to mean it may safely retry. The code stays
+/// NotDelivered because NPAMP-CC-JSONRPC §6 makes "no JSON-RPC Response
+/// was produced" a transport error, and none reached the client.
+pub fn reply_over_max_body(
+    upstream: &dyn std::fmt::Display,
+    len: Option<usize>,
+    limit: usize,
+) -> String {
+    let len = len.map_or_else(String::new, |l| format!(" of {l} octets"));
+    format!(
+        "{upstream} executed the request and answered, but its reply{len} exceeds this \
+         gateway's --max-body {limit}: retrying may execute it again"
+    )
+}

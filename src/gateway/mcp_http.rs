@@ -65,6 +65,8 @@ struct Negotiated {
 /// One association's MCP session at the upstream.
 struct McpSession {
     uri: Uri,
+    /// The URI as it may be shown (no secrets: [`super::redact`]).
+    shown: super::redact::PublicUrl,
     client: HttpsClient,
     /// `--upstream-header`.
     headers: Arc<[(HeaderName, HeaderValue)]>,
@@ -117,6 +119,7 @@ pub(super) async fn run(
     let (ctx, permits) = (&origin.ctx, &origin.permits);
     let mcp = Arc::new(McpSession {
         uri: uri.clone(),
+        shown: super::redact::PublicUrl::of_uri(uri),
         client: client.clone(),
         headers: origin.headers.clone(),
         ctx: ctx.clone(),
@@ -217,12 +220,12 @@ impl McpSession {
         };
         // MCP: visible ASCII only (0x21 to 0x7E).
         if v.is_empty() || !v.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b)) {
-            warn!(uri = %self.uri, "the upstream assigned an Mcp-Session-Id that is not visible ASCII; ignored");
+            warn!(uri = %self.shown, "the upstream assigned an Mcp-Session-Id that is not visible ASCII; ignored");
             return;
         }
         let mut n = self.negotiated();
         if n.session_id.as_ref() != Some(v) {
-            info!(uri = %self.uri, session = %String::from_utf8_lossy(v.as_bytes()), "upstream MCP session");
+            info!(uri = %self.shown, session = %String::from_utf8_lossy(v.as_bytes()), "upstream MCP session");
             n.session_id = Some(v.clone());
         }
     }
@@ -266,18 +269,18 @@ impl McpSession {
             }
             (Ok(Err(detail)), None) => {
                 ctx.metrics.dropped.fetch_add(1, Relaxed);
-                warn!(uri = %self.uri, %detail, "the upstream did not take a notification or reply");
+                warn!(uri = %self.shown, %detail, "the upstream did not take a notification or reply");
             }
             // A request that timed out is answered by the session's sweep,
             // at its deadline.
-            (Err(_), _) => debug!(uri = %self.uri, "upstream exchange timed out"),
+            (Err(_), _) => debug!(uri = %self.shown, "upstream exchange timed out"),
         }
     }
 
     /// The POST of one message; `Err` says why the request (if it is one)
     /// got no reply.
     async fn post(&self, text: Bytes, asked: Option<&Asked>) -> Result<(), String> {
-        let uri = &self.uri;
+        let uri = &self.shown;
         let (req, sent) = self.request(Method::POST, ACCEPT_BOTH, text)?;
         let resp = self
             .client
@@ -333,14 +336,26 @@ impl McpSession {
                     if answered {
                         break;
                     }
-                    return Err(format!("upstream {uri}: {e} (this gateway's --max-body)"));
+                    // The decoder's only error: an event over --max-body.
+                    let super::sse::SseError::TooLarge { max } = e;
+                    return Err(super::carry::reply_over_max_body(
+                        &format!("upstream {uri}"),
+                        None,
+                        max,
+                    ));
                 }
             }
         } else {
             let body = Limited::new(body, max)
                 .collect()
                 .await
-                .map_err(|e| format!("upstream {uri}: reading its reply: {e}"))?
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        super::carry::reply_over_max_body(&format!("upstream {uri}"), None, max)
+                    } else {
+                        format!("upstream {uri}: reading its reply: {e}")
+                    }
+                })?
                 .to_bytes();
             if !body.is_empty() {
                 answered = self.deliver(body.clone(), asked).await;
@@ -445,7 +460,7 @@ impl McpSession {
                     // None to have for this session: wait for the next
                     // `notifications/initialized` (a new session).
                     Err(Some(why)) => {
-                        debug!(uri = %self.uri, %why, "upstream GET stream: none for now");
+                        debug!(uri = %self.shown, %why, "upstream GET stream: none for now");
                         break;
                     }
                     Err(None) => {}
@@ -464,7 +479,7 @@ impl McpSession {
             .request(Method::GET, EVENT_STREAM, Bytes::new())
             .map_err(Some)?;
         let resp = self.client.request(req).await.map_err(|e| {
-            debug!(uri = %self.uri, error = %error_chain(&e), "upstream GET stream");
+            debug!(uri = %self.shown, error = %error_chain(&e), "upstream GET stream");
             None
         })?;
         let status = resp.status();
@@ -493,7 +508,7 @@ impl McpSession {
             }
             if pushed.is_err() {
                 self.ctx.metrics.dropped.fetch_add(1, Relaxed);
-                warn!(uri = %self.uri, "an event over --max-body on the upstream's GET stream; reconnecting");
+                warn!(uri = %self.shown, "an event over --max-body on the upstream's GET stream; reconnecting");
                 break;
             }
         }
@@ -511,12 +526,12 @@ impl McpSession {
         };
         match tokio::time::timeout(DELETE_WAIT, self.client.request(req)).await {
             Ok(Ok(resp)) => {
-                debug!(uri = %self.uri, status = %resp.status(), "upstream MCP session ended")
+                debug!(uri = %self.shown, status = %resp.status(), "upstream MCP session ended")
             }
             Ok(Err(e)) => {
-                debug!(uri = %self.uri, error = %error_chain(&e), "ending the upstream MCP session")
+                debug!(uri = %self.shown, error = %error_chain(&e), "ending the upstream MCP session")
             }
-            Err(_) => debug!(uri = %self.uri, "ending the upstream MCP session: no answer"),
+            Err(_) => debug!(uri = %self.shown, "ending the upstream MCP session: no answer"),
         }
     }
 }

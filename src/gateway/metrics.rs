@@ -247,7 +247,7 @@ impl Metrics {
             "npamp_transport_errors_total",
             "N-PAMP transport errors received or sent, by code.",
         );
-        for code in 0..6u16 {
+        for code in 0..6u8 {
             let _ = writeln!(
                 o,
                 "npamp_transport_errors_total{{code=\"{}\"}} {}",

@@ -20,6 +20,7 @@ pub mod mcp_http;
 pub mod metrics;
 pub mod origin;
 pub mod outbox;
+pub mod redact;
 pub mod session;
 pub mod sse;
 
@@ -149,12 +150,14 @@ pub enum Upstream {
     Cmd(Vec<String>),
 }
 
+/// An upstream as it may be shown to clients, peers and logs: no user
+/// information, path, query or command arguments ([`redact`]).
 impl std::fmt::Display for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Upstream::Http(u) => write!(f, "{u}"),
-            Upstream::Ws(u) => f.write_str(u),
-            Upstream::Cmd(argv) => write!(f, "command {:?}", argv.join(" ")),
+            Upstream::Http(u) => redact::PublicUrl::of_uri(u).fmt(f),
+            Upstream::Ws(u) => redact::PublicUrl::of(u).fmt(f),
+            Upstream::Cmd(argv) => f.write_str(&redact::program(argv)),
         }
     }
 }

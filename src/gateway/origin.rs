@@ -198,6 +198,8 @@ impl Origin {
         };
         let ctx = &self.ctx;
         let started = Instant::now();
+        // What clients are told never holds the URL's secrets.
+        let shown = super::redact::PublicUrl::of_uri(uri);
         let mut req = hyper::Request::post(uri.clone())
             .header(hyper::header::CONTENT_TYPE, "application/json");
         for (name, value) in self.headers.iter() {
@@ -220,7 +222,13 @@ impl Origin {
             let body = Limited::new(resp.into_body(), limit)
                 .collect()
                 .await
-                .map_err(|e| format!("reading the upstream's reply: {e}"))?
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        super::carry::reply_over_max_body(&format!("upstream {shown}"), None, limit)
+                    } else {
+                        format!("reading the upstream's reply: {e}")
+                    }
+                })?
                 .to_bytes();
             Ok::<_, String>((status, body))
         })
@@ -234,14 +242,18 @@ impl Origin {
         };
         let (status, body) = match result {
             Ok(Ok(r)) => r,
+            Ok(Err(e)) if e.starts_with("upstream ") => {
+                self.not_delivered(assoc, &corr, &e).await;
+                return;
+            }
             Ok(Err(e)) => {
-                self.not_delivered(assoc, &corr, &format!("upstream {uri}: {e}"))
+                self.not_delivered(assoc, &corr, &format!("upstream {shown}: {e}"))
                     .await;
                 return;
             }
             Err(_) => {
                 let d = format!(
-                    "upstream {uri} did not answer within {:?}",
+                    "upstream {shown} did not answer within {:?}",
                     ctx.limits.request_timeout
                 );
                 self.not_delivered(assoc, &corr, &d).await;
@@ -252,7 +264,7 @@ impl Origin {
             Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => k,
             _ => {
                 let d = format!(
-                    "upstream {uri} answered HTTP {status} without a JSON-RPC response ({} octets)",
+                    "upstream {shown} answered HTTP {status} without a JSON-RPC response ({} octets)",
                     body.len()
                 );
                 self.not_delivered(assoc, &corr, &d).await;
@@ -264,7 +276,7 @@ impl Origin {
             let undetermined = is_error && id.kind == IdKind::Null;
             if !undetermined && !same_id(&body[id.token.clone()], id.kind, &text[id_range], id_kind)
             {
-                let d = format!("upstream {uri} answered with another request's id");
+                let d = format!("upstream {shown} answered with another request's id");
                 self.not_delivered(assoc, &corr, &d).await;
                 return;
             }
@@ -461,10 +473,11 @@ async fn run_child(argv: &[String], session: &Session, rx: &mut Inbox, ctx: &Ctx
         .spawn()
     {
         Ok(c) => c,
-        Err(e) => return format!("cannot start {program:?}: {e}"),
+        Err(e) => return format!("cannot start {}: {e}", super::redact::program(argv)),
     };
     let pid = child.id().unwrap_or_default();
-    info!(pid, command = %argv.join(" "), "upstream process started");
+    info!(pid, command = %super::redact::program(argv), "upstream process started");
+    debug!(pid, argv = ?argv, "upstream process arguments");
     let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -623,17 +636,18 @@ async fn run_ws(
     headers: &[(hyper::header::HeaderName, hyper::header::HeaderValue)],
 ) -> String {
     use tokio_tungstenite::tungstenite::Message;
+    let shown = super::redact::PublicUrl::of(url);
     let connect = super::ws_connect(url, ctx.limits.max_body, tls, headers);
     let ws = match tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, connect).await {
         Ok(Ok(ws)) => ws,
-        Ok(Err(e)) => return format!("cannot connect to {url}: {e}"),
+        Ok(Err(e)) => return format!("cannot connect to {shown}: {e}"),
         Err(_) => {
             return format!(
-                "cannot connect to {url}: no answer within {UPSTREAM_CONNECT_TIMEOUT:?}"
+                "cannot connect to {shown}: no answer within {UPSTREAM_CONNECT_TIMEOUT:?}"
             );
         }
     };
-    info!(%url, "upstream WebSocket connected");
+    info!(url = %shown, "upstream WebSocket connected");
     session.local_up();
     let (mut tx, mut stream) = ws.split();
     let why = {

@@ -359,10 +359,8 @@ impl Session {
             );
             return;
         };
-        let detail = format!(
-            "the reply ({len} octets) is over this gateway's --max-body ({})",
-            ctx.limits.max_body
-        );
+        let detail =
+            super::carry::reply_over_max_body(&"the upstream", Some(len), ctx.limits.max_body);
         warn!(
             len,
             "a reply over --max-body from the local party; its request is answered NotDelivered"

@@ -112,8 +112,9 @@ pub fn write_payload(
 }
 
 /// Writes a BRIDGE_ERROR payload carrying a transport error in place of a
-/// foreign message (`docs/decisions.md` §2): content_type 0x00, then
-/// `code u16 ‖ detail`.
+/// foreign message (`docs/decisions.md` §2): content_type 0x00 (never
+/// JSON, so never a foreign error), then the transport-error object
+/// `code u8 ‖ msg_len u8 ‖ msg` (a detail past 255 octets is cut).
 pub fn write_transport_error(
     out: &mut Vec<u8>,
     protocol: ProtocolId,
@@ -130,8 +131,7 @@ pub fn write_transport_error(
         method: "",
     };
     bridge::write_envelope(out, bridge::BRIDGE_ERROR, &envelope, None)?;
-    out.extend_from_slice(&code.0.to_be_bytes());
-    out.extend_from_slice(detail.as_bytes());
+    bridge::write_transport_error_object(out, code, detail);
     Ok(())
 }
 
@@ -161,7 +161,7 @@ pub fn check_inbound<'a>(
     msg: &BridgeMessage<'a>,
     limits: &Limits,
 ) -> Result<Inbound<'a>, CarriageError> {
-    if let Some(te) = msg.transport_error() {
+    if let Some(te) = msg.transport_error(ContentType::JSON) {
         let (code, detail) = te?;
         return Ok(Inbound::TransportError {
             code,

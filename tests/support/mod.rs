@@ -30,10 +30,21 @@ impl Proc {
     /// Starts `npamp-gateway ARGS` and reads stdout until a line starting
     /// with `ready` appears (the last address it prints).
     pub async fn start(args: &[&str], ready: &str) -> Proc {
-        let mut child = Command::new(BIN)
+        Self::start_command(Command::new(BIN).stderr(Stdio::inherit()), args, ready).await
+    }
+
+    /// [`Proc::start`] logging at info level (and above) into `log`.
+    pub async fn start_logged(args: &[&str], ready: &str, log: &std::path::Path) -> Proc {
+        let file = std::fs::File::create(log).expect("log file");
+        let mut cmd = Command::new(BIN);
+        cmd.env("RUST_LOG", "info").stderr(Stdio::from(file));
+        Self::start_command(&mut cmd, args, ready).await
+    }
+
+    async fn start_command(cmd: &mut Command, args: &[&str], ready: &str) -> Proc {
+        let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
             .expect("start npamp-gateway");
