@@ -82,16 +82,19 @@ impl Congestion {
     }
 }
 
-impl std::str::FromStr for Congestion {
-    type Err = String;
+/// A congestion controller name that is not one of ours.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown congestion control {0:?}: expected cubic or bbr")]
+pub struct UnknownCongestion(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for Congestion {
+    type Err = UnknownCongestion;
+
+    fn from_str(s: &str) -> Result<Self, UnknownCongestion> {
         match s {
             "cubic" => Ok(Self::Cubic),
             "bbr" => Ok(Self::Bbr),
-            other => Err(format!(
-                "unknown congestion control {other:?}: expected cubic or bbr"
-            )),
+            other => Err(UnknownCongestion(other.to_owned())),
         }
     }
 }

@@ -134,8 +134,41 @@ fn tcp_listener(addr: SocketAddr) -> Result<tokio::net::TcpListener, LinkError> 
     };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
+    defer_accept(&socket);
     Ok(socket.listen(LISTEN_BACKLOG)?)
 }
+
+/// Seconds the kernel holds a connection that has sent nothing before
+/// handing it to accept() (TCP_DEFER_ACCEPT): silent sockets then cost the
+/// listener nothing at all for that long, and a real peer, whose
+/// ClientHello comes with its first segment, is accepted with it. (Under a
+/// SYN flood the kernel's SYN cookies take over and connections arrive
+/// undeferred: the waiting room is the defence then.)
+#[cfg(target_os = "linux")]
+const DEFER_ACCEPT_SECONDS: libc::c_int = 2;
+
+#[cfg(target_os = "linux")]
+fn defer_accept(socket: &tokio::net::TcpSocket) {
+    use std::os::fd::AsRawFd;
+    let seconds: libc::c_int = DEFER_ACCEPT_SECONDS;
+    // SAFETY: a valid socket descriptor, an option of the type and size
+    // the kernel expects; failure only leaves the option unset.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            std::ptr::from_ref(&seconds).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        debug!(error = %std::io::Error::last_os_error(), "TCP_DEFER_ACCEPT not set");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn defer_accept(_: &tokio::net::TcpSocket) {}
 
 /// Whether a just-accepted socket has octets waiting already (without
 /// waiting for any): a real client's ClientHello usually has by the time

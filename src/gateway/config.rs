@@ -492,9 +492,11 @@ impl GatewayOptions {
             endpoint.handshake_timeout = Duration::from_secs(s.max(1));
         }
         if let Some(c) = &self.congestion {
-            endpoint.congestion = c
-                .parse()
-                .map_err(|m| err("congestion", cli.congestion.is_some(), m))?;
+            endpoint.congestion =
+                c.parse()
+                    .map_err(|e: crate::assoc::endpoint::UnknownCongestion| {
+                        err("congestion", cli.congestion.is_some(), e.to_string())
+                    })?;
         }
         if let Some(n) = self.max_handshakes {
             if n == 0 {
