@@ -64,13 +64,21 @@ fn empty(status: StatusCode) -> Response<Body> {
 }
 
 /// An event stream fed by the returned sender; it ends when the sender goes.
+/// It starts as the TypeScript SDK's servers start theirs (MCP 2025-11-25,
+/// for resumability): an event with an id and empty data, and a retry hint.
 fn event_stream() -> (mpsc::Sender<Value>, Response<Body>) {
     let (tx, rx) = mpsc::channel::<Value>(16);
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    let priming = futures_util::stream::once(async {
+        Ok::<_, Infallible>(Frame::data(Bytes::from_static(
+            b"id: 0\ndata:\n\nretry: 1000\n\n",
+        )))
+    });
+    let messages = futures_util::stream::unfold(rx, |mut rx| async move {
         let v = rx.recv().await?;
-        let event = format!("event: message\ndata: {v}\n\n");
+        let event = format!("id: 1\nevent: message\ndata: {v}\n\n");
         Some((Ok::<_, Infallible>(Frame::data(Bytes::from(event))), rx))
     });
+    let stream = futures_util::StreamExt::chain(priming, messages);
     let mut r = Response::new(StreamBody::new(stream).boxed());
     r.headers_mut()
         .insert("content-type", "text/event-stream".parse().expect("value"));
@@ -302,11 +310,13 @@ async fn origin_with(url: &str, extra: &[&str]) -> Proc {
             "2",
             "--peer-timeout",
             "10",
+            "--metrics",
+            "127.0.0.1:0",
         ][..],
         extra,
     ]
     .concat();
-    Proc::start(&args, "listening on").await
+    Proc::start(&args, "metrics").await
 }
 
 async fn mcp_client(origin: &Proc) -> Client {
@@ -471,6 +481,10 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
         "{:?}",
         server.log.lock().expect("log")
     );
+
+    // Every event stream began with a priming event (id, no data) and a
+    // retry hint: skipped, as the MCP SDK clients skip them, not dropped.
+    assert_eq!(metric(&origin, "npamp_dropped_total").await, 0);
 
     // The client goes (EOF on connect's stdin): its association ends, and
     // so does the MCP session.

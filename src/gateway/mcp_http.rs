@@ -326,6 +326,9 @@ impl McpSession {
                 let mut complete = Vec::new();
                 let pushed = events.push(&data, &mut complete);
                 for event in complete {
+                    if !super::sse::carries_a_message(&event) {
+                        continue;
+                    }
                     if self.deliver(event.clone(), asked).await {
                         answered = true;
                     } else {
@@ -503,7 +506,10 @@ impl McpSession {
             };
             let mut complete = Vec::new();
             let pushed = events.push(&data, &mut complete);
-            for event in complete {
+            for event in complete
+                .into_iter()
+                .filter(|e| super::sse::carries_a_message(e))
+            {
                 self.session.on_local_message(event).await;
             }
             if pushed.is_err() {

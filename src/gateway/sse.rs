@@ -34,6 +34,14 @@ pub fn event(message: &[u8]) -> Bytes {
     Bytes::from(event)
 }
 
+/// Whether an event's data carries a message at all. An event with an id
+/// and empty data is how an MCP server primes a stream for resumability
+/// (MCP 2025-11-25; the TypeScript SDK's servers send one first on every
+/// stream): no message, and no fault, so it is skipped without a word.
+pub fn carries_a_message(data: &[u8]) -> bool {
+    data.iter().any(|b| !b.is_ascii_whitespace())
+}
+
 /// An HTTP body that is an event stream: each message received becomes one
 /// event; the stream ends when every sender is gone.
 #[derive(Debug)]
@@ -204,6 +212,16 @@ mod tests {
             let want = Bytes::from(String::from_utf8_lossy(m).replace("\r\n", "\n"));
             assert_eq!(all(&event(m)), vec![want]);
         }
+    }
+
+    #[test]
+    fn priming_events_carry_no_message() {
+        let got = all(b"id: 0\ndata:\n\nretry: 1000\n\nid: 1\ndata: {}\n\n");
+        // The retry hint is no event; the priming one is, with empty data.
+        assert_eq!(got.len(), 2);
+        assert!(!carries_a_message(&got[0]));
+        assert!(carries_a_message(&got[1]));
+        assert!(!carries_a_message(b" \n "));
     }
 
     #[test]
