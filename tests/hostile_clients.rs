@@ -248,3 +248,81 @@ async fn an_idle_keep_alive_connection_is_closed() {
         "{closed:?}"
     );
 }
+
+/// Short sessions that carry nothing but garbage or a stray response, and
+/// go: each association ends cleanly, and none is counted as the replay
+/// alarm (`out_of_sequence`) at the origin. (Before the binding was one
+/// type, the QUIC Bridge stream was announced with a Control-channel PING
+/// written on the Bridge stream; the origin then read the Control CLOSE,
+/// sequence 1, before that PING, sequence 0, in 3 of 4 such sessions.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_sessions_never_raise_the_replay_alarm() {
+    let (_mock, ws) = mock("ws").await;
+    let origin = Proc::start(
+        &[
+            "serve",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--upstream",
+            &ws,
+            "--insecure-accept-any-peer",
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+        "metrics",
+    )
+    .await;
+    let peer = origin.printed("listening on ");
+    let edge = Proc::start(
+        &[
+            "serve",
+            "--ingress",
+            "tcp://127.0.0.1:0",
+            "--peer",
+            &peer,
+            "--insecure-accept-any-peer",
+        ],
+        "ingress",
+    )
+    .await;
+    let addr = edge.printed("ingress tcp://");
+    for (i, line) in [
+        "hello world\n",
+        "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":\"stray\"}\n",
+    ]
+    .iter()
+    .cycle()
+    .take(8)
+    .enumerate()
+    {
+        let mut tcp = tokio::net::TcpStream::connect(&addr).await.expect("tcp");
+        tcp.write_all(line.as_bytes()).await.expect("write");
+        if i % 2 == 0 {
+            // The parse error comes back; then the client goes.
+            let mut buf = [0u8; 256];
+            let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+                .await
+                .expect("an answer")
+                .expect("read");
+            assert!(String::from_utf8_lossy(&buf[..n]).contains("-32700"));
+        }
+        drop(tcp);
+    }
+    let opened = metric_reaches(
+        &origin,
+        "npamp_associations_opened_total",
+        8,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(opened, 8);
+    // Give the last CLOSEs time to arrive.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, text) = http_get(&origin.printed("metrics ")).await;
+    assert_eq!(status, 200);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("npamp_associations_failed_total{class=\"out_of_sequence\"}"))
+        .unwrap_or_else(|| panic!("no out_of_sequence counter in:\n{text}"));
+    assert!(line.ends_with(" 0"), "{line}");
+}
