@@ -113,12 +113,15 @@ impl Waiter {
     /// Whether it has sent something since (its task has not run yet to
     /// see it): then it is no silent socket and is not pushed out.
     fn has_spoken(&self) -> bool {
-        let mut byte = [std::mem::MaybeUninit::new(0u8); 1];
-        self.socket.as_ref().is_some_and(|s| {
-            // Non-blocking: no octets is WouldBlock, not a wait.
-            matches!(socket2::SockRef::from(s.as_ref()).peek(&mut byte), Ok(n) if n > 0)
-        })
+        self.socket.as_deref().is_some_and(has_octets)
     }
+}
+
+/// Whether a socket has octets waiting, without waiting for any.
+pub(super) fn has_octets(tcp: &tokio::net::TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::new(0u8); 1];
+    // The socket is non-blocking: no data is WouldBlock, not a wait.
+    matches!(socket2::SockRef::from(tcp).peek(&mut byte), Ok(n) if n > 0)
 }
 
 /// Waiters looked at, at most, to find a silent one to push out.
@@ -380,18 +383,12 @@ impl Report {
             || "now".to_owned(),
             |d| format!("in the last {:.1} s", d.as_secs_f64()),
         );
-        match error {
-            Some(e) => warn!(
-                %from, error = %e, handshakes_in_progress = in_progress,
-                "incoming connections {period}: {summary} (one line per {} s at most)",
-                REPORT_EVERY.as_secs()
-            ),
-            None => warn!(
-                %from, handshakes_in_progress = in_progress,
-                "incoming connections {period}: {summary} (one line per {} s at most)",
-                REPORT_EVERY.as_secs()
-            ),
-        }
+        let error = error.map(ToString::to_string);
+        warn!(
+            %from, error, handshakes_in_progress = in_progress,
+            "incoming connections {period}: {summary} (one line per {} s at most)",
+            REPORT_EVERY.as_secs()
+        );
     }
 }
 

@@ -19,7 +19,7 @@ use super::driver::{self, AssocHandle, BridgeSink};
 use super::endpoint::{Endpoint, random};
 use super::error::{End, LinkError};
 use super::frames::{BoxWrite, FrameReader};
-use super::guard::{Dropped, Guard, Slot, Waiting};
+use super::guard::{Dropped, Guard, Slot, Waiting, has_octets};
 use super::quic::{check_connection_alpn, server_endpoint};
 use super::tls::{check_alpn, tls_server_config};
 use crate::handshake::{Established, Server, ServerKem};
@@ -170,15 +170,6 @@ fn defer_accept(socket: &tokio::net::TcpSocket) {
 #[cfg(not(target_os = "linux"))]
 fn defer_accept(_: &tokio::net::TcpSocket) {}
 
-/// Whether a just-accepted socket has octets waiting already (without
-/// waiting for any): a real client's ClientHello usually has by the time
-/// it is accepted, and such a connection skips the waiting room.
-fn has_octets(tcp: &tokio::net::TcpStream) -> bool {
-    let mut byte = [std::mem::MaybeUninit::new(0u8); 1];
-    // The socket is non-blocking: no data is WouldBlock, not a wait.
-    matches!(socket2::SockRef::from(tcp).peek(&mut byte), Ok(n) if n > 0)
-}
-
 /// A TCP listener and a QUIC endpoint on the same port number. For port 0
 /// the TCP port is chosen first; if its UDP twin is taken, another is tried.
 async fn bind_shared_port(
@@ -260,6 +251,8 @@ where
                     }
                 };
                 let (acceptor, a) = (acceptor.clone(), accept.clone());
+                // A real client's ClientHello has usually arrived by the time
+                // it is accepted: such a connection skips the waiting room.
                 if has_octets(&tcp) {
                     tokio::spawn(async move {
                         let result = a.serve_tls(tcp, from, acceptor).await;
@@ -431,12 +424,10 @@ where
                 return;
             }
         };
-        let handle = driver::spawn(assoc, binding, ep.stats.clone(), &self.make_sink);
-        handle.ended().await;
-        // The driver logs an association's error end itself.
-        if let Some(End::Error(_)) = handle.end() {
-            debug!("association ended with an error");
-        }
+        // The driver logs how the association ended.
+        driver::spawn(assoc, binding, ep.stats.clone(), &self.make_sink)
+            .ended()
+            .await;
     }
 
     /// Counts and reports how a connection ended.

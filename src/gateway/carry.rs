@@ -313,6 +313,21 @@ pub fn lost(end: &End) -> Failure {
     Failure::Lost(format!("association lost before the reply: {end}"))
 }
 
+/// The NotDelivered detail for an upstream's reply body that could not be
+/// read: over `--max-body` ([`reply_over_max_body`]), or failing otherwise.
+/// `upstream` names it as it may be shown.
+pub fn reading_reply_failed(
+    upstream: &dyn std::fmt::Display,
+    e: &(dyn std::error::Error + Send + Sync + 'static),
+    limit: usize,
+) -> String {
+    if e.is::<http_body_util::LengthLimitError>() {
+        reply_over_max_body(&format!("upstream {upstream}"), None, limit)
+    } else {
+        format!("upstream {upstream}: reading its reply: {e}")
+    }
+}
+
 /// The NotDelivered detail for a reply the upstream did produce that is over
 /// `--max-body` (`limit`): the upstream executed the request, so a client
 /// must not take NotDelivered to mean it may safely retry. The code stays

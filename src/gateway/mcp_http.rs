@@ -352,13 +352,7 @@ impl McpSession {
             let body = Limited::new(body, max)
                 .collect()
                 .await
-                .map_err(|e| {
-                    if e.is::<http_body_util::LengthLimitError>() {
-                        super::carry::reply_over_max_body(&format!("upstream {uri}"), None, max)
-                    } else {
-                        format!("upstream {uri}: reading its reply: {e}")
-                    }
-                })?
+                .map_err(|e| super::carry::reading_reply_failed(uri, &*e, max))?
                 .to_bytes();
             if !body.is_empty() {
                 answered = self.deliver(body.clone(), asked).await;

@@ -217,18 +217,15 @@ impl Origin {
         ctx.metrics.upstream_requests.fetch_add(1, Relaxed);
         let limit = ctx.limits.max_body;
         let result = tokio::time::timeout(ctx.limits.request_timeout, async {
-            let resp = client.request(req).await.map_err(|e| error_chain(&e))?;
+            let resp = client
+                .request(req)
+                .await
+                .map_err(|e| format!("upstream {shown}: {}", error_chain(&e)))?;
             let status = resp.status();
             let body = Limited::new(resp.into_body(), limit)
                 .collect()
                 .await
-                .map_err(|e| {
-                    if e.is::<http_body_util::LengthLimitError>() {
-                        super::carry::reply_over_max_body(&format!("upstream {shown}"), None, limit)
-                    } else {
-                        format!("reading the upstream's reply: {e}")
-                    }
-                })?
+                .map_err(|e| super::carry::reading_reply_failed(&shown, &*e, limit))?
                 .to_bytes();
             Ok::<_, String>((status, body))
         })
@@ -242,13 +239,8 @@ impl Origin {
         };
         let (status, body) = match result {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) if e.starts_with("upstream ") => {
-                self.not_delivered(assoc, &corr, &e).await;
-                return;
-            }
-            Ok(Err(e)) => {
-                self.not_delivered(assoc, &corr, &format!("upstream {shown}: {e}"))
-                    .await;
+            Ok(Err(detail)) => {
+                self.not_delivered(assoc, &corr, &detail).await;
                 return;
             }
             Err(_) => {
