@@ -18,14 +18,15 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use npamp_gateway::assoc::{AssocHandle, BridgeSink, End};
 use npamp_gateway::assoc::{Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats};
 use npamp_gateway::bridge::ProtocolId;
-use npamp_gateway::gateway::carry::{Outgoing, Received, Reply, receive};
 use npamp_gateway::gateway::config::GatewayOptions;
 use npamp_gateway::gateway::edge::Edge;
+use npamp_gateway::gateway::exec::send;
 use npamp_gateway::gateway::metrics::Metrics;
 use npamp_gateway::gateway::{Ctx, GatewayConfig};
 use npamp_gateway::handshake::Trust;
 use npamp_gateway::jsonrpc::carriage::Inbound;
-use npamp_gateway::jsonrpc::{Kind, Labeler, Limits, Scanned, scan};
+use npamp_gateway::jsonrpc::{Kind, Limits, Scanned, scan};
+use npamp_gateway::relay::{Received, Reply, ToPeer, receive};
 use npamp_gateway::wire::FrameType;
 
 const REQUEST: &str = r#"{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":["0x407d73d8a49eeb85d32cf465507dd71d507100c1","latest"]}"#;
@@ -35,7 +36,6 @@ const IN_FLIGHT: usize = 64;
 /// carrying its id, on the request's correlation id.
 struct Echo {
     assoc: AssocHandle,
-    labeler: Labeler,
 }
 
 impl BridgeSink for Echo {
@@ -63,12 +63,13 @@ impl BridgeSink for Echo {
         let Ok(Scanned::Single(kind)) = scan(reply.as_bytes(), &Limits::default()) else {
             return;
         };
-        let Ok(out) = Outgoing::new(reply.as_bytes(), &kind, &self.labeler) else {
-            return;
+        let reply = ToPeer::Message {
+            text: reply.into(),
+            kind,
+            corr: corr.into(),
+            label: None,
         };
-        let _ = out
-            .send(&self.assoc, ProtocolId::JSONRPC_EXPERIMENTAL, &corr)
-            .await;
+        let _ = send(&self.assoc, ProtocolId::JSONRPC_EXPERIMENTAL, &reply).await;
     }
 
     fn ended(&mut self, _: &End) {}
@@ -92,13 +93,7 @@ async fn setup(scheme: Scheme) -> (Listener, Arc<Edge>) {
         },
         ep,
         ServeStats::default(),
-        |assoc| Echo {
-            assoc,
-            labeler: Labeler::new(
-                ProtocolId::JSONRPC_EXPERIMENTAL,
-                npamp_gateway::jsonrpc::EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
-            ),
-        },
+        |assoc| Echo { assoc },
     )
     .await
     .expect("origin");
@@ -115,7 +110,7 @@ async fn setup(scheme: Scheme) -> (Listener, Arc<Edge>) {
 }
 
 async fn call(edge: &Arc<Edge>, text: &Bytes, kind: &Kind) {
-    match edge.call(text, kind).await {
+    match edge.call(text.clone(), kind.clone()).await {
         Reply::Message { .. } => {}
         Reply::Failed(f) => panic!("call failed: {f:?}"),
     }

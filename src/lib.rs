@@ -26,4 +26,5 @@ pub mod handshake;
 pub mod jsonrpc;
 pub mod mock;
 pub mod record;
+pub mod relay;
 pub mod wire;

@@ -1,6 +1,6 @@
 //! The crate's layering, held by a test (DESIGN.md, "Sans-IO protocol core"):
 //! dependencies point one way, wire → record → handshake / bridge / jsonrpc →
-//! assoc → gateway, and the pure layers (and the association's core state
+//! relay / assoc → gateway, and the pure layers (and the association's core state
 //! machine) do no I/O, read no clock and draw no randomness themselves: time
 //! and randomness are parameters, so their tests are deterministic.
 //!
@@ -52,6 +52,13 @@ const LAYERS: &[Layer] = &[
     Layer {
         name: "jsonrpc",
         paths: &["src/jsonrpc"],
+        must_not_use: &["handshake", "assoc", "gateway"],
+        pure: true,
+    },
+    Layer {
+        // The exchange: what crossing the bridge means for JSON-RPC.
+        name: "relay",
+        paths: &["src/relay"],
         must_not_use: &["handshake", "assoc", "gateway"],
         pure: true,
     },

@@ -1137,7 +1137,7 @@ async fn npamp_worker(
     mut source: Source,
     run: Arc<Run>,
 ) {
-    use npamp_gateway::gateway::carry::Reply;
+    use npamp_gateway::relay::Reply;
     use npamp_gateway::jsonrpc::{Kind, Scanned, scan};
     while let Some(job) = source.next(&run).await {
         let text = Bytes::from(job.send.text.clone());
@@ -1155,7 +1155,7 @@ async fn npamp_worker(
             Err(_) => Vec::new(),
         };
         let mut bodies = Vec::new();
-        for (t, k) in &kinds {
+        for (t, k) in kinds {
             match k {
                 Kind::Request { .. } => match edge.call(t, k).await {
                     Reply::Message { text, .. } => bodies.push(text),

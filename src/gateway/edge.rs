@@ -13,21 +13,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use super::Ctx;
-use super::carry::{
-    Failure, Outgoing, Received, Reply, lost, receive, refuse_malformed, refuse_protocol,
-    send_transport_error,
-};
+use super::exec::{Exec, ExecSink, Local, refused};
+use super::metrics::Ingress;
 use super::outbox::Outbox;
-use super::session::{Session, Side};
-use crate::assoc::{AssocHandle, BridgeSink, End};
+use super::session::Session;
 use crate::assoc::{Endpoint, Link, PeerAddr, SharedClientEndpoint};
-use crate::bridge::TransportError;
-use crate::jsonrpc::carriage::Inbound;
-use crate::jsonrpc::{Begin, CorrelationError, CorrelationMode, Correlator, Kind};
-use crate::wire::FrameType;
+use crate::jsonrpc::{Kind, Scanned};
+use crate::relay::{Failure, Reply, Role};
 
 /// After a failed connect, requests fail fast for this long instead of each
 /// starting a handshake with a peer that is down.
@@ -60,12 +55,13 @@ impl Edge {
         }
     }
 
-    /// Establishes an association and the session of one client on it.
-    pub async fn session(&self, side: Side, to_local: Outbox) -> Result<Session, Failure> {
+    /// Establishes an association and the session of one client that came
+    /// in at `ingress`.
+    pub async fn session(&self, ingress: Ingress, to_local: Outbox) -> Result<Session, Failure> {
         let link = self.connect(Some(&self.sessions)).await?;
         let mut session = None;
         let handle = link.spawn(|h| {
-            let s = Session::new(side, h, self.ctx.clone(), to_local);
+            let s = Session::edge(ingress, h, self.ctx.clone(), to_local);
             let sink = s.sink();
             session = Some(s);
             sink
@@ -93,66 +89,38 @@ impl Edge {
     }
 
     /// Carries one request over a pooled association and waits for its
-    /// reply (or the request timeout).
-    pub async fn call(self: &Arc<Self>, text: &Bytes, kind: &Kind) -> Reply {
-        let Some(id) = crate::jsonrpc::carriage::id_of(kind) else {
-            return Reply::Failed(Failure::Invalid("not a request".into()));
-        };
-        let out = match Outgoing::new(text, kind, &self.ctx.labeler) {
-            Ok(o) => o,
-            Err(e) => return Reply::Failed(Failure::Invalid(e.to_string())),
-        };
+    /// reply (or the request timeout, which the exchange keeps).
+    pub async fn call(self: &Arc<Self>, text: Bytes, kind: Kind) -> Reply {
         let pooled = match self.pooled().await {
             Ok(p) => p,
-            Err(f) => return Reply::Failed(f),
-        };
-        let (tx, rx) = oneshot::channel();
-        let begin = lock(&pooled.table).begin(&text[id.token.clone()], id.kind, tx);
-        let corr = match begin {
-            Begin::Assigned(corr) => corr,
-            Begin::Full | Begin::HoldBack => {
-                return Reply::Failed(Failure::Unavailable(
-                    "too many requests in flight on the association".into(),
-                ));
+            Err(f) => {
+                self.ctx.metrics.request(Ingress::Http);
+                return refused(&self.ctx, f);
             }
         };
-        // One deadline for the whole request: a send that waits for room on
-        // a backed-up association counts against it too. Sealing happens
-        // at once or not at all, so a send cut off by the deadline sent
-        // nothing.
-        let deadline = tokio::time::Instant::now() + self.ctx.limits.request_timeout;
-        let sent = out.send(&pooled.handle, self.ctx.protocol, &corr);
-        match tokio::time::timeout_at(deadline, sent).await {
-            Ok(Ok(())) => {}
-            Ok(Err(gone)) => {
-                lock(&pooled.table).abandon(&corr);
-                return Reply::Failed(gone.into());
-            }
-            Err(_) => {
-                lock(&pooled.table).abandon(&corr);
-                return Reply::Failed(Failure::Timeout);
-            }
+        let (tx, mut rx) = oneshot::channel();
+        let carried = pooled.exec.with(|x, now| {
+            x.handle_local(now, text, Ok(Scanned::Single(kind)), Some(tx));
+        });
+        // A send that waits for room on a backed-up association ends when
+        // the exchange answers (a timeout): sealing happens at once or not
+        // at all, so a send cut off here sent nothing.
+        tokio::select! {
+            biased;
+            r = &mut rx => return answered(r),
+            () = carried => {}
         }
-        match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(_)) => {
-                Reply::Failed(Failure::Lost("the association dropped the request".into()))
-            }
-            Err(_) => {
-                lock(&pooled.table).abandon(&corr);
-                Reply::Failed(Failure::Timeout)
-            }
-        }
+        answered(rx.await)
     }
 
     /// Carries one notification over a pooled association.
-    pub async fn notify(self: &Arc<Self>, text: &Bytes, kind: &Kind) -> Result<(), Failure> {
-        let out = Outgoing::new(text, kind, &self.ctx.labeler)
-            .map_err(|e| Failure::Invalid(e.to_string()))?;
+    pub async fn notify(self: &Arc<Self>, text: Bytes, kind: Kind) -> Result<(), Failure> {
         let pooled = self.pooled().await?;
-        out.send(&pooled.handle, self.ctx.protocol, &[])
-            .await
-            .map_err(Failure::from)
+        pooled
+            .exec
+            .with(|x, now| x.handle_local(now, text, Ok(Scanned::Single(kind)), None))
+            .await;
+        Ok(())
     }
 
     /// A live pooled association (round robin). A slot whose association
@@ -195,19 +163,17 @@ impl Edge {
                 return Err(f);
             }
         };
-        let table = Arc::new(Mutex::new(Correlator::new(
-            CorrelationMode::Opaque,
-            self.ctx.limits.max_in_flight,
-        )));
         let ctx = self.ctx.clone();
-        let sink_table = table.clone();
-        let handle = link.spawn(|handle| PoolSink {
-            table: sink_table,
-            ctx,
-            handle,
+        let mut exec = None;
+        let handle = link.spawn(|handle| {
+            let exchange = ctx.exchange(Role::EdgePool, Some(Ingress::Http));
+            let e = Exec::start(exchange, handle, ctx.clone(), Local::Callers);
+            exec = Some(e.clone());
+            ExecSink(e)
         });
         self.ctx.track(&handle);
-        let pooled = Arc::new(Pooled { handle, table });
+        let exec = exec.ok_or_else(|| Failure::Unavailable("association not started".into()))?;
+        let pooled = Arc::new(Pooled { exec });
         *slot.current.write().unwrap_or_else(|p| p.into_inner()) = Some(pooled.clone());
         *lock(&slot.last_failure) = None;
         Ok(pooled)
@@ -233,114 +199,19 @@ struct Slot {
 impl Slot {
     fn live(&self) -> Option<Arc<Pooled>> {
         let current = self.current.read().unwrap_or_else(|p| p.into_inner());
-        current.as_ref().filter(|p| p.handle.is_open()).cloned()
+        current
+            .as_ref()
+            .filter(|p| p.exec.assoc().is_open())
+            .cloned()
     }
 }
 
-type Waiter = oneshot::Sender<Reply>;
-
-/// One pooled association and its outstanding requests.
+/// One pooled association and its exchange.
 struct Pooled {
-    handle: AssocHandle,
-    table: Arc<Mutex<Correlator<Waiter>>>,
+    exec: Arc<Exec<oneshot::Sender<Reply>>>,
 }
 
-struct PoolSink {
-    table: Arc<Mutex<Correlator<Waiter>>>,
-    ctx: Arc<Ctx>,
-    handle: AssocHandle,
-}
-
-impl PoolSink {
-    fn fail(&self, corr: &[u8], f: Failure) {
-        if let Some(w) = lock(&self.table).abandon(corr) {
-            let _ = w.send(Reply::Failed(f));
-        } else {
-            self.ctx.metrics.dropped.fetch_add(1, Relaxed);
-        }
-    }
-}
-
-impl BridgeSink for PoolSink {
-    async fn frame(&mut self, frame_type: FrameType, payload: &[u8]) {
-        let ctx = &self.ctx;
-        match receive(frame_type, payload, ctx.protocol, &ctx.peer_scan) {
-            Received::Message(Inbound::JsonRpc {
-                kind: kind @ (Kind::Success { .. } | Kind::Error { .. }),
-                text,
-                correlation_id,
-                ..
-            }) => {
-                let (Kind::Success { id } | Kind::Error { id }) = &kind else {
-                    return;
-                };
-                let is_error = matches!(kind, Kind::Error { .. });
-                let done = lock(&self.table).complete(
-                    correlation_id,
-                    &text[id.token.clone()],
-                    id.kind,
-                    is_error,
-                );
-                match done {
-                    Ok(waiter) => {
-                        let text = Bytes::copy_from_slice(text);
-                        let _ = waiter.send(Reply::Message { text, is_error });
-                    }
-                    Err(CorrelationError::Unknown) => {
-                        ctx.metrics.dropped.fetch_add(1, Relaxed);
-                        debug!("a reply for no outstanding request (late?); dropped");
-                    }
-                    Err(e) => {
-                        warn!(error = %e, "reply does not match its request");
-                        let code = TransportError::ENVELOPE_MALFORMED;
-                        self.fail(correlation_id, Failure::Transport(code, e.to_string()));
-                    }
-                }
-            }
-            Received::Message(Inbound::TransportError {
-                code,
-                detail,
-                correlation_id,
-            }) => {
-                ctx.metrics.transport_error(code);
-                let detail = String::from_utf8_lossy(detail).into_owned();
-                self.fail(correlation_id, Failure::Transport(code, detail));
-            }
-            Received::Message(Inbound::JsonRpc {
-                kind: Kind::Request { .. },
-                correlation_id,
-                ..
-            }) => {
-                // A server-originated request has no client here to go to.
-                let code = TransportError::NOT_DELIVERED;
-                ctx.metrics.transport_error(code);
-                let detail = "stateless ingress (HTTP): no client session to deliver a server-originated request to";
-                let _ =
-                    send_transport_error(&self.handle, ctx.protocol, correlation_id, code, detail)
-                        .await;
-            }
-            Received::Message(Inbound::JsonRpc { .. }) => {
-                // A notification for nobody.
-                ctx.metrics.dropped.fetch_add(1, Relaxed);
-            }
-            Received::Malformed {
-                error,
-                correlation_id,
-            } => refuse_malformed(&self.handle, ctx, &error, correlation_id).await,
-            Received::WrongProtocol {
-                protocol,
-                correlation_id,
-            } => refuse_protocol(&self.handle, ctx, frame_type, protocol, correlation_id).await,
-        }
-    }
-
-    fn ended(&mut self, why: &End) {
-        if matches!(why, End::Error(_)) {
-            self.ctx.metrics.association_errors.fetch_add(1, Relaxed);
-        }
-        let failure = lost(why);
-        for (_, waiter) in lock(&self.table).drain() {
-            let _ = waiter.send(Reply::Failed(failure.clone()));
-        }
-    }
+/// What a caller's ticket brought.
+fn answered(r: Result<Reply, oneshot::error::RecvError>) -> Reply {
+    r.unwrap_or_else(|_| Reply::Failed(Failure::Lost("the association dropped the request".into())))
 }

@@ -17,18 +17,18 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::{debug, warn};
 
-use super::carry::{Failure, Reply};
 use super::edge::Edge;
 use super::lines::{LineReader, LineSkipped, write_line};
 use super::mcp_edge::McpSessions;
 use super::metrics::{Ingress, ReplyClass};
 use super::outbox::{Inbox, Outbox};
-use super::session::{Session, Side};
+use super::session::Session;
 use super::sse::EventBody;
 use crate::jsonrpc::carriage::{
     BatchJoin, id_of, local_error, scan_error_response, scan_error_response_to,
 };
 use crate::jsonrpc::{Kind, ScanError, Scanned, request_id, scan};
+use crate::relay::{Failure, Reply};
 
 /// Stops accepting when the value turns `true`.
 pub type Shutdown = watch::Receiver<bool>;
@@ -347,40 +347,19 @@ async fn http_one(edge: &Arc<Edge>, text: Bytes, kind: Kind) -> HttpAnswer {
     let ctx = &edge.ctx;
     match &kind {
         Kind::Request { id, .. } => {
-            ctx.metrics.request(Ingress::Http);
             let id_token = text.slice(id.token.clone());
-            if ctx.metrics.in_flight.load(Relaxed) >= ctx.limits.max_in_flight as i64 {
-                let f = Failure::Unavailable("too many requests in flight".into());
-                ctx.metrics.reply(f.class());
-                return HttpAnswer::Failed(f, Some(id_token));
-            }
-            ctx.metrics.in_flight.fetch_add(1, Relaxed);
-            let started = Instant::now();
-            let reply = edge.call(&text, &kind).await;
-            ctx.metrics.in_flight.fetch_sub(1, Relaxed);
-            ctx.metrics.latency.observe(started.elapsed());
-            match reply {
-                Reply::Message { text, is_error } => {
-                    ctx.metrics.reply(if is_error {
-                        ReplyClass::Error
-                    } else {
-                        ReplyClass::Success
-                    });
-                    HttpAnswer::Reply(text)
-                }
-                Reply::Failed(f) => {
-                    ctx.metrics.reply(f.class());
-                    HttpAnswer::Failed(f, Some(id_token))
-                }
+            match edge.call(text, kind).await {
+                Reply::Message { text, .. } => HttpAnswer::Reply(text),
+                Reply::Failed(f) => HttpAnswer::Failed(f, Some(id_token)),
             }
         }
-        Kind::Notification { .. } => {
-            ctx.metrics.notification(Ingress::Http);
-            match edge.notify(&text, &kind).await {
-                Ok(()) => HttpAnswer::None,
-                Err(f) => HttpAnswer::Failed(f, None),
+        Kind::Notification { .. } => match edge.notify(text, kind).await {
+            Ok(()) => HttpAnswer::None,
+            Err(f) => {
+                ctx.metrics.notification(Ingress::Http);
+                HttpAnswer::Failed(f, None)
             }
-        }
+        },
         Kind::Success { .. } | Kind::Error { .. } => {
             ctx.metrics.reply(ReplyClass::Invalid);
             let id = id_of(&kind).map(|i| &text[i.token.clone()]);
@@ -528,7 +507,7 @@ pub async fn stream_client<S: MessageSource>(
             }
         };
         if session.is_none() {
-            match edge.session(Side::Edge(ingress), tx.clone()).await {
+            match edge.session(ingress, tx.clone()).await {
                 Ok(s) => session = Some(s),
                 Err(f) => {
                     answer_all(&text, &f, &tx, &edge).await;

@@ -34,7 +34,7 @@ use super::edge::Edge;
 use super::ingress::{HttpResponse, empty_response, event_response, json_response};
 use super::metrics::Ingress;
 use super::outbox::Inbox;
-use super::session::{Session, Side};
+use super::session::Session;
 use crate::jsonrpc::carriage::{local_error, method_of};
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
 
@@ -155,19 +155,19 @@ impl McpSessions {
             crate::jsonrpc::carriage::id_of(&kind).map(|id| body.slice(id.token.clone()));
         let max = ctx.limits.max_connections;
         if lock(&self.map).len() >= max {
-            let f = super::carry::Failure::Unavailable(format!(
+            let f = crate::relay::Failure::Unavailable(format!(
                 "{max} MCP sessions are open (--max-connections)"
             ));
             return json_response(f.http_status(), f.response(id_token.as_deref()));
         }
         let (tx, rx) = ctx.limits.outbox();
-        let session = match edge.session(Side::Edge(Ingress::Http), tx).await {
+        let session = match edge.session(Ingress::Http, tx).await {
             Ok(s) => s,
             Err(f) => return json_response(f.http_status(), f.response(id_token.as_deref())),
         };
         let Some(id) = new_session_id() else {
             session.close().await;
-            let f = super::carry::Failure::Unavailable(
+            let f = crate::relay::Failure::Unavailable(
                 "the system's random generator failed: no session id".into(),
             );
             return json_response(f.http_status(), f.response(id_token.as_deref()));

@@ -80,44 +80,7 @@ impl Ingress {
     }
 }
 
-/// How a request was answered at the edge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplyClass {
-    /// The upstream's result.
-    Success = 0,
-    /// The upstream's JSON-RPC error, carried verbatim.
-    Error = 1,
-    /// An N-PAMP transport error from the peer, answered by the edge.
-    Transport = 2,
-    /// No reply within the request timeout.
-    Timeout = 3,
-    /// Refused by the edge: overload or no association to the peer.
-    Unavailable = 4,
-    /// Refused by the edge: not JSON-RPC (-32700 / -32600), too large.
-    Invalid = 5,
-}
-
-impl ReplyClass {
-    const ALL: [ReplyClass; 6] = [
-        Self::Success,
-        Self::Error,
-        Self::Transport,
-        Self::Timeout,
-        Self::Unavailable,
-        Self::Invalid,
-    ];
-
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Success => "success",
-            Self::Error => "error",
-            Self::Transport => "transport_error",
-            Self::Timeout => "timeout",
-            Self::Unavailable => "unavailable",
-            Self::Invalid => "invalid",
-        }
-    }
-}
+pub use crate::relay::ReplyClass;
 
 /// All counters of one gateway process.
 #[derive(Default)]

@@ -13,6 +13,7 @@ pub mod auth;
 pub mod carry;
 pub mod config;
 pub mod edge;
+pub mod exec;
 pub mod ingress;
 pub mod lines;
 pub mod mcp_edge;
@@ -89,6 +90,10 @@ pub struct Limits {
     pub session_buffer: usize,
     /// On SIGTERM: how long in-flight requests may take to finish.
     pub drain_timeout: Duration,
+    /// Octets of JSON-RPC text the whole gateway holds in flight between
+    /// the two sides: past this a session's messages wait, and an HTTP
+    /// request is answered Unavailable.
+    pub memory_budget: usize,
 }
 
 /// Logged whenever peer authentication is switched off.
@@ -137,6 +142,7 @@ impl Default for Limits {
             session_queue: 256,
             session_buffer: 8 << 20,
             drain_timeout: Duration::from_secs(10),
+            memory_budget: 64 << 20,
         }
     }
 }
@@ -256,7 +262,7 @@ impl std::fmt::Debug for GatewayConfig {
 /// What every part of a running gateway shares.
 pub struct Ctx {
     pub protocol: ProtocolId,
-    pub labeler: Labeler,
+    pub labeler: Arc<Labeler>,
     pub policy: SafetyPolicy,
     pub allow_methods: Option<HashSet<String>>,
     pub deny_methods: HashSet<String>,
@@ -269,6 +275,9 @@ pub struct Ctx {
     /// `--max-body` itself ([`Ctx::refusal`]), saying so.
     pub peer_scan: crate::jsonrpc::Limits,
     pub metrics: Arc<Metrics>,
+    /// What the gateway's exchanges share: `--max-in-flight` and
+    /// `--memory-budget`.
+    pub shared: Arc<crate::relay::Shared>,
     assocs: Mutex<Vec<AssocHandle>>,
 }
 
@@ -276,7 +285,7 @@ impl Ctx {
     pub fn new(config: &GatewayConfig, metrics: Arc<Metrics>) -> Self {
         Self {
             protocol: config.protocol,
-            labeler: Labeler::new(config.protocol, config.effects.clone()),
+            labeler: Arc::new(Labeler::new(config.protocol, config.effects.clone())),
             policy: config.policy,
             allow_methods: config.allow_methods.clone(),
             deny_methods: config.deny_methods.clone(),
@@ -291,6 +300,10 @@ impl Ctx {
                 max_batch: config.limits.max_batch,
                 ..crate::jsonrpc::Limits::default()
             },
+            shared: Arc::new(crate::relay::Shared::new(
+                config.limits.max_in_flight,
+                config.limits.memory_budget,
+            )),
             limits: config.limits.clone(),
             metrics,
             assocs: Mutex::new(Vec::new()),

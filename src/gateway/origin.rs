@@ -14,7 +14,6 @@
 //! is answered with BRIDGE_ERROR NotDelivered: never a fabricated success or
 //! JSON-RPC error.
 
-use std::ops::Range;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -29,18 +28,15 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
-use super::carry::{
-    Outgoing, Received, receive, refuse_malformed, refuse_protocol, send_transport_error,
-};
+use super::exec::{Exec, ExecSink, Local, Serve};
 use super::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
-use super::session::{Session, SessionSink, Side};
+use super::session::Session;
 use super::{Ctx, Upstream};
-use crate::assoc::{AssocHandle, BridgeSink, End};
-use crate::bridge::{ProtocolId, TransportError};
-use crate::jsonrpc::carriage::Inbound;
-use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
-use crate::wire::FrameType;
+use crate::assoc::AssocHandle;
+use crate::bridge::ProtocolId;
+use crate::jsonrpc::{Kind, Scanned, scan};
+use crate::relay::{Corr, Role, Served};
 
 /// The longest pause between upstream restarts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -106,25 +102,39 @@ impl Origin {
     /// The sink for a newly accepted association.
     pub fn sink(self: &Arc<Self>, assoc: AssocHandle) -> OriginSink {
         self.ctx.track(&assoc);
-        match &self.upstream {
-            Some(Upstream::Http(_)) if self.ctx.protocol != ProtocolId::MCP => {
-                OriginSink::Stateless {
-                    origin: self.clone(),
-                    assoc,
-                }
+        let upstream = match &self.upstream {
+            // MCP over HTTP is a session (Streamable HTTP).
+            Some(Upstream::Http(_)) if self.ctx.protocol == ProtocolId::MCP => {
+                self.upstream.as_ref()
             }
-            None => OriginSink::Stateless {
-                origin: self.clone(),
-                assoc,
-            },
-            // MCP over HTTP is a session too (Streamable HTTP).
+            Some(Upstream::Http(_)) | None => None,
+            Some(_) => self.upstream.as_ref(),
+        };
+        match upstream {
+            None => {
+                let mut exchange = self.ctx.exchange(Role::OriginStateless, None);
+                if self.upstream.is_none() {
+                    exchange.local_gone(NO_UPSTREAM.into());
+                }
+                let origin = self.clone();
+                let serve: Serve = Box::new(move |exec, text, corr| {
+                    let origin = origin.clone();
+                    tokio::spawn(async move { origin.serve(exec, text, corr).await });
+                });
+                ExecSink(Exec::start(
+                    exchange,
+                    assoc,
+                    self.ctx.clone(),
+                    Local::Served(serve),
+                ))
+            }
             Some(upstream) => {
                 let (tx, rx) = self.ctx.limits.outbox();
-                let session = Session::new(Side::Origin, assoc, self.ctx.clone(), tx);
+                let session = Session::origin(assoc, self.ctx.clone(), tx);
                 let sink = session.sink();
                 let (origin, upstream) = (self.clone(), upstream.clone());
                 tokio::spawn(async move { origin.run_upstream(&upstream, session, rx).await });
-                OriginSink::Session(sink)
+                sink
             }
         }
     }
@@ -183,18 +193,35 @@ impl Origin {
         }
     }
 
-    /// One request to the HTTP upstream; its reply, or NotDelivered, goes
-    /// back on `corr`.
-    /// `id`: the request's id token and kind (`None`: a notification).
-    async fn post(
-        &self,
-        assoc: &AssocHandle,
-        text: Bytes,
-        corr: Vec<u8>,
-        id: Option<(Range<usize>, IdKind)>,
-    ) {
+    /// Serves one request (`corr`) or notification of the peer: waits for
+    /// room under `--max-in-flight` (backpressure, for as long as a stalled
+    /// party may hold a reader up), posts it, and tells the exchange what
+    /// came of it.
+    async fn serve(&self, exec: Arc<Exec<()>>, text: Bytes, corr: Option<Corr>) {
+        let ctx = &self.ctx;
+        let stall = ctx.limits.stall_timeout;
+        let permit = tokio::time::timeout(stall, self.permits.clone().acquire_owned()).await;
+        let outcome = match permit {
+            Ok(Ok(_permit)) => self.post(text).await,
+            Ok(Err(_)) => return,
+            Err(_) => Err(in_flight_full(ctx)),
+        };
+        match corr {
+            Some(corr) => exec.with(|x, now| x.served(now, &corr, outcome)).await,
+            None => {
+                if let Err(e) = outcome {
+                    ctx.metrics.dropped.fetch_add(1, Relaxed);
+                    debug!(error = %e, "notification to the upstream failed");
+                }
+            }
+        }
+    }
+
+    /// One POST to the HTTP upstream: the reply (one JSON-RPC response,
+    /// scanned), or why there is none. A notification's reply is not read.
+    async fn post(&self, text: Bytes) -> Served {
         let (Some(Upstream::Http(uri)), Some(client)) = (&self.upstream, &self.http) else {
-            return;
+            return Err(NO_UPSTREAM.into());
         };
         let ctx = &self.ctx;
         let started = Instant::now();
@@ -205,16 +232,9 @@ impl Origin {
         for (name, value) in self.headers.iter() {
             req = req.header(name, value);
         }
-        let req = req.body(Full::new(text.clone()));
-        let req = match req {
-            Ok(r) => r,
-            Err(e) => {
-                self.not_delivered(assoc, &corr, &format!("bad upstream request: {e}"))
-                    .await;
-                return;
-            }
-        };
-        ctx.metrics.upstream_requests.fetch_add(1, Relaxed);
+        let req = req
+            .body(Full::new(text))
+            .map_err(|e| format!("bad upstream request: {e}"))?;
         let limit = ctx.limits.max_body;
         let result = tokio::time::timeout(ctx.limits.request_timeout, async {
             let resp = client
@@ -231,73 +251,19 @@ impl Origin {
         })
         .await;
         ctx.metrics.upstream_latency.observe(started.elapsed());
-        let Some((id_range, id_kind)) = id else {
-            if let Ok(Err(e)) | Err(e) = result.map_err(|_| "timeout".to_owned()) {
-                debug!(error = %e, "notification to the upstream failed");
-            }
-            return;
-        };
-        let (status, body) = match result {
-            Ok(Ok(r)) => r,
-            Ok(Err(detail)) => {
-                self.not_delivered(assoc, &corr, &detail).await;
-                return;
-            }
-            Err(_) => {
-                let d = format!(
-                    "upstream {shown} did not answer within {:?}",
-                    ctx.limits.request_timeout
-                );
-                self.not_delivered(assoc, &corr, &d).await;
-                return;
-            }
-        };
-        let kind = match scan(&body, &ctx.scan) {
-            Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => k,
-            _ => {
-                let d = format!(
-                    "upstream {shown} answered HTTP {status} without a JSON-RPC response ({} octets)",
-                    body.len()
-                );
-                self.not_delivered(assoc, &corr, &d).await;
-                return;
-            }
-        };
-        if let Kind::Success { id } | Kind::Error { id } = &kind {
-            let is_error = matches!(kind, Kind::Error { .. });
-            let undetermined = is_error && id.kind == IdKind::Null;
-            if !undetermined && !same_id(&body[id.token.clone()], id.kind, &text[id_range], id_kind)
-            {
-                let d = format!("upstream {shown} answered with another request's id");
-                self.not_delivered(assoc, &corr, &d).await;
-                return;
-            }
+        let (status, body) = result.map_err(|_| {
+            format!(
+                "upstream {shown} did not answer within {:?}",
+                ctx.limits.request_timeout
+            )
+        })??;
+        match scan(&body, &ctx.scan) {
+            Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => Ok((body, k)),
+            _ => Err(format!(
+                "upstream {shown} answered HTTP {status} without a JSON-RPC response ({} octets)",
+                body.len()
+            )),
         }
-        let out = match Outgoing::new(&body, &kind, &ctx.labeler) {
-            Ok(o) => o,
-            Err(e) => {
-                self.not_delivered(assoc, &corr, &e.to_string()).await;
-                return;
-            }
-        };
-        if let Err(e) = out.send(assoc, ctx.protocol, &corr).await {
-            debug!(error = %e, "reply not sent");
-        }
-    }
-
-    async fn not_delivered(&self, assoc: &AssocHandle, corr: &[u8], detail: &str) {
-        let ctx = &self.ctx;
-        ctx.metrics.upstream_failures.fetch_add(1, Relaxed);
-        ctx.metrics.transport_error(TransportError::NOT_DELIVERED);
-        debug!(%detail, "NotDelivered");
-        let _ = send_transport_error(
-            assoc,
-            ctx.protocol,
-            corr,
-            TransportError::NOT_DELIVERED,
-            detail,
-        )
-        .await;
     }
 }
 
@@ -323,133 +289,7 @@ pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The sink of an association at the origin.
-pub enum OriginSink {
-    /// Each request on its own: an HTTP upstream, or none.
-    Stateless {
-        origin: Arc<Origin>,
-        assoc: AssocHandle,
-    },
-    Session(SessionSink),
-}
-
-impl BridgeSink for OriginSink {
-    async fn frame(&mut self, frame_type: FrameType, payload: &[u8]) {
-        match self {
-            OriginSink::Session(s) => s.frame(frame_type, payload).await,
-            OriginSink::Stateless { origin, assoc } => {
-                stateless_frame(origin, assoc, frame_type, payload).await;
-            }
-        }
-    }
-
-    fn ended(&mut self, why: &End) {
-        match self {
-            OriginSink::Session(s) => s.ended(why),
-            OriginSink::Stateless { origin, .. } => {
-                if matches!(why, End::Error(_)) {
-                    origin.ctx.metrics.association_errors.fetch_add(1, Relaxed);
-                }
-            }
-        }
-    }
-}
-
-async fn stateless_frame(
-    origin: &Arc<Origin>,
-    assoc: &AssocHandle,
-    frame_type: FrameType,
-    payload: &[u8],
-) {
-    let ctx = &origin.ctx;
-    let (text, corr, id) = match receive(frame_type, payload, ctx.protocol, &ctx.peer_scan) {
-        Received::Message(Inbound::JsonRpc {
-            kind: Kind::Request { method, id },
-            text,
-            correlation_id,
-            safety,
-        }) => {
-            let name = crate::jsonrpc::carriage::method_of(text, &method);
-            let method = name.as_deref().unwrap_or_default();
-            if let Some((code, detail)) = ctx.refusal(method, safety, text.len()) {
-                ctx.metrics.transport_error(code);
-                let _ =
-                    send_transport_error(assoc, ctx.protocol, correlation_id, code, &detail).await;
-                return;
-            }
-            (text, correlation_id.to_vec(), Some((id.token, id.kind)))
-        }
-        Received::Message(Inbound::JsonRpc {
-            kind: Kind::Notification { method },
-            text,
-            safety,
-            ..
-        }) => {
-            let name = crate::jsonrpc::carriage::method_of(text, &method);
-            if ctx
-                .refusal(name.as_deref().unwrap_or_default(), safety, text.len())
-                .is_some()
-            {
-                ctx.metrics.dropped.fetch_add(1, Relaxed);
-                return;
-            }
-            (text, Vec::new(), None)
-        }
-        Received::Message(_) => {
-            // Replies and transport errors: an HTTP upstream asks nothing.
-            ctx.metrics.dropped.fetch_add(1, Relaxed);
-            return;
-        }
-        Received::Malformed {
-            error,
-            correlation_id,
-        } => {
-            refuse_malformed(assoc, ctx, &error, correlation_id).await;
-            return;
-        }
-        Received::WrongProtocol {
-            protocol,
-            correlation_id,
-        } => {
-            refuse_protocol(assoc, ctx, frame_type, protocol, correlation_id).await;
-            return;
-        }
-    };
-    if origin.upstream.is_none() {
-        match id {
-            Some(_) => origin.not_delivered(assoc, &corr, NO_UPSTREAM).await,
-            None => {
-                ctx.metrics.dropped.fetch_add(1, Relaxed);
-            }
-        }
-        return;
-    }
-    // Waiting for a permit here is backpressure on the peer, for as long as
-    // a stalled party may hold a reader up (the peer's keepalive waits too).
-    let stall = ctx.limits.stall_timeout;
-    let permit = match tokio::time::timeout(stall, origin.permits.clone().acquire_owned()).await {
-        Ok(Ok(permit)) => permit,
-        Ok(Err(_)) => return,
-        Err(_) => {
-            match id {
-                Some(_) => {
-                    origin
-                        .not_delivered(assoc, &corr, &in_flight_full(ctx))
-                        .await
-                }
-                None => {
-                    ctx.metrics.dropped.fetch_add(1, Relaxed);
-                }
-            }
-            return;
-        }
-    };
-    let text = Bytes::copy_from_slice(text);
-    let (origin, assoc) = (origin.clone(), assoc.clone());
-    tokio::spawn(async move {
-        origin.post(&assoc, text, corr, id).await;
-        drop(permit);
-    });
-}
+pub type OriginSink = ExecSink<()>;
 
 /// A child process speaking newline-delimited JSON-RPC on stdio.
 async fn run_child(argv: &[String], session: &Session, rx: &mut Inbox, ctx: &Ctx) -> String {

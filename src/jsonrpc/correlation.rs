@@ -159,6 +159,16 @@ impl<T> Correlator<T> {
             .collect()
     }
 
+    /// The context of an outstanding request.
+    pub fn get(&self, corr: &[u8]) -> Option<&T> {
+        self.outstanding.get(corr).map(|e| &e.context)
+    }
+
+    /// Whether a request is outstanding under this correlation_id.
+    pub fn contains(&self, corr: &[u8]) -> bool {
+        self.outstanding.contains_key(corr)
+    }
+
     /// The raw id token a correlation_id was registered with.
     pub fn id_token(&self, corr: &[u8]) -> Option<&[u8]> {
         self.outstanding.get(corr).map(|e| &*e.id_token)

@@ -223,6 +223,11 @@ impl Labeler {
         &mut self.tools
     }
 
+    /// The protocol it labels.
+    pub fn protocol(&self) -> ProtocolId {
+        self.protocol
+    }
+
     pub fn table(&self) -> &EffectTable {
         &self.table
     }

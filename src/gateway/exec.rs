@@ -1,0 +1,454 @@
+//! Drives an [`Exchange`] over an association: the one place where the
+//! exchange's actions meet the runtime. Every dispatcher of the gateway
+//! (client sessions, the HTTP pool, upstream sessions, the stateless
+//! upstream) is an `Exec` with a different [`Local`] party.
+//!
+//! - Inputs run under a short lock ([`Exec::with`]); the actions they yield
+//!   are carried out after it is released, in order: sealing for the peer,
+//!   queueing for the local party (awaiting here is backpressure), answering
+//!   a caller, serving a request.
+//! - One timer task per association sleeps until the exchange's
+//!   `poll_timeout`, re-armed when a deadline moves earlier.
+//! - A reader the exchange stops reading (its local party or the peer)
+//!   waits in [`Exec::local_room`] / [`Exec::peer_room`] until resumed.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::{Notify, oneshot};
+use tracing::debug;
+
+use super::Ctx;
+use super::metrics::{Ingress, Metrics};
+use super::outbox::Outbox;
+use crate::assoc::{AssocHandle, BridgeSink, End};
+use crate::bridge::{ProtocolId, SafetyLabel, TransportError};
+use crate::jsonrpc::carriage::{frame_type_of, write_payload, write_transport_error};
+use crate::relay::{
+    Action, Config, Corr, Exchange, Failure, Observer, Reply, ReplyClass, Role, ToPeer, receive,
+};
+use crate::wire::FrameType;
+
+/// Where an exchange's answers go: the ticket a caller waits on.
+pub trait Ticket: Send + 'static {
+    fn answer(self, reply: Reply);
+}
+
+impl Ticket for () {
+    fn answer(self, _: Reply) {}
+}
+
+impl Ticket for oneshot::Sender<Reply> {
+    fn answer(self, reply: Reply) {
+        // The caller may have stopped waiting (its client went away).
+        let _ = self.send(reply);
+    }
+}
+
+/// Serves one request (or notification) of the peer on its own.
+pub type Serve = Box<dyn Fn(Arc<Exec<()>>, Bytes, Option<Corr>) + Send + Sync>;
+
+/// The local party of an exchange, as its executor reaches it.
+pub enum Local {
+    /// A stream (a client's connection, an upstream session): in order,
+    /// through its bounded queue.
+    Stream(Outbox),
+    /// Callers with tickets (the HTTP pool).
+    Callers,
+    /// Each request served on its own (an HTTP upstream).
+    Served(Serve),
+}
+
+struct Core<T> {
+    exchange: Exchange<T>,
+    /// The deadline the timer sleeps until.
+    armed: Option<Instant>,
+}
+
+/// An exchange and the association it runs over.
+pub struct Exec<T> {
+    core: Mutex<Core<T>>,
+    assoc: AssocHandle,
+    ctx: Arc<Ctx>,
+    local: Local,
+    timer: Notify,
+    local_resumed: Notify,
+    peer_resumed: Notify,
+}
+
+impl<T: Ticket> Exec<T> {
+    /// Runs `exchange` over `assoc` (its timer task too).
+    pub fn start(
+        exchange: Exchange<T>,
+        assoc: AssocHandle,
+        ctx: Arc<Ctx>,
+        local: Local,
+    ) -> Arc<Self> {
+        let exec = Arc::new(Self {
+            core: Mutex::new(Core {
+                exchange,
+                armed: None,
+            }),
+            assoc,
+            ctx,
+            local,
+            timer: Notify::new(),
+            local_resumed: Notify::new(),
+            peer_resumed: Notify::new(),
+        });
+        let timer = exec.clone();
+        tokio::spawn(async move { timer.run_timer().await });
+        exec
+    }
+
+    pub fn assoc(&self) -> &AssocHandle {
+        &self.assoc
+    }
+
+    pub fn ctx(&self) -> &Arc<Ctx> {
+        &self.ctx
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core<T>> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads the exchange.
+    pub fn peek<R>(&self, f: impl FnOnce(&Exchange<T>) -> R) -> R {
+        f(&self.lock().exchange)
+    }
+
+    /// Changes the exchange where that yields no actions.
+    pub fn update(&self, f: impl FnOnce(&mut Exchange<T>)) {
+        f(&mut self.lock().exchange);
+    }
+
+    /// Runs `f` on the exchange now, then carries out what it asks.
+    pub async fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut Exchange<T>, Instant) -> R) -> R {
+        let (r, actions) = self.step(f);
+        self.run(actions).await;
+        r
+    }
+
+    /// `f` under the lock; the actions it yields, and the timer re-armed
+    /// when the next deadline moved earlier.
+    fn step<R>(&self, f: impl FnOnce(&mut Exchange<T>, Instant) -> R) -> (R, Vec<Action<T>>) {
+        let mut core = self.lock();
+        let r = f(&mut core.exchange, Instant::now());
+        let actions: Vec<Action<T>> = core.exchange.drain_actions().collect();
+        let next = core.exchange.poll_timeout();
+        if next.is_some_and(|n| core.armed.is_none_or(|a| n < a)) {
+            core.armed = next;
+            self.timer.notify_one();
+        }
+        (r, actions)
+    }
+
+    async fn run(self: &Arc<Self>, actions: Vec<Action<T>>) {
+        for action in actions {
+            match action {
+                Action::Send(msg) => {
+                    if let Err(gone) = send(&self.assoc, self.ctx.protocol, &msg).await {
+                        // The association ended: the exchange hears it
+                        // from the driver and answers what waits.
+                        debug!(error = %gone, "not sent");
+                    }
+                }
+                Action::Deliver(text) => match &self.local {
+                    Local::Stream(outbox) => {
+                        // The receiver is gone only when the local party
+                        // is: what it would have got has nowhere to go.
+                        if outbox.send(text).await.is_err() {
+                            self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+                        }
+                    }
+                    _ => {
+                        self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+                    }
+                },
+                Action::Answer(ticket, reply) => ticket.answer(reply),
+                Action::Serve { text, corr } => self.serve(text, corr),
+                Action::ResumeLocal => self.local_resumed.notify_waiters(),
+                Action::ResumePeer => self.peer_resumed.notify_waiters(),
+            }
+        }
+    }
+
+    fn serve(self: &Arc<Self>, text: Bytes, corr: Option<Corr>) {
+        match &self.local {
+            Local::Served(serve) => {
+                if let Some(exec) = self.as_unit() {
+                    serve(exec, text, corr);
+                }
+            }
+            _ => {
+                self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// This executor as the `Exec<()>` a [`Serve`] takes (only a served
+    /// party has one, and its exchange has no tickets).
+    fn as_unit(self: &Arc<Self>) -> Option<Arc<Exec<()>>> {
+        let any: Arc<dyn std::any::Any + Send + Sync> = self.clone();
+        any.downcast::<Exec<()>>().ok()
+    }
+
+    /// Waits while the exchange does not read the local party.
+    pub async fn local_room(&self) {
+        loop {
+            let resumed = self.local_resumed.notified();
+            tokio::pin!(resumed);
+            resumed.as_mut().enable();
+            if self.peek(|x| x.reading_local()) || !self.assoc.is_open() {
+                return;
+            }
+            tokio::select! {
+                _ = resumed => {}
+                _ = self.assoc.ended() => return,
+            }
+        }
+    }
+
+    /// Waits while the exchange does not read the peer.
+    pub async fn peer_room(&self) {
+        loop {
+            let resumed = self.peer_resumed.notified();
+            tokio::pin!(resumed);
+            resumed.as_mut().enable();
+            if self.peek(|x| x.reading_peer()) {
+                return;
+            }
+            resumed.await;
+        }
+    }
+
+    async fn run_timer(self: Arc<Self>) {
+        loop {
+            let woken = self.timer.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let deadline = {
+                let mut core = self.lock();
+                core.armed = core.exchange.poll_timeout();
+                core.armed
+            };
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = sleep => {
+                    self.with(|x, now| x.handle_timeout(now)).await;
+                }
+                _ = woken => {}
+                _ = self.assoc.ended() => return,
+            }
+        }
+    }
+
+    /// The association ended: what waits is answered.
+    fn ended(self: &Arc<Self>, why: &End) {
+        if matches!(why, End::Error(_)) {
+            self.ctx.metrics.association_errors.fetch_add(1, Relaxed);
+        }
+        let failure = super::carry::lost(why);
+        let (_, actions) = self.step(|x, now| x.peer_ended(now, failure));
+        if actions.is_empty() {
+            return;
+        }
+        let exec = self.clone();
+        tokio::spawn(async move { exec.run(actions).await });
+    }
+}
+
+/// The association's sink: what the peer sends goes to the exchange.
+pub struct ExecSink<T>(pub Arc<Exec<T>>);
+
+impl<T: Ticket> BridgeSink for ExecSink<T> {
+    async fn frame(&mut self, frame_type: FrameType, payload: &[u8]) {
+        let exec = &self.0;
+        let ctx = &exec.ctx;
+        let received = receive(frame_type, payload, ctx.protocol, &ctx.peer_scan);
+        exec.with(|x, now| x.handle_peer(now, received)).await;
+        // Not reading the peer is backpressure on it.
+        exec.peer_room().await;
+    }
+
+    fn ended(&mut self, why: &End) {
+        self.0.ended(why);
+    }
+}
+
+/// Seals one message for the peer.
+pub async fn send(
+    assoc: &AssocHandle,
+    protocol: ProtocolId,
+    msg: &ToPeer,
+) -> Result<(), crate::assoc::Gone> {
+    match msg {
+        ToPeer::Message {
+            text,
+            kind,
+            corr,
+            label,
+        } => {
+            let (frame_type, _) = frame_type_of(kind);
+            let safety = label.as_ref().map(|l| SafetyLabel {
+                effect: l.effect,
+                scope: &l.scope,
+            });
+            assoc
+                .send(frame_type, |out| {
+                    // Cannot fail: method, scope and correlation_id were
+                    // checked by the exchange.
+                    let r = write_payload(out, protocol, text, kind, corr, safety);
+                    debug_assert!(r.is_ok(), "{r:?}");
+                })
+                .await
+        }
+        ToPeer::Error { corr, code, detail } => {
+            send_transport_error(assoc, protocol, corr, *code, detail).await
+        }
+    }
+}
+
+/// Sends a BRIDGE_ERROR carrying a transport error for `correlation_id`.
+pub async fn send_transport_error(
+    assoc: &AssocHandle,
+    protocol: ProtocolId,
+    correlation_id: &[u8],
+    code: TransportError,
+    detail: &str,
+) -> Result<(), crate::assoc::Gone> {
+    let detail = truncate_utf8(detail, 512);
+    assoc
+        .send(crate::bridge::BRIDGE_ERROR, |out| {
+            let r = write_transport_error(out, protocol, correlation_id, code, detail);
+            debug_assert!(r.is_ok(), "{r:?}");
+        })
+        .await
+}
+
+fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The exchange's counts, into the gateway's metrics.
+pub struct Counting {
+    metrics: Arc<Metrics>,
+    /// Where the edge's clients came in; `None` at the origin.
+    ingress: Option<Ingress>,
+}
+
+impl Observer for Counting {
+    fn request(&self) {
+        if let Some(i) = self.ingress {
+            self.metrics.request(i);
+        }
+    }
+
+    fn notification(&self) {
+        if let Some(i) = self.ingress {
+            self.metrics.notification(i);
+        }
+    }
+
+    fn answered(&self, class: ReplyClass, latency: Option<Duration>) {
+        self.metrics.reply(class);
+        if let Some(l) = latency {
+            self.metrics.latency.observe(l);
+        }
+    }
+
+    fn in_flight(&self, delta: i64) {
+        self.metrics.in_flight.fetch_add(delta, Relaxed);
+    }
+
+    fn dropped(&self) {
+        self.metrics.dropped.fetch_add(1, Relaxed);
+    }
+
+    fn transport_error(&self, code: TransportError) {
+        self.metrics.transport_error(code);
+    }
+
+    fn delivered(&self) {
+        if self.ingress.is_none() {
+            self.metrics.upstream_requests.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn not_delivered(&self) {
+        if self.ingress.is_none() {
+            self.metrics.upstream_failures.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+impl Ctx {
+    /// A new exchange of `role`; `ingress`: where its clients came in (an
+    /// edge).
+    pub fn exchange<T>(self: &Arc<Self>, role: Role, ingress: Option<Ingress>) -> Exchange<T> {
+        let l = &self.limits;
+        let (max_outstanding, budget) = match role {
+            // Shared by many callers: the gateway's limits are its own.
+            Role::EdgePool => (l.max_in_flight, usize::MAX),
+            _ => (l.max_in_flight_per_connection, l.session_buffer),
+        };
+        let gate: Option<Arc<dyn crate::relay::Gate>> =
+            (!role.is_edge()).then(|| self.clone() as Arc<dyn crate::relay::Gate>);
+        Exchange::new(Config {
+            role,
+            request_timeout: l.request_timeout,
+            stall_timeout: l.stall_timeout,
+            max_outstanding,
+            // The origin takes what the edge admitted on the association
+            // (the same limit): it never refuses a request for room.
+            max_incoming: match role {
+                Role::OriginStateless => l.max_in_flight,
+                _ => l.max_in_flight_per_connection,
+            },
+            budget,
+            local_name: match role {
+                Role::EdgeSession | Role::EdgePool => "client".into(),
+                _ => "upstream".into(),
+            },
+            labeler: self.labeler.clone(),
+            gate,
+            shared: self.shared.clone(),
+            observer: Arc::new(Counting {
+                metrics: self.metrics.clone(),
+                ingress,
+            }),
+        })
+    }
+}
+
+impl crate::relay::Gate for Ctx {
+    fn refusal(
+        &self,
+        method: &str,
+        label: Option<crate::bridge::Effect>,
+        len: usize,
+    ) -> Option<(TransportError, String)> {
+        Ctx::refusal(self, method, label, len)
+    }
+}
+
+/// A failure before any exchange (no association could be made).
+pub fn refused(ctx: &Ctx, f: Failure) -> Reply {
+    ctx.metrics.reply(f.class());
+    Reply::Failed(f)
+}

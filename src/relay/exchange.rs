@@ -1,0 +1,1276 @@
+//! The exchange: one association's JSON-RPC traffic between the local party
+//! and the peer gateway, as a state machine.
+//!
+//! It owns what both directions must agree on: the correlation of
+//! requests and replies (CC-JSONRPC §8), requests held back while their id
+//! is outstanding (§8.2), batches joined into one answer, deadlines, and
+//! the octets it holds. It does no I/O and reads no clock: inputs come in
+//! with the time (`handle_local`, `handle_peer`, `handle_timeout`), and
+//! what to do comes out of [`Exchange::poll_action`]; [`Exchange::poll_timeout`]
+//! says when to call `handle_timeout` next.
+//!
+//! Flow control: a local message that finds no room (the session's
+//! requests in flight, its octet budget, the gateway's) waits here and the
+//! local party is no longer read ([`Exchange::reading_local`]), so a
+//! pipelining client is slowed to what the pair can carry, not refused; a
+//! message that waits longer than `stall_timeout` is answered Unavailable.
+//! Requests from the peer beyond the room the local party has wait too,
+//! and the peer is no longer read ([`Exchange::reading_peer`]), which is
+//! backpressure through the association's flow control.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tracing::{debug, warn};
+
+use super::budget::{Full, Shared};
+use super::failure::{Failure, Reply, ReplyClass, Uncarriable};
+use super::peer::Received;
+use crate::bridge::{self, Effect, TransportError};
+use crate::jsonrpc::carriage::{BatchJoin, Inbound, method_of, scan_error_response};
+use crate::jsonrpc::{
+    Begin, CorrelationError, CorrelationMode, Correlator, IdKind, Kind, Label, Labeler, ScanError,
+    Scanned, response_id, same_id,
+};
+
+/// A correlation_id (or, for requests matched by id, an id token).
+pub type Corr = Box<[u8]>;
+
+/// How long a message waiting for the gateway-wide budget waits before it
+/// looks again (the budget frees elsewhere, unseen here).
+const SHARED_RETRY: Duration = Duration::from_millis(20);
+
+/// Which end of the pair an exchange is, and who its local party is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Edge: one client on a message stream (WebSocket, TCP, stdio, an MCP
+    /// session).
+    EdgeSession,
+    /// Edge: the HTTP clients sharing one pooled association.
+    EdgePool,
+    /// Origin: an upstream session (WebSocket, child process, MCP over
+    /// HTTP).
+    OriginSession,
+    /// Origin: each request served on its own (an HTTP upstream, or none).
+    OriginStateless,
+}
+
+/// How the local party is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Party {
+    /// One party on a message stream: what is for it is delivered in order,
+    /// and it answers the peer's requests by id.
+    Stream,
+    /// Many callers on one association: each request is answered to its
+    /// own ticket; a request from the peer has nobody to go to.
+    Callers,
+    /// Each request from the peer is served on its own and answered through
+    /// [`Exchange::served`].
+    Served,
+}
+
+impl Role {
+    pub fn is_edge(self) -> bool {
+        matches!(self, Self::EdgeSession | Self::EdgePool)
+    }
+
+    fn party(self) -> Party {
+        match self {
+            Self::EdgeSession | Self::OriginSession => Party::Stream,
+            Self::EdgePool => Party::Callers,
+            Self::OriginStateless => Party::Served,
+        }
+    }
+
+    /// Opaque ids when callers share the association (two clients may use
+    /// the same `id` at once); the id itself for one party (§8.2).
+    fn correlation(self) -> CorrelationMode {
+        match self {
+            Self::EdgePool => CorrelationMode::Opaque,
+            _ => CorrelationMode::Canonical,
+        }
+    }
+
+    /// A client is told when its message is not JSON-RPC (-32700/-32600),
+    /// and its batch is answered as one array; an upstream's bad message is
+    /// dropped (nobody to tell), and its batch elements go on their own.
+    fn local_is_client(self) -> bool {
+        self.is_edge()
+    }
+}
+
+/// The origin's checks of a request from the peer (`--allow-method`,
+/// policy, `--max-body`).
+pub trait Gate: Send + Sync {
+    fn refusal(
+        &self,
+        method: &str,
+        label: Option<Effect>,
+        len: usize,
+    ) -> Option<(TransportError, String)>;
+}
+
+/// What an exchange counts (the gateway's metrics); every method does
+/// nothing by default.
+pub trait Observer: Send + Sync {
+    /// A request from the local party.
+    fn request(&self) {}
+    /// A notification from the local party.
+    fn notification(&self) {}
+    /// A request of the local party was answered (`latency`: it crossed).
+    fn answered(&self, _class: ReplyClass, _latency: Option<Duration>) {}
+    /// Requests waiting for the peer's reply went up or down.
+    fn in_flight(&self, _delta: i64) {}
+    /// A message was dropped (malformed, for nobody, too late).
+    fn dropped(&self) {}
+    /// A transport error was sent or received.
+    fn transport_error(&self, _code: TransportError) {}
+    /// A request of the peer went to the local party.
+    fn delivered(&self) {}
+    /// A request of the peer was answered NotDelivered by this side.
+    fn not_delivered(&self) {}
+}
+
+/// An observer that counts nothing.
+pub struct Unobserved;
+
+impl Observer for Unobserved {}
+
+/// An exchange's limits and collaborators.
+pub struct Config {
+    pub role: Role,
+    /// A request crossing the bridge is answered Timeout after this; one the
+    /// local party does not answer, NotDelivered.
+    pub request_timeout: Duration,
+    /// A local message waits at most this long for room.
+    pub stall_timeout: Duration,
+    /// Requests of the local party awaiting the peer's reply.
+    pub max_outstanding: usize,
+    /// Requests of the peer awaiting the local party's answer.
+    pub max_incoming: usize,
+    /// Octets of JSON-RPC text this exchange holds in each direction: in
+    /// flight (awaiting an answer) and waiting for room.
+    pub budget: usize,
+    /// How the local party is named in answers ("client", "upstream").
+    pub local_name: String,
+    pub labeler: Arc<Labeler>,
+    /// The origin's checks of the peer's requests; `None` at an edge.
+    pub gate: Option<Arc<dyn Gate>>,
+    /// The gateway-wide limits.
+    pub shared: Arc<Shared>,
+    pub observer: Arc<dyn Observer>,
+}
+
+/// What the exchange asks its executor to do, in order.
+#[derive(Debug)]
+pub enum Action<T> {
+    /// Seal and send to the peer.
+    Send(ToPeer),
+    /// Hand to the local party (a stream), in order.
+    Deliver(Bytes),
+    /// The answer to the caller of this ticket.
+    Answer(T, Reply),
+    /// Serve a request of the peer (`corr`: answer it with
+    /// [`Exchange::served`]) or a notification (`None`).
+    Serve { text: Bytes, corr: Option<Corr> },
+    /// The local party may be read again.
+    ResumeLocal,
+    /// The peer may be read again.
+    ResumePeer,
+}
+
+/// A Bridge message for the peer.
+#[derive(Debug)]
+pub enum ToPeer {
+    /// A JSON-RPC object, verbatim; `corr` is empty for a notification.
+    Message {
+        text: Bytes,
+        kind: Kind,
+        corr: Corr,
+        label: Option<Label>,
+    },
+    /// A transport error in place of the reply to `corr`.
+    Error {
+        corr: Corr,
+        code: TransportError,
+        detail: String,
+    },
+}
+
+/// What a served request came to.
+pub type Served = Result<(Bytes, Kind), String>;
+
+/// Whether the local party is there to take the peer's requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Local {
+    /// Being started: messages wait for it.
+    Starting,
+    Up,
+    /// Gone (backing off before a restart, or none at all): requests are
+    /// answered NotDelivered at once, with this detail.
+    Down(String),
+}
+
+struct Pending<T> {
+    /// The request's id token, for an answer made here.
+    id: Box<[u8]>,
+    octets: usize,
+    started: Instant,
+    batch: Option<u64>,
+    ticket: Option<T>,
+    serial: u64,
+}
+
+/// A local message not yet sent: no room, or its id is outstanding.
+struct Queued<T> {
+    text: Bytes,
+    kind: Kind,
+    label: Option<Label>,
+    batch: Option<u64>,
+    ticket: Option<T>,
+    since: Instant,
+}
+
+struct Incoming {
+    corr: Corr,
+    id: Box<[u8]>,
+    kind: IdKind,
+    octets: usize,
+    serial: u64,
+}
+
+/// A request of the peer not yet delivered: no room, or the local party
+/// still owes an answer on its id.
+struct HeldIn {
+    text: Bytes,
+    key: Corr,
+    incoming: Incoming,
+}
+
+struct Batch {
+    join: BatchJoin,
+    waiting: usize,
+}
+
+/// Deadlines in the order they were set (each is `now + timeout`, so the
+/// order is the deadlines' own); entries whose request is gone are skipped.
+struct Deadlines(VecDeque<(Instant, u64, Corr)>);
+
+impl Deadlines {
+    fn front(&self) -> Option<Instant> {
+        self.0.front().map(|d| d.0)
+    }
+
+    /// Keeps the queue within twice what is live.
+    fn compact(&mut self, live: usize, is_live: impl Fn(u64, &[u8]) -> bool) {
+        if self.0.len() > 2 * live + 64 {
+            self.0.retain(|(_, serial, key)| is_live(*serial, key));
+        }
+    }
+}
+
+/// One association's exchange. `T` is a caller's ticket (the HTTP pool's
+/// reply channel); `()` where there is one local party.
+pub struct Exchange<T> {
+    config: Config,
+    party: Party,
+    outgoing: Correlator<Pending<T>>,
+    out_deadlines: Deadlines,
+    /// Octets of local requests in flight.
+    sent_octets: usize,
+    waiting: VecDeque<Queued<T>>,
+    queued_octets: usize,
+    /// When the oldest message that found no room began to wait.
+    stalled_since: Option<Instant>,
+    /// When a local message waiting for the gateway-wide budget looks again.
+    retry_local: Option<Instant>,
+    incoming: HashMap<Corr, Incoming>,
+    in_deadlines: Deadlines,
+    held_in: VecDeque<HeldIn>,
+    /// Octets of the peer's requests delivered and not answered, or held.
+    in_octets: usize,
+    /// Of which held.
+    held_octets: usize,
+    /// When a request of the peer waiting for the gateway-wide budget
+    /// looks again.
+    retry_peer: Option<Instant>,
+    batches: HashMap<u64, Batch>,
+    next_batch: u64,
+    next_serial: u64,
+    local: Local,
+    closed: Option<Failure>,
+    actions: VecDeque<Action<T>>,
+    reading_local: bool,
+    reading_peer: bool,
+}
+
+impl<T> Exchange<T> {
+    pub fn new(config: Config) -> Self {
+        let party = config.role.party();
+        let local = match config.role {
+            Role::OriginSession => Local::Starting,
+            _ => Local::Up,
+        };
+        Self {
+            party,
+            outgoing: Correlator::new(config.role.correlation(), usize::MAX),
+            out_deadlines: Deadlines(VecDeque::new()),
+            sent_octets: 0,
+            waiting: VecDeque::new(),
+            queued_octets: 0,
+            stalled_since: None,
+            retry_local: None,
+            incoming: HashMap::new(),
+            in_deadlines: Deadlines(VecDeque::new()),
+            held_in: VecDeque::new(),
+            in_octets: 0,
+            held_octets: 0,
+            retry_peer: None,
+            batches: HashMap::new(),
+            next_batch: 0,
+            next_serial: 0,
+            local,
+            closed: None,
+            actions: VecDeque::new(),
+            reading_local: true,
+            reading_peer: true,
+            config,
+        }
+    }
+
+    pub fn role(&self) -> Role {
+        self.config.role
+    }
+
+    /// The next thing to do.
+    pub fn poll_action(&mut self) -> Option<Action<T>> {
+        self.actions.pop_front()
+    }
+
+    /// Every action queued now, in order.
+    pub fn drain_actions(&mut self) -> impl Iterator<Item = Action<T>> + '_ {
+        self.actions.drain(..)
+    }
+
+    /// When [`Exchange::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let stall = self.stalled_since.map(|s| s + self.config.stall_timeout);
+        [
+            self.out_deadlines.front(),
+            self.in_deadlines.front(),
+            stall,
+            self.retry_local,
+            self.retry_peer,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Requests of the local party awaiting the peer's reply, and those
+    /// waiting to be sent.
+    pub fn outstanding(&self) -> usize {
+        self.outgoing.len() + self.waiting.len()
+    }
+
+    /// Whether the local party may be read: false while a message of it
+    /// waits for room.
+    pub fn reading_local(&self) -> bool {
+        self.reading_local
+    }
+
+    /// Whether the peer may be read: false while requests of it wait for
+    /// room at the local party.
+    pub fn reading_peer(&self) -> bool {
+        self.reading_peer
+    }
+
+    /// Octets this exchange holds: (local → peer, peer → local).
+    pub fn octets(&self) -> (usize, usize) {
+        (self.sent_octets + self.queued_octets, self.in_octets)
+    }
+
+    fn serial(&mut self) -> u64 {
+        self.next_serial += 1;
+        self.next_serial
+    }
+
+    // ---- the local party ------------------------------------------------
+
+    /// A message of the local party, scanned with the gateway's limits.
+    /// `ticket` is its caller's (a pool); `None` for a stream.
+    pub fn handle_local(
+        &mut self,
+        now: Instant,
+        text: Bytes,
+        scanned: Result<Scanned, ScanError>,
+        ticket: Option<T>,
+    ) {
+        match scanned {
+            Err(e) => {
+                if self.config.role.local_is_client() {
+                    self.config.observer.answered(ReplyClass::Invalid, None);
+                    match ticket {
+                        Some(t) => self.push(Action::Answer(t, Reply::Failed(invalid(&e)))),
+                        None => self.push(Action::Deliver(scan_error_response(&e).into())),
+                    }
+                } else {
+                    self.config.observer.dropped();
+                    warn!(error = %e, "the {} sent a message that is not JSON-RPC; dropped", self.config.local_name);
+                }
+            }
+            Ok(Scanned::Single(kind)) => self.one(now, text, kind, None, ticket),
+            Ok(Scanned::Batch(elements)) => {
+                if let Some(t) = ticket {
+                    let f = Failure::Invalid("a batch is answered by the ingress".into());
+                    self.push(Action::Answer(t, Reply::Failed(f)));
+                    return;
+                }
+                let batch = if self.config.role.local_is_client() {
+                    // Requests and invalid elements are answered;
+                    // notifications are not (JSON-RPC §6).
+                    let waiting = elements
+                        .iter()
+                        .filter(|e| !matches!(e.kind, Ok(Kind::Notification { .. })))
+                        .count();
+                    (waiting > 0).then(|| {
+                        self.next_batch += 1;
+                        let join = BatchJoin::with_capacity(text.len());
+                        self.batches
+                            .insert(self.next_batch, Batch { join, waiting });
+                        self.next_batch
+                    })
+                } else {
+                    None
+                };
+                for e in elements {
+                    let start = e.range.start;
+                    let elem = text.slice(e.range);
+                    match e.kind {
+                        Ok(kind) => self.one(now, elem, kind.relative_to(start), batch, None),
+                        Err(invalid) => {
+                            let err = ScanError::Invalid(invalid);
+                            self.config.observer.answered(ReplyClass::Invalid, None);
+                            self.answer_local(batch, scan_error_response(&err).into());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One JSON-RPC object of the local party.
+    fn one(
+        &mut self,
+        now: Instant,
+        text: Bytes,
+        kind: Kind,
+        batch: Option<u64>,
+        ticket: Option<T>,
+    ) {
+        let label = match label_of(&text, &kind, &self.config.labeler) {
+            Ok(l) => l,
+            Err(e) => {
+                if let Kind::Request { id, .. } = &kind {
+                    let id = text.slice(id.token.clone());
+                    self.refuse_local(batch, ticket, &id, Failure::Invalid(e.to_string()));
+                }
+                return;
+            }
+        };
+        match &kind {
+            Kind::Request { id, .. } => {
+                self.config.observer.request();
+                let id_token = text.slice(id.token.clone());
+                if id_token.len() > bridge::FIELD_MAX_LEN && id.kind != IdKind::Null {
+                    let f =
+                        Failure::Invalid("an id longer than 255 octets cannot be carried".into());
+                    self.refuse_local(batch, ticket, &id_token, f);
+                    return;
+                }
+                if let Some(f) = self.closed.clone() {
+                    self.refuse_local(batch, ticket, &id_token, f);
+                    return;
+                }
+                self.queued_octets += text.len();
+                self.waiting.push_back(Queued {
+                    text,
+                    kind,
+                    label,
+                    batch,
+                    ticket,
+                    since: now,
+                });
+                self.admit(now);
+            }
+            Kind::Notification { .. } => {
+                self.config.observer.notification();
+                if self.closed.is_some() {
+                    self.config.observer.dropped();
+                    return;
+                }
+                if self.waiting.is_empty() {
+                    self.send_message(text, kind, Box::default(), label);
+                } else {
+                    // Behind what waits, in order.
+                    self.queued_octets += text.len();
+                    self.waiting.push_back(Queued {
+                        text,
+                        kind,
+                        label,
+                        batch,
+                        ticket,
+                        since: now,
+                    });
+                }
+            }
+            Kind::Success { id } | Kind::Error { id } => {
+                // The local party answers a request of the peer.
+                let token = &text[id.token.clone()];
+                let Some(incoming) = self.take_incoming(token, id.kind) else {
+                    self.config.observer.dropped();
+                    warn!(id = %String::from_utf8_lossy(token), "a reply to no outstanding request; dropped");
+                    return;
+                };
+                let corr = incoming.corr.clone();
+                self.send_message(text, kind, corr, None);
+                self.released(now, incoming);
+            }
+        }
+    }
+
+    /// Sends what waits, in order, while there is room; an id that is
+    /// outstanding holds its request back (and only it).
+    fn admit(&mut self, now: Instant) {
+        let mut i = 0;
+        let mut stalled = None;
+        self.retry_local = None;
+        while i < self.waiting.len() {
+            let q = &self.waiting[i];
+            let Kind::Request { id, .. } = &q.kind else {
+                // A notification behind waiting requests goes when they do.
+                if stalled.is_some() {
+                    break;
+                }
+                if let Some(q) = self.waiting.remove(i) {
+                    self.queued_octets -= q.text.len();
+                    self.send_message(q.text, q.kind, Box::default(), q.label);
+                }
+                continue;
+            };
+            let token = &q.text[id.token.clone()];
+            let held = self.config.role.correlation() == CorrelationMode::Canonical
+                && id.kind != IdKind::Null
+                && self.outgoing.contains(token);
+            if held {
+                i += 1;
+                continue;
+            }
+            let len = q.text.len();
+            let room = self.outgoing.len() < self.config.max_outstanding
+                && (self.outgoing.is_empty() || self.sent_octets + len <= self.config.budget);
+            let shared = if room {
+                self.config.shared.take(true, len)
+            } else {
+                Err(Full::InFlight)
+            };
+            if let Err(full) = shared {
+                if self.party == Party::Callers {
+                    // HTTP callers are not read from a stream: they are
+                    // told at once.
+                    let Some(q) = self.waiting.remove(i) else {
+                        break;
+                    };
+                    self.queued_octets -= q.text.len();
+                    let id = q.text.slice(id_range(&q.kind));
+                    let f = Failure::Unavailable(full_detail(full, room, &self.config));
+                    self.refuse_local(q.batch, q.ticket, &id, f);
+                    continue;
+                }
+                if room {
+                    self.retry_local = Some(now + SHARED_RETRY);
+                }
+                stalled = Some(q.since);
+                break;
+            }
+            let Some(q) = self.waiting.remove(i) else {
+                break;
+            };
+            self.queued_octets -= len;
+            self.send_request(now, q);
+        }
+        self.stalled_since = stalled;
+        self.update_reading_local();
+    }
+
+    fn update_reading_local(&mut self) {
+        let reading = self.stalled_since.is_none()
+            && self.waiting.len() < self.config.max_outstanding
+            && self.queued_octets < self.config.budget;
+        if reading && !self.reading_local {
+            self.push(Action::ResumeLocal);
+        }
+        self.reading_local = reading;
+    }
+
+    fn send_request(&mut self, now: Instant, q: Queued<T>) {
+        let id = id_range(&q.kind);
+        let id_kind = match &q.kind {
+            Kind::Request { id, .. } => id.kind,
+            _ => IdKind::Null,
+        };
+        let serial = self.serial();
+        let octets = q.text.len();
+        let begin = self.outgoing.begin(
+            &q.text[id.clone()],
+            id_kind,
+            Pending {
+                id: q.text[id].into(),
+                octets,
+                started: now,
+                batch: q.batch,
+                ticket: q.ticket,
+                serial,
+            },
+        );
+        let Begin::Assigned(corr) = begin else {
+            // Unreachable: room and ids were checked above.
+            self.config.shared.give(true, octets);
+            return;
+        };
+        let corr: Corr = corr.into();
+        self.sent_octets += octets;
+        self.config.observer.in_flight(1);
+        self.out_deadlines
+            .0
+            .push_back((now + self.config.request_timeout, serial, corr.clone()));
+        self.send_message(q.text, q.kind, corr, q.label);
+    }
+
+    fn send_message(&mut self, text: Bytes, kind: Kind, corr: Corr, label: Option<Label>) {
+        self.push(Action::Send(ToPeer::Message {
+            text,
+            kind,
+            corr,
+            label,
+        }));
+    }
+
+    /// A request of the local party answered here, without crossing.
+    fn refuse_local(&mut self, batch: Option<u64>, ticket: Option<T>, id: &[u8], f: Failure) {
+        self.config.observer.answered(f.class(), None);
+        match ticket {
+            Some(t) => self.push(Action::Answer(t, Reply::Failed(f))),
+            None => self.answer_local(batch, f.response(Some(id)).into()),
+        }
+    }
+
+    /// One answer for a stream: alone, or into its batch's array.
+    fn answer_local(&mut self, batch: Option<u64>, text: Bytes) {
+        let Some(b) = batch else {
+            self.push(Action::Deliver(text));
+            return;
+        };
+        let Some(batch) = self.batches.get_mut(&b) else {
+            return;
+        };
+        batch.join.push(&text);
+        batch.waiting = batch.waiting.saturating_sub(1);
+        if batch.waiting == 0
+            && let Some(array) = self.batches.remove(&b).and_then(|b| b.join.finish())
+        {
+            self.push(Action::Deliver(array.into()));
+        }
+    }
+
+    /// Completes a request of the local party: its reply or failure goes to
+    /// it, and what waited for its id or its room goes on.
+    fn finish(&mut self, now: Instant, p: Pending<T>, outcome: Result<(Bytes, bool), Failure>) {
+        self.sent_octets -= p.octets;
+        self.config.shared.give(true, p.octets);
+        self.config.observer.in_flight(-1);
+        let latency = now.saturating_duration_since(p.started);
+        match outcome {
+            Ok((text, is_error)) => {
+                let class = if is_error {
+                    ReplyClass::Error
+                } else {
+                    ReplyClass::Success
+                };
+                self.config.observer.answered(class, Some(latency));
+                match p.ticket {
+                    Some(t) => self.push(Action::Answer(t, Reply::Message { text, is_error })),
+                    None => self.answer_local(p.batch, text),
+                }
+            }
+            Err(f) => {
+                self.config.observer.answered(f.class(), Some(latency));
+                match p.ticket {
+                    Some(t) => self.push(Action::Answer(t, Reply::Failed(f))),
+                    None => self.answer_local(p.batch, f.response(Some(&p.id)).into()),
+                }
+            }
+        }
+        if !self.waiting.is_empty() {
+            self.admit(now);
+        }
+    }
+
+    /// A message of the local party over `--max-body` (`len` octets) was
+    /// dropped unread; `head` is its start. If the head shows it is the
+    /// reply to a request of the peer, that request is answered
+    /// NotDelivered, saying why, rather than left to time out.
+    pub fn local_too_large(&mut self, now: Instant, head: &[u8], len: usize, max_body: usize) {
+        self.config.observer.dropped();
+        let found = response_id(head).and_then(|id| self.take_incoming(&head[id.token], id.kind));
+        let Some(incoming) = found else {
+            warn!(
+                len,
+                "a message over --max-body from the {}; dropped", self.config.local_name
+            );
+            return;
+        };
+        warn!(
+            len,
+            "a reply over --max-body from the {}; its request is answered NotDelivered",
+            self.config.local_name
+        );
+        let detail =
+            super::failure::reply_over_max_body(&self.config.local_name, Some(len), max_body);
+        self.not_delivered(incoming.corr.clone(), detail);
+        self.released(now, incoming);
+    }
+
+    /// The local party will not answer the peer's request with this id (an
+    /// MCP upstream's exchange for it ended without a reply): it is
+    /// answered NotDelivered with `detail`. False when no such request
+    /// waits (already answered, or timed out).
+    pub fn local_cannot_answer(
+        &mut self,
+        now: Instant,
+        token: &[u8],
+        kind: IdKind,
+        detail: String,
+    ) -> bool {
+        let Some(incoming) = self.take_incoming(token, kind) else {
+            return false;
+        };
+        self.not_delivered(incoming.corr.clone(), detail);
+        self.released(now, incoming);
+        true
+    }
+
+    /// What a request given out by [`Action::Serve`] came to: the local
+    /// party's reply (a single response, scanned), or why there is none.
+    pub fn served(&mut self, now: Instant, corr: &[u8], outcome: Served) {
+        let Some(incoming) = self.incoming.remove(corr) else {
+            return;
+        };
+        match outcome {
+            Err(detail) => self.not_delivered(incoming.corr.clone(), detail),
+            Ok((text, kind)) => {
+                let (Kind::Success { id } | Kind::Error { id }) = &kind else {
+                    let d = format!(
+                        "the {} answered with something other than a response",
+                        self.config.local_name
+                    );
+                    self.not_delivered(incoming.corr.clone(), d);
+                    self.released(now, incoming);
+                    return;
+                };
+                let undetermined = matches!(kind, Kind::Error { .. }) && id.kind == IdKind::Null;
+                if !undetermined
+                    && !same_id(
+                        &text[id.token.clone()],
+                        id.kind,
+                        &incoming.id,
+                        incoming.kind,
+                    )
+                {
+                    let d = format!(
+                        "{} answered with another request's id",
+                        self.config.local_name
+                    );
+                    self.not_delivered(incoming.corr.clone(), d);
+                } else {
+                    let corr = incoming.corr.clone();
+                    self.send_message(text, kind, corr, None);
+                }
+            }
+        }
+        self.released(now, incoming);
+    }
+
+    /// The local party is being (re)started: the peer's messages wait.
+    pub fn local_starting(&mut self) {
+        self.local = Local::Starting;
+    }
+
+    /// The local party is there.
+    pub fn local_up(&mut self) {
+        self.local = Local::Up;
+    }
+
+    /// The local party went away (`why`): requests it had not answered get
+    /// NotDelivered, and so do new ones until [`Exchange::local_starting`];
+    /// its own requests are forgotten (nobody is left to take the replies).
+    pub fn local_down(&mut self, why: &str) {
+        self.local_gone(format!("the {} is not running", self.config.local_name));
+        let detail = format!(
+            "the {} went away before replying: {why}",
+            self.config.local_name
+        );
+        let owed: Vec<Incoming> = self.incoming.drain().map(|(_, i)| i).collect();
+        for i in owed {
+            self.config.shared.give(false, i.octets);
+            self.not_delivered(i.corr, detail.clone());
+        }
+        for h in std::mem::take(&mut self.held_in) {
+            self.not_delivered(h.incoming.corr, detail.clone());
+        }
+        self.in_octets = 0;
+        self.held_octets = 0;
+        self.in_deadlines.0.clear();
+        self.retry_peer = None;
+        let forgotten: Vec<Pending<T>> = self.outgoing.drain().map(|(_, p)| p).collect();
+        for p in forgotten {
+            self.sent_octets -= p.octets;
+            self.config.shared.give(true, p.octets);
+            self.config.observer.in_flight(-1);
+        }
+        self.out_deadlines.0.clear();
+        self.waiting.clear();
+        self.queued_octets = 0;
+        self.batches.clear();
+        self.stalled_since = None;
+        self.retry_local = None;
+        self.update_reading_local();
+        self.update_reading_peer();
+    }
+
+    /// There is no local party at all: every request is answered
+    /// NotDelivered with `detail`.
+    pub fn local_gone(&mut self, detail: String) {
+        self.local = Local::Down(detail);
+    }
+
+    // ---- the peer -------------------------------------------------------
+
+    /// A Bridge frame from the peer, decoded and checked.
+    pub fn handle_peer(&mut self, now: Instant, received: Received<'_>) {
+        match received {
+            Received::Message(Inbound::JsonRpc {
+                kind,
+                text,
+                correlation_id,
+                safety,
+            }) => match kind {
+                Kind::Request { method, id } => {
+                    if self.party == Party::Callers {
+                        let d = "stateless ingress (HTTP): no client session to deliver a server-originated request to";
+                        self.transport_error(
+                            correlation_id.into(),
+                            TransportError::NOT_DELIVERED,
+                            d.into(),
+                        );
+                        return;
+                    }
+                    let name = method_of(text, &method);
+                    if let Some((code, detail)) = self.refusal(name.as_deref(), safety, text.len())
+                    {
+                        if code == TransportError::NOT_DELIVERED {
+                            self.config.observer.not_delivered();
+                        }
+                        self.transport_error(correlation_id.into(), code, detail);
+                        return;
+                    }
+                    let text = Bytes::copy_from_slice(text);
+                    let incoming = Incoming {
+                        corr: correlation_id.into(),
+                        id: text[id.token.clone()].into(),
+                        kind: id.kind,
+                        octets: text.len(),
+                        serial: 0,
+                    };
+                    let key = match self.party {
+                        Party::Served => incoming.corr.clone(),
+                        _ => incoming.id.clone(),
+                    };
+                    self.in_octets += incoming.octets;
+                    self.held_octets += incoming.octets;
+                    self.held_in.push_back(HeldIn {
+                        text,
+                        key,
+                        incoming,
+                    });
+                    self.deliver_held(now);
+                }
+                Kind::Notification { method } => {
+                    // What the origin would refuse as a request it drops as
+                    // a notification (nobody to tell).
+                    let name = method_of(text, &method);
+                    let refused = self.refusal(name.as_deref(), safety, text.len()).is_some();
+                    if refused || self.party == Party::Callers {
+                        self.config.observer.dropped();
+                        return;
+                    }
+                    let text = Bytes::copy_from_slice(text);
+                    match self.party {
+                        Party::Served => self.push(Action::Serve { text, corr: None }),
+                        _ => self.push(Action::Deliver(text)),
+                    }
+                }
+                Kind::Success { ref id } | Kind::Error { ref id } => {
+                    let is_error = matches!(kind, Kind::Error { .. });
+                    let token = &text[id.token.clone()];
+                    match self
+                        .outgoing
+                        .complete(correlation_id, token, id.kind, is_error)
+                    {
+                        Ok(p) => {
+                            let text = Bytes::copy_from_slice(text);
+                            self.finish(now, p, Ok((text, is_error)));
+                        }
+                        Err(CorrelationError::Unknown) => {
+                            self.config.observer.dropped();
+                            debug!("a reply for no outstanding request (late?); dropped");
+                        }
+                        Err(e) => {
+                            warn!(error = %e, "reply does not match its request");
+                            if let Some(p) = self.outgoing.abandon(correlation_id) {
+                                let f = Failure::Transport(
+                                    TransportError::ENVELOPE_MALFORMED,
+                                    e.to_string(),
+                                );
+                                self.finish(now, p, Err(f));
+                            }
+                        }
+                    }
+                }
+            },
+            Received::Message(Inbound::TransportError {
+                code,
+                detail,
+                correlation_id,
+            }) => {
+                self.config.observer.transport_error(code);
+                match self.outgoing.abandon(correlation_id) {
+                    Some(p) => {
+                        let detail = String::from_utf8_lossy(detail).into_owned();
+                        self.finish(now, p, Err(Failure::Transport(code, detail)));
+                    }
+                    None => self.config.observer.dropped(),
+                }
+            }
+            Received::Malformed {
+                error,
+                correlation_id,
+            } => {
+                warn!(%error, "malformed Bridge frame");
+                self.config.observer.dropped();
+                if let Some(corr) = correlation_id {
+                    self.transport_error(corr.into(), TransportError::ENVELOPE_MALFORMED, error);
+                }
+            }
+            Received::WrongProtocol {
+                protocol,
+                correlation_id,
+                request,
+            } => {
+                if !request {
+                    self.config
+                        .observer
+                        .transport_error(TransportError::PROTOCOL_UNSUPPORTED);
+                    self.config.observer.dropped();
+                    return;
+                }
+                let ours = self.config.labeler.protocol();
+                let detail = format!(
+                    "this gateway carries protocol_id {:#04x}, not {:#04x}",
+                    ours.0, protocol.0
+                );
+                self.transport_error(
+                    correlation_id.into(),
+                    TransportError::PROTOCOL_UNSUPPORTED,
+                    detail,
+                );
+            }
+        }
+    }
+
+    /// The refusals of a request (or notification) of the peer, if any.
+    fn refusal(
+        &self,
+        method: Option<&str>,
+        label: Option<Effect>,
+        len: usize,
+    ) -> Option<(TransportError, String)> {
+        if let Some(gate) = &self.config.gate
+            && let Some(refusal) = gate.refusal(method.unwrap_or_default(), label, len)
+        {
+            return Some(refusal);
+        }
+        match &self.local {
+            Local::Down(detail) => Some((TransportError::NOT_DELIVERED, detail.clone())),
+            _ => None,
+        }
+    }
+
+    /// Hands the peer's requests that wait to the local party while it has
+    /// room; a request whose id it still owes an answer on stays back.
+    fn deliver_held(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.held_in.len() && self.incoming.len() < self.config.max_incoming {
+            if self.incoming.contains_key(&self.held_in[i].key) {
+                i += 1;
+                continue;
+            }
+            let octets = self.held_in[i].incoming.octets;
+            if self.config.shared.take(false, octets).is_err() {
+                self.retry_peer = Some(now + SHARED_RETRY);
+                break;
+            }
+            let Some(mut h) = self.held_in.remove(i) else {
+                break;
+            };
+            self.held_octets -= octets;
+            let serial = self.serial();
+            h.incoming.serial = serial;
+            self.in_deadlines.0.push_back((
+                now + self.config.request_timeout,
+                serial,
+                h.key.clone(),
+            ));
+            let corr = (self.party == Party::Served).then(|| h.incoming.corr.clone());
+            self.incoming.insert(h.key, h.incoming);
+            self.config.observer.delivered();
+            match corr {
+                Some(corr) => self.push(Action::Serve {
+                    text: h.text,
+                    corr: Some(corr),
+                }),
+                None => self.push(Action::Deliver(h.text)),
+            }
+        }
+        self.update_reading_peer();
+    }
+
+    fn update_reading_peer(&mut self) {
+        let reading =
+            self.held_octets < self.config.budget && self.held_in.len() < self.config.max_incoming;
+        if reading && !self.reading_peer {
+            self.push(Action::ResumePeer);
+        }
+        self.reading_peer = reading;
+    }
+
+    /// Removes the request of the peer a reply with id `token` answers: the
+    /// same token, else the same id value (`1` and `1.0`, escapes).
+    fn take_incoming(&mut self, token: &[u8], kind: IdKind) -> Option<Incoming> {
+        if let Some(i) = self.incoming.remove(token) {
+            return Some(i);
+        }
+        let key = self
+            .incoming
+            .iter()
+            .find(|(k, v)| same_id(k, v.kind, token, kind))
+            .map(|(k, _)| k.clone())?;
+        self.incoming.remove(&key)
+    }
+
+    /// A request of the peer is done with: its room goes to what waits.
+    fn released(&mut self, now: Instant, incoming: Incoming) {
+        self.in_octets -= incoming.octets;
+        self.config.shared.give(false, incoming.octets);
+        self.deliver_held(now);
+    }
+
+    fn not_delivered(&mut self, corr: Corr, detail: String) {
+        self.config.observer.not_delivered();
+        self.transport_error(corr, TransportError::NOT_DELIVERED, detail);
+    }
+
+    fn transport_error(&mut self, corr: Corr, code: TransportError, detail: String) {
+        self.config.observer.transport_error(code);
+        self.push(Action::Send(ToPeer::Error { corr, code, detail }));
+    }
+
+    /// The association ended (`f` says how): every request of the local
+    /// party still waiting gets its answer, at once and from now on.
+    pub fn peer_ended(&mut self, now: Instant, f: Failure) {
+        self.closed = Some(f.clone());
+        let pending: Vec<Pending<T>> = self.outgoing.drain().map(|(_, p)| p).collect();
+        for p in pending {
+            self.finish(now, p, Err(f.clone()));
+        }
+        self.out_deadlines.0.clear();
+        // What waited never crossed: it fails the same way.
+        for q in std::mem::take(&mut self.waiting) {
+            if matches!(q.kind, Kind::Request { .. }) {
+                let id = q.text.slice(id_range(&q.kind));
+                self.refuse_local(q.batch, q.ticket, &id, f.clone());
+            }
+        }
+        self.queued_octets = 0;
+        self.stalled_since = None;
+        self.retry_local = None;
+        for (_, i) in std::mem::take(&mut self.incoming) {
+            self.config.shared.give(false, i.octets);
+        }
+        self.held_in.clear();
+        self.in_octets = 0;
+        self.held_octets = 0;
+        self.retry_peer = None;
+        self.in_deadlines.0.clear();
+        self.update_reading_local();
+        self.update_reading_peer();
+    }
+
+    // ---- time -----------------------------------------------------------
+
+    /// Answers what waited too long: requests of the local party with no
+    /// reply (Timeout), requests of the peer the local party did not answer
+    /// (NotDelivered), local messages that found no room (Unavailable).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(at, serial, _)) = self.out_deadlines.0.front() {
+            if at > now {
+                break;
+            }
+            let Some((_, _, corr)) = self.out_deadlines.0.pop_front() else {
+                break;
+            };
+            if self.outgoing.get(&corr).is_some_and(|p| p.serial == serial)
+                && let Some(p) = self.outgoing.abandon(&corr)
+            {
+                self.finish(now, p, Err(Failure::Timeout));
+            }
+        }
+        let outgoing = &self.outgoing;
+        self.out_deadlines.compact(outgoing.len(), |serial, corr| {
+            outgoing.get(corr).is_some_and(|p| p.serial == serial)
+        });
+
+        let detail = format!(
+            "no answer from the {} within {:?}",
+            self.config.local_name, self.config.request_timeout
+        );
+        while let Some(&(at, serial, _)) = self.in_deadlines.0.front() {
+            if at > now {
+                break;
+            }
+            let Some((_, _, key)) = self.in_deadlines.0.pop_front() else {
+                break;
+            };
+            if self.incoming.get(&key).is_some_and(|i| i.serial == serial)
+                && let Some(i) = self.incoming.remove(&key)
+            {
+                // Its sender's edge has answered Timeout by now; the peer
+                // learns NotDelivered and the entry does not stay forever.
+                self.not_delivered(i.corr.clone(), detail.clone());
+                self.released(now, i);
+            }
+        }
+        let incoming = &self.incoming;
+        self.in_deadlines.compact(incoming.len(), |serial, key| {
+            incoming.get(key).is_some_and(|i| i.serial == serial)
+        });
+
+        if self
+            .stalled_since
+            .is_some_and(|s| s + self.config.stall_timeout <= now)
+        {
+            self.refuse_stalled(now);
+        }
+        if self.retry_local.is_some_and(|r| r <= now) {
+            self.admit(now);
+        }
+        if self.retry_peer.is_some_and(|r| r <= now) {
+            self.retry_peer = None;
+            self.deliver_held(now);
+        }
+    }
+
+    /// Local requests that waited `stall_timeout` for room are answered
+    /// Unavailable; the rest go on when room comes.
+    fn refuse_stalled(&mut self, now: Instant) {
+        let limit = self.config.stall_timeout;
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let q = &self.waiting[i];
+            let blocked_on_id = matches!(&q.kind, Kind::Request { id, .. }
+                if self.config.role.correlation() == CorrelationMode::Canonical
+                    && id.kind != IdKind::Null
+                    && self.outgoing.contains(&q.text[id.token.clone()]));
+            if q.since + limit > now || blocked_on_id || !matches!(q.kind, Kind::Request { .. }) {
+                i += 1;
+                continue;
+            }
+            let Some(q) = self.waiting.remove(i) else {
+                break;
+            };
+            self.queued_octets -= q.text.len();
+            let id = q.text.slice(id_range(&q.kind));
+            let f = Failure::Unavailable(format!(
+                "no room for this request within {:.1} s (--stall-timeout): {} requests ({} octets) of this session await replies",
+                limit.as_secs_f64(),
+                self.outgoing.len(),
+                self.sent_octets
+            ));
+            self.refuse_local(q.batch, q.ticket, &id, f);
+        }
+        self.admit(now);
+    }
+
+    fn push(&mut self, a: Action<T>) {
+        self.actions.push_back(a);
+    }
+}
+
+/// The id token's range in a request's text (empty for other kinds).
+fn id_range(kind: &Kind) -> std::ops::Range<usize> {
+    match kind {
+        Kind::Request { id, .. } | Kind::Success { id } | Kind::Error { id } => id.token.clone(),
+        Kind::Notification { .. } => 0..0,
+    }
+}
+
+/// What a caller is told when the shared limits leave no room.
+fn full_detail(full: Full, room: bool, config: &Config) -> String {
+    match (room, full) {
+        (false, _) => format!(
+            "{} requests are in flight on this association",
+            config.max_outstanding
+        ),
+        (true, Full::InFlight) => format!(
+            "{} requests are in flight in this gateway (--max-in-flight)",
+            config.shared.max_in_flight()
+        ),
+        (true, Full::Octets) => format!(
+            "the requests in flight hold this gateway's --memory-budget of {} octets",
+            config.shared.max_octets()
+        ),
+    }
+}
+
+fn invalid(e: &ScanError) -> Failure {
+    Failure::Invalid(e.to_string())
+}
+
+/// Checks that a request or notification can be carried, and labels it
+/// (SafetyLabel: effect class and scope).
+pub fn label_of(text: &[u8], kind: &Kind, labeler: &Labeler) -> Result<Option<Label>, Uncarriable> {
+    let (Kind::Request { method, .. } | Kind::Notification { method }) = kind else {
+        return Ok(None);
+    };
+    let m = method_of(text, method).ok_or(Uncarriable::MethodNotUnicode)?;
+    if m.len() > bridge::FIELD_MAX_LEN {
+        return Err(Uncarriable::MethodTooLong(m.len()));
+    }
+    let mut label = labeler.label(&m, text);
+    if label.scope.len() > bridge::FIELD_MAX_LEN {
+        label.scope.clear();
+    }
+    Ok(Some(label))
+}
