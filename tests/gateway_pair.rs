@@ -798,3 +798,29 @@ async fn a_message_over_the_origins_max_body_is_refused_alone() {
         0
     );
 }
+
+/// A WebSocket client that writes 1000 requests before it reads any (what
+/// web3 libraries do under load) gets 1000 results at the default limits:
+/// past its session's in-flight limit its socket is simply not read until
+/// room comes, and the origin takes whatever the edge admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipelining_websocket_client_gets_every_result() {
+    let pair = Pair::start(PairOptions {
+        ingresses: &["ws"],
+        ..PairOptions::default()
+    })
+    .await;
+    let mut ws = Client::ws(&pair.ingress("ws://")).await;
+    for i in 0..1000 {
+        let r = json!({"jsonrpc":"2.0","id":i,"method":"echo","params":[i]});
+        ws.send(&r.to_string()).await;
+    }
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..1000 {
+        let r = ws.recv().await.expect("a result");
+        assert_eq!(r["result"], json!([r["id"]]), "{r}");
+        seen.insert(r["id"].as_u64());
+    }
+    assert_eq!(seen.len(), 1000);
+    assert_eq!(metric(&pair.edge, "npamp_replies_total{class=\"unavailable\"}").await, 0);
+}

@@ -392,6 +392,12 @@ impl<T> Exchange<T> {
         (self.sent_octets + self.queued_octets, self.in_octets)
     }
 
+    /// Entries in the two deadline queues (live or not).
+    #[cfg(test)]
+    pub(super) fn deadlines_queued(&self) -> (usize, usize) {
+        (self.out_deadlines.0.len(), self.in_deadlines.0.len())
+    }
+
     fn serial(&mut self) -> u64 {
         self.next_serial += 1;
         self.next_serial
@@ -544,6 +550,20 @@ impl<T> Exchange<T> {
     /// Sends what waits, in order, while there is room; an id that is
     /// outstanding holds its request back (and only it).
     fn admit(&mut self, now: Instant) {
+        if let Some(f) = self.closed.clone() {
+            // Nothing crosses any more: what waited fails as it would have.
+            for q in std::mem::take(&mut self.waiting) {
+                if matches!(q.kind, Kind::Request { .. }) {
+                    let id = q.text.slice(id_range(&q.kind));
+                    self.refuse_local(q.batch, q.ticket, &id, f.clone());
+                }
+            }
+            self.queued_octets = 0;
+            self.stalled_since = None;
+            self.retry_local = None;
+            self.update_reading_local();
+            return;
+        }
         let mut i = 0;
         let mut stalled = None;
         self.retry_local = None;
@@ -1107,15 +1127,7 @@ impl<T> Exchange<T> {
         }
         self.out_deadlines.0.clear();
         // What waited never crossed: it fails the same way.
-        for q in std::mem::take(&mut self.waiting) {
-            if matches!(q.kind, Kind::Request { .. }) {
-                let id = q.text.slice(id_range(&q.kind));
-                self.refuse_local(q.batch, q.ticket, &id, f.clone());
-            }
-        }
-        self.queued_octets = 0;
-        self.stalled_since = None;
-        self.retry_local = None;
+        self.admit(now);
         for (_, i) in std::mem::take(&mut self.incoming) {
             self.config.shared.give(false, i.octets);
         }

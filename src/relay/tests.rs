@@ -1,1 +1,609 @@
+//! Two exchanges joined in memory on a virtual clock: what the edge sends
+//! is written as a real Bridge payload and read back at the origin (and the
+//! other way), so every exchange semantic is tested without a socket, a
+//! runtime or a sleep.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::bridge::{ProtocolId, SafetyLabel, TransportError};
+use crate::jsonrpc::carriage::{frame_type_of, write_payload, write_transport_error};
+use crate::jsonrpc::{EffectTable, Kind, Labeler, Limits, Scanned, scan};
+
+const PROTOCOL: ProtocolId = ProtocolId::JSONRPC_EXPERIMENTAL;
+const TIMEOUT: Duration = Duration::from_secs(30);
+const STALL: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct Counts {
+    answered: AtomicU64,
+    unavailable: AtomicU64,
+    timeouts: AtomicU64,
+    dropped: AtomicU64,
+    in_flight: AtomicI64,
+    not_delivered: AtomicU64,
+}
+
+impl Observer for Counts {
+    fn answered(&self, class: ReplyClass, _: Option<Duration>) {
+        self.answered.fetch_add(1, Relaxed);
+        match class {
+            ReplyClass::Unavailable => self.unavailable.fetch_add(1, Relaxed),
+            ReplyClass::Timeout => self.timeouts.fetch_add(1, Relaxed),
+            _ => 0,
+        };
+    }
+    fn in_flight(&self, d: i64) {
+        self.in_flight.fetch_add(d, Relaxed);
+    }
+    fn dropped(&self) {
+        self.dropped.fetch_add(1, Relaxed);
+    }
+    fn not_delivered(&self) {
+        self.not_delivered.fetch_add(1, Relaxed);
+    }
+}
+
+/// The limits of one side.
+#[derive(Clone, Copy)]
+struct Room {
+    max_outstanding: usize,
+    max_incoming: usize,
+    budget: usize,
+}
+
+impl Default for Room {
+    fn default() -> Self {
+        Self {
+            max_outstanding: 128,
+            max_incoming: 128,
+            budget: 8 << 20,
+        }
+    }
+}
+
+fn config(role: Role, l: Room, shared: Arc<Shared>, counts: Arc<Counts>) -> Config {
+    Config {
+        role,
+        request_timeout: TIMEOUT,
+        stall_timeout: STALL,
+        max_outstanding: l.max_outstanding,
+        max_incoming: l.max_incoming,
+        budget: l.budget,
+        local_name: if role.is_edge() { "client" } else { "upstream" }.into(),
+        labeler: Arc::new(Labeler::new(PROTOCOL, EffectTable::for_protocol(PROTOCOL))),
+        gate: None,
+        shared,
+        observer: counts,
+    }
+}
+
+/// One side: its exchange, what its local party received, its counts.
+struct Side<T> {
+    x: Exchange<T>,
+    local: Vec<Value>,
+    answers: Vec<(T, Reply)>,
+    served: Vec<(Bytes, Option<Corr>)>,
+    counts: Arc<Counts>,
+}
+
+impl<T> Side<T> {
+    fn new(role: Role, l: Room, shared: Arc<Shared>) -> Self {
+        let counts = Arc::new(Counts::default());
+        Self {
+            x: Exchange::new(config(role, l, shared, counts.clone())),
+            local: Vec::new(),
+            answers: Vec::new(),
+            served: Vec::new(),
+            counts,
+        }
+    }
+
+    /// What the local party sends, scanned as a gateway would.
+    fn local(&mut self, now: Instant, text: &str, ticket: Option<T>) {
+        let text = Bytes::copy_from_slice(text.as_bytes());
+        let scanned = scan(&text, &Limits::default());
+        self.x.handle_local(now, text, scanned, ticket);
+    }
+
+    /// Takes the actions: local ones are recorded, the peer's returned as
+    /// Bridge payloads.
+    fn actions(&mut self) -> Vec<(crate::wire::FrameType, Vec<u8>)> {
+        let mut wire = Vec::new();
+        while let Some(a) = self.x.poll_action() {
+            match a {
+                Action::Send(msg) => wire.push(encode(&msg)),
+                Action::Deliver(text) => self.local.push(parse(&text)),
+                Action::Answer(t, r) => self.answers.push((t, r)),
+                Action::Serve { text, corr } => self.served.push((text, corr)),
+                Action::ResumeLocal | Action::ResumePeer => {}
+            }
+        }
+        wire
+    }
+
+    fn take_local(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.local)
+    }
+}
+
+fn encode(msg: &ToPeer) -> (crate::wire::FrameType, Vec<u8>) {
+    let mut out = Vec::new();
+    match msg {
+        ToPeer::Message {
+            text,
+            kind,
+            corr,
+            label,
+        } => {
+            let safety = label.as_ref().map(|l| SafetyLabel {
+                effect: l.effect,
+                scope: &l.scope,
+            });
+            write_payload(&mut out, PROTOCOL, text, kind, corr, safety).expect("payload");
+            (frame_type_of(kind).0, out)
+        }
+        ToPeer::Error { corr, code, detail } => {
+            write_transport_error(&mut out, PROTOCOL, corr, *code, detail).expect("error");
+            (crate::bridge::BRIDGE_ERROR, out)
+        }
+    }
+}
+
+fn parse(text: &[u8]) -> Value {
+    serde_json::from_slice(text).expect("JSON")
+}
+
+/// An edge and an origin joined in memory, and the virtual clock.
+struct Pair<T> {
+    edge: Side<T>,
+    origin: Side<()>,
+    now: Instant,
+}
+
+impl<T> Pair<T> {
+    fn new(edge: Role, origin: Role, e: Room, o: Room) -> Self {
+        Self {
+            edge: Side::new(edge, e, Arc::new(Shared::unlimited())),
+            origin: Side::new(origin, o, Arc::new(Shared::unlimited())),
+            now: Instant::now(),
+        }
+    }
+
+    /// Moves every frame across until both sides are quiet.
+    fn drive(&mut self) {
+        for _ in 0..10_000 {
+            let to_origin = self.edge.actions();
+            let to_edge = self.origin.actions();
+            if to_origin.is_empty() && to_edge.is_empty() {
+                return;
+            }
+            for (ft, p) in to_origin {
+                let r = receive(ft, &p, PROTOCOL, &Limits::default());
+                self.origin.x.handle_peer(self.now, r);
+            }
+            for (ft, p) in to_edge {
+                let r = receive(ft, &p, PROTOCOL, &Limits::default());
+                self.edge.x.handle_peer(self.now, r);
+            }
+        }
+        panic!("the pair never went quiet");
+    }
+
+    /// Moves the clock on and lets both sides' timers fire.
+    fn advance(&mut self, by: Duration) {
+        self.now += by;
+        self.edge.x.handle_timeout(self.now);
+        self.origin.x.handle_timeout(self.now);
+        self.drive();
+    }
+
+    fn client(&mut self, text: &str) {
+        let now = self.now;
+        self.edge.local(now, text, None);
+        self.drive();
+    }
+
+    fn upstream(&mut self, text: &str) {
+        let now = self.now;
+        self.origin.local(now, text, None);
+        self.drive();
+    }
+
+    /// The upstream answers everything it has: `result` = the request's
+    /// params.
+    fn upstream_answers_all(&mut self) -> usize {
+        let got = self.origin.take_local();
+        for r in &got {
+            let reply = json!({"jsonrpc":"2.0","id":r["id"],"result":r["params"]}).to_string();
+            self.upstream(&reply);
+        }
+        got.len()
+    }
+}
+
+fn req(id: impl Into<Value>, method: &str, params: Value) -> String {
+    json!({"jsonrpc":"2.0","id":id.into(),"method":method,"params":params}).to_string()
+}
+
+fn session_pair() -> Pair<()> {
+    Pair::new(
+        Role::EdgeSession,
+        Role::OriginSession,
+        Room::default(),
+        Room::default(),
+    )
+}
+
+#[test]
+fn a_request_crosses_and_its_reply_comes_back_verbatim() {
+    let mut p = session_pair();
+    p.origin.x.local_up();
+    p.client(&req(7, "echo", json!([1])));
+    let at_upstream = p.origin.take_local();
+    assert_eq!(at_upstream, vec![json!({"jsonrpc":"2.0","id":7,"method":"echo","params":[1]})]);
+    // Spacing and member order are the upstream's own, untouched.
+    p.upstream(r#"{"id":7,  "result":{"b":1,"a":2},"jsonrpc":"2.0"}"#);
+    assert_eq!(p.edge.take_local(), vec![json!({"jsonrpc":"2.0","id":7,"result":{"b":1,"a":2}})]);
+    assert_eq!(p.edge.x.outstanding(), 0);
+    assert_eq!(p.edge.counts.in_flight.load(Relaxed), 0);
+}
+
+#[test]
+fn a_reused_id_is_held_back_until_the_first_is_answered() {
+    let mut p = session_pair();
+    p.client(&req(9, "sleep", json!(["first"])));
+    p.client(&req(9, "echo", json!(["second"])));
+    p.client(&req(10, "echo", json!(["other"])));
+    // The other id is not held behind it.
+    let first = p.origin.take_local();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(first[1]["id"], 10);
+    assert!(p.edge.x.reading_local(), "a held id does not stop reading");
+    p.upstream(&json!({"jsonrpc":"2.0","id":9,"result":"first"}).to_string());
+    let second = p.origin.take_local();
+    assert_eq!(second, vec![json!({"jsonrpc":"2.0","id":9,"method":"echo","params":["second"]})]);
+}
+
+#[test]
+fn a_batch_is_answered_as_one_array_when_every_request_is() {
+    let mut p = session_pair();
+    let batch = format!(
+        "[{},{},{},{}]",
+        req(1, "a", json!([1])),
+        json!({"jsonrpc":"2.0","method":"note"}),
+        req(2, "b", json!([2])),
+        json!({"nope":true})
+    );
+    p.client(&batch);
+    // The invalid element is answered at once, into the array: nothing
+    // reaches the client until both requests are answered.
+    assert!(p.edge.take_local().is_empty());
+    assert_eq!(p.upstream_answers_all(), 3, "two requests and the notification");
+    let got = p.edge.take_local();
+    assert_eq!(got.len(), 1, "{got:?}");
+    let array = got[0].as_array().expect("an array");
+    assert_eq!(array.len(), 3, "{array:?}");
+    assert!(array.iter().any(|a| a["error"]["code"] == -32600));
+    assert!(array.iter().any(|a| a["id"] == 1 && a["result"] == json!([1])));
+    assert!(array.iter().any(|a| a["id"] == 2 && a["result"] == json!([2])));
+}
+
+#[test]
+fn deadlines_answer_timeout_at_the_edge_and_not_delivered_at_the_origin() {
+    let mut p = session_pair();
+    p.client(&req(1, "never", json!([])));
+    assert_eq!(p.origin.take_local().len(), 1);
+    assert_eq!(p.edge.x.poll_timeout(), Some(p.now + TIMEOUT));
+    p.advance(TIMEOUT - Duration::from_millis(1));
+    assert!(p.edge.take_local().is_empty(), "not before its deadline");
+    p.advance(Duration::from_millis(1));
+    let got = p.edge.take_local();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["error"]["code"], -32010, "{got:?}");
+    assert_eq!(p.edge.counts.timeouts.load(Relaxed), 1);
+    // The origin told the edge NotDelivered at its own deadline; the edge
+    // had already answered, so that answer is dropped as late.
+    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 1);
+    assert_eq!(p.edge.counts.dropped.load(Relaxed), 1);
+    // A reply after all that is for nobody.
+    p.upstream(&json!({"jsonrpc":"2.0","id":1,"result":0}).to_string());
+    assert_eq!(p.origin.counts.dropped.load(Relaxed), 1);
+    assert!(p.edge.take_local().is_empty());
+    assert_eq!(p.edge.x.poll_timeout(), None, "nothing left to time");
+}
+
+#[test]
+fn the_upstream_may_ask_the_client_and_hear_its_answer() {
+    let mut p = session_pair();
+    p.upstream(&req("s1", "sampling/createMessage", json!({"q":1})));
+    let asked = p.edge.take_local();
+    assert_eq!(asked[0]["method"], "sampling/createMessage");
+    p.client(&json!({"jsonrpc":"2.0","id":"s1","result":{"a":1}}).to_string());
+    assert_eq!(p.origin.take_local(), vec![json!({"jsonrpc":"2.0","id":"s1","result":{"a":1}})]);
+    // A reply to nothing is dropped, not carried.
+    p.client(&json!({"jsonrpc":"2.0","id":"s1","result":{"a":1}}).to_string());
+    assert_eq!(p.edge.counts.dropped.load(Relaxed), 1);
+}
+
+#[test]
+fn a_pipelining_client_waits_for_room_and_every_request_is_answered() {
+    let mut p = session_pair();
+    let mut answered = 0;
+    let mut read = 0;
+    // The client writes 1000 requests; the gateway reads while it may.
+    while read < 1000 {
+        if p.edge.x.reading_local() {
+            p.client(&req(read, "echo", json!([read])));
+            read += 1;
+            continue;
+        }
+        assert_eq!(p.edge.x.outstanding(), 128 + 1, "128 in flight, one waiting");
+        assert!(p.upstream_answers_all() > 0);
+        answered += p.edge.take_local().len();
+    }
+    while p.upstream_answers_all() > 0 {}
+    answered += p.edge.take_local().len();
+    assert_eq!(answered, 1000);
+    assert_eq!(p.edge.counts.unavailable.load(Relaxed), 0, "never -32011");
+    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 0);
+}
+
+#[test]
+fn a_message_that_waits_longer_than_the_stall_timeout_is_answered_unavailable() {
+    let mut p = session_pair();
+    for i in 0..129 {
+        p.client(&req(i, "never", json!([])));
+    }
+    assert!(!p.edge.x.reading_local());
+    p.advance(STALL);
+    let got = p.edge.take_local();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["id"], 128);
+    assert_eq!(got[0]["error"]["code"], -32011);
+    assert!(p.edge.x.reading_local(), "reading again: the next one may find room");
+}
+
+#[test]
+fn the_octet_budget_bounds_what_is_in_flight() {
+    let l = Room {
+        budget: 1000,
+        ..Room::default()
+    };
+    let mut p: Pair<()> = Pair::new(Role::EdgeSession, Role::OriginSession, l, Room::default());
+    let big = "x".repeat(300);
+    for i in 0..5 {
+        if p.edge.x.reading_local() {
+            p.client(&req(i, "echo", json!([big])));
+        }
+    }
+    // Each is about 340 octets: two fit in 1000, the third waits and the
+    // client is not read.
+    assert_eq!(p.origin.local.len(), 2);
+    assert!(!p.edge.x.reading_local());
+    let (out, _) = p.edge.x.octets();
+    assert!(out <= 1000 + 400, "{out}");
+    p.upstream_answers_all();
+    assert_eq!(p.origin.local.len(), 1, "the waiting one went on");
+    assert!(p.edge.x.reading_local());
+}
+
+#[test]
+fn a_single_message_larger_than_the_budget_still_crosses_alone() {
+    let l = Room {
+        budget: 100,
+        ..Room::default()
+    };
+    let mut p: Pair<()> = Pair::new(Role::EdgeSession, Role::OriginSession, l, Room::default());
+    p.client(&req(1, "echo", json!(["y".repeat(500)])));
+    assert_eq!(p.origin.local.len(), 1);
+}
+
+#[test]
+fn the_origin_holds_what_its_upstream_has_no_room_for_and_stops_reading_the_peer() {
+    let o = Room {
+        max_incoming: 2,
+        budget: 1,
+        ..Room::default()
+    };
+    let mut p: Pair<()> = Pair::new(Role::EdgeSession, Role::OriginSession, Room::default(), o);
+    for i in 0..4 {
+        p.client(&req(i, "echo", json!([i])));
+    }
+    assert_eq!(p.origin.local.len(), 2, "two delivered");
+    assert!(!p.origin.x.reading_peer(), "the rest held: the peer is not read");
+    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 0, "never refused");
+    let mut answered = 0;
+    for _ in 0..3 {
+        p.upstream_answers_all();
+        answered += p.edge.take_local().len();
+    }
+    assert_eq!(answered, 4);
+    assert!(p.origin.x.reading_peer());
+}
+
+#[test]
+fn an_association_that_ends_answers_everything_that_waits() {
+    let mut p = session_pair();
+    for i in 0..130 {
+        p.client(&req(i, "never", json!([])));
+    }
+    let now = p.now;
+    p.edge.x.peer_ended(now, Failure::Lost("the peer went away".into()));
+    p.drive();
+    let got = p.edge.take_local();
+    assert_eq!(got.len(), 130, "the 128 in flight and the 2 that waited");
+    assert!(got.iter().all(|g| g["error"]["code"] == -32004), "{:?}", got[0]);
+    assert_eq!(p.edge.counts.in_flight.load(Relaxed), 0);
+    // From now on a request is answered at once.
+    p.client(&req(500, "late", json!([])));
+    assert_eq!(p.edge.take_local()[0]["error"]["code"], -32004);
+}
+
+#[test]
+fn an_upstream_that_goes_away_has_its_requests_answered_not_delivered() {
+    let mut p = session_pair();
+    p.client(&req(1, "a", json!([])));
+    p.origin.x.local_down("it exited");
+    p.drive();
+    let got = p.edge.take_local();
+    assert_eq!(got[0]["error"]["code"], -32004, "{got:?}");
+    let detail = got[0]["error"]["data"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("went away before replying: it exited"), "{detail}");
+    // While it is down, new requests are refused at once.
+    p.client(&req(2, "b", json!([])));
+    let got = p.edge.take_local();
+    assert!(got[0]["error"]["data"]["detail"].as_str().unwrap_or_default().contains("not running"));
+    p.origin.x.local_starting();
+    p.client(&req(3, "c", json!([])));
+    assert_eq!(p.origin.take_local().len(), 2, "the first (before it went) and the third");
+}
+
+#[test]
+fn pooled_callers_get_their_own_answers_for_the_same_id() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginStateless,
+        Room::default(),
+        Room::default(),
+    );
+    let now = p.now;
+    p.edge.local(now, &req(1, "echo", json!(["a"])), Some(100));
+    p.edge.local(now, &req(1, "echo", json!(["b"])), Some(200));
+    p.drive();
+    let served = std::mem::take(&mut p.origin.served);
+    assert_eq!(served.len(), 2, "the same id twice, both carried at once");
+    // The upstream answers in the other order.
+    for (text, corr) in served.into_iter().rev() {
+        let r = parse(&text);
+        let reply = json!({"jsonrpc":"2.0","id":1,"result":r["params"]}).to_string();
+        let reply = Bytes::from(reply);
+        let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
+            panic!("scans");
+        };
+        let corr = corr.expect("a request");
+        p.origin.x.served(now, &corr, Ok((reply, kind)));
+        p.drive();
+    }
+    let mut answers: Vec<(u32, Value)> = p
+        .edge
+        .answers
+        .drain(..)
+        .map(|(t, r)| match r {
+            Reply::Message { text, .. } => (t, parse(&text)["result"][0].clone()),
+            Reply::Failed(f) => panic!("{f:?}"),
+        })
+        .collect();
+    answers.sort_by_key(|a| a.0);
+    assert_eq!(answers, vec![(100, json!("a")), (200, json!("b"))]);
+}
+
+#[test]
+fn a_served_reply_with_another_id_is_not_delivered() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginStateless,
+        Room::default(),
+        Room::default(),
+    );
+    let now = p.now;
+    p.edge.local(now, &req(5, "echo", json!([])), Some(1));
+    p.drive();
+    let (_, corr) = p.origin.served.pop().expect("served");
+    let reply = Bytes::from_static(br#"{"jsonrpc":"2.0","id":6,"result":0}"#);
+    let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
+        panic!("scans");
+    };
+    p.origin.x.served(now, &corr.expect("request"), Ok((reply, kind)));
+    p.drive();
+    let (t, r) = p.edge.answers.pop().expect("answered");
+    assert_eq!(t, 1);
+    let Reply::Failed(Failure::Transport(code, detail)) = r else {
+        panic!("{r:?}");
+    };
+    assert_eq!(code, TransportError::NOT_DELIVERED);
+    assert!(detail.contains("another request's id"), "{detail}");
+}
+
+#[test]
+fn a_server_originated_request_to_the_pool_is_not_delivered() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginSession,
+        Room::default(),
+        Room::default(),
+    );
+    p.upstream(&req(1, "ask", json!([])));
+    let got = p.origin.take_local();
+    assert_eq!(got[0]["error"]["code"], -32004, "{got:?}");
+}
+
+#[test]
+fn the_pool_refuses_at_once_when_the_gateway_is_full() {
+    let shared = Arc::new(Shared::new(2, usize::MAX));
+    let mut edge: Side<u32> = Side::new(Role::EdgePool, Room::default(), shared.clone());
+    let now = Instant::now();
+    for t in 0..3 {
+        edge.local(now, &req(t, "a", json!([])), Some(t));
+    }
+    let _ = edge.actions();
+    assert_eq!(edge.answers.len(), 1);
+    let (t, Reply::Failed(f)) = &edge.answers[0] else {
+        panic!("refused");
+    };
+    assert_eq!((*t, f.code()), (2, -32011));
+    assert_eq!(shared.in_flight(), 2);
+    edge.x.peer_ended(now, Failure::Lost("gone".into()));
+    let _ = edge.actions();
+    assert_eq!(shared.in_flight(), 0, "every share given back");
+    assert_eq!(shared.octets(), 0);
+}
+
+#[test]
+fn a_session_waits_for_the_gateway_wide_budget_and_goes_on_when_it_frees() {
+    let shared = Arc::new(Shared::new(1, usize::MAX));
+    let mut a: Side<()> = Side::new(Role::EdgeSession, Room::default(), shared.clone());
+    let mut b: Side<()> = Side::new(Role::EdgeSession, Room::default(), shared.clone());
+    let now = Instant::now();
+    a.local(now, &req(1, "a", json!([])), None);
+    assert_eq!(a.actions().len(), 1);
+    b.local(now, &req(1, "b", json!([])), None);
+    assert!(b.actions().is_empty(), "waits");
+    assert!(!b.x.reading_local());
+    let retry = b.x.poll_timeout().expect("looks again");
+    assert!(retry < now + Duration::from_secs(1));
+    a.x.peer_ended(now, Failure::Lost("gone".into()));
+    b.x.handle_timeout(retry);
+    assert_eq!(b.actions().len(), 1, "sent once the budget freed");
+}
+
+#[test]
+fn deadline_queues_stay_small_under_steady_traffic() {
+    let mut p = session_pair();
+    for i in 0..10_000 {
+        p.client(&req(i, "echo", json!([])));
+        p.upstream_answers_all();
+        if i % 100 == 0 {
+            p.advance(Duration::from_millis(1));
+        }
+    }
+    assert_eq!(p.edge.take_local().len(), 10_000);
+    let (out, _) = p.edge.x.deadlines_queued();
+    let (_, inc) = p.origin.x.deadlines_queued();
+    assert!(out < 300 && inc < 300, "{out} {inc}");
+}
+
+#[test]
+fn notifications_cross_both_ways_and_are_never_answered() {
+    let mut p = session_pair();
+    p.client(&json!({"jsonrpc":"2.0","method":"note","params":[1]}).to_string());
+    assert_eq!(p.origin.take_local()[0]["method"], "note");
+    p.upstream(&json!({"jsonrpc":"2.0","method":"tick"}).to_string());
+    assert_eq!(p.edge.take_local()[0]["method"], "tick");
+    assert_eq!(p.edge.counts.answered.load(Relaxed), 0);
+}
