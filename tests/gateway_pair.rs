@@ -822,5 +822,8 @@ async fn a_pipelining_websocket_client_gets_every_result() {
         seen.insert(r["id"].as_u64());
     }
     assert_eq!(seen.len(), 1000);
-    assert_eq!(metric(&pair.edge, "npamp_replies_total{class=\"unavailable\"}").await, 0);
+    assert_eq!(
+        metric(&pair.edge, "npamp_replies_total{class=\"unavailable\"}").await,
+        0
+    );
 }

@@ -1137,8 +1137,8 @@ async fn npamp_worker(
     mut source: Source,
     run: Arc<Run>,
 ) {
-    use npamp_gateway::relay::Reply;
     use npamp_gateway::jsonrpc::{Kind, Scanned, scan};
+    use npamp_gateway::relay::Reply;
     while let Some(job) = source.next(&run).await {
         let text = Bytes::from(job.send.text.clone());
         let kinds: Vec<(Bytes, Kind)> = match scan(&text, &edge.ctx.scan) {

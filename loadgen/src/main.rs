@@ -118,7 +118,8 @@ enum Command {
     /// WebSocket client that never reads) held against an ingress for a
     /// while; prints how many the server cut off, and after how long.
     Slow {
-        /// HOST:PORT of the HTTP (headers, body) or WebSocket ingress.
+        /// Loopback HOST:PORT of the HTTP (headers, body), WebSocket
+        /// (ws-no-read) or TCP (tcp-no-read) ingress.
         #[arg(long)]
         target: String,
         #[arg(long, value_enum)]
@@ -128,6 +129,13 @@ enum Command {
         /// Seconds to hold them.
         #[arg(long, default_value_t = 30.0)]
         duration: f64,
+        /// Octets of each request of the no-read modes.
+        #[arg(long, default_value_t = 60_000)]
+        size: usize,
+        /// Loopback HOST:PORT of an HTTP ingress for a healthy client
+        /// beside them (one echo request every 20 ms, each timed).
+        #[arg(long)]
+        probe: Option<String>,
     },
     /// Handshake floods against a gateway's association port (loopback
     /// only): silent TCP connections and QUIC attempts that never complete,
@@ -256,6 +264,8 @@ fn main() -> ExitCode {
             mode,
             connections,
             duration,
+            size,
+            probe,
         } => {
             if !(duration.is_finite() && duration > 0.0 && duration < 1e6) {
                 return fail(
@@ -263,17 +273,20 @@ fn main() -> ExitCode {
                     &anyhow::anyhow!("--duration {duration}: a positive number of seconds"),
                 );
             }
-            let run = npamp_loadgen::slow::run(
+            let run = npamp_loadgen::slow::run(npamp_loadgen::slow::Slow {
                 target,
                 mode,
                 connections,
-                Duration::from_secs_f64(duration),
-            );
+                duration: Duration::from_secs_f64(duration),
+                size,
+                probe,
+            });
             match runtime().map(|rt| rt.block_on(run)) {
-                Ok(stats) => {
+                Ok(Ok(stats)) => {
                     println!("{stats}");
                     ExitCode::SUCCESS
                 }
+                Ok(Err(e)) => fail(EXIT_USAGE, &e.into()),
                 Err(e) => fail(EXIT_RUN, &e),
             }
         }

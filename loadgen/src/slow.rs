@@ -6,10 +6,16 @@
 //!   at a time and never end;
 //! - `body`: complete headers, then part of the announced body and nothing
 //!   more;
-//! - `ws-no-read`: a WebSocket client that sends requests with large
-//!   replies and never reads them.
+//! - `ws-no-read`: a WebSocket client that sends echo requests of
+//!   `--size` octets (large replies) and never reads them;
+//! - `tcp-no-read`: the same on a `tcp://` ingress (one request a line).
+//!
+//! With `--probe HOST:PORT`, a healthy HTTP client beside them posts one
+//! small echo request every 20 ms and times each reply: what the slow
+//! clients cost everyone else. Only loopback targets are accepted.
 
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -21,6 +27,7 @@ pub enum Mode {
     Headers,
     Body,
     WsNoRead,
+    TcpNoRead,
 }
 
 /// How the server treated the slow connections.
@@ -36,14 +43,57 @@ pub struct SlowStats {
     /// Sum of the time each cut-off connection lived, ms.
     pub cut_off_after_ms_sum: AtomicU64,
     pub cut_off_after_ms_max: AtomicU64,
+    pub cut_off_after_ms_min: AtomicU64,
+    /// No-read modes: from the first write the server did not take within
+    /// [`BLOCKED`] (it stopped reading) to the cut, ms: (min, max).
+    pub cut_after_blocked_ms: Mutex<Option<(u64, u64)>>,
+    /// The healthy client's replies, ms each (`--probe`).
+    pub probe_ms: Mutex<Vec<f64>>,
+    /// Its requests that got no 200 with a result.
+    pub probe_failed: AtomicU64,
 }
 
 impl SlowStats {
     fn cut(&self, lived: Duration) {
         let ms = u64::try_from(lived.as_millis()).unwrap_or(u64::MAX);
-        self.cut_off.fetch_add(1, Relaxed);
+        let first = self.cut_off.fetch_add(1, Relaxed) == 0;
         self.cut_off_after_ms_sum.fetch_add(ms, Relaxed);
         self.cut_off_after_ms_max.fetch_max(ms, Relaxed);
+        if first {
+            self.cut_off_after_ms_min.store(ms, Relaxed);
+        } else {
+            self.cut_off_after_ms_min.fetch_min(ms, Relaxed);
+        }
+    }
+
+    fn cut_after_blocked(&self, d: Duration) {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let mut m = self
+            .cut_after_blocked_ms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *m = Some(m.map_or((ms, ms), |(lo, hi)| (lo.min(ms), hi.max(ms))));
+    }
+
+    /// The probe's replies: (count, p50, p99, max) in ms.
+    pub fn probe(&self) -> (usize, f64, f64, f64) {
+        let mut ms = self
+            .probe_ms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        ms.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            ms.get(((ms.len() as f64 * q).ceil() as usize).saturating_sub(1))
+                .copied()
+                .unwrap_or(0.0)
+        };
+        (
+            ms.len(),
+            at(0.5),
+            at(0.99),
+            ms.last().copied().unwrap_or(0.0),
+        )
     }
 }
 
@@ -53,35 +103,86 @@ impl std::fmt::Display for SlowStats {
         let mean = self.cut_off_after_ms_sum.load(Relaxed) / cut.max(1);
         write!(
             f,
-            "opened {} cut_off {} still_open {} refused {} cut_off_mean_ms {} cut_off_max_ms {}",
+            "opened {} cut_off {} still_open {} refused {} cut_off_mean_ms {} cut_off_min_ms {} cut_off_max_ms {}",
             self.opened.load(Relaxed),
             cut,
             self.still_open.load(Relaxed),
             self.refused.load(Relaxed),
             mean,
+            self.cut_off_after_ms_min.load(Relaxed),
             self.cut_off_after_ms_max.load(Relaxed)
-        )
+        )?;
+        let blocked = *self
+            .cut_after_blocked_ms
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((lo, hi)) = blocked {
+            write!(
+                f,
+                " cut_after_blocked_min_ms {lo} cut_after_blocked_max_ms {hi}"
+            )?;
+        }
+        let (n, p50, p99, max) = self.probe();
+        if n > 0 || self.probe_failed.load(Relaxed) > 0 {
+            write!(
+                f,
+                " probe_ok {n} probe_failed {} probe_p50_ms {p50:.1} probe_p99_ms {p99:.1} probe_max_ms {max:.1}",
+                self.probe_failed.load(Relaxed)
+            )?;
+        }
+        Ok(())
     }
 }
 
-/// Keeps `connections` slow clients of `mode` against `addr` (HOST:PORT)
-/// for `duration`; each is opened once.
-pub async fn run(
-    addr: String,
-    mode: Mode,
-    connections: usize,
-    duration: Duration,
-) -> Arc<SlowStats> {
+/// What to run: `connections` slow clients of `mode` against `target`
+/// (HOST:PORT), each sending requests of `size` octets (the no-read modes),
+/// opened once and held for `duration`; `probe`: an HTTP ingress for the
+/// healthy client.
+#[derive(Clone, Debug)]
+pub struct Slow {
+    pub target: String,
+    pub mode: Mode,
+    pub connections: usize,
+    pub duration: Duration,
+    pub size: usize,
+    pub probe: Option<String>,
+}
+
+/// A target that is not a loopback HOST:PORT.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: a loopback HOST:PORT (127.0.0.0/8 or [::1]) is needed")]
+pub struct NotLoopback(String);
+
+fn loopback(target: &str) -> Result<(), NotLoopback> {
+    match target.parse::<std::net::SocketAddr>() {
+        Ok(a) if a.ip().is_loopback() => Ok(()),
+        _ => Err(NotLoopback(target.to_owned())),
+    }
+}
+
+/// Runs `slow`; refuses targets that are not loopback.
+pub async fn run(slow: Slow) -> Result<Arc<SlowStats>, NotLoopback> {
+    loopback(&slow.target)?;
+    if let Some(p) = &slow.probe {
+        loopback(p)?;
+    }
     let stats = Arc::new(SlowStats::default());
-    let deadline = Instant::now() + duration;
-    let mut tasks = Vec::with_capacity(connections);
-    for _ in 0..connections {
-        let (addr, stats) = (addr.clone(), stats.clone());
+    let deadline = Instant::now() + slow.duration;
+    let probe = slow.probe.clone().map(|addr| {
+        let stats = stats.clone();
+        tokio::spawn(async move { probe(&addr, deadline, &stats).await })
+    });
+    let pad = Arc::new("x".repeat(slow.size.saturating_sub(60)));
+    let mut tasks = Vec::with_capacity(slow.connections);
+    for _ in 0..slow.connections {
+        let (addr, stats, pad) = (slow.target.clone(), stats.clone(), pad.clone());
+        let mode = slow.mode;
         tasks.push(tokio::spawn(async move {
             let opened = Instant::now();
             let cut = match mode {
                 Mode::Headers | Mode::Body => http(&addr, mode, deadline, &stats).await,
-                Mode::WsNoRead => ws_no_read(&addr, deadline, &stats).await,
+                Mode::WsNoRead => ws_no_read(&addr, &pad, deadline, &stats).await,
+                Mode::TcpNoRead => tcp_no_read(&addr, &pad, deadline, &stats).await,
             };
             match cut {
                 Some(true) => stats.cut(opened.elapsed()),
@@ -97,7 +198,51 @@ pub async fn run(
     for t in tasks {
         let _ = t.await;
     }
-    stats
+    if let Some(p) = probe {
+        let _ = p.await;
+    }
+    Ok(stats)
+}
+
+/// A write that takes longer than this means the server stopped reading.
+pub const BLOCKED: Duration = Duration::from_millis(200);
+
+/// Times one write of a no-read client: notes when the server first
+/// stopped reading, and the time from then to the cut.
+struct Writes<'a> {
+    stats: &'a SlowStats,
+    blocked: Option<Instant>,
+}
+
+impl Writes<'_> {
+    /// `Some(cut)` once the write ended the run: the server dropped us
+    /// (`true`), or the deadline came (`false`).
+    async fn write<E>(
+        &mut self,
+        deadline: Instant,
+        write: impl std::future::Future<Output = Result<(), E>>,
+    ) -> Option<bool> {
+        let started = Instant::now();
+        let left = deadline.saturating_duration_since(started);
+        let r = tokio::time::timeout(left, write).await;
+        if self.blocked.is_none() && started.elapsed() > BLOCKED {
+            self.blocked = Some(started);
+        }
+        match r {
+            Ok(Ok(())) => None,
+            Ok(Err(_)) => {
+                if let Some(b) = self.blocked {
+                    self.stats.cut_after_blocked(b.elapsed());
+                }
+                Some(true)
+            }
+            Err(_) => Some(false),
+        }
+    }
+}
+
+fn echo_request(id: u64, pad: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"echo","params":["{pad}"]}}"#)
 }
 
 /// `Some(true)`: the server cut the connection off before `deadline`;
@@ -136,28 +281,107 @@ async fn http(addr: &str, mode: Mode, deadline: Instant, stats: &SlowStats) -> O
     }
 }
 
-async fn ws_no_read(addr: &str, deadline: Instant, stats: &SlowStats) -> Option<bool> {
+async fn ws_no_read(addr: &str, pad: &str, deadline: Instant, stats: &SlowStats) -> Option<bool> {
     use tokio_tungstenite::tungstenite::Message;
     let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
         .await
         .ok()?;
     stats.opened.fetch_add(1, Relaxed);
     let (mut sink, _never_read) = futures_util::StreamExt::split(ws);
-    let pad = "x".repeat(60_000);
-    let mut id = 0u64;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Some(false);
+    let mut writes = Writes {
+        stats,
+        blocked: None,
+    };
+    for id in 1.. {
+        let req = echo_request(id, pad);
+        if let Some(cut) = writes
+            .write(deadline, sink.send(Message::Text(req.into())))
+            .await
+        {
+            return Some(cut);
         }
-        id += 1;
-        let req = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"echo","params":["{pad}"]}}"#);
-        match tokio::time::timeout(left, sink.send(Message::Text(req.into()))).await {
-            Ok(Ok(())) => {}
-            // The server dropped us.
-            Ok(Err(_)) => return Some(true),
-            // Blocked on a full socket at the deadline: not cut off.
-            Err(_) => return Some(false),
+    }
+    Some(false)
+}
+
+async fn tcp_no_read(addr: &str, pad: &str, deadline: Instant, stats: &SlowStats) -> Option<bool> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
+    stats.opened.fetch_add(1, Relaxed);
+    let (_never_read, mut w) = tcp.into_split();
+    let mut writes = Writes {
+        stats,
+        blocked: None,
+    };
+    for id in 1.. {
+        let mut line = echo_request(id, pad);
+        line.push('\n');
+        if let Some(cut) = writes.write(deadline, w.write_all(line.as_bytes())).await {
+            return Some(cut);
+        }
+    }
+    Some(false)
+}
+
+/// The healthy client: one small echo request every 20 ms on a keep-alive
+/// connection (a fresh one after a failure), each timed.
+async fn probe(addr: &str, deadline: Instant, stats: &SlowStats) {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":["probe"]}"#;
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: probe\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut conn: Option<tokio::net::TcpStream> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    while Instant::now() < deadline {
+        tick.tick().await;
+        let started = Instant::now();
+        if conn.is_none() {
+            conn = tokio::net::TcpStream::connect(addr).await.ok();
+        }
+        let Some(tcp) = conn.as_mut() else {
+            stats.probe_failed.fetch_add(1, Relaxed);
+            continue;
+        };
+        let answer = tokio::time::timeout(Duration::from_secs(5), exchange(tcp, &request)).await;
+        match answer {
+            Ok(Some(true)) => stats
+                .probe_ms
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(started.elapsed().as_secs_f64() * 1000.0),
+            _ => {
+                stats.probe_failed.fetch_add(1, Relaxed);
+                conn = None;
+            }
+        }
+    }
+}
+
+/// One request and its response on a keep-alive connection: `Some(true)`
+/// for a 200 whose body holds a result.
+async fn exchange(tcp: &mut tokio::net::TcpStream, request: &str) -> Option<bool> {
+    tcp.write_all(request.as_bytes()).await.ok()?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = tcp.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut resp = httparse::Response::new(&mut headers);
+        if let Ok(httparse::Status::Complete(head)) = resp.parse(&buf) {
+            let len = resp
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| std::str::from_utf8(h.value).ok()?.parse::<usize>().ok())?;
+            if buf.len() >= head + len {
+                let body = &buf[head..head + len];
+                let ok = resp.code == Some(200) && body.windows(8).any(|w| w == b"\"result\"");
+                return Some(ok);
+            }
         }
     }
 }

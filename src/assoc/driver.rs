@@ -32,7 +32,7 @@ use super::stats::AssocStats;
 use crate::wire::{ChannelId, FrameType};
 
 /// Unwritten octets above which senders wait for the writer.
-pub const PENDING_LIMIT: usize = 4 << 20;
+pub const PENDING_LIMIT: usize = 1 << 20;
 /// How long a local CLOSE waits for the peer's CLOSE_ACK.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
 

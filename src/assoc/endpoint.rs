@@ -58,6 +58,11 @@ pub struct Endpoint {
     pub stats: Arc<AssocStats>,
     /// QUIC congestion control of this endpoint's connections.
     pub congestion: Congestion,
+    /// The QUIC receive window of each stream of this endpoint's client
+    /// connections (octets the peer may send ahead of what is read);
+    /// `None`: quinn's (1.25 MB). What a local party does not take waits
+    /// in it, so many sessions want it small.
+    pub receive_window: Option<u32>,
 }
 
 /// QUIC congestion control.
@@ -118,6 +123,7 @@ impl Endpoint {
             first_octets_timeout: DEFAULT_FIRST_OCTETS_TIMEOUT,
             stats: Arc::new(AssocStats::default()),
             congestion: Congestion::default(),
+            receive_window: None,
         }
     }
 

@@ -59,6 +59,15 @@ pub(super) fn client_config(alpn: &[u8], ep: &Endpoint) -> Result<quinn::ClientC
     // An idle association stays up (the default idle timeout is 30 s).
     transport.keep_alive_interval(Some(QUIC_KEEP_ALIVE));
     transport.max_idle_timeout(QUIC_IDLE_TIMEOUT.try_into().ok());
+    if let Some(window) = ep.receive_window {
+        // Two streams (Control, Bridge) share the connection's window.
+        transport.stream_receive_window(window.into());
+        transport.receive_window(
+            (2 * u64::from(window))
+                .try_into()
+                .unwrap_or(quinn::VarInt::MAX),
+        );
+    }
     ep.congestion.apply(&mut transport);
     config.transport_config(Arc::new(transport));
     Ok(config)

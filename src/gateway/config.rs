@@ -152,12 +152,17 @@ pub struct GatewayOptions {
     /// bounds the memory one client can hold [default: 128].
     #[arg(long, value_name = "N")]
     pub max_in_flight_per_connection: Option<usize>,
-    /// Octets of replies queued for one session client (edge), or of
-    /// requests for one upstream session (origin); past this the
-    /// association feeding it waits, so a client that does not read holds
-    /// at most about this much [default: 8388608].
+    /// Octets one session holds in each direction: messages queued for its
+    /// client (edge) or upstream (origin), and its party's requests in
+    /// flight; past this the party (or the association feeding it) is not
+    /// read [default: 262144].
     #[arg(long, value_name = "OCTETS")]
     pub session_buffer: Option<usize>,
+    /// Octets of JSON-RPC requests the whole gateway holds in flight; past
+    /// this a session's requests wait and an HTTP request gets 503 /
+    /// -32011 [default: 67108864].
+    #[arg(long, value_name = "OCTETS")]
+    pub memory_budget: Option<usize>,
     /// Client connections per ingress [default: 4096].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
@@ -297,6 +302,7 @@ impl GatewayOptions {
             max_in_flight,
             max_in_flight_per_connection,
             session_buffer,
+            memory_budget,
             max_connections,
             request_timeout,
             idle_timeout,
@@ -591,6 +597,16 @@ impl GatewayOptions {
                 ));
             }
             limits.session_buffer = v;
+        }
+        if let Some(v) = self.memory_budget {
+            if v < 1 << 20 {
+                return Err(err(
+                    "memory-budget",
+                    cli.memory_budget.is_some(),
+                    format!("{v}: at least 1048576 octets (1 MiB)"),
+                ));
+            }
+            limits.memory_budget = v;
         }
         if let Some(v) = self.max_connections {
             limits.max_connections = positive("max-connections", cli.max_connections.is_some(), v)?;
@@ -1012,6 +1028,25 @@ mod tests {
         assert_eq!(o(1 << 20).unwrap().limits.session_buffer, 1 << 20);
         assert_eq!(o(100).unwrap_err().at, "--session-buffer");
         assert_eq!(o(usize::MAX).unwrap_err().at, "--session-buffer");
+    }
+
+    #[test]
+    fn the_memory_budget_has_a_floor_and_a_default() {
+        let o = |v| {
+            GatewayOptions {
+                insecure_accept_any_peer: true,
+                ingress: vec!["ws://127.0.0.1:0".into()],
+                peer: Some("quic://127.0.0.1:7000".into()),
+                memory_budget: v,
+                ..Default::default()
+            }
+            .resolve()
+        };
+        assert_eq!(o(None).unwrap().limits.memory_budget, 64 << 20);
+        assert_eq!(o(Some(8 << 20)).unwrap().limits.memory_budget, 8 << 20);
+        let e = o(Some(1000)).unwrap_err();
+        assert_eq!(e.at, "--memory-budget");
+        assert!(e.message.contains("1 MiB"), "{e}");
     }
 
     #[test]

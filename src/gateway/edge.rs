@@ -34,6 +34,10 @@ pub struct Edge {
     pub endpoint: Endpoint,
     pub ctx: Arc<Ctx>,
     pool: Pool,
+    /// `endpoint` for session associations: a QUIC receive window of
+    /// twice `--session-buffer`, so a client that does not read holds that
+    /// much of its replies in transit at most.
+    session_endpoint: Endpoint,
     /// The one QUIC client endpoint of all session associations (one per
     /// client: they must not each cost a socket and its buffers). Pooled
     /// associations keep endpoints of their own, to spread over cores.
@@ -43,9 +47,15 @@ pub struct Edge {
 impl Edge {
     pub fn new(peer: PeerAddr, endpoint: Endpoint, ctx: Arc<Ctx>) -> Self {
         let size = ctx.limits.pool_size.max(1);
+        let window = (2 * ctx.limits.session_buffer).clamp(64 << 10, u32::MAX as usize);
+        let session_endpoint = Endpoint {
+            receive_window: Some(u32::try_from(window).unwrap_or(u32::MAX)),
+            ..endpoint.clone()
+        };
         Self {
             peer,
             endpoint,
+            session_endpoint,
             pool: Pool {
                 slots: (0..size).map(|_| Slot::default()).collect(),
                 next: AtomicUsize::new(0),
@@ -72,7 +82,7 @@ impl Edge {
 
     async fn connect(&self, shared: Option<&SharedClientEndpoint>) -> Result<Link, Failure> {
         let link = match shared {
-            Some(shared) => Link::connect_sharing(self.peer, &self.endpoint, shared).await,
+            Some(shared) => Link::connect_sharing(self.peer, &self.session_endpoint, shared).await,
             None => Link::connect(self.peer, &self.endpoint).await,
         };
         match link {

@@ -100,6 +100,17 @@ fn status_only(status: StatusCode, why: &str) -> HttpResponse {
     json_response(status.as_u16(), body)
 }
 
+/// A session client's socket: the kernel's send buffer is fixed at
+/// `--session-buffer` (at least 64 KiB) instead of growing to megabytes, so
+/// a client that does not read holds that much of the kernel's memory at
+/// most, and is noticed (its writes block) as soon as that is full.
+fn bound_send_buffer(tcp: &tokio::net::TcpStream, ctx: &super::Ctx) {
+    let n = ctx.limits.session_buffer.max(64 << 10);
+    if let Err(e) = socket2::SockRef::from(tcp).set_send_buffer_size(n) {
+        debug!(error = %e, "cannot set the client socket's send buffer");
+    }
+}
+
 /// HTTP ingress: accepts until shutdown, at most `max_connections` at once.
 pub async fn serve_http(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown) {
     let limits = &edge.ctx.limits;
@@ -569,6 +580,7 @@ pub async fn serve_tcp(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdow
     let permits = Arc::new(Semaphore::new(edge.ctx.limits.max_connections));
     while let Some((tcp, _, permit)) = accept(&listener, &permits, &shutdown).await {
         let edge = edge.clone();
+        bound_send_buffer(&tcp, &edge.ctx);
         tokio::spawn(async move {
             let (r, w) = tcp.into_split();
             let (tx, rx) = edge.ctx.limits.outbox();
@@ -624,6 +636,7 @@ pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown
     let permits = Arc::new(Semaphore::new(edge.ctx.limits.max_connections));
     while let Some((tcp, from, permit)) = accept(&listener, &permits, &shutdown).await {
         let edge = edge.clone();
+        bound_send_buffer(&tcp, &edge.ctx);
         tokio::spawn(async move {
             let config = super::ws_config(edge.ctx.limits.max_body);
             // The callback's signature is tungstenite's (`ErrorResponse` is

@@ -140,7 +140,7 @@ impl Default for Limits {
             stall_timeout: Duration::from_secs(10),
             pool_size: std::thread::available_parallelism().map_or(2, |n| n.get()),
             session_queue: 256,
-            session_buffer: 8 << 20,
+            session_buffer: 256 << 10,
             drain_timeout: Duration::from_secs(10),
             memory_budget: 64 << 20,
         }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::bridge::{ProtocolId, SafetyLabel, TransportError};
 use crate::jsonrpc::carriage::{frame_type_of, write_payload, write_transport_error};
-use crate::jsonrpc::{EffectTable, Kind, Labeler, Limits, Scanned, scan};
+use crate::jsonrpc::{EffectTable, Labeler, Limits, Scanned, scan};
 
 const PROTOCOL: ProtocolId = ProtocolId::JSONRPC_EXPERIMENTAL;
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -246,10 +246,16 @@ fn a_request_crosses_and_its_reply_comes_back_verbatim() {
     p.origin.x.local_up();
     p.client(&req(7, "echo", json!([1])));
     let at_upstream = p.origin.take_local();
-    assert_eq!(at_upstream, vec![json!({"jsonrpc":"2.0","id":7,"method":"echo","params":[1]})]);
+    assert_eq!(
+        at_upstream,
+        vec![json!({"jsonrpc":"2.0","id":7,"method":"echo","params":[1]})]
+    );
     // Spacing and member order are the upstream's own, untouched.
     p.upstream(r#"{"id":7,  "result":{"b":1,"a":2},"jsonrpc":"2.0"}"#);
-    assert_eq!(p.edge.take_local(), vec![json!({"jsonrpc":"2.0","id":7,"result":{"b":1,"a":2}})]);
+    assert_eq!(
+        p.edge.take_local(),
+        vec![json!({"jsonrpc":"2.0","id":7,"result":{"b":1,"a":2}})]
+    );
     assert_eq!(p.edge.x.outstanding(), 0);
     assert_eq!(p.edge.counts.in_flight.load(Relaxed), 0);
 }
@@ -267,7 +273,10 @@ fn a_reused_id_is_held_back_until_the_first_is_answered() {
     assert!(p.edge.x.reading_local(), "a held id does not stop reading");
     p.upstream(&json!({"jsonrpc":"2.0","id":9,"result":"first"}).to_string());
     let second = p.origin.take_local();
-    assert_eq!(second, vec![json!({"jsonrpc":"2.0","id":9,"method":"echo","params":["second"]})]);
+    assert_eq!(
+        second,
+        vec![json!({"jsonrpc":"2.0","id":9,"method":"echo","params":["second"]})]
+    );
 }
 
 #[test]
@@ -284,14 +293,26 @@ fn a_batch_is_answered_as_one_array_when_every_request_is() {
     // The invalid element is answered at once, into the array: nothing
     // reaches the client until both requests are answered.
     assert!(p.edge.take_local().is_empty());
-    assert_eq!(p.upstream_answers_all(), 3, "two requests and the notification");
+    assert_eq!(
+        p.upstream_answers_all(),
+        3,
+        "two requests and the notification"
+    );
     let got = p.edge.take_local();
     assert_eq!(got.len(), 1, "{got:?}");
     let array = got[0].as_array().expect("an array");
     assert_eq!(array.len(), 3, "{array:?}");
     assert!(array.iter().any(|a| a["error"]["code"] == -32600));
-    assert!(array.iter().any(|a| a["id"] == 1 && a["result"] == json!([1])));
-    assert!(array.iter().any(|a| a["id"] == 2 && a["result"] == json!([2])));
+    assert!(
+        array
+            .iter()
+            .any(|a| a["id"] == 1 && a["result"] == json!([1]))
+    );
+    assert!(
+        array
+            .iter()
+            .any(|a| a["id"] == 2 && a["result"] == json!([2]))
+    );
 }
 
 #[test]
@@ -325,7 +346,10 @@ fn the_upstream_may_ask_the_client_and_hear_its_answer() {
     let asked = p.edge.take_local();
     assert_eq!(asked[0]["method"], "sampling/createMessage");
     p.client(&json!({"jsonrpc":"2.0","id":"s1","result":{"a":1}}).to_string());
-    assert_eq!(p.origin.take_local(), vec![json!({"jsonrpc":"2.0","id":"s1","result":{"a":1}})]);
+    assert_eq!(
+        p.origin.take_local(),
+        vec![json!({"jsonrpc":"2.0","id":"s1","result":{"a":1}})]
+    );
     // A reply to nothing is dropped, not carried.
     p.client(&json!({"jsonrpc":"2.0","id":"s1","result":{"a":1}}).to_string());
     assert_eq!(p.edge.counts.dropped.load(Relaxed), 1);
@@ -343,7 +367,11 @@ fn a_pipelining_client_waits_for_room_and_every_request_is_answered() {
             read += 1;
             continue;
         }
-        assert_eq!(p.edge.x.outstanding(), 128 + 1, "128 in flight, one waiting");
+        assert_eq!(
+            p.edge.x.outstanding(),
+            128 + 1,
+            "128 in flight, one waiting"
+        );
         assert!(p.upstream_answers_all() > 0);
         answered += p.edge.take_local().len();
     }
@@ -366,7 +394,10 @@ fn a_message_that_waits_longer_than_the_stall_timeout_is_answered_unavailable() 
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0]["id"], 128);
     assert_eq!(got[0]["error"]["code"], -32011);
-    assert!(p.edge.x.reading_local(), "reading again: the next one may find room");
+    assert!(
+        p.edge.x.reading_local(),
+        "reading again: the next one may find room"
+    );
 }
 
 #[test]
@@ -416,8 +447,15 @@ fn the_origin_holds_what_its_upstream_has_no_room_for_and_stops_reading_the_peer
         p.client(&req(i, "echo", json!([i])));
     }
     assert_eq!(p.origin.local.len(), 2, "two delivered");
-    assert!(!p.origin.x.reading_peer(), "the rest held: the peer is not read");
-    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 0, "never refused");
+    assert!(
+        !p.origin.x.reading_peer(),
+        "the rest held: the peer is not read"
+    );
+    assert_eq!(
+        p.origin.counts.not_delivered.load(Relaxed),
+        0,
+        "never refused"
+    );
     let mut answered = 0;
     for _ in 0..3 {
         p.upstream_answers_all();
@@ -434,11 +472,17 @@ fn an_association_that_ends_answers_everything_that_waits() {
         p.client(&req(i, "never", json!([])));
     }
     let now = p.now;
-    p.edge.x.peer_ended(now, Failure::Lost("the peer went away".into()));
+    p.edge
+        .x
+        .peer_ended(now, Failure::Lost("the peer went away".into()));
     p.drive();
     let got = p.edge.take_local();
     assert_eq!(got.len(), 130, "the 128 in flight and the 2 that waited");
-    assert!(got.iter().all(|g| g["error"]["code"] == -32004), "{:?}", got[0]);
+    assert!(
+        got.iter().all(|g| g["error"]["code"] == -32004),
+        "{:?}",
+        got[0]
+    );
     assert_eq!(p.edge.counts.in_flight.load(Relaxed), 0);
     // From now on a request is answered at once.
     p.client(&req(500, "late", json!([])));
@@ -453,15 +497,29 @@ fn an_upstream_that_goes_away_has_its_requests_answered_not_delivered() {
     p.drive();
     let got = p.edge.take_local();
     assert_eq!(got[0]["error"]["code"], -32004, "{got:?}");
-    let detail = got[0]["error"]["data"]["detail"].as_str().unwrap_or_default();
-    assert!(detail.contains("went away before replying: it exited"), "{detail}");
+    let detail = got[0]["error"]["data"]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        detail.contains("went away before replying: it exited"),
+        "{detail}"
+    );
     // While it is down, new requests are refused at once.
     p.client(&req(2, "b", json!([])));
     let got = p.edge.take_local();
-    assert!(got[0]["error"]["data"]["detail"].as_str().unwrap_or_default().contains("not running"));
+    assert!(
+        got[0]["error"]["data"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not running")
+    );
     p.origin.x.local_starting();
     p.client(&req(3, "c", json!([])));
-    assert_eq!(p.origin.take_local().len(), 2, "the first (before it went) and the third");
+    assert_eq!(
+        p.origin.take_local().len(),
+        2,
+        "the first (before it went) and the third"
+    );
 }
 
 #[test]
@@ -519,7 +577,9 @@ fn a_served_reply_with_another_id_is_not_delivered() {
     let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
         panic!("scans");
     };
-    p.origin.x.served(now, &corr.expect("request"), Ok((reply, kind)));
+    p.origin
+        .x
+        .served(now, &corr.expect("request"), Ok((reply, kind)));
     p.drive();
     let (t, r) = p.edge.answers.pop().expect("answered");
     assert_eq!(t, 1);
