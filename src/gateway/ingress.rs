@@ -480,9 +480,10 @@ pub async fn stream_client<S: MessageSource>(
             }
             _ = tx.closed() => {
                 // The writer gave up on the client (it stopped reading):
-                // nothing sent from now on could reach it.
+                // nothing sent from now on could reach it. Its connection
+                // goes at once; the association closes on its own time.
                 if let Some(s) = session {
-                    s.close().await;
+                    tokio::spawn(async move { s.close().await });
                 }
                 return;
             }
