@@ -326,3 +326,100 @@ async fn short_sessions_never_raise_the_replay_alarm() {
         .unwrap_or_else(|| panic!("no out_of_sequence counter in:\n{text}"));
     assert!(line.ends_with(" 0"), "{line}");
 }
+
+/// The peak resident memory of a process, MiB (Linux).
+fn peak_mib(pid: i32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .expect("VmHWM")
+        / 1024.0
+}
+
+/// Clients that send 60 KB requests and never read, the CI-sized version
+/// of `results/budgets/`: each is cut about `--stall-timeout` after the
+/// edge stops reading it, the edge's memory stays within what its limits
+/// say (README, "Limits"), and a healthy HTTP client beside them gets every
+/// reply.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_read_are_bounded_and_cut_at_the_stall_timeout() {
+    const CLIENTS: usize = 16;
+    let timeouts = ["--stall-timeout", "2", "--peer-timeout", "5"];
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http", "tcp"],
+        edge_extra: &timeouts,
+        origin_extra: &timeouts,
+        ..PairOptions::default()
+    })
+    .await;
+    let idle = peak_mib(pair.edge.pid());
+    let tcp = pair.ingress("tcp://");
+    let addr = tcp.strip_prefix("tcp://").expect("tcp URL").to_owned();
+    let hogs: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let addr = addr.clone();
+            tokio::spawn(async move {
+                let stream = tokio::net::TcpStream::connect(&addr)
+                    .await
+                    .expect("connect");
+                let (_never_read, mut w) = stream.into_split();
+                let line = format!(
+                    "{}\n",
+                    json!({"jsonrpc":"2.0","id":1,"method":"echo","params":["x".repeat(60_000)]})
+                );
+                let mut blocked = None;
+                let limit = Instant::now() + Duration::from_secs(12);
+                while Instant::now() < limit {
+                    let started = Instant::now();
+                    let write =
+                        tokio::time::timeout(Duration::from_secs(12), w.write_all(line.as_bytes()));
+                    let failed = !matches!(write.await, Ok(Ok(())));
+                    if blocked.is_none() && started.elapsed() > Duration::from_millis(200) {
+                        blocked = Some(started);
+                    }
+                    if failed {
+                        return blocked.map(|b| b.elapsed());
+                    }
+                }
+                None
+            })
+        })
+        .collect();
+    // The healthy client, every 50 ms while they last.
+    let http = pair.ingress("http://");
+    let mut worst = Duration::ZERO;
+    let mut healthy = 0;
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        let started = Instant::now();
+        let (status, body) = post(&http, ECHO).await;
+        assert_eq!(status, 200, "{body}");
+        worst = worst.max(started.elapsed());
+        healthy += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for h in hogs {
+        let cut = h
+            .await
+            .expect("client")
+            .expect("cut off, after being stopped");
+        assert!(
+            cut >= Duration::from_millis(1500) && cut <= Duration::from_millis(3500),
+            "cut {cut:?} after the edge stopped reading it (--stall-timeout 2)"
+        );
+    }
+    // 3 × 256 KiB + 1 MiB + 1 MiB per client (README), and what the load
+    // itself costs (30 MiB in a release build, more in a debug one).
+    let grew = peak_mib(pair.edge.pid()) - idle;
+    let bound = CLIENTS as f64 * 2.75 + 45.0;
+    eprintln!("the edge grew {grew:.1} MiB (bound {bound:.1})");
+    assert!(grew < bound, "the edge grew {grew:.1} MiB, over {bound:.1}");
+    assert!(healthy >= 50, "{healthy} healthy requests");
+    assert!(
+        worst < Duration::from_secs(1),
+        "a healthy request took {worst:?}"
+    );
+}
