@@ -667,3 +667,44 @@ fn notifications_cross_both_ways_and_are_never_answered() {
     assert_eq!(p.edge.take_local()[0]["method"], "tick");
     assert_eq!(p.edge.counts.answered.load(Relaxed), 0);
 }
+
+#[test]
+fn the_origin_forgets_a_request_its_upstream_never_answers_and_the_next_on_its_id_goes_on() {
+    // The origin's timeout is shorter than the edge's: its NotDelivered
+    // reaches the client first, saying why.
+    let mut p = session_pair();
+    p.origin.x = Exchange::new(Config {
+        request_timeout: Duration::from_secs(1),
+        ..config(
+            Role::OriginSession,
+            Room::default(),
+            Arc::new(Shared::unlimited()),
+            p.origin.counts.clone(),
+        )
+    });
+    p.client(&req(1, "sleep", json!([5000])));
+    p.client(&req(1, "echo", json!(["next"])));
+    assert_eq!(
+        p.origin.take_local().len(),
+        1,
+        "the second waits for the id"
+    );
+    p.advance(Duration::from_secs(1));
+    let got = p.edge.take_local();
+    assert_eq!(
+        got[0]["error"]["data"]["npamp_error"], "NotDelivered",
+        "{got:?}"
+    );
+    let detail = got[0]["error"]["data"]["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        detail.contains("no answer from the upstream within 1s"),
+        "{detail}"
+    );
+    let next = p.origin.take_local();
+    assert_eq!(
+        next,
+        vec![json!({"jsonrpc":"2.0","id":1,"method":"echo","params":["next"]})]
+    );
+}
