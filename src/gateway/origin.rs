@@ -2,10 +2,11 @@
 //! upstream JSON-RPC server, and its replies go back.
 //!
 //! - HTTP(S) upstream: each request is one POST on a pooled keep-alive
-//!   HTTP/1.1 client; its reply goes back on the request's correlation_id.
+//!   HTTP/1.1 client ([`Role::OriginStateless`]); its reply goes back on the
+//!   request's correlation_id.
 //! - WebSocket upstream or child process (stdio): one upstream session per
-//!   association ([`Session`] with [`Side::Origin`]), reconnected or
-//!   restarted with backoff when it goes away.
+//!   association ([`Session::origin`]), reconnected or restarted with
+//!   backoff when it goes away.
 //!
 //! - No upstream (`serve --listen` alone: associations for `ping` and
 //!   benchmarks): every request is answered NotDelivered, saying so.
