@@ -61,6 +61,13 @@ pub enum Local {
     Served(Serve),
 }
 
+/// What one input yielded, in order.
+enum Actions<T> {
+    None,
+    One(Action<T>),
+    Many(Vec<Action<T>>),
+}
+
 struct Core<T> {
     exchange: Exchange<T>,
     /// The deadline the timer sleeps until.
@@ -134,10 +141,21 @@ impl<T: Ticket> Exec<T> {
 
     /// `f` under the lock; the actions it yields, and the timer re-armed
     /// when the next deadline moved earlier.
-    fn step<R>(&self, f: impl FnOnce(&mut Exchange<T>, Instant) -> R) -> (R, Vec<Action<T>>) {
+    fn step<R>(&self, f: impl FnOnce(&mut Exchange<T>, Instant) -> R) -> (R, Actions<T>) {
         let mut core = self.lock();
         let r = f(&mut core.exchange, Instant::now());
-        let actions: Vec<Action<T>> = core.exchange.drain_actions().collect();
+        // Most inputs yield one action: no allocation for it.
+        let actions = match core.exchange.poll_action() {
+            None => Actions::None,
+            Some(first) => match core.exchange.poll_action() {
+                None => Actions::One(first),
+                Some(second) => {
+                    let mut v = vec![first, second];
+                    v.extend(core.exchange.drain_actions());
+                    Actions::Many(v)
+                }
+            },
+        };
         let next = core.exchange.poll_timeout();
         if next.is_some_and(|n| core.armed.is_none_or(|a| n < a)) {
             core.armed = next;
@@ -146,8 +164,16 @@ impl<T: Ticket> Exec<T> {
         (r, actions)
     }
 
-    async fn run(self: &Arc<Self>, actions: Vec<Action<T>>) {
-        for action in actions {
+    async fn run(self: &Arc<Self>, actions: Actions<T>) {
+        let (first, rest) = match actions {
+            Actions::None => return,
+            Actions::One(a) => (a, Vec::new()),
+            Actions::Many(mut v) => {
+                let first = v.remove(0);
+                (first, v)
+            }
+        };
+        for action in std::iter::once(first).chain(rest) {
             match action {
                 Action::Send(msg) => {
                     if let Err(gone) = send(&self.assoc, self.ctx.protocol, &msg).await {
@@ -258,7 +284,7 @@ impl<T: Ticket> Exec<T> {
         }
         let failure = super::carry::lost(why);
         let (_, actions) = self.step(|x, now| x.peer_ended(now, failure));
-        if actions.is_empty() {
+        if matches!(actions, Actions::None) {
             return;
         }
         let exec = self.clone();
@@ -274,9 +300,16 @@ impl<T: Ticket> BridgeSink for ExecSink<T> {
         let exec = &self.0;
         let ctx = &exec.ctx;
         let received = receive(frame_type, payload, ctx.protocol, &ctx.peer_scan);
-        exec.with(|x, now| x.handle_peer(now, received)).await;
+        let reading = exec
+            .with(|x, now| {
+                x.handle_peer(now, received);
+                x.reading_peer()
+            })
+            .await;
         // Not reading the peer is backpressure on it.
-        exec.peer_room().await;
+        if !reading {
+            exec.peer_room().await;
+        }
     }
 
     fn ended(&mut self, why: &End) {

@@ -66,10 +66,16 @@ impl Session {
     /// [`Session::on_local_message`] for a message its caller has already
     /// scanned (with the gateway's own limits, `Ctx::scan`).
     pub async fn on_local_scanned(&self, text: Bytes, scanned: Result<Scanned, ScanError>) {
-        self.0
-            .with(|x, now| x.handle_local(now, text, scanned, None))
+        let reading = self
+            .0
+            .with(|x, now| {
+                x.handle_local(now, text, scanned, None);
+                x.reading_local()
+            })
             .await;
-        self.0.local_room().await;
+        if !reading {
+            self.0.local_room().await;
+        }
     }
 
     /// The local party sent a message of `len` octets, over `--max-body`,
