@@ -13,7 +13,7 @@
 //!   waits in [`Exec::local_room`] / [`Exec::peer_room`] until resumed.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -47,8 +47,10 @@ impl Ticket for oneshot::Sender<Reply> {
     }
 }
 
-/// Serves one request (or notification) of the peer on its own.
-pub type Serve = Box<dyn Fn(Arc<Exec<()>>, Bytes, Option<Corr>) + Send + Sync>;
+/// Serves one request (`Some(corr)`) or notification of the peer on its
+/// own; it tells its exchange what came of a request ([`Exec::start_with`]
+/// gives it a handle to it).
+pub type Serve = Box<dyn Fn(Bytes, Option<Corr>) + Send + Sync>;
 
 /// The local party of an exchange, as its executor reaches it.
 pub enum Local {
@@ -93,14 +95,25 @@ impl<T: Ticket> Exec<T> {
         ctx: Arc<Ctx>,
         local: Local,
     ) -> Arc<Self> {
-        let exec = Arc::new(Self {
+        Self::start_with(exchange, assoc, ctx, |_| local)
+    }
+
+    /// [`Exec::start`] for a local party that needs a handle to the
+    /// executor itself (a [`Serve`] reports back to it).
+    pub fn start_with(
+        exchange: Exchange<T>,
+        assoc: AssocHandle,
+        ctx: Arc<Ctx>,
+        local: impl FnOnce(&Weak<Self>) -> Local,
+    ) -> Arc<Self> {
+        let exec = Arc::new_cyclic(|me| Self {
             core: Mutex::new(Core {
                 exchange,
                 armed: None,
             }),
             assoc,
             ctx,
-            local,
+            local: local(me),
             timer: Notify::new(),
             local_resumed: Notify::new(),
             peer_resumed: Notify::new(),
@@ -202,24 +215,13 @@ impl<T: Ticket> Exec<T> {
         }
     }
 
-    fn serve(self: &Arc<Self>, text: Bytes, corr: Option<Corr>) {
+    fn serve(&self, text: Bytes, corr: Option<Corr>) {
         match &self.local {
-            Local::Served(serve) => {
-                if let Some(exec) = self.as_unit() {
-                    serve(exec, text, corr);
-                }
-            }
+            Local::Served(serve) => serve(text, corr),
             _ => {
                 self.ctx.metrics.dropped.fetch_add(1, Relaxed);
             }
         }
-    }
-
-    /// This executor as the `Exec<()>` a [`Serve`] takes (only a served
-    /// party has one, and its exchange has no tickets).
-    fn as_unit(self: &Arc<Self>) -> Option<Arc<Exec<()>>> {
-        let any: Arc<dyn std::any::Any + Send + Sync> = self.clone();
-        any.downcast::<Exec<()>>().ok()
     }
 
     /// Waits while the exchange does not read the local party.

@@ -118,16 +118,18 @@ impl Origin {
                     exchange.local_gone(NO_UPSTREAM.into());
                 }
                 let origin = self.clone();
-                let serve: Serve = Box::new(move |exec, text, corr| {
-                    let origin = origin.clone();
-                    tokio::spawn(async move { origin.serve(exec, text, corr).await });
+                let exec = Exec::start_with(exchange, assoc, self.ctx.clone(), |me| {
+                    let me = me.clone();
+                    let serve: Serve = Box::new(move |text, corr| {
+                        let Some(exec) = me.upgrade() else {
+                            return;
+                        };
+                        let origin = origin.clone();
+                        tokio::spawn(async move { origin.serve(exec, text, corr).await });
+                    });
+                    Local::Served(serve)
                 });
-                ExecSink(Exec::start(
-                    exchange,
-                    assoc,
-                    self.ctx.clone(),
-                    Local::Served(serve),
-                ))
+                ExecSink(exec)
             }
             Some(upstream) => {
                 let (tx, rx) = self.ctx.limits.outbox();
