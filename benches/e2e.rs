@@ -66,7 +66,7 @@ impl BridgeSink for Echo {
         let reply = ToPeer::Message {
             text: reply.into(),
             kind,
-            corr: corr.into(),
+            corr: corr[..].into(),
             label: None,
         };
         let _ = send(&self.assoc, ProtocolId::JSONRPC_EXPERIMENTAL, &reply).await;

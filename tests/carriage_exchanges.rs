@@ -105,7 +105,7 @@ impl Pair {
             Kind::Request { id, .. } => {
                 let token = &text.as_bytes()[id.token.clone()];
                 match self.correlator.begin(token, id.kind, client) {
-                    Begin::Assigned(c) => c,
+                    Begin::Assigned(c) => c.to_vec(),
                     Begin::HoldBack => return false,
                     Begin::Full => panic!("full"),
                 }

@@ -406,8 +406,12 @@ async fn clients_that_never_read_are_bounded_and_cut_at_the_stall_timeout() {
             .await
             .expect("client")
             .expect("cut off, after being stopped");
+        // The client sees the edge stop reading it a little before the
+        // edge's own clock starts (the kernel buffers between them fill
+        // first), more so on a loaded machine: the margin above is wider.
+        // The old 8 MiB session buffer: 6.1 s.
         assert!(
-            cut >= Duration::from_millis(1500) && cut <= Duration::from_millis(3500),
+            cut >= Duration::from_millis(1500) && cut <= Duration::from_millis(4500),
             "cut {cut:?} after the edge stopped reading it (--stall-timeout 2)"
         );
     }

@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 
 use super::scan::{IdKind, decode_string};
+use super::short::ShortBytes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CorrelationMode {
@@ -28,7 +29,7 @@ pub enum CorrelationMode {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Begin {
     /// Send the request with this correlation_id.
-    Assigned(Vec<u8>),
+    Assigned(ShortBytes),
     /// Canonical mode: the same id is outstanding; hold the request back.
     HoldBack,
     /// The table is full; refuse the request (overload).
@@ -45,7 +46,7 @@ pub enum CorrelationError {
 }
 
 struct Outstanding<T> {
-    id_token: Box<[u8]>,
+    id_token: ShortBytes,
     id_kind: IdKind,
     context: T,
 }
@@ -53,7 +54,7 @@ struct Outstanding<T> {
 /// Outstanding requests of one direction of one association.
 pub struct Correlator<T> {
     mode: CorrelationMode,
-    outstanding: HashMap<Box<[u8]>, Outstanding<T>>,
+    outstanding: HashMap<ShortBytes, Outstanding<T>>,
     next_opaque: u64,
     capacity: usize,
 }
@@ -76,11 +77,11 @@ impl<T> Correlator<T> {
         self.outstanding.is_empty()
     }
 
-    fn opaque(&mut self) -> Vec<u8> {
+    fn opaque(&mut self) -> ShortBytes {
         self.next_opaque += 1;
-        let mut id = vec![0x00];
-        id.extend_from_slice(&self.next_opaque.to_be_bytes());
-        id
+        let mut id = [0u8; 9];
+        id[1..].copy_from_slice(&self.next_opaque.to_be_bytes());
+        ShortBytes::from(&id)
     }
 
     /// Registers a request whose raw `id` token is `id_token`; `context` is
@@ -97,11 +98,11 @@ impl<T> Correlator<T> {
                 if self.outstanding.contains_key(id_token) {
                     return Begin::HoldBack;
                 }
-                id_token.to_vec()
+                ShortBytes::from(id_token)
             }
         };
         self.outstanding.insert(
-            corr.clone().into_boxed_slice(),
+            corr.clone(),
             Outstanding {
                 id_token: id_token.into(),
                 id_kind,
@@ -146,7 +147,7 @@ impl<T> Correlator<T> {
     }
 
     /// Removes and returns every outstanding request (association lost).
-    pub fn drain(&mut self) -> impl Iterator<Item = (Box<[u8]>, T)> + '_ {
+    pub fn drain(&mut self) -> impl Iterator<Item = (ShortBytes, T)> + '_ {
         self.outstanding.drain().map(|(k, e)| (k, e.context))
     }
 
@@ -213,17 +214,17 @@ mod tests {
         let mut c = Correlator::new(CorrelationMode::Canonical, 16);
         assert_eq!(
             c.begin(b"7", IdKind::Number, 'a'),
-            Begin::Assigned(b"7".to_vec())
+            Begin::Assigned(ShortBytes::from(b"7"))
         );
         assert_eq!(
             c.begin(b"\"7\"", IdKind::String, 'b'),
-            Begin::Assigned(b"\"7\"".to_vec())
+            Begin::Assigned(ShortBytes::from(b"\"7\""))
         );
         assert_eq!(c.begin(b"7", IdKind::Number, 'c'), Begin::HoldBack);
         assert_eq!(c.complete(b"7", b"7", IdKind::Number, false), Ok('a'));
         assert_eq!(
             c.begin(b"7", IdKind::Number, 'c'),
-            Begin::Assigned(b"7".to_vec())
+            Begin::Assigned(ShortBytes::from(b"7"))
         );
     }
 
@@ -291,7 +292,7 @@ mod tests {
         let mut c = Correlator::new(CorrelationMode::Canonical, 4);
         assert_eq!(
             c.begin(b"5", IdKind::Number, ()),
-            Begin::Assigned(b"5".to_vec())
+            Begin::Assigned(ShortBytes::from(b"5"))
         );
         assert!(c.complete(b"5", b"null", IdKind::Null, false).is_err());
         assert_eq!(c.complete(b"5", b"null", IdKind::Null, true), Ok(()));

@@ -15,6 +15,7 @@ mod correlation;
 mod head;
 mod safety;
 mod scan;
+mod short;
 mod simd;
 
 pub use correlation::{Begin, CorrelationError, CorrelationMode, Correlator, same_id};
@@ -26,3 +27,4 @@ pub use scan::{
     Element, IdKind, IdToken, InvalidRequest, KernelChoice, Kind, Limits, ScanError, Scanned,
     StrToken, decode_string, scan, scan_using,
 };
+pub use short::ShortBytes;

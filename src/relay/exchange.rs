@@ -32,11 +32,12 @@ use crate::bridge::{self, Effect, TransportError};
 use crate::jsonrpc::carriage::{BatchJoin, Inbound, method_of, scan_error_response};
 use crate::jsonrpc::{
     Begin, CorrelationError, CorrelationMode, Correlator, IdKind, Kind, Label, Labeler, ScanError,
-    Scanned, response_id, same_id,
+    Scanned, ShortBytes, response_id, same_id,
 };
 
-/// A correlation_id (or, for requests matched by id, an id token).
-pub type Corr = Box<[u8]>;
+/// A correlation_id (or, for requests matched by id, an id token): inline
+/// when short, as they nearly always are.
+pub type Corr = ShortBytes;
 
 /// How long a message waiting for the gateway-wide budget waits before it
 /// looks again (the budget frees elsewhere, unseen here).
@@ -215,7 +216,7 @@ enum Local {
 
 struct Pending<T> {
     /// The request's id token, for an answer made here.
-    id: Box<[u8]>,
+    id: Corr,
     octets: usize,
     started: Instant,
     batch: Option<u64>,
@@ -235,7 +236,7 @@ struct Queued<T> {
 
 struct Incoming {
     corr: Corr,
-    id: Box<[u8]>,
+    id: Corr,
     kind: IdKind,
     octets: usize,
     serial: u64,
@@ -518,7 +519,7 @@ impl<T> Exchange<T> {
                     return;
                 }
                 if self.waiting.is_empty() {
-                    self.send_message(text, kind, Box::default(), label);
+                    self.send_message(text, kind, Corr::default(), label);
                 } else {
                     // Behind what waits, in order.
                     self.queued_octets += text.len();
@@ -576,7 +577,7 @@ impl<T> Exchange<T> {
                 }
                 if let Some(q) = self.waiting.remove(i) {
                     self.queued_octets -= q.text.len();
-                    self.send_message(q.text, q.kind, Box::default(), q.label);
+                    self.send_message(q.text, q.kind, Corr::default(), q.label);
                 }
                 continue;
             };
@@ -660,7 +661,6 @@ impl<T> Exchange<T> {
             self.config.shared.give(true, octets);
             return;
         };
-        let corr: Corr = corr.into();
         self.sent_octets += octets;
         self.config.observer.in_flight(1);
         self.out_deadlines
