@@ -145,11 +145,13 @@ pub struct GatewayOptions {
     /// Most elements in a batch [default: 100].
     #[arg(long, value_name = "N")]
     pub max_batch: Option<usize>,
-    /// Requests in flight, whole gateway [default: 16384].
+    /// Requests in flight, whole gateway; past this an HTTP request gets
+    /// 503 / -32011 and a session's request waits [default: 16384].
     #[arg(long, value_name = "N")]
     pub max_in_flight: Option<usize>,
-    /// Requests in flight, one client session; with the message sizes this
-    /// bounds the memory one client can hold [default: 128].
+    /// Requests in flight, one client session; past this its further
+    /// requests wait (the client is not read), up to --stall-timeout, then
+    /// -32011. The origin takes as many per association [default: 128].
     #[arg(long, value_name = "N")]
     pub max_in_flight_per_connection: Option<usize>,
     /// Octets one session holds in each direction: messages queued for its
