@@ -135,11 +135,8 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
     use std::time::Instant;
 
     use bytes::Bytes;
-    use npamp_gateway::jsonrpc::carriage::{frame_type_of, write_payload};
     use npamp_gateway::jsonrpc::{EffectTable, Labeler, Limits, scan};
-    use npamp_gateway::relay::{
-        Action, Config, Exchange, Role, Shared, ToPeer, Unobserved, receive,
-    };
+    use npamp_gateway::relay::{Action, Config, Exchange, Role, Shared, Unobserved, receive};
 
     let protocol = ProtocolId::JSONRPC_EXPERIMENTAL;
     let config = |role: Role| Config {
@@ -169,25 +166,12 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
         let scanned = scan(&request, &limits);
         edge.handle_local(now, request.clone(), scanned, Some(i));
         while let Some(a) = edge.poll_action() {
-            let Action::Send(ToPeer::Message {
-                text,
-                kind,
-                corr,
-                label,
-            }) = a
-            else {
+            let Action::Send(msg) = a else {
                 panic!("the edge sends");
             };
             wire.clear();
-            let safety = label.as_ref().map(|l| SafetyLabel {
-                effect: l.effect,
-                scope: &l.scope,
-            });
-            write_payload(wire, protocol, &text, &kind, &corr, safety).expect("payload");
-            origin.handle_peer(
-                now,
-                receive(frame_type_of(&kind).0, wire, protocol, &limits),
-            );
+            msg.write(wire, protocol);
+            origin.handle_peer(now, receive(msg.frame_type(), wire, protocol, &limits));
         }
         while let Some(a) = origin.poll_action() {
             match a {
@@ -200,15 +184,10 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
                     };
                     origin.served(now, &corr, Ok((reply.clone(), kind)));
                 }
-                Action::Send(ToPeer::Message {
-                    text, kind, corr, ..
-                }) => {
+                Action::Send(msg) => {
                     wire.clear();
-                    write_payload(wire, protocol, &text, &kind, &corr, None).expect("payload");
-                    edge.handle_peer(
-                        now,
-                        receive(frame_type_of(&kind).0, wire, protocol, &limits),
-                    );
+                    msg.write(wire, protocol);
+                    edge.handle_peer(now, receive(msg.frame_type(), wire, protocol, &limits));
                 }
                 other => panic!("{other:?}"),
             }

@@ -1,14 +1,8 @@
 //! The edge's answers when the bridge fails: what an association's end or
 //! an upstream's unreadable reply means for the request that waited.
 
-use crate::assoc::{End, Gone};
+use crate::assoc::End;
 use crate::relay::Failure;
-
-impl From<Gone> for Failure {
-    fn from(g: Gone) -> Self {
-        Failure::Lost(g.to_string())
-    }
-}
 
 /// Why an association went away, as an edge failure.
 pub fn lost(end: &End) -> Failure {

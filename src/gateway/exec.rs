@@ -24,8 +24,7 @@ use super::Ctx;
 use super::metrics::{Ingress, Metrics};
 use super::outbox::Outbox;
 use crate::assoc::{AssocHandle, BridgeSink, End};
-use crate::bridge::{ProtocolId, SafetyLabel, TransportError};
-use crate::jsonrpc::carriage::{frame_type_of, write_payload, write_transport_error};
+use crate::bridge::{ProtocolId, TransportError};
 use crate::relay::{
     Action, Config, Corr, Exchange, Failure, Observer, Reply, ReplyClass, Role, ToPeer, receive,
 };
@@ -325,59 +324,9 @@ pub async fn send(
     protocol: ProtocolId,
     msg: &ToPeer,
 ) -> Result<(), crate::assoc::Gone> {
-    match msg {
-        ToPeer::Message {
-            text,
-            kind,
-            corr,
-            label,
-        } => {
-            let (frame_type, _) = frame_type_of(kind);
-            let safety = label.as_ref().map(|l| SafetyLabel {
-                effect: l.effect,
-                scope: &l.scope,
-            });
-            assoc
-                .send(frame_type, |out| {
-                    // Cannot fail: method, scope and correlation_id were
-                    // checked by the exchange.
-                    let r = write_payload(out, protocol, text, kind, corr, safety);
-                    debug_assert!(r.is_ok(), "{r:?}");
-                })
-                .await
-        }
-        ToPeer::Error { corr, code, detail } => {
-            send_transport_error(assoc, protocol, corr, *code, detail).await
-        }
-    }
-}
-
-/// Sends a BRIDGE_ERROR carrying a transport error for `correlation_id`.
-pub async fn send_transport_error(
-    assoc: &AssocHandle,
-    protocol: ProtocolId,
-    correlation_id: &[u8],
-    code: TransportError,
-    detail: &str,
-) -> Result<(), crate::assoc::Gone> {
-    let detail = truncate_utf8(detail, 512);
     assoc
-        .send(crate::bridge::BRIDGE_ERROR, |out| {
-            let r = write_transport_error(out, protocol, correlation_id, code, detail);
-            debug_assert!(r.is_ok(), "{r:?}");
-        })
+        .send(msg.frame_type(), |out| msg.write(out, protocol))
         .await
-}
-
-fn truncate_utf8(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 /// The exchange's counts, into the gateway's metrics.

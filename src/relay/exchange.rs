@@ -28,12 +28,16 @@ use tracing::{debug, warn};
 use super::budget::{Full, Shared};
 use super::failure::{Failure, Reply, ReplyClass, Uncarriable};
 use super::peer::Received;
-use crate::bridge::{self, Effect, TransportError};
-use crate::jsonrpc::carriage::{BatchJoin, Inbound, method_of, scan_error_response};
+use crate::bridge::{self, Effect, ProtocolId, SafetyLabel, TransportError};
+use crate::jsonrpc::carriage::{
+    BatchJoin, Inbound, frame_type_of, method_of, scan_error_response, write_payload,
+    write_transport_error,
+};
 use crate::jsonrpc::{
     Begin, CorrelationError, CorrelationMode, Correlator, IdKind, Kind, Label, Labeler, ScanError,
     Scanned, ShortBytes, response_id, same_id,
 };
+use crate::wire::FrameType;
 
 /// A correlation_id (or, for requests matched by id, an id token): inline
 /// when short, as they nearly always are.
@@ -200,6 +204,40 @@ pub enum ToPeer {
     },
 }
 
+impl ToPeer {
+    /// The frame type it goes in.
+    pub fn frame_type(&self) -> FrameType {
+        match self {
+            Self::Message { kind, .. } => frame_type_of(kind).0,
+            Self::Error { .. } => bridge::BRIDGE_ERROR,
+        }
+    }
+
+    /// Writes its Bridge payload (a detail past 255 octets is cut).
+    pub fn write(&self, out: &mut Vec<u8>, protocol: ProtocolId) {
+        // Cannot fail: method, scope and correlation_id were checked when
+        // the exchange made it.
+        let r = match self {
+            Self::Message {
+                text,
+                kind,
+                corr,
+                label,
+            } => {
+                let safety = label.as_ref().map(|l| SafetyLabel {
+                    effect: l.effect,
+                    scope: &l.scope,
+                });
+                write_payload(out, protocol, text, kind, corr, safety).map(drop)
+            }
+            Self::Error { corr, code, detail } => {
+                write_transport_error(out, protocol, corr, *code, detail)
+            }
+        };
+        debug_assert!(r.is_ok(), "{r:?}");
+    }
+}
+
 /// What a served request came to.
 pub type Served = Result<(Bytes, Kind), String>;
 
@@ -262,6 +300,14 @@ struct Deadlines(VecDeque<(Instant, u64, Corr)>);
 impl Deadlines {
     fn front(&self) -> Option<Instant> {
         self.0.front().map(|d| d.0)
+    }
+
+    /// The next entry whose deadline is `now` or past: (serial, key).
+    fn pop_due(&mut self, now: Instant) -> Option<(u64, Corr)> {
+        if self.front()? > now {
+            return None;
+        }
+        self.0.pop_front().map(|(_, serial, key)| (serial, key))
     }
 
     /// Keeps the queue within twice what is live.
@@ -339,10 +385,6 @@ impl<T> Exchange<T> {
             reading_peer: true,
             config,
         }
-    }
-
-    pub fn role(&self) -> Role {
-        self.config.role
     }
 
     /// The next thing to do.
@@ -570,7 +612,7 @@ impl<T> Exchange<T> {
         self.retry_local = None;
         while i < self.waiting.len() {
             let q = &self.waiting[i];
-            let Kind::Request { id, .. } = &q.kind else {
+            let Kind::Request { .. } = &q.kind else {
                 // A notification behind waiting requests goes when they do.
                 if stalled.is_some() {
                     break;
@@ -581,11 +623,7 @@ impl<T> Exchange<T> {
                 }
                 continue;
             };
-            let token = &q.text[id.token.clone()];
-            let held = self.config.role.correlation() == CorrelationMode::Canonical
-                && id.kind != IdKind::Null
-                && self.outgoing.contains(token);
-            if held {
+            if self.id_outstanding(q) {
                 i += 1;
                 continue;
             }
@@ -624,6 +662,19 @@ impl<T> Exchange<T> {
         }
         self.stalled_since = stalled;
         self.update_reading_local();
+    }
+
+    /// Whether a waiting request is held back because a request with its
+    /// id is outstanding (§8.2: one party, canonical ids).
+    fn id_outstanding(&self, q: &Queued<T>) -> bool {
+        match &q.kind {
+            Kind::Request { id, .. } => {
+                self.config.role.correlation() == CorrelationMode::Canonical
+                    && id.kind != IdKind::Null
+                    && self.outgoing.contains(&q.text[id.token.clone()])
+            }
+            _ => false,
+        }
     }
 
     fn update_reading_local(&mut self) {
@@ -1146,13 +1197,7 @@ impl<T> Exchange<T> {
     /// reply (Timeout), requests of the peer the local party did not answer
     /// (NotDelivered), local messages that found no room (Unavailable).
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(&(at, serial, _)) = self.out_deadlines.0.front() {
-            if at > now {
-                break;
-            }
-            let Some((_, _, corr)) = self.out_deadlines.0.pop_front() else {
-                break;
-            };
+        while let Some((serial, corr)) = self.out_deadlines.pop_due(now) {
             if self.outgoing.get(&corr).is_some_and(|p| p.serial == serial)
                 && let Some(p) = self.outgoing.abandon(&corr)
             {
@@ -1164,23 +1209,17 @@ impl<T> Exchange<T> {
             outgoing.get(corr).is_some_and(|p| p.serial == serial)
         });
 
-        let detail = format!(
-            "no answer from the {} within {:?}",
-            self.config.local_name, self.config.request_timeout
-        );
-        while let Some(&(at, serial, _)) = self.in_deadlines.0.front() {
-            if at > now {
-                break;
-            }
-            let Some((_, _, key)) = self.in_deadlines.0.pop_front() else {
-                break;
-            };
+        while let Some((serial, key)) = self.in_deadlines.pop_due(now) {
             if self.incoming.get(&key).is_some_and(|i| i.serial == serial)
                 && let Some(i) = self.incoming.remove(&key)
             {
                 // Its sender's edge has answered Timeout by now; the peer
                 // learns NotDelivered and the entry does not stay forever.
-                self.not_delivered(i.corr.clone(), detail.clone());
+                let detail = format!(
+                    "no answer from the {} within {:?}",
+                    self.config.local_name, self.config.request_timeout
+                );
+                self.not_delivered(i.corr.clone(), detail);
                 self.released(now, i);
             }
         }
@@ -1211,11 +1250,10 @@ impl<T> Exchange<T> {
         let mut i = 0;
         while i < self.waiting.len() {
             let q = &self.waiting[i];
-            let blocked_on_id = matches!(&q.kind, Kind::Request { id, .. }
-                if self.config.role.correlation() == CorrelationMode::Canonical
-                    && id.kind != IdKind::Null
-                    && self.outgoing.contains(&q.text[id.token.clone()]));
-            if q.since + limit > now || blocked_on_id || !matches!(q.kind, Kind::Request { .. }) {
+            if q.since + limit > now
+                || self.id_outstanding(q)
+                || !matches!(q.kind, Kind::Request { .. })
+            {
                 i += 1;
                 continue;
             }

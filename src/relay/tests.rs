@@ -11,8 +11,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::bridge::{ProtocolId, SafetyLabel, TransportError};
-use crate::jsonrpc::carriage::{frame_type_of, write_payload, write_transport_error};
+use crate::bridge::{ProtocolId, TransportError};
 use crate::jsonrpc::{EffectTable, Labeler, Limits, Scanned, scan};
 
 const PROTOCOL: ProtocolId = ProtocolId::JSONRPC_EXPERIMENTAL;
@@ -134,25 +133,8 @@ impl<T> Side<T> {
 
 fn encode(msg: &ToPeer) -> (crate::wire::FrameType, Vec<u8>) {
     let mut out = Vec::new();
-    match msg {
-        ToPeer::Message {
-            text,
-            kind,
-            corr,
-            label,
-        } => {
-            let safety = label.as_ref().map(|l| SafetyLabel {
-                effect: l.effect,
-                scope: &l.scope,
-            });
-            write_payload(&mut out, PROTOCOL, text, kind, corr, safety).expect("payload");
-            (frame_type_of(kind).0, out)
-        }
-        ToPeer::Error { corr, code, detail } => {
-            write_transport_error(&mut out, PROTOCOL, corr, *code, detail).expect("error");
-            (crate::bridge::BRIDGE_ERROR, out)
-        }
-    }
+    msg.write(&mut out, PROTOCOL);
+    (msg.frame_type(), out)
 }
 
 fn parse(text: &[u8]) -> Value {
