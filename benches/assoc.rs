@@ -5,7 +5,8 @@
 //!
 //! Raw quinn: the client writes pre-built frames (the same length as the
 //! sealed Bridge frames) on one stream, 64 per write; the server counts
-//! octets. Association: 64 Bridge frames (256 B foreign message) sealed into
+//! octets. Association: 64 Bridge frames (256 B foreign message, or
+//! `NPAMP_BENCH_FOREIGN` octets) sealed into
 //! one buffer and written at once; the server deframes, opens, checks the
 //! sequence and counts each frame. In both, the sending loop runs as a task
 //! on the runtime's workers, as a gateway's tasks do, not on the bench's own
@@ -70,8 +71,16 @@ async fn wait_for(counter: &AtomicU64, target: u64) {
     }
 }
 
+/// The foreign message's length: `NPAMP_BENCH_FOREIGN` octets, default 256.
+fn foreign_len() -> usize {
+    std::env::var("NPAMP_BENCH_FOREIGN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
 fn bridge_payload() -> Vec<u8> {
-    let foreign = vec![b'x'; 256];
+    let foreign = vec![b'x'; foreign_len()];
     let msg = BridgeMessage {
         frame_type: BRIDGE_NOTIFY,
         envelope: BridgeEnvelope {
@@ -160,7 +169,10 @@ fn bridge_frames(c: &mut Criterion) {
     });
     let mut raw_io = Some((raw_send, vec![0xA5u8; frame_len * BATCH as usize]));
 
-    let mut group = c.benchmark_group("bridge_frames_256B_quic_64_per_write");
+    let mut group = c.benchmark_group(format!(
+        "bridge_frames_{}B_quic_64_per_write",
+        foreign_len()
+    ));
     group.throughput(Throughput::Elements(BATCH));
     group.bench_function("raw_quinn_same_bytes", |b| {
         b.iter_custom(|iters| {

@@ -63,6 +63,9 @@ pub struct Origin {
     /// `--upstream-header`: sent with every HTTP request and WebSocket
     /// handshake to the upstream.
     pub(super) headers: Arc<[(hyper::header::HeaderName, hyper::header::HeaderValue)]>,
+    /// What every POST to an HTTP upstream carries, built once (see
+    /// [`post_headers`]).
+    post_headers: hyper::HeaderMap,
 }
 
 impl Origin {
@@ -90,6 +93,10 @@ impl Origin {
             _ => None,
         };
         let permits = Arc::new(Semaphore::new(ctx.limits.max_in_flight));
+        let post_headers = match &upstream {
+            Some(Upstream::Http(uri)) => post_headers(uri, &headers),
+            _ => hyper::HeaderMap::new(),
+        };
         Ok(Self {
             ctx,
             upstream,
@@ -97,6 +104,7 @@ impl Origin {
             tls,
             permits,
             headers: headers.into(),
+            post_headers,
         })
     }
 
@@ -228,27 +236,24 @@ impl Origin {
         };
         let ctx = &self.ctx;
         let started = Instant::now();
-        // What clients are told never holds the URL's secrets.
-        let shown = super::redact::PublicUrl::of_uri(uri);
-        let mut req = hyper::Request::post(uri.clone())
-            .header(hyper::header::CONTENT_TYPE, "application/json");
-        for (name, value) in self.headers.iter() {
-            req = req.header(name, value);
-        }
-        let req = req
-            .body(Full::new(text))
-            .map_err(|e| format!("bad upstream request: {e}"))?;
+        // What clients are told never holds the URL's secrets (made only
+        // when there is something to tell).
+        let shown = || super::redact::PublicUrl::of_uri(uri);
+        let mut req = hyper::Request::new(Full::new(text));
+        *req.method_mut() = hyper::Method::POST;
+        *req.uri_mut() = uri.clone();
+        *req.headers_mut() = self.post_headers.clone();
         let limit = ctx.limits.max_body;
         let result = tokio::time::timeout(ctx.limits.request_timeout, async {
             let resp = client
                 .request(req)
                 .await
-                .map_err(|e| format!("upstream {shown}: {}", error_chain(&e)))?;
+                .map_err(|e| format!("upstream {}: {}", shown(), error_chain(&e)))?;
             let status = resp.status();
             let body = Limited::new(resp.into_body(), limit)
                 .collect()
                 .await
-                .map_err(|e| super::carry::reading_reply_failed(&shown, &*e, limit))?
+                .map_err(|e| super::carry::reading_reply_failed(&shown(), &*e, limit))?
                 .to_bytes();
             Ok::<_, String>((status, body))
         })
@@ -256,18 +261,54 @@ impl Origin {
         ctx.metrics.upstream_latency.observe(started.elapsed());
         let (status, body) = result.map_err(|_| {
             format!(
-                "upstream {shown} did not answer within {:?}",
+                "upstream {} did not answer within {:?}",
+                shown(),
                 ctx.limits.request_timeout
             )
         })??;
         match scan(&body, &ctx.scan) {
             Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => Ok((body, k)),
             _ => Err(format!(
-                "upstream {shown} answered HTTP {status} without a JSON-RPC response ({} octets)",
+                "upstream {} answered HTTP {status} without a JSON-RPC response ({} octets)",
+                shown(),
                 body.len()
             )),
         }
     }
+}
+
+/// The headers of every POST to `uri`: `--upstream-header`s, then
+/// Content-Type and Host unless those named them. Host is written as the
+/// HTTP client would write it for each request (the URI's host, and its
+/// port unless the scheme's default), so that it is built once here
+/// rather than formatted per request.
+fn post_headers(
+    uri: &hyper::Uri,
+    extra: &[(hyper::header::HeaderName, hyper::header::HeaderValue)],
+) -> hyper::HeaderMap {
+    use hyper::header::{CONTENT_TYPE, HOST, HeaderValue};
+    let mut map = hyper::HeaderMap::with_capacity(extra.len() + 2);
+    for (name, value) in extra {
+        map.append(name, value.clone());
+    }
+    map.entry(CONTENT_TYPE)
+        .or_insert(HeaderValue::from_static("application/json"));
+    let default_port = match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
+    };
+    let host = match (uri.host(), uri.port_u16()) {
+        (Some(host), Some(port)) if Some(port) != default_port => {
+            HeaderValue::from_str(&format!("{host}:{port}")).ok()
+        }
+        (Some(host), _) => HeaderValue::from_str(host).ok(),
+        (None, _) => None,
+    };
+    if let Some(host) = host {
+        map.entry(HOST).or_insert(host);
+    }
+    map
 }
 
 /// Why a request waited in vain for room under `--max-in-flight`.
@@ -545,4 +586,65 @@ const UPSTREAM_CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Text-frame payload from octets already known to be UTF-8.
 fn unsafe_free_utf8(b: Bytes) -> tokio_tungstenite::tungstenite::Utf8Bytes {
     tokio_tungstenite::tungstenite::Utf8Bytes::try_from(b).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use hyper::header::{CONTENT_TYPE, HOST, HeaderName, HeaderValue};
+
+    use super::post_headers;
+
+    fn host(uri: &str, extra: &[(&str, &str)]) -> (Vec<String>, Vec<String>) {
+        let extra: Vec<_> = extra
+            .iter()
+            .map(|(n, v)| {
+                (
+                    HeaderName::from_bytes(n.as_bytes()).expect("name"),
+                    HeaderValue::from_str(v).expect("value"),
+                )
+            })
+            .collect();
+        let map = post_headers(&uri.parse().expect("uri"), &extra);
+        let all = |name| {
+            map.get_all(name)
+                .iter()
+                .map(|v| v.to_str().expect("ascii").to_owned())
+                .collect()
+        };
+        (all(HOST), all(CONTENT_TYPE))
+    }
+
+    #[test]
+    fn host_is_written_once_as_the_client_would_and_given_headers_win() {
+        let json = vec!["application/json".to_owned()];
+        for (uri, want) in [
+            ("http://127.0.0.1:8545/", "127.0.0.1:8545"),
+            ("http://rpc.example/v3/KEY", "rpc.example"),
+            ("http://rpc.example:80/", "rpc.example"),
+            ("https://rpc.example:443/", "rpc.example"),
+            ("https://rpc.example:8443/", "rpc.example:8443"),
+            ("http://[::1]:9000/", "[::1]:9000"),
+            ("http://user:pass@rpc.example:81/", "rpc.example:81"),
+        ] {
+            assert_eq!(
+                host(uri, &[]),
+                (vec![want.to_owned()], json.clone()),
+                "{uri}"
+            );
+        }
+        let given = host(
+            "http://127.0.0.1:1/",
+            &[
+                ("host", "rpc.example"),
+                ("content-type", "application/json-rpc"),
+            ],
+        );
+        assert_eq!(
+            given,
+            (
+                vec!["rpc.example".to_owned()],
+                vec!["application/json-rpc".to_owned()]
+            )
+        );
+    }
 }
