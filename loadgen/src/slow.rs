@@ -14,6 +14,7 @@
 //! small echo request every 20 ms and times each reply: what the slow
 //! clients cost everyone else. Only loopback targets are accepted.
 
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -47,6 +48,10 @@ pub struct SlowStats {
     /// No-read modes: from the first write the server did not take within
     /// [`BLOCKED`] (it stopped reading) to the cut, ms: (min, max).
     pub cut_after_blocked_ms: Mutex<Option<(u64, u64)>>,
+    /// No-read modes: from when the server's replies stopped arriving (the
+    /// octets waiting unread in the client's socket last grew: from then
+    /// on the server's writes to it are blocked) to the cut, ms: (min, max).
+    pub cut_after_silent_ms: Mutex<Option<(u64, u64)>>,
     /// The healthy client's replies, ms each (`--probe`).
     pub probe_ms: Mutex<Vec<f64>>,
     /// Its requests that got no 200 with a result.
@@ -67,12 +72,11 @@ impl SlowStats {
     }
 
     fn cut_after_blocked(&self, d: Duration) {
-        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let mut m = self
-            .cut_after_blocked_ms
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *m = Some(m.map_or((ms, ms), |(lo, hi)| (lo.min(ms), hi.max(ms))));
+        widen(&self.cut_after_blocked_ms, d);
+    }
+
+    fn cut_after_silent(&self, d: Duration) {
+        widen(&self.cut_after_silent_ms, d);
     }
 
     /// The probe's replies: (count, p50, p99, max) in ms.
@@ -112,15 +116,19 @@ impl std::fmt::Display for SlowStats {
             self.cut_off_after_ms_min.load(Relaxed),
             self.cut_off_after_ms_max.load(Relaxed)
         )?;
-        let blocked = *self
-            .cut_after_blocked_ms
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((lo, hi)) = blocked {
-            write!(
-                f,
-                " cut_after_blocked_min_ms {lo} cut_after_blocked_max_ms {hi}"
-            )?;
+        for (name, span) in [
+            ("blocked", &self.cut_after_blocked_ms),
+            ("silent", &self.cut_after_silent_ms),
+        ] {
+            let span = *span
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((lo, hi)) = span {
+                write!(
+                    f,
+                    " cut_after_{name}_min_ms {lo} cut_after_{name}_max_ms {hi}"
+                )?;
+            }
         }
         let (n, p50, p99, max) = self.probe();
         if n > 0 || self.probe_failed.load(Relaxed) > 0 {
@@ -204,6 +212,69 @@ pub async fn run(slow: Slow) -> Result<Arc<SlowStats>, NotLoopback> {
     Ok(stats)
 }
 
+/// Widens a (min, max) span of ms to take `d`.
+fn widen(span: &Mutex<Option<(u64, u64)>>, d: Duration) {
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let mut m = span
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *m = Some(m.map_or((ms, ms), |(lo, hi)| (lo.min(ms), hi.max(ms))));
+}
+
+/// When the server's replies last reached a no-read client: the octets
+/// waiting unread in its socket (`FIONREAD`) last grew. Once they stop
+/// growing the client's receive buffer is full and the server can move
+/// nothing more to it, which is where a server's stall clock for it starts.
+struct Arrivals {
+    base: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Arrivals {
+    fn new() -> Self {
+        Self {
+            base: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Samples the socket every 20 ms; never returns (run it beside the
+    /// writes, in the same task, so the socket outlives it).
+    async fn watch(&self, fd: std::os::fd::RawFd) {
+        let mut last = 0;
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if let Some(n) = unread(fd)
+                && n != last
+            {
+                last = n;
+                let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX);
+                self.last_ms.store(ms, Relaxed);
+            }
+        }
+    }
+
+    /// How long since replies last arrived.
+    fn silent_for(&self) -> Duration {
+        self.base
+            .elapsed()
+            .saturating_sub(Duration::from_millis(self.last_ms.load(Relaxed)))
+    }
+}
+
+/// Octets waiting unread in socket `fd`.
+fn unread(fd: std::os::fd::RawFd) -> Option<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int through the pointer, which is valid
+    // for the call; `fd` is a socket the caller keeps open while it asks.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r == 0 {
+        usize::try_from(n).ok()
+    } else {
+        None
+    }
+}
+
 /// A write that takes longer than this means the server stopped reading.
 pub const BLOCKED: Duration = Duration::from_millis(200);
 
@@ -212,6 +283,7 @@ pub const BLOCKED: Duration = Duration::from_millis(200);
 struct Writes<'a> {
     stats: &'a SlowStats,
     blocked: Option<Instant>,
+    arrivals: &'a Arrivals,
 }
 
 impl Writes<'_> {
@@ -234,6 +306,7 @@ impl Writes<'_> {
                 if let Some(b) = self.blocked {
                     self.stats.cut_after_blocked(b.elapsed());
                 }
+                self.stats.cut_after_silent(self.arrivals.silent_for());
                 Some(true)
             }
             Err(_) => Some(false),
@@ -287,39 +360,60 @@ async fn ws_no_read(addr: &str, pad: &str, deadline: Instant, stats: &SlowStats)
         .await
         .ok()?;
     stats.opened.fetch_add(1, Relaxed);
+    let fd = match ws.get_ref() {
+        tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp.as_raw_fd(),
+        _ => return None,
+    };
     let (mut sink, _never_read) = futures_util::StreamExt::split(ws);
+    let arrivals = Arrivals::new();
     let mut writes = Writes {
         stats,
         blocked: None,
+        arrivals: &arrivals,
     };
-    for id in 1.. {
-        let req = echo_request(id, pad);
-        if let Some(cut) = writes
-            .write(deadline, sink.send(Message::Text(req.into())))
-            .await
-        {
-            return Some(cut);
+    let send = async {
+        for id in 1.. {
+            let req = echo_request(id, pad);
+            if let Some(cut) = writes
+                .write(deadline, sink.send(Message::Text(req.into())))
+                .await
+            {
+                return Some(cut);
+            }
         }
+        Some(false)
+    };
+    tokio::select! {
+        cut = send => cut,
+        () = arrivals.watch(fd) => None,
     }
-    Some(false)
 }
 
 async fn tcp_no_read(addr: &str, pad: &str, deadline: Instant, stats: &SlowStats) -> Option<bool> {
     let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
     stats.opened.fetch_add(1, Relaxed);
+    let fd = tcp.as_raw_fd();
     let (_never_read, mut w) = tcp.into_split();
+    let arrivals = Arrivals::new();
     let mut writes = Writes {
         stats,
         blocked: None,
+        arrivals: &arrivals,
     };
-    for id in 1.. {
-        let mut line = echo_request(id, pad);
-        line.push('\n');
-        if let Some(cut) = writes.write(deadline, w.write_all(line.as_bytes())).await {
-            return Some(cut);
+    let send = async {
+        for id in 1.. {
+            let mut line = echo_request(id, pad);
+            line.push('\n');
+            if let Some(cut) = writes.write(deadline, w.write_all(line.as_bytes())).await {
+                return Some(cut);
+            }
         }
+        Some(false)
+    };
+    tokio::select! {
+        cut = send => cut,
+        () = arrivals.watch(fd) => None,
     }
-    Some(false)
 }
 
 /// The healthy client: one small echo request every 20 ms on a keep-alive

@@ -7,11 +7,14 @@
 # each timed). A fresh pair for each run, so each gateway's peak RSS
 # (VmHWM) is that run's. Prints one line per run; passes when each
 # gateway's peak stays under 256 MiB, every slow client is cut within
-# --stall-timeout ± 1 s (10 s by default) of being stopped, and the healthy
-# client gets every
-# reply with p99 < 50 ms. The stall clock is measured from the first write
-# of a slow client that the edge did not take within 200 ms (it stopped
-# reading that client); the time from connecting is printed beside it.
+# --stall-timeout ± 1 s (10 s by default) of the edge's replies to it
+# stopping, and the healthy client gets every reply with p99 < 50 ms. That
+# moment is seen from the client: the octets waiting unread in its socket
+# (FIONREAD) last grew; after it the client's receive buffer is full and
+# the edge's writes to it block, which is where the edge's stall clock
+# starts. Printed beside it: the time from the client's first write the
+# edge did not take within 200 ms (the edge stopped reading it, which
+# budgets do while replies still flow), and from connecting.
 #   results/budgets/run-budgets.sh [OUT_DIR]
 # Environment: DURATION (15), TCP (20), WS (100), SIZE (60000), EXTRA
 # (flags for both gateways, e.g. "--memory-budget 32MiB").
@@ -55,9 +58,10 @@ cut, still = int(d["cut_off"]), int(d["still_open"])
 lo, hi = int(d["cut_off_min_ms"]) / 1000, int(d["cut_off_max_ms"]) / 1000
 p99, failed = float(d.get("probe_p99_ms", "nan")), int(d.get("probe_failed", "0"))
 blo, bhi = int(d.get("cut_after_blocked_min_ms", "0")) / 1000, int(d.get("cut_after_blocked_max_ms", "0")) / 1000
-ok = float(ep) < 256 and float(op) < 256 and cut == int(n) and 9 <= blo and bhi <= 11 and failed == 0 and p99 < 50
+slo, shi = int(d.get("cut_after_silent_min_ms", "0")) / 1000, int(d.get("cut_after_silent_max_ms", "0")) / 1000
+ok = float(ep) < 256 and float(op) < 256 and cut == int(n) and 9 <= slo and shi <= 11 and failed == 0 and p99 < 50
 print(f"{mode} x{n}: edge peak {ep} MiB (idle {be}), origin peak {op} MiB (idle {bo}); "
-      f"cut {cut}/{n} {blo:.1f}-{bhi:.1f} s after the edge stopped reading them ({lo:.1f}-{hi:.1f} s after connecting), still open {still}; healthy client {d.get('probe_ok','0')} ok, "
+      f"cut {cut}/{n} {slo:.1f}-{shi:.1f} s after the edge's replies to them stopped ({blo:.1f}-{bhi:.1f} s after it stopped reading them, {lo:.1f}-{hi:.1f} s after connecting), still open {still}; healthy client {d.get('probe_ok','0')} ok, "
       f"{failed} failed, p50 {d.get('probe_p50_ms','-')} ms, p99 {p99} ms, max {d.get('probe_max_ms','-')} ms; "
       + ("PASS" if ok else "FAIL"))
 sys.exit(0 if ok else 1)

@@ -24,6 +24,7 @@ use super::metrics::{Ingress, ReplyClass};
 use super::outbox::{Inbox, Outbox};
 use super::session::Session;
 use super::sse::EventBody;
+use super::stall::{Moved, Tracked, wrote};
 use crate::jsonrpc::carriage::{
     BatchJoin, id_of, local_error, scan_error_response, scan_error_response_to,
 };
@@ -410,33 +411,17 @@ fn too_large_line(skipped: &LineSkipped) -> Vec<u8> {
     scan_error_response_to(id, &f)
 }
 
-/// One write to a client: `false` when it failed, or did not finish within
-/// `stall` (the client does not read; counted), and the client is given up.
-async fn wrote<E>(
-    stall: Duration,
-    metrics: &super::metrics::Metrics,
-    write: impl Future<Output = Result<(), E>>,
-) -> bool {
-    match tokio::time::timeout(stall, write).await {
-        Ok(Ok(())) => true,
-        Ok(Err(_)) => false,
-        Err(_) => {
-            warn!("client does not read its replies: dropping it");
-            metrics.stalled_clients.fetch_add(1, Relaxed);
-            false
-        }
-    }
-}
-
 /// Writes messages for a line-delimited client until the queue closes; a
-/// client that takes none of them for `stall` is given up (the queue is
-/// dropped, which ends its session).
+/// client that takes no octet of them for `stall` is given up (the queue
+/// is dropped, which ends its session).
 pub async fn write_lines<W: AsyncWrite + Unpin>(
-    mut w: W,
+    w: W,
     mut rx: Inbox,
     stall: Duration,
     metrics: Arc<super::metrics::Metrics>,
 ) {
+    let moved = Moved::new();
+    let mut w = Tracked::new(w, moved.clone());
     while let Some(text) = rx.recv().await {
         let write = async {
             write_line(&mut w, &text).await?;
@@ -445,7 +430,7 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
             }
             Ok::<_, std::io::Error>(())
         };
-        if !wrote(stall, &metrics, write).await {
+        if !wrote(stall, &moved, &metrics, write).await {
             return;
         }
     }
@@ -658,6 +643,8 @@ pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown
                 );
                 Err(refusal)
             };
+            let moved = Moved::new();
+            let tcp = Tracked::new(tcp, moved.clone());
             let handshake = tokio::time::timeout(
                 edge.ctx.limits.stall_timeout,
                 tokio_tungstenite::accept_hdr_async_with_config(tcp, check, Some(config)),
@@ -690,7 +677,7 @@ pub async fn serve_ws(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdown
                         }
                         Ok::<_, tokio_tungstenite::tungstenite::Error>(())
                     };
-                    if !wrote(stall, &metrics, write).await {
+                    if !wrote(stall, &moved, &metrics, write).await {
                         return;
                     }
                 }

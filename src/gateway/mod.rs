@@ -24,6 +24,7 @@ pub mod outbox;
 pub mod redact;
 pub mod session;
 pub mod sse;
+pub mod stall;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

@@ -1,0 +1,208 @@
+//! Whether a client still takes what it is sent. A writer gives a client up
+//! only when no octet moved to it for `--stall-timeout`, not when one
+//! message took that long: a client reading a large reply slowly keeps its
+//! connection, and one that reads nothing is cut `--stall-timeout` after
+//! its socket stopped taking octets, however its replies were cut into
+//! messages.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::metrics::Metrics;
+
+/// When octets last moved to a client (shared by its stream and its
+/// writer), on tokio's clock.
+#[derive(Debug)]
+pub struct Moved {
+    base: Instant,
+    /// Nanoseconds after `base`.
+    at: AtomicU64,
+}
+
+impl Moved {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            base: Instant::now(),
+            at: AtomicU64::new(0),
+        })
+    }
+
+    fn mark(&self) {
+        let ns = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.at.store(ns, Relaxed);
+    }
+
+    /// When octets last moved (the stream's creation if none has).
+    pub fn last(&self) -> Instant {
+        self.base + Duration::from_nanos(self.at.load(Relaxed))
+    }
+}
+
+/// A client's stream that notes in [`Moved`] each write that moved octets.
+#[derive(Debug)]
+pub struct Tracked<S> {
+    inner: S,
+    moved: Arc<Moved>,
+}
+
+impl<S> Tracked<S> {
+    pub fn new(inner: S, moved: Arc<Moved>) -> Self {
+        Self { inner, moved }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        let r = Pin::new(&mut me.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r
+            && n > 0
+        {
+            me.moved.mark();
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        let r = Pin::new(&mut me.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r
+            && n > 0
+        {
+            me.moved.mark();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// One write to a client: `false` when it failed, or when no octet moved
+/// for `stall` while it was pending (the client does not read; counted),
+/// and the client is given up.
+pub async fn wrote<E>(
+    stall: Duration,
+    moved: &Moved,
+    metrics: &Metrics,
+    write: impl Future<Output = Result<(), E>>,
+) -> bool {
+    let started = Instant::now();
+    let mut write = std::pin::pin!(write);
+    loop {
+        let from = moved.last().max(started);
+        match tokio::time::timeout_at(from + stall, &mut write).await {
+            Ok(r) => return r.is_ok(),
+            Err(_) if moved.last() > from => continue,
+            Err(_) => {
+                warn!(
+                    "client took no octet of its replies for {:.1} s (--stall-timeout): dropping it",
+                    stall.as_secs_f64()
+                );
+                metrics.stalled_clients.fetch_add(1, Relaxed);
+                return false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    /// A reader that takes `chunk` octets every `every`, forever: a slow
+    /// client, not a stalled one.
+    async fn drain_slowly(mut r: tokio::io::DuplexStream, chunk: usize, every: Duration) {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0; chunk];
+        loop {
+            tokio::time::sleep(every).await;
+            if r.read(&mut buf).await.map_or(true, |n| n == 0) {
+                return;
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reader_of_a_large_reply_is_kept_and_a_stalled_one_is_cut_at_the_timeout() {
+        let stall = Duration::from_secs(10);
+        let metrics = Metrics::default();
+
+        // 64 KiB through a 1 KiB pipe read 1 KiB a second: the write takes
+        // about a minute, far past the stall timeout, and still succeeds.
+        let (a, b) = tokio::io::duplex(1024);
+        tokio::spawn(drain_slowly(b, 1024, Duration::from_secs(1)));
+        let moved = Moved::new();
+        let mut w = Tracked::new(a, moved.clone());
+        let big = vec![7u8; 64 << 10];
+        let started = tokio::time::Instant::now();
+        assert!(wrote(stall, &moved, &metrics, w.write_all(&big)).await);
+        assert!(started.elapsed() > Duration::from_secs(60));
+        assert_eq!(metrics.stalled_clients.load(Relaxed), 0);
+
+        // A reader that takes 4 KiB and then nothing: cut `stall` after the
+        // last octet moved, not after the write began.
+        let (a, b) = tokio::io::duplex(1024);
+        let reader = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut b = b;
+            let mut buf = vec![0; 1024];
+            for _ in 0..4 {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let _ = b.read(&mut buf).await;
+            }
+            std::future::pending::<()>().await;
+            drop(b);
+        });
+        let moved = Moved::new();
+        let mut w = Tracked::new(a, moved.clone());
+        let started = tokio::time::Instant::now();
+        assert!(!wrote(stall, &moved, &metrics, w.write_all(&big)).await);
+        let took = started.elapsed();
+        // The last read is at 8 s and frees room for one more write.
+        assert!(
+            took >= Duration::from_secs(18) && took < Duration::from_secs(19),
+            "{took:?}"
+        );
+        assert_eq!(metrics.stalled_clients.load(Relaxed), 1);
+        reader.abort();
+    }
+}
