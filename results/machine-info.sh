@@ -3,7 +3,9 @@
 # machine and toolchain, then the command line given as arguments.
 #   results/machine-info.sh "cargo bench ..." > DIR/machine.txt
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "git: $(git rev-parse HEAD)$(git diff --quiet || echo ' (dirty)')"
+# Dirty: the code differs from that revision (results being written do not
+# count, among them the file this is redirected into).
+echo "git: $(git rev-parse HEAD)$(git diff --quiet -- . ':!results' || echo ' (dirty)')"
 echo "nproc: $(nproc)"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
 echo "rustc: $(rustc --version)"
