@@ -579,6 +579,19 @@ impl<T> Exchange<T> {
                 // The local party answers a request of the peer.
                 let token = &text[id.token.clone()];
                 let Some(incoming) = self.take_incoming(token, id.kind) else {
+                    if let Some(incoming) = self.take_rounded(token, id.kind) {
+                        // Promptly, as over HTTP: its client would
+                        // otherwise wait for its timeout.
+                        let d = format!(
+                            "{} answered with another request's id ({} for {}: a number it does not hold exactly)",
+                            self.config.local_name,
+                            String::from_utf8_lossy(token),
+                            String::from_utf8_lossy(&incoming.id),
+                        );
+                        self.not_delivered(incoming.corr.clone(), d);
+                        self.released(now, incoming);
+                        return;
+                    }
                     self.config.observer.dropped();
                     warn!(id = %String::from_utf8_lossy(token), "a reply to no outstanding request; dropped");
                     return;
@@ -1148,6 +1161,28 @@ impl<T> Exchange<T> {
             .iter()
             .find(|(k, v)| same_id(k, v.kind, token, kind))
             .map(|(k, _)| k.clone())?;
+        self.incoming.remove(&key)
+    }
+
+    /// Removes the request of the peer whose numeric id a reply's id
+    /// `token` is a rounding of: a party that keeps ids as IEEE doubles
+    /// (JavaScript) answers `12345678901234567890` with
+    /// `12345678901234567000`. Only when exactly one outstanding id rounds
+    /// to it (an id of the same value was looked for first).
+    fn take_rounded(&mut self, token: &[u8], kind: IdKind) -> Option<Incoming> {
+        if kind != IdKind::Number {
+            return None;
+        }
+        let double = |t: &[u8]| std::str::from_utf8(t).ok()?.parse::<f64>().ok();
+        let value = double(token)?;
+        let mut found = self
+            .incoming
+            .iter()
+            .filter(|(_, v)| v.kind == IdKind::Number && double(&v.id) == Some(value));
+        let key = match (found.next(), found.next()) {
+            (Some((k, _)), None) => k.clone(),
+            _ => return None,
+        };
         self.incoming.remove(&key)
     }
 

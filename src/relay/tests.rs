@@ -690,3 +690,41 @@ fn the_origin_forgets_a_request_its_upstream_never_answers_and_the_next_on_its_i
         vec![json!({"jsonrpc":"2.0","id":1,"method":"echo","params":["next"]})]
     );
 }
+
+#[test]
+fn an_upstream_that_rounds_a_large_numeric_id_has_that_request_answered_not_delivered_at_once() {
+    let mut p = session_pair();
+    p.origin.x.local_up();
+    p.client(r#"{"jsonrpc":"2.0","id":12345678901234567890,"method":"echo","params":[]}"#);
+    p.client(r#"{"jsonrpc":"2.0","id":7,"method":"echo","params":[]}"#);
+    assert_eq!(p.origin.take_local().len(), 2);
+    // A JavaScript server keeps ids as doubles and answers with the
+    // rounding of the first.
+    p.upstream(r#"{"jsonrpc":"2.0","id":12345678901234567000,"result":1}"#);
+    let got = p.edge.take_local();
+    assert_eq!(
+        got.len(),
+        1,
+        "answered at once, not at the timeout: {got:?}"
+    );
+    assert_eq!(got[0]["id"], json!(12345678901234567890u64));
+    assert_eq!(got[0]["error"]["code"], -32004);
+    let detail = got[0]["error"]["data"].to_string();
+    assert!(detail.contains("another request's id"), "{detail}");
+    assert!(detail.contains("12345678901234567000"), "{detail}");
+    // The other request is untouched and still answered.
+    p.upstream(r#"{"jsonrpc":"2.0","id":7,"result":2}"#);
+    assert_eq!(p.edge.take_local()[0]["result"], 2);
+    assert_eq!(p.edge.x.outstanding(), 0);
+    assert_eq!(p.origin.counts.dropped.load(Relaxed), 0);
+
+    // Two outstanding ids that round alike: which one was meant cannot be
+    // told, so the reply is dropped as before (and both are answered
+    // NotDelivered at the origin's deadline).
+    p.client(r#"{"jsonrpc":"2.0","id":12345678901234567891,"method":"echo","params":[]}"#);
+    p.client(r#"{"jsonrpc":"2.0","id":12345678901234567892,"method":"echo","params":[]}"#);
+    assert_eq!(p.origin.take_local().len(), 2);
+    p.upstream(r#"{"jsonrpc":"2.0","id":12345678901234567000,"result":1}"#);
+    assert!(p.edge.take_local().is_empty());
+    assert_eq!(p.origin.counts.dropped.load(Relaxed), 1);
+}
