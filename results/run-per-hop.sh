@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Per-hop cost, in one run on 127.0.0.1: wrk closed loop (one small JSON-RPC
+# POST, --latency) at 1, 4, 32 and 256 in flight through four paths to one
+# upstream:
+#   direct        the upstream itself,
+#   gateway-quic  an npamp-gateway pair over QUIC (edge HTTP ingress -> origin),
+#   gateway-tls   the same pair over TCP + TLS 1.3,
+#   nginx-tls     two nginx in series, TLS 1.3 with keep-alive between them.
+# UPSTREAM=static (default): a third nginx answering every POST with a fixed
+# JSON-RPC reply (`return 200`), so the upstream is never the bottleneck;
+# UPSTREAM=mock: the project's mock upstream. For every point: the rate,
+# p50 / p99 latency, and the CPU per request of every process on the path
+# (utime + stime deltas of /proc/PID/stat, all of an nginx's workers
+# together). ROUNDS (2) repeats the whole sweep, paths in turn within each
+# concurrency, so drift on a shared machine shows as spread, not as a
+# difference. SECONDS_PER_POINT (5). Needs Debian's nginx-light and wrk.
+#   [UPSTREAM=static|mock] [ROUNDS=2] [OUT=DIR] results/run-per-hop.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+UPSTREAM=${UPSTREAM:-static}; ROUNDS=${ROUNDS:-2}; SECS=${SECONDS_PER_POINT:-5}
+OUT=${OUT:-results/$(date -u +%Y-%m-%d)-per-hop-$UPSTREAM}
+command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)"; exit 1; }
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"; exit 1; }
+mkdir -p "$OUT"
+source results/lib.sh
+NGX=$(mktemp -d); chmod 755 "$NGX"
+stop_nginx() { for n in static front back; do [ -f "$NGX/$n.pid" ] && kill "$(cat "$NGX/$n.pid")" 2>/dev/null || true; done; rm -rf "$NGX"; }
+trap 'stop_nginx; cleanup' EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+WORKERS=$(nproc)
+nginx_conf() { # NAME SERVER-BLOCK
+  cat >"$NGX/$1.conf" <<CONF
+worker_processes $WORKERS;
+pid $NGX/$1.pid;
+error_log $NGX/$1.error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $NGX/$1.body;
+  proxy_temp_path $NGX/$1.proxy;
+  fastcgi_temp_path $NGX/$1.fcgi;
+  uwsgi_temp_path $NGX/$1.uwsgi;
+  scgi_temp_path $NGX/$1.scgi;
+  keepalive_requests 1000000;
+  $2
+}
+CONF
+  nginx -p "$NGX" -c "$NGX/$1.conf" -e "$NGX/$1.stderr.log"
+}
+if [ "$UPSTREAM" = static ]; then
+  UP_PORT=$(free_port)
+  nginx_conf static "
+  server {
+    listen 127.0.0.1:$UP_PORT;
+    default_type application/json;
+    location / { return 200 '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"0x10d4f\"}'; }
+  }"
+  UP=http://127.0.0.1:$UP_PORT
+else
+  start mock '^mock upstream' "$GW" mock-upstream --listen http://127.0.0.1:0
+  UP=$(field mock 'mock upstream ')
+fi
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj /CN=localhost -keyout "$NGX/key.pem" -out "$NGX/cert.pem" 2>/dev/null
+FRONT_PORT=$(free_port); BACK_PORT=$(free_port)
+UP_HOSTPORT=${UP#http://}
+nginx_conf back "
+  upstream up { server $UP_HOSTPORT; keepalive 256; }
+  server {
+    listen 127.0.0.1:$BACK_PORT ssl;
+    ssl_certificate $NGX/cert.pem; ssl_certificate_key $NGX/key.pem;
+    ssl_protocols TLSv1.3;
+    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection \"\"; }
+  }"
+nginx_conf front "
+  upstream back { server 127.0.0.1:$BACK_PORT; keepalive 256; }
+  server {
+    listen 127.0.0.1:$FRONT_PORT;
+    location / {
+      proxy_pass https://back; proxy_http_version 1.1; proxy_set_header Connection \"\";
+      proxy_ssl_protocols TLSv1.3; proxy_ssl_session_reuse on;
+    }
+  }"
+origin_pub=$("$GW" keygen --out "$TMP/origin.key")
+edge_pub=$("$GW" keygen --out "$TMP/edge.key")
+start origin '^listening on tls' "$GW" serve --listen quic://127.0.0.1:0 --listen tls://127.0.0.1:0 \
+  --upstream "$UP" --identity "$TMP/origin.key" --trust "$edge_pub"
+QUIC=$(grep -m1 '^listening on quic' "$TMP/origin.out" | sed 's/^listening on //')
+TLS=$(grep -m1 '^listening on tls' "$TMP/origin.out" | sed 's/^listening on //')
+start edge-quic '^ingress' "$GW" serve --ingress http://127.0.0.1:0 --peer "$QUIC" \
+  --identity "$TMP/edge.key" --trust "$origin_pub"
+start edge-tls '^ingress' "$GW" serve --ingress http://127.0.0.1:0 --peer "$TLS" \
+  --identity "$TMP/edge.key" --trust "$origin_pub"
+sleep 0.5
+EDGE_QUIC=$(grep -m1 '^ingress' "$TMP/edge-quic.out" | sed 's/^ingress //')
+EDGE_TLS=$(grep -m1 '^ingress' "$TMP/edge-tls.out" | sed 's/^ingress //')
+cat > "$TMP/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+# Every pid of an nginx instance (master and workers), or one pid.
+nginx_pids() { local m; m=$(cat "$NGX/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
+ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
+up_pids() { if [ "$UPSTREAM" = static ]; then nginx_pids static; else echo "$mock_pid"; fi; }
+results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS results/run-per-hop.sh" > "$OUT/machine.txt"
+echo "nginx: $(nginx -v 2>&1); wrk: $(wrk -v 2>&1 | head -1)" >> "$OUT/machine.txt"
+HZ=$(getconf CLK_TCK)
+: > "$OUT/points.tsv"
+for round in $(seq "$ROUNDS"); do
+  for c in 1 4 32 256; do
+    threads=1; [ "$c" -ge 32 ] && threads=2
+    for path in direct gateway-quic gateway-tls nginx-tls; do
+      case $path in
+        direct) url=$UP/; hops=("up:$(up_pids)") ;;
+        gateway-quic) url=$EDGE_QUIC/; hops=("edge:$edge_quic_pid" "origin:$origin_pid" "up:$(up_pids)") ;;
+        gateway-tls) url=$EDGE_TLS/; hops=("edge:$edge_tls_pid" "origin:$origin_pid" "up:$(up_pids)") ;;
+        nginx-tls) url=http://127.0.0.1:$FRONT_PORT/; hops=("edge:$(nginx_pids front)" "origin:$(nginx_pids back)" "up:$(up_pids)") ;;
+      esac
+      wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null  # warm
+      before=(); for h in "${hops[@]}"; do read -r -a p <<<"${h#*:}"; before+=("$(ticks "${p[@]}")"); done
+      wrk -t$threads -c$c -d${SECS}s --latency -s "$TMP/post.lua" "$url" > "$TMP/wrk.txt"
+      line="$round\t$c\t$path"
+      i=0; for h in "${hops[@]}"; do read -r -a p <<<"${h#*:}"; line+="\t${h%%:*}=$(( $(ticks "${p[@]}") - before[i] ))"; i=$((i+1)); done
+      reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.txt")
+      errors=$(awk '/Non-2xx|Socket errors/ { print }' "$TMP/wrk.txt" | tr '\n' ' ')
+      p50=$(awk '$1 == "50%" { print $2 }' "$TMP/wrk.txt"); p99=$(awk '$1 == "99%" { print $2 }' "$TMP/wrk.txt")
+      printf "%b\treqs=%s\tp50=%s\tp99=%s\terrors=%s\n" "$line" "$reqs" "$p50" "$p99" "${errors:-none}" | tee -a "$OUT/points.tsv"
+    done
+  done
+done
+python3 - "$OUT/points.tsv" "$HZ" "$SECS" > "$OUT/table.md" <<'PY'
+import sys, collections
+path, hz, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+def ms(v):
+    for unit, f in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+        if v.endswith(unit) and (unit != "s" or not v.endswith(("us", "ms"))):
+            return float(v[: -len(unit)]) * f
+    return float("nan")
+rows = collections.defaultdict(list)
+for line in open(path):
+    f = line.rstrip("\n").split("\t")
+    rnd, c, p = f[0], int(f[1]), f[2]
+    kv = dict(x.split("=", 1) for x in f[3:])
+    n = int(kv["reqs"])
+    cpu = {k: int(kv[k]) * 1e6 / hz / n for k in ("edge", "origin", "up") if k in kv}
+    rows[(c, p)].append((n / secs, ms(kv["p50"]), ms(kv["p99"]), cpu, kv["errors"]))
+def span(xs, fmt):
+    lo, hi = min(xs), max(xs)
+    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else (fmt + "–" + fmt).format(lo, hi)
+print("| in flight | path | req/s | p50 ms | p99 ms | CPU µs/req: edge | origin | upstream | vs nginx pair: rate | edge CPU | origin CPU |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for c in (1, 4, 32, 256):
+    ng = rows.get((c, "nginx-tls"))
+    for p in ("direct", "gateway-quic", "gateway-tls", "nginx-tls"):
+        r = rows.get((c, p))
+        if not r:
+            continue
+        cols = [span([x[0] / 1000 for x in r], "{:.1f}") + " k", span([x[1] for x in r], "{:.3f}"), span([x[2] for x in r], "{:.3f}")]
+        for k in ("edge", "origin", "up"):
+            v = [x[3][k] for x in r if k in x[3]]
+            cols.append(span(v, "{:.0f}") if v else "—")
+        if ng and p.startswith("gateway"):
+            # Same round against the same round: ratios within one run.
+            rate = [a[0] / b[0] for a, b in zip(r, ng)]
+            ecpu = [a[3]["edge"] / b[3]["edge"] for a, b in zip(r, ng)]
+            ocpu = [a[3]["origin"] / b[3]["origin"] for a, b in zip(r, ng)]
+            cols += [span(rate, "{:.2f}"), span(ecpu, "{:.2f}"), span(ocpu, "{:.2f}")]
+        else:
+            cols += ["", "", ""]
+        errs = {x[4] for x in r} - {"none"}
+        print(f"| {c} | {p}{' (errors: ' + '; '.join(errs) + ')' if errs else ''} | " + " | ".join(cols) + " |")
+d1 = rows.get((1, "direct"))
+for p in ("gateway-quic", "gateway-tls", "nginx-tls"):
+    r = rows.get((1, p))
+    if r and d1:
+        add50 = [(a[1] - b[1]) * 1000 for a, b in zip(r, d1)]
+        add99 = [(a[2] - b[2]) * 1000 for a, b in zip(r, d1)]
+        print(f"\nAdded latency at 1 in flight over direct, {p}: p50 {span(add50, '{:.0f}')} µs, p99 {span(add99, '{:.0f}')} µs")
+PY
+cat "$OUT/table.md"
