@@ -13,11 +13,14 @@
 # (utime + stime deltas of /proc/PID/stat, all of an nginx's workers
 # together). ROUNDS (2) repeats the whole sweep, paths in turn within each
 # concurrency, so drift on a shared machine shows as spread, not as a
-# difference. SECONDS_PER_POINT (5). Needs Debian's nginx-light and wrk.
-#   [UPSTREAM=static|mock] [ROUNDS=2] [OUT=DIR] results/run-per-hop.sh
+# difference. SECONDS_PER_POINT (5). GATEWAY_ENV: variables for both
+# gateways' processes (e.g. "TOKIO_WORKER_THREADS=1"). Needs Debian's
+# nginx-light and wrk.
+#   [UPSTREAM=static|mock] [ROUNDS=2] [GATEWAY_ENV=...] [OUT=DIR] results/run-per-hop.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UPSTREAM=${UPSTREAM:-static}; ROUNDS=${ROUNDS:-2}; SECS=${SECONDS_PER_POINT:-5}
+read -r -a GENV <<<"${GATEWAY_ENV:-}"
 OUT=${OUT:-results/$(date -u +%Y-%m-%d)-per-hop-$UPSTREAM}
 command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)"; exit 1; }
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"; exit 1; }
@@ -83,13 +86,13 @@ nginx_conf front "
   }"
 origin_pub=$("$GW" keygen --out "$TMP/origin.key")
 edge_pub=$("$GW" keygen --out "$TMP/edge.key")
-start origin '^listening on tls' "$GW" serve --listen quic://127.0.0.1:0 --listen tls://127.0.0.1:0 \
+start origin '^listening on tls' env ${GENV[@]+"${GENV[@]}"} "$GW" serve --listen quic://127.0.0.1:0 --listen tls://127.0.0.1:0 \
   --upstream "$UP" --identity "$TMP/origin.key" --trust "$edge_pub"
 QUIC=$(grep -m1 '^listening on quic' "$TMP/origin.out" | sed 's/^listening on //')
 TLS=$(grep -m1 '^listening on tls' "$TMP/origin.out" | sed 's/^listening on //')
-start edge-quic '^ingress' "$GW" serve --ingress http://127.0.0.1:0 --peer "$QUIC" \
+start edge-quic '^ingress' env ${GENV[@]+"${GENV[@]}"} "$GW" serve --ingress http://127.0.0.1:0 --peer "$QUIC" \
   --identity "$TMP/edge.key" --trust "$origin_pub"
-start edge-tls '^ingress' "$GW" serve --ingress http://127.0.0.1:0 --peer "$TLS" \
+start edge-tls '^ingress' env ${GENV[@]+"${GENV[@]}"} "$GW" serve --ingress http://127.0.0.1:0 --peer "$TLS" \
   --identity "$TMP/edge.key" --trust "$origin_pub"
 sleep 0.5
 EDGE_QUIC=$(grep -m1 '^ingress' "$TMP/edge-quic.out" | sed 's/^ingress //')
@@ -103,7 +106,7 @@ LUA
 nginx_pids() { local m; m=$(cat "$NGX/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
 ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
 up_pids() { if [ "$UPSTREAM" = static ]; then nginx_pids static; else echo "$mock_pid"; fi; }
-results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS results/run-per-hop.sh" > "$OUT/machine.txt"
+results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"} results/run-per-hop.sh" > "$OUT/machine.txt"
 echo "nginx: $(nginx -v 2>&1); wrk: $(wrk -v 2>&1 | head -1)" >> "$OUT/machine.txt"
 HZ=$(getconf CLK_TCK)
 : > "$OUT/points.tsv"
