@@ -17,7 +17,7 @@
 # budgets do while replies still flow), and from connecting.
 #   results/budgets/run-budgets.sh [OUT_DIR]
 # Environment: DURATION (15), TCP (20), WS (100), SIZE (60000), EXTRA
-# (flags for both gateways, e.g. "--memory-budget 32MiB").
+# (flags for both gateways, e.g. "--memory-budget 33554432").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-results/budgets/$(date -u +%Y-%m-%d)}

@@ -26,7 +26,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use super::exec::{Exec, ExecSink, Local, Serve};
@@ -60,6 +60,9 @@ pub struct Origin {
     tls: Arc<rustls::ClientConfig>,
     /// Bounds the upstream calls in flight (HTTP).
     pub(super) permits: Arc<Semaphore>,
+    /// The octets of HTTP replies read and not yet sealed for the peer:
+    /// `--memory-budget` of them in all (see [`collect_within`]).
+    replies: Arc<Semaphore>,
     /// `--upstream-header`: sent with every HTTP request and WebSocket
     /// handshake to the upstream.
     pub(super) headers: Arc<[(hyper::header::HeaderName, hyper::header::HeaderValue)]>,
@@ -93,6 +96,7 @@ impl Origin {
             _ => None,
         };
         let permits = Arc::new(Semaphore::new(ctx.limits.max_in_flight));
+        let replies = Arc::new(Semaphore::new(reply_budget(&ctx)));
         let post_headers = match &upstream {
             Some(Upstream::Http(uri)) => post_headers(uri, &headers),
             _ => hyper::HeaderMap::new(),
@@ -103,6 +107,7 @@ impl Origin {
             http,
             tls,
             permits,
+            replies,
             headers: headers.into(),
             post_headers,
         })
@@ -212,11 +217,13 @@ impl Origin {
         let ctx = &self.ctx;
         let stall = ctx.limits.stall_timeout;
         let permit = tokio::time::timeout(stall, self.permits.clone().acquire_owned()).await;
-        let outcome = match permit {
+        let (outcome, _room) = match permit {
             Ok(Ok(_permit)) => self.post(text).await,
             Ok(Err(_)) => return,
-            Err(_) => Err(in_flight_full(ctx)),
+            Err(_) => (Err(in_flight_full(ctx)), None),
         };
+        // The reply's octets count until it is sealed for the peer, when
+        // `with` returns (`_room` is dropped after).
         match corr {
             Some(corr) => exec.with(|x, now| x.served(now, &corr, outcome)).await,
             None => {
@@ -229,8 +236,15 @@ impl Origin {
     }
 
     /// One POST to the HTTP upstream: the reply (one JSON-RPC response,
-    /// scanned), or why there is none. A notification's reply is not read.
-    async fn post(&self, text: Bytes) -> Served {
+    /// scanned), or why there is none, and the room its octets hold in the
+    /// reply budget. A notification's reply is not read.
+    async fn post(&self, text: Bytes) -> (Served, Option<OwnedSemaphorePermit>) {
+        let mut room = None;
+        let served = self.post_into(text, &mut room).await;
+        (served, room)
+    }
+
+    async fn post_into(&self, text: Bytes, room: &mut Option<OwnedSemaphorePermit>) -> Served {
         let (Some(Upstream::Http(uri)), Some(client)) = (&self.upstream, &self.http) else {
             return Err(NO_UPSTREAM.into());
         };
@@ -250,11 +264,18 @@ impl Origin {
                 .await
                 .map_err(|e| format!("upstream {}: {}", shown(), error_chain(&e)))?;
             let status = resp.status();
-            let body = Limited::new(resp.into_body(), limit)
-                .collect()
+            let budget = Budget {
+                room: &self.replies,
+                octets: reply_budget(ctx),
+                wait: ctx.limits.stall_timeout,
+            };
+            let (body, held) = collect_within(resp.into_body(), limit, &budget)
                 .await
-                .map_err(|e| super::carry::reading_reply_failed(&shown(), &*e, limit))?
-                .to_bytes();
+                .map_err(|e| match e {
+                    Collect::Body(e) => super::carry::reading_reply_failed(&shown(), &*e, limit),
+                    Collect::NoRoom => reply_budget_full(&shown(), ctx),
+                })?;
+            *room = held;
             Ok::<_, String>((status, body))
         })
         .await;
@@ -275,6 +296,93 @@ impl Origin {
             )),
         }
     }
+}
+
+/// The octets the origin's HTTP replies may hold between the upstream and
+/// the peer: `--memory-budget` (at most what a semaphore counts).
+fn reply_budget(ctx: &Ctx) -> usize {
+    ctx.limits
+        .memory_budget
+        .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize))
+}
+
+/// Where a reply's octets are taken from while it is read.
+struct Budget<'a> {
+    room: &'a Arc<Semaphore>,
+    /// All of it (what one reply may hold at most).
+    octets: usize,
+    /// How long a chunk may wait for room.
+    wait: Duration,
+}
+
+/// Why a reply body was not read whole.
+#[derive(Debug)]
+enum Collect {
+    /// Over the limit, or the stream failed.
+    Body(Box<dyn std::error::Error + Send + Sync>),
+    /// The budget had no room for it within the wait.
+    NoRoom,
+}
+
+/// Reads a reply body of at most `limit` octets, taking room for its octets
+/// from the budget as they arrive: the upstream is not read while there is
+/// none (backpressure through TCP), and a reply that finds none within the
+/// budget's wait is given up, so replies that are each half read cannot
+/// wait for one another for ever. A reply holds at most the whole budget: a
+/// larger one reads on once it holds all of it (it is alone then). Returns
+/// the body (one chunk as it came, else joined) and the room it holds.
+async fn collect_within<B>(
+    body: B,
+    limit: usize,
+    budget: &Budget<'_>,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Collect>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut body = std::pin::pin!(Limited::new(body, limit));
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    let (mut first, mut joined) = (None::<Bytes>, None::<bytes::BytesMut>);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(Collect::Body)?.into_data() else {
+            continue;
+        };
+        let have = held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
+        let want = data.len().min(budget.octets.saturating_sub(have));
+        if want > 0 {
+            let n = u32::try_from(want).unwrap_or(u32::MAX);
+            let more = tokio::time::timeout(budget.wait, budget.room.clone().acquire_many_owned(n))
+                .await
+                .map_err(|_| Collect::NoRoom)?
+                .map_err(|_| Collect::NoRoom)?;
+            match &mut held {
+                Some(h) => h.merge(more),
+                None => held = Some(more),
+            }
+        }
+        match (&mut first, &mut joined) {
+            (None, None) => first = Some(data),
+            (Some(one), None) => {
+                let mut all = bytes::BytesMut::with_capacity(one.len() + data.len());
+                all.extend_from_slice(one);
+                all.extend_from_slice(&data);
+                first = None;
+                joined = Some(all);
+            }
+            (_, Some(all)) => all.extend_from_slice(&data),
+        }
+    }
+    let body = joined.map_or_else(|| first.unwrap_or_default(), bytes::BytesMut::freeze);
+    Ok((body, held))
+}
+
+/// Why a reply waited in vain for room in the reply budget.
+fn reply_budget_full(shown: &dyn std::fmt::Display, ctx: &Ctx) -> String {
+    format!(
+        "upstream {shown} executed the request and is answering, but replies being read hold this gateway's --memory-budget ({} octets) and none made room within {:.1} s (--stall-timeout): retrying may execute it again",
+        reply_budget(ctx),
+        ctx.limits.stall_timeout.as_secs_f64()
+    )
 }
 
 /// The headers of every POST to `uri`: `--upstream-header`s, then
@@ -590,9 +698,79 @@ fn unsafe_free_utf8(b: Bytes) -> tokio_tungstenite::tungstenite::Utf8Bytes {
 
 #[cfg(test)]
 mod tests {
-    use hyper::header::{CONTENT_TYPE, HOST, HeaderName, HeaderValue};
+    use std::sync::Arc;
+    use std::time::Duration;
 
-    use super::post_headers;
+    use bytes::Bytes;
+    use hyper::header::{CONTENT_TYPE, HOST, HeaderName, HeaderValue};
+    use tokio::sync::Semaphore;
+
+    use super::{Budget, Collect, collect_within, post_headers};
+
+    /// A body of the given chunks.
+    fn body(
+        chunks: &[usize],
+    ) -> http_body_util::StreamBody<
+        impl futures_util::Stream<Item = Result<hyper::body::Frame<Bytes>, std::io::Error>>,
+    > {
+        let frames: Vec<_> = chunks
+            .iter()
+            .map(|&n| Ok(hyper::body::Frame::data(Bytes::from(vec![b'x'; n]))))
+            .collect();
+        http_body_util::StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reply_takes_room_for_its_octets_and_gives_it_back_when_dropped() {
+        let room = Arc::new(Semaphore::new(1000));
+        let budget = Budget {
+            room: &room,
+            octets: 1000,
+            wait: Duration::from_secs(10),
+        };
+        // One chunk is handed on as it came; several are joined.
+        let (one, held) = collect_within(body(&[300]), 1 << 20, &budget)
+            .await
+            .expect("read");
+        assert_eq!((one.len(), room.available_permits()), (300, 700));
+        let (three, held3) = collect_within(body(&[100, 100, 100]), 1 << 20, &budget)
+            .await
+            .expect("read");
+        assert_eq!((three.len(), room.available_permits()), (300, 400));
+        drop((held, held3));
+        assert_eq!(room.available_permits(), 1000);
+        // Over --max-body is the body's error, as before.
+        let over = collect_within(body(&[600, 600]), 1000, &budget).await;
+        assert!(matches!(over, Err(Collect::Body(_))), "{over:?}");
+        assert_eq!(room.available_permits(), 1000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reply_larger_than_the_budget_reads_on_alone_and_one_without_room_is_given_up() {
+        let room = Arc::new(Semaphore::new(1000));
+        let budget = Budget {
+            room: &room,
+            octets: 1000,
+            wait: Duration::from_secs(10),
+        };
+        // 5000 octets hold the whole budget and read on.
+        let (big, held) = collect_within(body(&[800, 800, 3400]), 1 << 20, &budget)
+            .await
+            .expect("read");
+        assert_eq!((big.len(), room.available_permits()), (5000, 0));
+        // Meanwhile another reply finds no room: given up after the wait,
+        // not waiting for ever.
+        let started = tokio::time::Instant::now();
+        let starved = collect_within(body(&[10]), 1 << 20, &budget).await;
+        assert!(matches!(starved, Err(Collect::NoRoom)), "{starved:?}");
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        // Room given back lets the next one through at once.
+        drop(held);
+        let (small, _held) = collect_within(body(&[10]), 1 << 20, &budget)
+            .await
+            .expect("read");
+        assert_eq!(small.len(), 10);
+    }
 
     fn host(uri: &str, extra: &[(&str, &str)]) -> (Vec<String>, Vec<String>) {
         let extra: Vec<_> = extra
