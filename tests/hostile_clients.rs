@@ -249,6 +249,55 @@ async fn an_idle_keep_alive_connection_is_closed() {
     );
 }
 
+/// An HTTP client that asks for a large reply and reads none of it is
+/// dropped `--stall-timeout` after the edge's writes to it stopped moving
+/// (hyper has no write timeout; before, such a client held its reply for as
+/// long as it kept the connection open).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_client_that_does_not_read_its_reply_is_dropped() {
+    let big = ["--max-body", "33554432"];
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        edge_extra: &["--stall-timeout", "1", "--max-body", "33554432"],
+        origin_extra: &big,
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let addr = http
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let mut tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    // 12 MB back: more than the kernel buffers between them hold.
+    let body =
+        json!({"jsonrpc":"2.0","id":1,"method":"echo","params":["x".repeat(12 << 20)]}).to_string();
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.expect("write");
+    tcp.write_all(body.as_bytes()).await.expect("write");
+    let given_up = metric_reaches(
+        &pair.edge,
+        "npamp_stalled_clients_total",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(given_up, 1);
+    // What it reads now ends short of the reply: the connection was closed.
+    let (text, closed) = read_until_closed(&mut tcp, Duration::from_secs(10)).await;
+    assert!(closed.is_some(), "the connection is still open");
+    assert!(
+        text.starts_with("HTTP/1.1 200") && text.len() < body.len(),
+        "{} octets",
+        text.len()
+    );
+}
+
 /// Short sessions that carry nothing but garbage or a stray response, and
 /// go: each association ends cleanly, and none is counted as the replay
 /// alarm (`out_of_sequence`) at the origin. (Before the binding was one

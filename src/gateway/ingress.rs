@@ -24,7 +24,7 @@ use super::metrics::{Ingress, ReplyClass};
 use super::outbox::{Inbox, Outbox};
 use super::session::Session;
 use super::sse::EventBody;
-use super::stall::{Moved, Tracked, wrote};
+use super::stall::{Moved, Tracked, stalled, wrote};
 use crate::jsonrpc::carriage::{
     BatchJoin, id_of, local_error, scan_error_response, scan_error_response_to,
 };
@@ -124,16 +124,26 @@ pub async fn serve_http(listener: TcpListener, edge: Arc<Edge>, shutdown: Shutdo
                 let (edge, mcp) = (edge.clone(), mcp.clone());
                 async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp).await) }
             });
+            // A client that takes no octet of its reply for the stall
+            // timeout is given up (hyper has no write timeout of its own).
+            let moved = Moved::new();
+            let io = hyper_util::rt::TokioIo::new(Tracked::new(tcp, moved.clone()));
+            let stall = edge.ctx.limits.stall_timeout;
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(edge.ctx.limits.stall_timeout)
-                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+                .header_read_timeout(stall)
+                .serve_connection(io, service);
             tokio::pin!(conn);
             let result = tokio::select! {
                 r = conn.as_mut() => r,
                 _ = stopped(shutdown.clone()) => {
                     conn.as_mut().graceful_shutdown();
                     conn.await
+                }
+                () = stalled(&moved, stall) => {
+                    warn!(%from, "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it", stall.as_secs_f64());
+                    edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+                    Ok(())
                 }
             };
             if let Err(e) = result {

@@ -26,19 +26,43 @@ pub struct Moved {
     base: Instant,
     /// Nanoseconds after `base`.
     at: AtomicU64,
+    /// When a write first found no room since octets last moved
+    /// (nanoseconds after `base`); [`NOT_BLOCKED`] when none has.
+    blocked: AtomicU64,
 }
+
+const NOT_BLOCKED: u64 = u64::MAX;
 
 impl Moved {
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
             base: Instant::now(),
             at: AtomicU64::new(0),
+            blocked: AtomicU64::new(NOT_BLOCKED),
         })
     }
 
+    fn now(&self) -> u64 {
+        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(NOT_BLOCKED - 1)
+    }
+
     fn mark(&self) {
-        let ns = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.at.store(ns, Relaxed);
+        self.at.store(self.now(), Relaxed);
+        self.blocked.store(NOT_BLOCKED, Relaxed);
+    }
+
+    fn block(&self) {
+        let _ = self
+            .blocked
+            .compare_exchange(NOT_BLOCKED, self.now(), Relaxed, Relaxed);
+    }
+
+    /// Since when a write has waited for room, if one does.
+    fn blocked_since(&self) -> Option<Instant> {
+        match self.blocked.load(Relaxed) {
+            NOT_BLOCKED => None,
+            ns => Some(self.base + Duration::from_nanos(ns)),
+        }
     }
 
     /// When octets last moved (the stream's creation if none has).
@@ -57,6 +81,14 @@ pub struct Tracked<S> {
 impl<S> Tracked<S> {
     pub fn new(inner: S, moved: Arc<Moved>) -> Self {
         Self { inner, moved }
+    }
+
+    fn note(&self, r: &Poll<io::Result<usize>>) {
+        match r {
+            Poll::Ready(Ok(n)) if *n > 0 => self.moved.mark(),
+            Poll::Pending => self.moved.block(),
+            _ => {}
+        }
     }
 }
 
@@ -78,11 +110,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     ) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
         let r = Pin::new(&mut me.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = r
-            && n > 0
-        {
-            me.moved.mark();
-        }
+        me.note(&r);
         r
     }
 
@@ -93,11 +121,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     ) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
         let r = Pin::new(&mut me.inner).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = r
-            && n > 0
-        {
-            me.moved.mark();
-        }
+        me.note(&r);
         r
     }
 
@@ -111,6 +135,26 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Resolves when a write to the client has waited `stall` with no octet
+/// moving: for a connection whose writes happen inside another library
+/// (hyper), run beside it and drop the connection when this resolves.
+pub async fn stalled(moved: &Moved, stall: Duration) {
+    loop {
+        match moved.blocked_since() {
+            // Nothing waits: look again a period later (an idle connection
+            // costs one timer per period).
+            None => tokio::time::sleep(stall).await,
+            Some(since) => {
+                let from = since.max(moved.last());
+                if Instant::now() >= from + stall {
+                    return;
+                }
+                tokio::time::sleep_until(from + stall).await;
+            }
+        }
     }
 }
 
@@ -204,5 +248,52 @@ mod tests {
         );
         assert_eq!(metrics.stalled_clients.load(Relaxed), 1);
         reader.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_whose_write_waits_with_nothing_moving_is_found_stalled() {
+        let stall = Duration::from_secs(10);
+        let (a, b) = tokio::io::duplex(1024);
+        let moved = Moved::new();
+        let mut w = Tracked::new(a, moved.clone());
+        // Idle, nothing waiting: never stalled.
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), stalled(&moved, stall))
+                .await
+                .is_err()
+        );
+        // A reply the reader takes slowly (1 KiB every 5 s, for 60 s): not
+        // stalled. Then it reads no more, and keeps the connection open.
+        let reader = tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut b = b;
+            let mut buf = vec![0; 1024];
+            for _ in 0..12 {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let _ = b.read(&mut buf).await;
+            }
+            std::future::pending::<()>().await;
+            drop(b);
+        });
+        let big = vec![7u8; 16 << 10];
+        let write = tokio::spawn(async move {
+            let _ = w.write_all(&big).await;
+            w
+        });
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), stalled(&moved, stall))
+                .await
+                .is_err()
+        );
+        // The reader stopped at 60 s: stalled `stall` after its last read.
+        stalled(&moved, stall).await;
+        let at = moved.last();
+        assert!(
+            tokio::time::Instant::now().duration_since(at) >= stall,
+            "cut before the stall timeout"
+        );
+        assert!(!write.is_finished(), "the write still waits");
+        reader.abort();
+        write.abort();
     }
 }
