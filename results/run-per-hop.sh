@@ -29,27 +29,8 @@ source results/lib.sh
 NGX=$(mktemp -d); chmod 755 "$NGX"
 stop_nginx() { for n in static front back; do [ -f "$NGX/$n.pid" ] && kill "$(cat "$NGX/$n.pid")" 2>/dev/null || true; done; rm -rf "$NGX"; }
 trap 'stop_nginx; cleanup' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 WORKERS=$(nproc)
-nginx_conf() { # NAME SERVER-BLOCK
-  cat >"$NGX/$1.conf" <<CONF
-worker_processes $WORKERS;
-pid $NGX/$1.pid;
-error_log $NGX/$1.error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $NGX/$1.body;
-  proxy_temp_path $NGX/$1.proxy;
-  fastcgi_temp_path $NGX/$1.fcgi;
-  uwsgi_temp_path $NGX/$1.uwsgi;
-  scgi_temp_path $NGX/$1.scgi;
-  keepalive_requests 1000000;
-  $2
-}
-CONF
-  nginx -p "$NGX" -c "$NGX/$1.conf" -e "$NGX/$1.stderr.log"
-}
+source results/nginx.sh
 if [ "$UPSTREAM" = static ]; then
   UP_PORT=$(free_port)
   nginx_conf static "

@@ -46,7 +46,9 @@ start() {
   done
   echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+WORKERS=$(nproc)
+source results/nginx.sh
 
 "$GW" keygen --out "$TMP/origin.key" >"$TMP/origin.pub"
 "$GW" keygen --out "$TMP/edge.key" >"$TMP/edge.pub"
@@ -69,26 +71,6 @@ EDGE_TLS=$(grep -m1 '^ingress' "$TMP/edge-tls.out" | sed 's/^ingress //')/
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
   -subj /CN=localhost -keyout "$NGX/key.pem" -out "$NGX/cert.pem" 2>/dev/null
 FRONT_PORT=$(free_port); BACK_PORT=$(free_port)
-WORKERS=$(nproc)
-nginx_conf() { # NAME SERVER-BLOCK
-  cat >"$NGX/$1.conf" <<CONF
-worker_processes $WORKERS;
-pid $NGX/$1.pid;
-error_log $NGX/$1.error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $NGX/$1.body;
-  proxy_temp_path $NGX/$1.proxy;
-  fastcgi_temp_path $NGX/$1.fcgi;
-  uwsgi_temp_path $NGX/$1.uwsgi;
-  scgi_temp_path $NGX/$1.scgi;
-  keepalive_requests 1000000;
-  client_max_body_size 64m;
-  $2
-}
-CONF
-}
 nginx_conf back "
   upstream mock { server 127.0.0.1:$MOCK_PORT; keepalive 256; }
   server {
@@ -106,8 +88,6 @@ nginx_conf front "
       proxy_ssl_protocols TLSv1.3; proxy_ssl_session_reuse on;
     }
   }"
-nginx -p "$NGX" -c "$NGX/back.conf" -e "$NGX/back.stderr.log"
-nginx -p "$NGX" -c "$NGX/front.conf" -e "$NGX/front.stderr.log"
 sleep 0.5
 NGINX=http://127.0.0.1:$FRONT_PORT/
 

@@ -109,9 +109,20 @@ async fn read_until_closed(
 /// A pair whose edge has only an HTTP ingress and a 1 s stall timeout; the
 /// ingress URL and its host:port.
 async fn impatient_http_edge() -> (Pair, String, String) {
+    impatient_http_edge_with(&[], &[]).await
+}
+
+/// [`impatient_http_edge`] with more flags for the edge and the origin.
+async fn impatient_http_edge_with(edge: &[&str], origin: &[&str]) -> (Pair, String, String) {
+    let edge_extra: Vec<&str> = ["--stall-timeout", "1"]
+        .iter()
+        .chain(edge)
+        .copied()
+        .collect();
     let pair = Pair::start(PairOptions {
         ingresses: &["http"],
-        edge_extra: &["--stall-timeout", "1"],
+        edge_extra: &edge_extra,
+        origin_extra: origin,
         ..PairOptions::default()
     })
     .await;
@@ -256,18 +267,7 @@ async fn an_idle_keep_alive_connection_is_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_client_that_does_not_read_its_reply_is_dropped() {
     let big = ["--max-body", "33554432"];
-    let pair = Pair::start(PairOptions {
-        ingresses: &["http"],
-        edge_extra: &["--stall-timeout", "1", "--max-body", "33554432"],
-        origin_extra: &big,
-        ..PairOptions::default()
-    })
-    .await;
-    let http = pair.ingress("http://");
-    let addr = http
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
+    let (pair, _, addr) = impatient_http_edge_with(&big, &big).await;
     let mut tcp = tokio::net::TcpStream::connect(&addr)
         .await
         .expect("connect");

@@ -720,14 +720,19 @@ mod tests {
         http_body_util::StreamBody::new(futures_util::stream::iter(frames))
     }
 
+    /// All of `room` (1000 octets), waited for up to 10 s.
+    fn budget_of(room: &Arc<Semaphore>) -> Budget<'_> {
+        Budget {
+            room,
+            octets: room.available_permits(),
+            wait: Duration::from_secs(10),
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_reply_takes_room_for_its_octets_and_gives_it_back_when_dropped() {
         let room = Arc::new(Semaphore::new(1000));
-        let budget = Budget {
-            room: &room,
-            octets: 1000,
-            wait: Duration::from_secs(10),
-        };
+        let budget = budget_of(&room);
         // One chunk is handed on as it came; several are joined.
         let (one, held) = collect_within(body(&[300]), 1 << 20, &budget)
             .await
@@ -748,11 +753,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_reply_larger_than_the_budget_reads_on_alone_and_one_without_room_is_given_up() {
         let room = Arc::new(Semaphore::new(1000));
-        let budget = Budget {
-            room: &room,
-            octets: 1000,
-            wait: Duration::from_secs(10),
-        };
+        let budget = budget_of(&room);
         // 5000 octets hold the whole budget and read on.
         let (big, held) = collect_within(body(&[800, 800, 3400]), 1 << 20, &budget)
             .await

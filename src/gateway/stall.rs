@@ -205,6 +205,19 @@ mod tests {
         }
     }
 
+    /// A reader that takes 1 KiB every `every`, `reads` times, and then
+    /// nothing, keeping the stream open.
+    async fn read_then_hold(mut r: tokio::io::DuplexStream, reads: usize, every: Duration) {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0; 1024];
+        for _ in 0..reads {
+            tokio::time::sleep(every).await;
+            let _ = r.read(&mut buf).await;
+        }
+        std::future::pending::<()>().await;
+        drop(r);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_slow_reader_of_a_large_reply_is_kept_and_a_stalled_one_is_cut_at_the_timeout() {
         let stall = Duration::from_secs(10);
@@ -225,17 +238,7 @@ mod tests {
         // A reader that takes 4 KiB and then nothing: cut `stall` after the
         // last octet moved, not after the write began.
         let (a, b) = tokio::io::duplex(1024);
-        let reader = tokio::spawn(async move {
-            use tokio::io::AsyncReadExt;
-            let mut b = b;
-            let mut buf = vec![0; 1024];
-            for _ in 0..4 {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                let _ = b.read(&mut buf).await;
-            }
-            std::future::pending::<()>().await;
-            drop(b);
-        });
+        let reader = tokio::spawn(read_then_hold(b, 4, Duration::from_secs(2)));
         let moved = Moved::new();
         let mut w = Tracked::new(a, moved.clone());
         let started = tokio::time::Instant::now();
@@ -264,17 +267,7 @@ mod tests {
         );
         // A reply the reader takes slowly (1 KiB every 5 s, for 60 s): not
         // stalled. Then it reads no more, and keeps the connection open.
-        let reader = tokio::spawn(async move {
-            use tokio::io::AsyncReadExt;
-            let mut b = b;
-            let mut buf = vec![0; 1024];
-            for _ in 0..12 {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                let _ = b.read(&mut buf).await;
-            }
-            std::future::pending::<()>().await;
-            drop(b);
-        });
+        let reader = tokio::spawn(read_then_hold(b, 12, Duration::from_secs(5)));
         let big = vec![7u8; 16 << 10];
         let write = tokio::spawn(async move {
             let _ = w.write_all(&big).await;
