@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::assoc::{Endpoint, PeerAddr, Scheme};
 use crate::bridge::ProtocolId;
 use crate::gateway::config::random_seed;
-use crate::gateway::{Gateway, GatewayConfig, IngressAddr, Limits, Upstream};
+use crate::gateway::{Gateway, GatewayConfig, IngressUrl, Limits, Upstream};
 use crate::handshake::{Identity, Trust};
 use crate::jsonrpc::EffectTable;
 use crate::mock::MockAddr;
@@ -213,15 +213,15 @@ impl EmbeddedPair {
             .first()
             .ok_or("the origin has no listener")?;
         let edge = Gateway::start(GatewayConfig {
-            ingress: vec![IngressAddr::Http(loopback())],
+            ingress: vec![IngressUrl::http(loopback())],
             peer: Some(peer),
             ..base(edge_seed, public(&origin_seed)?)
         })
         .await
         .map_err(|e| e.to_string())?;
         let ingress = match edge.ingress.first() {
-            Some(IngressAddr::Http(a)) => format!("http://{a}/"),
-            _ => return Err("the edge has no HTTP ingress".into()),
+            Some(url) => format!("{url}/"),
+            None => return Err("the edge has no HTTP ingress".into()),
         };
         Ok(Self {
             origin,

@@ -278,7 +278,7 @@ async fn connect(options: GatewayOptions) -> anyhow::Result<()> {
     }
     let ctx = Arc::new(Ctx::new(&config, Arc::new(Metrics::default())));
     let edge = Arc::new(Edge::new(peer, config.endpoint.clone(), ctx));
-    npamp_gateway::gateway::ingress::serve_stdio(edge).await;
+    npamp_gateway::gateway::ingress::stdio::serve(edge).await;
     Ok(())
 }
 
@@ -337,7 +337,7 @@ async fn exactly_once(
         let m = &pair.edge.ctx.metrics;
         println!(
             "edge metrics: requests {} success {} in flight {}",
-            m.requests(npamp_gateway::gateway::metrics::Ingress::Http),
+            m.requests(npamp_gateway::gateway::metrics::Ingress::HTTP),
             m.replies(npamp_gateway::gateway::metrics::ReplyClass::Success),
             m.in_flight.load(Relaxed)
         );

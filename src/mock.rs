@@ -626,19 +626,19 @@ impl std::str::FromStr for MockAddr {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || {
+        let bad = |why: &str| {
             format!(
-                "bad address {s:?}: expected http://, https://, ws://, wss:// or tcp://HOST:PORT"
+                "bad address {s:?}: {why}: expected http://, https://, ws://, wss:// or tcp://HOST:PORT"
             )
         };
-        let (scheme, addr) = crate::gateway::config::scheme_and_addr(s).ok_or_else(bad)?;
-        match scheme {
+        let crate::assoc::SchemeAddr { scheme, addr } = s.parse().map_err(bad)?;
+        match scheme.as_str() {
             "http" => Ok(Self::Http(addr)),
             "ws" => Ok(Self::Ws(addr)),
             "tcp" => Ok(Self::Tcp(addr)),
             "https" => Ok(Self::Https(addr)),
             "wss" => Ok(Self::Wss(addr)),
-            _ => Err(bad()),
+            _ => Err(bad("unknown scheme")),
         }
     }
 }

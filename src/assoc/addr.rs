@@ -1,5 +1,7 @@
-//! Peer and listener addresses: `quic://HOST:PORT`, `tls://HOST:PORT` and
-//! `npamp://HOST:PORT` (the protocol's URI scheme, draft §9.2).
+//! Addresses: [`SchemeAddr`], the `SCHEME://HOST:PORT` form every socket
+//! address flag takes, and [`PeerAddr`], a peer or listener:
+//! `quic://HOST:PORT`, `tls://HOST:PORT` or `npamp://HOST:PORT` (the
+//! protocol's URI scheme, draft §9.2).
 
 use std::net::SocketAddr;
 
@@ -43,35 +45,64 @@ impl std::str::FromStr for PeerAddr {
             url: s.to_owned(),
             why,
         };
-        let (scheme, rest) = s.split_once("://").ok_or(bad("no scheme"))?;
-        // Schemes are case-insensitive (RFC 3986 §3.1).
-        let scheme = match scheme.to_ascii_lowercase().as_str() {
+        // An `npamp` URI may name a resource path within the endpoint
+        // (draft §9.2); an association has no use for one, so only an empty
+        // path is accepted rather than one silently ignored. N-PAMP reserves
+        // no default port (draft §9.2).
+        let SchemeAddr { scheme, addr } = s.parse().map_err(bad)?;
+        let scheme = match scheme.as_str() {
             "quic" => Scheme::Quic,
             "tls" => Scheme::Tls,
             "npamp" => Scheme::Npamp,
-            _ => return Err(bad("unknown scheme")),
+            _ => return Err(bad("unknown scheme: expected quic://, tls:// or npamp://")),
         };
-        // An `npamp` URI may name a resource path within the endpoint
-        // (draft §9.2); an association has no use for one, so only an empty
-        // path is accepted rather than one silently ignored.
+        Ok(Self { scheme, addr })
+    }
+}
+
+/// `SCHEME://HOST:PORT`, with an optional trailing `/`: the one form of
+/// every socket address the gateway's flags take (associations, ingress
+/// listeners, mocks). The scheme is lower-cased (schemes are
+/// case-insensitive, RFC 3986 §3.1); the host is resolved here, once, and
+/// the first address is used. The error says what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemeAddr {
+    pub scheme: String,
+    pub addr: SocketAddr,
+}
+
+impl std::str::FromStr for SchemeAddr {
+    type Err = &'static str;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (scheme, rest) = s.split_once("://").ok_or("no scheme")?;
+        if scheme.is_empty()
+            || !scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        {
+            return Err("no scheme");
+        }
         let authority = rest.strip_suffix('/').unwrap_or(rest);
         if authority.contains(['/', '?', '#']) {
-            return Err(bad("the gateway uses no resource path, query or fragment"));
+            return Err("the gateway uses no resource path, query or fragment");
         }
         if authority.contains('@') {
-            return Err(bad("user information is not allowed"));
+            return Err("user information is not allowed");
         }
         if !authority.rsplit_once(':').is_some_and(|(host, port)| {
             !host.is_empty() && !port.is_empty() && !host.ends_with(':')
         }) {
-            // N-PAMP reserves no default port (draft §9.2).
-            return Err(bad("HOST:PORT needed (N-PAMP has no default port)"));
+            return Err("HOST:PORT needed (there is no default port)");
         }
         let addr = std::net::ToSocketAddrs::to_socket_addrs(authority)
-            .map_err(|_| bad("not an address or a host name that resolves"))?
+            .map_err(|_| "not an address or a host name that resolves")?
             .next()
-            .ok_or(bad("the host name resolves to no address"))?;
-        Ok(Self { scheme, addr })
+            .ok_or("the host name resolves to no address")?;
+        Ok(Self {
+            scheme: scheme.to_ascii_lowercase(),
+            addr,
+        })
     }
 }
 
@@ -127,18 +158,21 @@ mod tests {
     #[test]
     fn bad_addresses_say_what_is_wrong() {
         assert_eq!(why("127.0.0.1:7443"), "no scheme");
-        assert_eq!(why("udp://127.0.0.1:7443"), "unknown scheme");
+        assert_eq!(
+            why("udp://127.0.0.1:7443"),
+            "unknown scheme: expected quic://, tls:// or npamp://"
+        );
         assert_eq!(
             why("npamp://127.0.0.1"),
-            "HOST:PORT needed (N-PAMP has no default port)"
+            "HOST:PORT needed (there is no default port)"
         );
         assert_eq!(
             why("npamp://[::1]"),
-            "HOST:PORT needed (N-PAMP has no default port)"
+            "HOST:PORT needed (there is no default port)"
         );
         assert_eq!(
             why("npamp://::1"),
-            "HOST:PORT needed (N-PAMP has no default port)"
+            "HOST:PORT needed (there is no default port)"
         );
         for resource in [
             "npamp://127.0.0.1:7443/tools",

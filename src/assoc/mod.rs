@@ -37,7 +37,7 @@ pub mod quic;
 pub mod stats;
 pub mod tls;
 
-pub use addr::{PeerAddr, Scheme};
+pub use addr::{PeerAddr, Scheme, SchemeAddr};
 pub use association::{
     AssocConfig, AssocError, Association, CHANNELS, Counters, Drop, Event, Liveness, Role,
 };

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::auth::Tokens;
-use super::{GatewayConfig, IngressAddr, Limits, MAX_BODY_LIMIT, Upstream};
+use super::{GatewayConfig, IngressUrl, Limits, MAX_BODY_LIMIT, Upstream};
 use crate::assoc::{Endpoint, PeerAddr, TlsFiles};
 use crate::bridge::{Effect, ProtocolId};
 use crate::handshake::Trust;
@@ -339,7 +339,10 @@ impl GatewayOptions {
         let ingress = self
             .ingress
             .iter()
-            .map(|s| parse_ingress(s).map_err(|m| err("ingress", !cli.ingress.is_empty(), m)))
+            .map(|s| {
+                s.parse::<IngressUrl>()
+                    .map_err(|m| err("ingress", !cli.ingress.is_empty(), m))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let upstream = match (&self.upstream, &self.upstream_cmd) {
             (Some(_), Some(_)) => {
@@ -453,14 +456,14 @@ impl GatewayOptions {
                         .into(),
                 ));
             }
-            if let Some(IngressAddr::Tcp(addr)) =
-                ingress.iter().find(|i| matches!(i, IngressAddr::Tcp(_)))
-            {
+            if let Some(url) = ingress.iter().find(|i| !i.kind().carries_tokens()) {
                 return Err(err(
                     "auth-token-file",
                     on_cli,
                     format!(
-                        "a tcp:// ingress ({addr}) has no way to present a token; serve it from a gateway without --auth-token-file"
+                        "a {}:// ingress ({}) has no way to present a token; serve it from a gateway without --auth-token-file",
+                        url.scheme(),
+                        url.addr
                     ),
                 ));
             }
@@ -702,26 +705,6 @@ impl<T> IsSet for Option<T> {
 impl<T> IsSet for Vec<T> {
     fn is_set(&self) -> bool {
         !self.is_empty()
-    }
-}
-
-/// `SCHEME://HOST:PORT[/]` → the scheme and the (first resolved) address.
-pub fn scheme_and_addr(s: &str) -> Option<(&str, std::net::SocketAddr)> {
-    let (scheme, rest) = s.split_once("://")?;
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(rest.trim_end_matches('/'))
-        .ok()?
-        .next()?;
-    Some((scheme, addr))
-}
-
-fn parse_ingress(s: &str) -> Result<IngressAddr, String> {
-    let bad = || format!("bad ingress {s:?}: expected http://ADDR, ws://ADDR or tcp://ADDR");
-    let (scheme, addr) = scheme_and_addr(s).ok_or_else(bad)?;
-    match scheme {
-        "http" => Ok(IngressAddr::Http(addr)),
-        "ws" => Ok(IngressAddr::Ws(addr)),
-        "tcp" => Ok(IngressAddr::Tcp(addr)),
-        _ => Err(bad()),
     }
 }
 

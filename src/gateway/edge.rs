@@ -104,7 +104,7 @@ impl Edge {
         let pooled = match self.pooled().await {
             Ok(p) => p,
             Err(f) => {
-                self.ctx.metrics.request(Ingress::Http);
+                self.ctx.metrics.request(Ingress::HTTP);
                 return refused(&self.ctx, f);
             }
         };
@@ -176,7 +176,7 @@ impl Edge {
         let ctx = self.ctx.clone();
         let mut exec = None;
         let handle = link.spawn(|handle| {
-            let exchange = ctx.exchange(Role::EdgePool, Some(Ingress::Http));
+            let exchange = ctx.exchange(Role::EdgePool, Some(Ingress::HTTP));
             let e = Exec::start(exchange, handle, ctx.clone(), Local::Callers);
             exec = Some(e.clone());
             ExecSink(e)

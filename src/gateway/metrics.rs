@@ -58,35 +58,14 @@ impl Histogram {
     }
 }
 
-/// Where a JSON-RPC message entered the gateway.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ingress {
-    Http = 0,
-    WebSocket = 1,
-    Tcp = 2,
-    Stdio = 3,
-}
-
-impl Ingress {
-    const ALL: [Ingress; 4] = [Self::Http, Self::WebSocket, Self::Tcp, Self::Stdio];
-
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Http => "http",
-            Self::WebSocket => "ws",
-            Self::Tcp => "tcp",
-            Self::Stdio => "stdio",
-        }
-    }
-}
-
+pub use super::ingress::Ingress;
 pub use crate::relay::ReplyClass;
 
 /// All counters of one gateway process.
 #[derive(Default)]
 pub struct Metrics {
-    requests: [AtomicU64; 4],
-    notifications: [AtomicU64; 4],
+    requests: [AtomicU64; Ingress::COUNT],
+    notifications: [AtomicU64; Ingress::COUNT],
     replies: [AtomicU64; 6],
     /// Transport errors by code (1–5; 0 counts unknown codes).
     transport_errors: [AtomicU64; 6],
@@ -132,11 +111,11 @@ impl Metrics {
     }
 
     pub fn request(&self, ingress: Ingress) {
-        self.requests[ingress as usize].fetch_add(1, Relaxed);
+        self.requests[ingress.index()].fetch_add(1, Relaxed);
     }
 
     pub fn notification(&self, ingress: Ingress) {
-        self.notifications[ingress as usize].fetch_add(1, Relaxed);
+        self.notifications[ingress.index()].fetch_add(1, Relaxed);
     }
 
     pub fn reply(&self, class: ReplyClass) {
@@ -148,7 +127,7 @@ impl Metrics {
     }
 
     pub fn requests(&self, ingress: Ingress) -> u64 {
-        self.requests[ingress as usize].load(Relaxed)
+        self.requests[ingress.index()].load(Relaxed)
     }
 
     pub fn transport_error(&self, code: TransportError) {
@@ -171,12 +150,12 @@ impl Metrics {
             "npamp_requests_total",
             "JSON-RPC requests accepted from clients, by ingress.",
         );
-        for i in Ingress::ALL {
+        for i in Ingress::all() {
             let _ = writeln!(
                 o,
                 "npamp_requests_total{{ingress=\"{}\"}} {}",
                 i.name(),
-                self.requests[i as usize].load(Relaxed)
+                self.requests[i.index()].load(Relaxed)
             );
         }
         counter(
@@ -184,12 +163,12 @@ impl Metrics {
             "npamp_notifications_total",
             "JSON-RPC notifications accepted from clients, by ingress.",
         );
-        for i in Ingress::ALL {
+        for i in Ingress::all() {
             let _ = writeln!(
                 o,
                 "npamp_notifications_total{{ingress=\"{}\"}} {}",
                 i.name(),
-                self.notifications[i as usize].load(Relaxed)
+                self.notifications[i.index()].load(Relaxed)
             );
         }
         counter(
@@ -388,7 +367,7 @@ mod tests {
     #[test]
     fn renders_counters_and_cumulative_buckets() {
         let m = Metrics::default();
-        m.request(Ingress::Http);
+        m.request(Ingress::HTTP);
         m.reply(ReplyClass::Success);
         m.transport_error(TransportError::NOT_DELIVERED);
         m.latency.observe(Duration::from_micros(300));

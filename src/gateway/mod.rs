@@ -16,7 +16,6 @@ pub mod edge;
 pub mod exec;
 pub mod ingress;
 pub mod lines;
-pub mod mcp_edge;
 pub mod mcp_http;
 pub mod metrics;
 pub mod origin;
@@ -169,23 +168,7 @@ impl std::fmt::Display for Upstream {
     }
 }
 
-/// A client-facing listener.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IngressAddr {
-    Http(SocketAddr),
-    Ws(SocketAddr),
-    Tcp(SocketAddr),
-}
-
-impl std::fmt::Display for IngressAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IngressAddr::Http(a) => write!(f, "http://{a}"),
-            IngressAddr::Ws(a) => write!(f, "ws://{a}"),
-            IngressAddr::Tcp(a) => write!(f, "tcp://{a}"),
-        }
-    }
-}
+pub use ingress::IngressUrl;
 
 /// Everything one gateway process does.
 #[derive(Clone)]
@@ -200,7 +183,7 @@ pub struct GatewayConfig {
     /// marked sensitive).
     pub upstream_headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     /// Accept clients here (edge role) ...
-    pub ingress: Vec<IngressAddr>,
+    pub ingress: Vec<IngressUrl>,
     /// ... and carry them to this peer.
     pub peer: Option<PeerAddr>,
     pub metrics: Option<SocketAddr>,
@@ -477,7 +460,7 @@ pub struct Gateway {
     pub ctx: Arc<Ctx>,
     /// Where each listener is (ports resolved).
     pub listening: Vec<PeerAddr>,
-    pub ingress: Vec<IngressAddr>,
+    pub ingress: Vec<IngressUrl>,
     pub metrics_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     listeners: Vec<Listener>,
@@ -538,33 +521,14 @@ impl Gateway {
                 )
             })?;
             let edge = Arc::new(edge::Edge::new(peer, config.endpoint.clone(), ctx.clone()));
-            for addr in &config.ingress {
-                let (IngressAddr::Http(a) | IngressAddr::Ws(a) | IngressAddr::Tcp(a)) = *addr;
-                let listener = TcpListener::bind(a)
-                    .await
-                    .map_err(|source| GatewayError::Bind {
-                        addr: addr.to_string(),
-                        source,
-                    })?;
-                let local = listener.local_addr().map_err(|source| GatewayError::Bind {
-                    addr: addr.to_string(),
-                    source,
-                })?;
-                let (edge, rx) = (edge.clone(), watch_rx.clone());
-                let (bound, task) = match addr {
-                    IngressAddr::Http(_) => (
-                        IngressAddr::Http(local),
-                        tokio::spawn(ingress::serve_http(listener, edge, rx)),
-                    ),
-                    IngressAddr::Ws(_) => (
-                        IngressAddr::Ws(local),
-                        tokio::spawn(ingress::serve_ws(listener, edge, rx)),
-                    ),
-                    IngressAddr::Tcp(_) => (
-                        IngressAddr::Tcp(local),
-                        tokio::spawn(ingress::serve_tcp(listener, edge, rx)),
-                    ),
-                };
+            for url in &config.ingress {
+                let (bound, task) =
+                    url.start(edge.clone(), watch_rx.clone())
+                        .await
+                        .map_err(|source| GatewayError::Bind {
+                            addr: url.to_string(),
+                            source,
+                        })?;
                 info!(ingress = %bound, peer = %peer, "accepting JSON-RPC clients");
                 ingress.push(bound);
                 tasks.push(task);

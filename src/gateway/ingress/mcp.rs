@@ -29,12 +29,12 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use super::Ctx;
-use super::edge::Edge;
-use super::ingress::{HttpResponse, empty_response, event_response, json_response};
-use super::metrics::Ingress;
-use super::outbox::Inbox;
-use super::session::Session;
+use super::Ingress;
+use super::response::{HttpResponse, empty_response, event_response, json_response};
+use crate::gateway::Ctx;
+use crate::gateway::edge::Edge;
+use crate::gateway::outbox::Inbox;
+use crate::gateway::session::Session;
 use crate::jsonrpc::carriage::{local_error, method_of};
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
 
@@ -161,7 +161,7 @@ impl McpSessions {
             return json_response(f.http_status(), f.response(id_token.as_deref()));
         }
         let (tx, rx) = ctx.limits.outbox();
-        let session = match edge.session(Ingress::Http, tx).await {
+        let session = match edge.session(Ingress::HTTP, tx).await {
             Ok(s) => s,
             Err(f) => return json_response(f.http_status(), f.response(id_token.as_deref())),
         };

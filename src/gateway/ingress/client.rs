@@ -1,0 +1,194 @@
+//! The loop every session client runs (WebSocket, TCP, stdio): its
+//! messages go to the peer over an association of its own, and what comes
+//! back goes out through its outbox.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tracing::{debug, warn};
+
+use super::Ingress;
+use crate::gateway::edge::Edge;
+use crate::gateway::lines::{LineReader, LineSkipped, write_line};
+use crate::gateway::metrics::{Metrics, ReplyClass};
+use crate::gateway::outbox::{Inbox, Outbox};
+use crate::gateway::session::Session;
+use crate::gateway::stall::{Moved, Tracked, wrote};
+use crate::jsonrpc::carriage::{BatchJoin, id_of, scan_error_response, scan_error_response_to};
+use crate::jsonrpc::{Kind, ScanError, Scanned, request_id, scan};
+use crate::relay::Failure;
+
+/// A stream of messages from a client.
+pub trait MessageSource: Send {
+    fn next_message(&mut self) -> impl Future<Output = std::io::Result<Option<Bytes>>> + Send;
+}
+
+impl<R: AsyncRead + Unpin + Send> MessageSource for LineReader<R> {
+    async fn next_message(&mut self) -> std::io::Result<Option<Bytes>> {
+        self.next().await
+    }
+}
+
+/// The answer to a line over `--max-body`: -32600, with the request's id
+/// when the line's head shows it (else `null`, as for any request whose id
+/// cannot be read).
+fn too_large_line(skipped: &LineSkipped) -> Vec<u8> {
+    let id = request_id(&skipped.head).map(|id| &skipped.head[id.token]);
+    let f = ScanError::TooLarge {
+        len: skipped.len,
+        limit: skipped.max,
+    };
+    scan_error_response_to(id, &f)
+}
+
+/// Writes messages for a line-delimited client until the queue closes; a
+/// client that takes no octet of them for `stall` is given up (the queue
+/// is dropped, which ends its session).
+pub async fn write_lines<W: AsyncWrite + Unpin>(
+    w: W,
+    mut rx: Inbox,
+    stall: Duration,
+    metrics: Arc<Metrics>,
+) {
+    let moved = Moved::new();
+    let mut w = Tracked::new(w, moved.clone());
+    while let Some(text) = rx.recv().await {
+        let write = async {
+            write_line(&mut w, &text).await?;
+            if rx.is_empty() {
+                w.flush().await?;
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        if !wrote(stall, &moved, &metrics, write).await {
+            return;
+        }
+    }
+    let _ = w.flush().await;
+    let _ = w.shutdown().await;
+}
+
+/// Serves one session client: its messages go to the peer over an
+/// association of its own (established at the first message); what comes
+/// back goes to `tx`. Returns when the client is done and its outstanding
+/// requests are answered, or the association is gone.
+pub async fn stream_client<S: MessageSource>(
+    mut source: S,
+    tx: Outbox,
+    edge: Arc<Edge>,
+    ingress: Ingress,
+) {
+    let ctx = edge.ctx.clone();
+    let mut session: Option<Session> = None;
+    loop {
+        let ended = async {
+            match &session {
+                Some(s) => s.assoc().ended().await,
+                None => std::future::pending().await,
+            }
+        };
+        let next = tokio::select! {
+            m = tokio::time::timeout(ctx.limits.idle_timeout, source.next_message()) => m,
+            _ = ended => {
+                debug!("association ended: closing the client connection");
+                return;
+            }
+            _ = tx.closed() => {
+                // The writer gave up on the client (it stopped reading):
+                // nothing sent from now on could reach it. Its connection
+                // goes at once; the association closes on its own time.
+                if let Some(s) = session {
+                    tokio::spawn(async move { s.close().await });
+                }
+                return;
+            }
+        };
+        let text = match next {
+            Ok(Ok(Some(text))) => text,
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => {
+                if let Some(skipped) = LineSkipped::of(&e) {
+                    // A line over --max-body, skipped whole: the client
+                    // hears why (with the request's id when the line's
+                    // head shows it) and its connection carries on.
+                    ctx.metrics.reply(ReplyClass::Invalid);
+                    let _ = tx.send(too_large_line(skipped).into()).await;
+                    continue;
+                }
+                warn!(error = %e, "client connection failed");
+                let f = ScanError::TooLarge {
+                    len: ctx.limits.max_body + 1,
+                    limit: ctx.limits.max_body,
+                };
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    let _ = tx.send(scan_error_response(&f).into()).await;
+                }
+                break;
+            }
+            Err(_) => {
+                if session.as_ref().is_some_and(|s| s.outstanding() > 0) {
+                    continue;
+                }
+                debug!("idle client: closing");
+                break;
+            }
+        };
+        if session.is_none() {
+            match edge.session(ingress, tx.clone()).await {
+                Ok(s) => session = Some(s),
+                Err(f) => {
+                    answer_all(&text, &f, &tx, &edge).await;
+                    continue;
+                }
+            }
+        }
+        if let Some(s) = &session {
+            s.on_local_message(text).await;
+        }
+    }
+    // The client is done sending: its outstanding requests still get their
+    // replies (bounded by the request timeout), then the association closes.
+    if let Some(s) = session {
+        let deadline = Instant::now() + ctx.limits.request_timeout + Duration::from_secs(1);
+        while s.outstanding() > 0 && Instant::now() < deadline && s.assoc().is_open() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        s.close().await;
+    }
+}
+
+/// Without an association, every request in `text` gets `f`.
+async fn answer_all(text: &Bytes, f: &Failure, tx: &Outbox, edge: &Edge) {
+    let m = &edge.ctx.metrics;
+    let answer = match scan(text, &edge.ctx.scan) {
+        Err(e) => {
+            m.reply(ReplyClass::Invalid);
+            Some(scan_error_response(&e))
+        }
+        Ok(Scanned::Single(kind)) => id_of(&kind)
+            .filter(|_| matches!(kind, Kind::Request { .. }))
+            .map(|id| {
+                m.reply(f.class());
+                f.response(Some(&text[id.token.clone()]))
+            }),
+        Ok(Scanned::Batch(elements)) => {
+            let mut join = BatchJoin::default();
+            for e in elements {
+                match e.kind {
+                    Ok(Kind::Request { id, .. }) => {
+                        m.reply(f.class());
+                        join.push(&f.response(Some(&text[id.token])));
+                    }
+                    Ok(_) => {}
+                    Err(invalid) => join.push(&scan_error_response(&ScanError::Invalid(invalid))),
+                }
+            }
+            join.finish()
+        }
+    };
+    if let Some(a) = answer {
+        let _ = tx.send(a.into()).await;
+    }
+}

@@ -1,0 +1,301 @@
+//! The HTTP ingress (`http://`): one JSON-RPC request, notification or
+//! batch per POST body, carried over the pool of associations; with
+//! `--protocol mcp`, MCP's Streamable HTTP sessions ([`super::mcp`]).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http_body_util::{BodyExt, Limited};
+use hyper::{Request, StatusCode};
+use tracing::{debug, warn};
+
+use super::mcp::McpSessions;
+use super::response::{HttpResponse, empty_response, json_response, status_only};
+use super::{Client, Clients, Ingress, Kind, authorized, stopped};
+use crate::gateway::Ctx;
+use crate::gateway::edge::Edge;
+use crate::gateway::metrics::ReplyClass;
+use crate::gateway::stall::{Moved, Tracked, stalled};
+use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
+use crate::jsonrpc::{Kind as Message, ScanError, Scanned, scan};
+use crate::relay::{Failure, Reply};
+
+/// `http://`: JSON-RPC over HTTP/1.1 POST, stateless over the pool of
+/// associations (MCP's Streamable HTTP sessions with `--protocol mcp`).
+pub struct Http;
+
+impl Kind for Http {
+    fn scheme(&self) -> &'static str {
+        "http"
+    }
+
+    fn carries_tokens(&self) -> bool {
+        true
+    }
+
+    fn serve(&self, clients: Clients, edge: Arc<Edge>) -> BoxFuture<'static, ()> {
+        Box::pin(serve(clients, edge))
+    }
+}
+
+async fn serve(mut clients: Clients, edge: Arc<Edge>) {
+    let mcp = Arc::new(McpSessions::default());
+    while let Some(Client { tcp, from, permit }) = clients.next().await {
+        let (edge, shutdown, mcp) = (edge.clone(), clients.shutdown(), mcp.clone());
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(|req| {
+                let (edge, mcp) = (edge.clone(), mcp.clone());
+                async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp).await) }
+            });
+            // A client that takes no octet of its reply for the stall
+            // timeout is given up (hyper has no write timeout of its own).
+            let moved = Moved::new();
+            let io = hyper_util::rt::TokioIo::new(Tracked::new(tcp, moved.clone()));
+            let stall = edge.ctx.limits.stall_timeout;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(stall)
+                .serve_connection(io, service);
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = stopped(shutdown) => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+                () = stalled(&moved, stall) => {
+                    warn!(%from, "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it", stall.as_secs_f64());
+                    edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+                    Ok(())
+                }
+            };
+            if let Err(e) = result {
+                if e.is_timeout() {
+                    // Headers not complete within the stall timeout (slowloris).
+                    edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+                }
+                debug!(%from, error = %e, "HTTP connection ended");
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// 401 for a client without an accepted bearer token.
+fn unauthorized() -> HttpResponse {
+    let body = local_error(
+        None,
+        UNAUTHORIZED_CODE,
+        "unauthorized: missing or unknown bearer token",
+        None,
+    );
+    let mut r = json_response(401, body);
+    r.headers_mut().insert(
+        hyper::header::WWW_AUTHENTICATE,
+        hyper::header::HeaderValue::from_static("Bearer"),
+    );
+    r
+}
+
+/// The JSON-RPC error code of a 401 answer.
+pub const UNAUTHORIZED_CODE: i32 = -32012;
+
+async fn handle_http(
+    req: Request<hyper::body::Incoming>,
+    edge: &Arc<Edge>,
+    mcp: &Arc<McpSessions>,
+) -> HttpResponse {
+    let ctx = &edge.ctx;
+    if !authorized(ctx, req.headers()) {
+        return unauthorized();
+    }
+    let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
+    if is_mcp {
+        let answer = match *req.method() {
+            hyper::Method::GET => mcp.get(req.headers()),
+            hyper::Method::DELETE => mcp.delete(req.headers()).await,
+            _ => None,
+        };
+        if let Some(a) = answer {
+            return a;
+        }
+    }
+    if req.method() != hyper::Method::POST {
+        let mut r = status_only(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "JSON-RPC over HTTP: use POST",
+        );
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("POST"),
+        );
+        return r;
+    }
+    if let Some(ct) = req.headers().get(hyper::header::CONTENT_TYPE) {
+        let ok = ct
+            .to_str()
+            .map(|s| {
+                s.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("application/json")
+            })
+            .unwrap_or(false);
+        if !ok {
+            return status_only(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Type must be application/json",
+            );
+        }
+    }
+    let too_large = || {
+        ctx.metrics.reply(ReplyClass::Invalid);
+        status_only(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "body larger than the limit of {} octets",
+                ctx.limits.max_body
+            ),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > ctx.limits.max_body as u64) {
+        return too_large();
+    }
+    let (parts, body) = req.into_parts();
+    let body = Limited::new(body, ctx.limits.max_body).collect();
+    let body = match tokio::time::timeout(ctx.limits.stall_timeout, body).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Ok(Err(e)) => {
+            return status_only(StatusCode::BAD_REQUEST, &format!("reading the body: {e}"));
+        }
+        Err(_) => {
+            ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+            let mut r = status_only(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the body did not arrive within {} s",
+                    ctx.limits.stall_timeout.as_secs_f64()
+                ),
+            );
+            r.headers_mut().insert(
+                hyper::header::CONNECTION,
+                hyper::header::HeaderValue::from_static("close"),
+            );
+            return r;
+        }
+    };
+    match scan(&body, &ctx.scan) {
+        Err(ScanError::TooLarge { .. }) => too_large(),
+        Err(e) => {
+            ctx.metrics.reply(ReplyClass::Invalid);
+            json_response(200, scan_error_response(&e))
+        }
+        Ok(Scanned::Single(kind)) => {
+            if is_mcp
+                && let Some(a) = mcp
+                    .post(edge, &parts.headers, body.clone(), kind.clone())
+                    .await
+            {
+                return a;
+            }
+            single_answer(ctx, http_one(edge, body, kind).await)
+        }
+        Ok(Scanned::Batch(_)) if is_mcp && let Some(a) = mcp.batch(&parts.headers) => a,
+        Ok(Scanned::Batch(elements)) => {
+            let answers = futures_util::future::join_all(elements.into_iter().map(|e| {
+                let start = e.range.start;
+                let elem = body.slice(e.range);
+                async move {
+                    match e.kind {
+                        Ok(kind) => match http_one(edge, elem, kind.relative_to(start)).await {
+                            HttpAnswer::Reply(text) => Some(text),
+                            HttpAnswer::Failed(f, id) => Some(f.response(id.as_deref()).into()),
+                            HttpAnswer::None => None,
+                        },
+                        Err(invalid) => {
+                            ctx.metrics.reply(ReplyClass::Invalid);
+                            Some(scan_error_response(&ScanError::Invalid(invalid)).into())
+                        }
+                    }
+                }
+            }))
+            .await;
+            let mut join = BatchJoin::with_capacity(body.len());
+            for a in answers.iter().flatten() {
+                join.push(a);
+            }
+            match join.finish() {
+                Some(array) => json_response(200, array),
+                None => nothing_to_answer(ctx),
+            }
+        }
+    }
+}
+
+/// The HTTP answer to one message.
+fn single_answer(ctx: &Ctx, a: HttpAnswer) -> HttpResponse {
+    match a {
+        HttpAnswer::Reply(text) => json_response(200, text),
+        HttpAnswer::Failed(f, id) => json_response(f.http_status(), f.response(id.as_deref())),
+        HttpAnswer::None => nothing_to_answer(ctx),
+    }
+}
+
+/// The answer to a POST of notifications only: 204, or 202 for MCP, whose
+/// Streamable HTTP transport asks for 202 Accepted with no body.
+fn nothing_to_answer(ctx: &Ctx) -> HttpResponse {
+    empty_response(if ctx.protocol == crate::bridge::ProtocolId::MCP {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::NO_CONTENT
+    })
+}
+
+enum HttpAnswer {
+    Reply(Bytes),
+    /// The failure and the request's id token (to answer with).
+    Failed(Failure, Option<Bytes>),
+    /// A notification: nothing to answer.
+    None,
+}
+
+async fn http_one(edge: &Arc<Edge>, text: Bytes, kind: Message) -> HttpAnswer {
+    let ctx = &edge.ctx;
+    match &kind {
+        Message::Request { id, .. } => {
+            let id_token = text.slice(id.token.clone());
+            match edge.call(text, kind).await {
+                Reply::Message { text, .. } => HttpAnswer::Reply(text),
+                Reply::Failed(f) => HttpAnswer::Failed(f, Some(id_token)),
+            }
+        }
+        Message::Notification { .. } => match edge.notify(text, kind).await {
+            Ok(()) => HttpAnswer::None,
+            Err(f) => {
+                ctx.metrics.notification(Ingress::HTTP);
+                HttpAnswer::Failed(f, None)
+            }
+        },
+        Message::Success { .. } | Message::Error { .. } => {
+            ctx.metrics.reply(ReplyClass::Invalid);
+            let id = id_of(&kind).map(|i| &text[i.token.clone()]);
+            HttpAnswer::Reply(
+                local_error(
+                    id,
+                    -32600,
+                    "Invalid Request",
+                    Some("\"the HTTP ingress accepts requests and notifications, not responses\""),
+                )
+                .into(),
+            )
+        }
+    }
+}

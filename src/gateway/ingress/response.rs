@@ -1,0 +1,50 @@
+//! The HTTP answers an HTTP ingress gives: a JSON body, an event stream
+//! (MCP), or a status alone.
+
+use bytes::Bytes;
+use http_body_util::{Either, Full};
+use hyper::{Response, StatusCode};
+
+use crate::gateway::sse::EventBody;
+
+/// An HTTP ingress's answer: one body, or an event stream (MCP).
+pub type HttpResponse = Response<Either<Full<Bytes>, EventBody>>;
+
+/// `status` with a JSON body.
+pub fn json_response(status: u16, body: impl Into<Bytes>) -> HttpResponse {
+    let mut r = Response::new(Either::Left(Full::new(body.into())));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// 200 with an event stream of what `rx` receives.
+pub fn event_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> HttpResponse {
+    let mut r = Response::new(Either::Right(EventBody(rx)));
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-cache"),
+    );
+    r
+}
+
+/// `status` with `{"error": why}`: an HTTP-level refusal (not JSON-RPC).
+pub fn status_only(status: StatusCode, why: &str) -> HttpResponse {
+    let body = serde_json::json!({ "error": why }).to_string();
+    json_response(status.as_u16(), body)
+}
+
+/// A status with no body.
+pub fn empty_response(status: StatusCode) -> HttpResponse {
+    let mut r = Response::new(Either::Left(Full::new(Bytes::new())));
+    *r.status_mut() = status;
+    r
+}
