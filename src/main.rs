@@ -6,7 +6,8 @@
 //! - `mock-upstream`: a JSON-RPC server for tests and demos.
 //! - `self-check`: seals a JSON-RPC request into an N-PAMP Bridge frame and
 //!   opens it again, printing each step.
-//! - `keygen --out FILE`: a new Ed25519 identity; prints its public key.
+//! - `keygen --out FILE`: a new Ed25519 identity; prints its public key
+//!   (`keygen --show FILE`: the public key of an existing one).
 //! - `ping quic://ADDR | tls://ADDR | npamp://ADDR`: handshake, N PINGs, RTT
 //!   percentiles.
 
@@ -15,7 +16,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use clap::{Args, Parser, Subcommand};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -25,7 +25,9 @@ use npamp_gateway::bridge::{
     self, BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
 };
 use npamp_gateway::exactly_once::EmbeddedPair;
-use npamp_gateway::gateway::config::GatewayOptions;
+use npamp_gateway::gateway::config::{
+    self, GatewayOptions, parse_key, random_identity, read_identity,
+};
 use npamp_gateway::gateway::edge::Edge;
 use npamp_gateway::gateway::metrics::Metrics;
 use npamp_gateway::gateway::{Ctx, Gateway};
@@ -81,14 +83,18 @@ enum Command {
         #[arg(long, default_value = "quic", value_parser = ["quic", "tls", "npamp"])]
         transport: String,
     },
-    /// Create an Ed25519 identity key file and print its public key (hex).
+    /// Create an Ed25519 identity key file and print its public key (hex),
+    /// or print the public key of an existing one (--show).
     Keygen {
         /// Where to write the key (hex seed, mode 0600).
-        #[arg(long)]
-        out: PathBuf,
+        #[arg(long, required_unless_present = "show", conflicts_with = "show")]
+        out: Option<PathBuf>,
         /// Overwrite an existing file.
-        #[arg(long)]
+        #[arg(long, requires = "out")]
         force: bool,
+        /// Print the public key of this existing key file instead.
+        #[arg(long, value_name = "FILE")]
+        show: Option<PathBuf>,
     },
     /// Run a gateway: accept associations and deliver to an upstream
     /// (--listen + --upstream/--upstream-cmd), accept JSON-RPC clients and
@@ -163,9 +169,10 @@ struct PeerFlags {
 impl PeerFlags {
     fn endpoint(&self) -> anyhow::Result<Endpoint> {
         let seed = match &self.identity {
-            Some(path) => read_identity(path)?,
-            None => random_seed()?,
-        };
+            Some(path) => read_identity(path),
+            None => random_identity(),
+        }
+        .map_err(anyhow::Error::msg)?;
         let trust = if self.insecure_accept_any_peer {
             warn!("{}", npamp_gateway::gateway::INSECURE_PEERS_WARNING);
             Trust::InsecureAcceptAny
@@ -177,53 +184,25 @@ impl PeerFlags {
             let keys = self
                 .trust
                 .iter()
-                .map(|h| parse_key(h))
+                .map(|h| parse_key(h).map_err(|e| anyhow::anyhow!("--trust: {e}")))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             Trust::Pinned(keys)
         };
-        let mut ep = Endpoint::new(seed, trust);
+        let mut ep = Endpoint::with_seed(seed, trust);
         ep.handshake_timeout = Duration::from_secs(self.handshake_timeout);
         Ok(ep)
     }
 }
 
-fn parse_key(hex_key: &str) -> anyhow::Result<[u8; 32]> {
-    let bytes =
-        hex::decode(hex_key.trim()).with_context(|| format!("--trust {hex_key:?} is not hex"))?;
-    bytes.try_into().map_err(|b: Vec<u8>| {
-        anyhow::anyhow!(
-            "--trust key must be 32 octets (64 hex digits), got {}",
-            b.len()
-        )
-    })
-}
-
-fn random_seed() -> anyhow::Result<[u8; 32]> {
-    let mut seed = [0u8; 32];
-    SystemRandom::new()
-        .fill(&mut seed)
-        .map_err(|_| anyhow::anyhow!("the OS random number generator failed"))?;
-    Ok(seed)
-}
-
-fn read_identity(path: &Path) -> anyhow::Result<[u8; 32]> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading identity file {}", path.display()))?;
-    let bytes = hex::decode(text.trim())
-        .with_context(|| format!("{} is not a hex key file from `keygen`", path.display()))?;
-    bytes.try_into().map_err(|_| {
-        anyhow::anyhow!(
-            "{} must hold a 32-octet seed (64 hex digits)",
-            path.display()
-        )
-    })
-}
-
 fn keygen(out: &Path, force: bool) -> anyhow::Result<()> {
     if out.exists() && !force {
-        bail!("{} exists; pass --force to overwrite it", out.display());
+        bail!(
+            "{} exists; pass --force to overwrite it, or `keygen --show {}` for its public key",
+            out.display(),
+            out.display()
+        );
     }
-    let seed = random_seed()?;
+    let seed = random_identity().map_err(anyhow::Error::msg)?;
     let identity = Identity::from_seed(&seed)?;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
@@ -232,16 +211,21 @@ fn keygen(out: &Path, force: bool) -> anyhow::Result<()> {
     let mut file = options
         .open(out)
         .with_context(|| format!("creating {}", out.display()))?;
-    std::io::Write::write_all(&mut file, format!("{}\n", hex::encode(seed)).as_bytes())?;
+    let text = zeroize::Zeroizing::new(format!("{}\n", hex::encode(seed.as_ref())));
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
     println!("{}", hex::encode(identity.public_key()));
     Ok(())
 }
 
+/// Prints the public key of an existing identity key file.
+fn show_key(path: &Path) -> anyhow::Result<()> {
+    let seed = read_identity(path).map_err(anyhow::Error::msg)?;
+    println!("{}", hex::encode(Identity::from_seed(&seed)?.public_key()));
+    Ok(())
+}
+
 async fn serve(options: GatewayOptions) -> anyhow::Result<()> {
-    let config = options.resolve()?;
-    if config.listen.is_empty() && config.ingress.is_empty() {
-        bail!("nothing to do: give --listen (with --upstream) and/or --ingress (with --peer)");
-    }
+    let config = options.resolve_for(config::Command::Serve)?;
     let me = Identity::from_seed(&config.endpoint.identity_seed)?;
     let gateway = Gateway::start(config).await?;
     println!("identity {}", hex::encode(me.public_key()));
@@ -269,13 +253,10 @@ async fn serve(options: GatewayOptions) -> anyhow::Result<()> {
 }
 
 async fn connect(options: GatewayOptions) -> anyhow::Result<()> {
-    let config = options.resolve()?;
+    let config = options.resolve_for(config::Command::Connect)?;
     let peer = config
         .peer
         .context("connect needs --peer quic://ADDR, tls://ADDR or npamp://ADDR")?;
-    if !config.listen.is_empty() || !config.ingress.is_empty() {
-        bail!("connect serves stdin/stdout only: --listen and --ingress belong to `serve`");
-    }
     let ctx = Arc::new(Ctx::new(&config, Arc::new(Metrics::default())));
     let edge = Arc::new(Edge::new(peer, config.endpoint.clone(), ctx));
     npamp_gateway::gateway::ingress::stdio::serve(edge).await;
@@ -458,14 +439,30 @@ fn raise_open_files_limit() {
     }
 }
 
+/// The command line. `connect` shares `serve`'s option struct; the options
+/// only `serve` acts on are hidden from its help (and refused if given).
+fn parse_cli() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let command = Cli::command().mut_subcommand("connect", |c| {
+        GatewayOptions::SERVE_ONLY
+            .iter()
+            .fold(c, |c, id| c.mut_arg(*id, |a| a.hide(true)))
+    });
+    Cli::from_arg_matches(&command.get_matches())
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
+    let cli = match parse_cli() {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         None => runtime().and_then(|rt| rt.block_on(exactly_once(None, 64, 5.0, "quic"))),
         Some(Command::ExactlyOnce {
@@ -477,7 +474,11 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| rt.block_on(exactly_once(url, clients, duration, &transport)))
         }
         Some(Command::SelfCheck { message }) => self_check(&message),
-        Some(Command::Keygen { out, force }) => keygen(&out, force),
+        Some(Command::Keygen { out, force, show }) => match (show, out) {
+            (Some(path), _) => show_key(&path),
+            (None, Some(out)) => keygen(&out, force),
+            (None, None) => Err(anyhow::anyhow!("keygen needs --out FILE or --show FILE")),
+        },
         Some(Command::Serve { options }) => {
             raise_open_files_limit();
             runtime().and_then(|rt| rt.block_on(serve(options)))

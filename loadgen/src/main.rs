@@ -189,6 +189,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     match cli.command {
@@ -389,12 +390,8 @@ fn flood_command(
     let seed = match &identity {
         Some(path) => npamp_gateway::gateway::config::read_identity(path)
             .map_err(|e| anyhow::anyhow!("--identity {}: {e}", path.display()))?,
-        None => {
-            let mut seed = [0u8; 32];
-            std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut seed)
-                .context("a probe identity from /dev/urandom")?;
-            seed
-        }
+        None => npamp_gateway::gateway::config::random_identity()
+            .map_err(|e| anyhow::anyhow!("a probe identity: {e}"))?,
     };
     let trust = match trust {
         Some(hex) => npamp_gateway::handshake::Trust::Pinned(vec![
@@ -409,7 +406,7 @@ fn flood_command(
         quic_rate: load.quic_rate,
         duration,
         probe_every,
-        probe: Some(npamp_gateway::assoc::Endpoint::new(seed, trust)),
+        probe: Some(npamp_gateway::assoc::Endpoint::with_seed(seed, trust)),
         source: load.source,
     };
     let stats = Arc::new(npamp_loadgen::flood::FloodStats::default());

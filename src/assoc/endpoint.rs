@@ -111,8 +111,13 @@ pub const DEFAULT_MAX_HANDSHAKES_PER_SOURCE: usize = 32;
 
 impl Endpoint {
     pub fn new(identity_seed: [u8; 32], trust: Trust) -> Self {
+        Self::with_seed(zeroize::Zeroizing::new(identity_seed), trust)
+    }
+
+    /// An endpoint with a seed read from a key file (kept zeroized).
+    pub fn with_seed(identity_seed: zeroize::Zeroizing<[u8; 32]>, trust: Trust) -> Self {
         Self {
-            identity_seed: zeroize::Zeroizing::new(identity_seed),
+            identity_seed,
             trust,
             handshake: HandshakeConfig::default(),
             assoc: AssocConfig::default(),

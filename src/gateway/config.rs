@@ -195,6 +195,13 @@ pub struct ConfigError {
     pub message: String,
 }
 
+fn read_config(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
+        at: path.display().to_string(),
+        message: format!("cannot read: {e}"),
+    })
+}
+
 /// Where an option came from, for error messages.
 struct Origins<'a> {
     cli: &'a GatewayOptions,
@@ -224,21 +231,115 @@ fn line_of(text: &str, key: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
+/// Which command the options are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `serve`: an origin, an edge, or both; at least one role is needed.
+    Serve,
+    /// `connect`: the stdio ingress to `--peer`; the options only `serve`
+    /// acts on ([`GatewayOptions::SERVE_ONLY`]) are refused.
+    Connect,
+}
+
+/// Lists the options only `serve` acts on, once: their clap ids and a
+/// check of which is given.
+macro_rules! serve_only {
+    ($($f:ident),* $(,)?) => {
+        impl GatewayOptions {
+            /// The options only `serve` acts on (clap ids): `connect` hides
+            /// them from its help and refuses them.
+            pub const SERVE_ONLY: &[&str] = &[$(stringify!($f)),*];
+
+            /// The first option only `serve` acts on that is given here.
+            fn serve_only_given(&self) -> Option<&'static str> {
+                $(if self.$f.is_set() {
+                    return Some(stringify!($f));
+                })*
+                None
+            }
+        }
+    };
+}
+
+serve_only!(
+    listen,
+    upstream,
+    upstream_ca,
+    upstream_header,
+    upstream_cmd,
+    ingress,
+    metrics,
+    refuse_effect,
+    allow_method,
+    deny_method,
+    auth_token_file,
+    max_handshakes,
+    max_handshakes_per_source,
+    first_octets_timeout,
+    tls_cert,
+    tls_key,
+    max_connections,
+    pool_size,
+    drain_timeout,
+);
+
 impl GatewayOptions {
     /// Reads `--config` (if given) under the command-line flags.
     pub fn resolve(&self) -> Result<GatewayConfig, ConfigError> {
         match &self.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-                    at: path.display().to_string(),
-                    message: format!("cannot read: {e}"),
-                })?;
+                let text = read_config(path)?;
                 self.resolve_text(path, &text)
             }
             None => self.build(&Origins {
                 cli: self,
                 file: None,
             }),
+        }
+    }
+
+    /// Reads `--config` (if given) under the command-line flags, and checks
+    /// the options make sense for `command` before anything else (so that
+    /// an empty `serve` says there is nothing to do, not that a key is
+    /// missing).
+    pub fn resolve_for(&self, command: Command) -> Result<GatewayConfig, ConfigError> {
+        let text = self.config.as_deref().map(read_config).transpose()?;
+        let file = match (&self.config, &text) {
+            (Some(path), Some(text)) => Some((path.as_path(), text.as_str())),
+            _ => None,
+        };
+        let merged = match file {
+            Some((path, text)) => self.clone().over(Self::parse_file(path, text)?),
+            None => self.clone(),
+        };
+        let o = Origins { cli: self, file };
+        match command {
+            Command::Serve if merged.listen.is_empty() && merged.ingress.is_empty() => {
+                Err(ConfigError {
+                    at: "serve".into(),
+                    message: "nothing to do: give --listen (with --upstream) to be an origin \
+                              and/or --ingress (with --peer) to be an edge"
+                        .into(),
+                })
+            }
+            Command::Connect => match merged.serve_only_given() {
+                Some(id) => {
+                    let key = id.replace('_', "-");
+                    let on_cli = self.serve_only_given().is_some_and(|c| c == id);
+                    Err(ConfigError {
+                        at: o.at(&key, on_cli),
+                        message: "belongs to `serve`: connect carries its stdin and stdout \
+                                  to --peer and nothing else"
+                            .into(),
+                    })
+                }
+                None if merged.peer.is_none() => Err(ConfigError {
+                    at: "--peer".into(),
+                    message: "connect needs --peer quic://ADDR, tls://ADDR or npamp://ADDR".into(),
+                }),
+                None => merged.build(&o),
+            },
+            Command::Serve => merged.build(&o),
         }
     }
 
@@ -250,10 +351,33 @@ impl GatewayOptions {
         })
     }
 
+    /// The options of the file `path` whose contents are `text`, its
+    /// relative paths taken from the file's directory.
+    fn parse_file(path: &Path, text: &str) -> Result<GatewayOptions, ConfigError> {
+        let mut file = Self::parse_toml(path, text)?;
+        if let Some(dir) = path.parent() {
+            for p in [
+                &mut file.identity,
+                &mut file.auth_token_file,
+                &mut file.tls_cert,
+                &mut file.tls_key,
+                &mut file.upstream_ca,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if p.is_relative() {
+                    *p = dir.join(&*p);
+                }
+            }
+        }
+        Ok(file)
+    }
+
     /// These options (the command line) over the file `path` whose
     /// contents are `text`.
     pub fn resolve_text(&self, path: &Path, text: &str) -> Result<GatewayConfig, ConfigError> {
-        let file = Self::parse_toml(path, text)?;
+        let file = Self::parse_file(path, text)?;
         self.clone().over(file).build(&Origins {
             cli: self,
             file: Some((path, text)),
@@ -473,7 +597,7 @@ impl GatewayOptions {
             Some(path) => {
                 read_identity(path).map_err(|m| err("identity", cli.identity.is_some(), m))?
             }
-            None => random_seed().map_err(|m| err("identity", false, m))?,
+            None => random_identity().map_err(|m| err("identity", false, m))?,
         };
         let trust = if self.insecure_accept_any_peer {
             if !self.trust.is_empty() {
@@ -498,7 +622,7 @@ impl GatewayOptions {
                     .collect::<Result<_, _>>()?,
             )
         };
-        let mut endpoint = Endpoint::new(seed, trust);
+        let mut endpoint = Endpoint::with_seed(seed, trust);
         if let Some(s) = self.handshake_timeout {
             endpoint.handshake_timeout = Duration::from_secs(s.max(1));
         }
@@ -777,16 +901,22 @@ pub fn parse_key(hex_key: &str) -> Result<[u8; 32], String> {
 
 /// A fresh random identity seed.
 pub fn random_seed() -> Result<[u8; 32], String> {
+    Ok(*random_identity()?)
+}
+
+/// A fresh random identity seed, zeroized when dropped.
+pub fn random_identity() -> Result<zeroize::Zeroizing<[u8; 32]>, String> {
     use aws_lc_rs::rand::SecureRandom;
-    let mut seed = [0u8; 32];
+    let mut seed = zeroize::Zeroizing::new([0u8; 32]);
     aws_lc_rs::rand::SystemRandom::new()
-        .fill(&mut seed)
+        .fill(seed.as_mut())
         .map_err(|_| "the OS random number generator failed".to_owned())?;
     Ok(seed)
 }
 
-/// Reads an identity key file written by `keygen` (hex seed).
-pub fn read_identity(path: &Path) -> Result<[u8; 32], String> {
+/// Reads an identity key file written by `keygen` (hex seed); the seed and
+/// every copy of the file's text are zeroized when dropped.
+pub fn read_identity(path: &Path) -> Result<zeroize::Zeroizing<[u8; 32]>, String> {
     let text = zeroize::Zeroizing::new(
         std::fs::read_to_string(path)
             .map_err(|e| format!("reading identity file {}: {e}", path.display()))?,
@@ -795,12 +925,14 @@ pub fn read_identity(path: &Path) -> Result<[u8; 32], String> {
         hex::decode(text.trim())
             .map_err(|_| format!("{} is not a hex key file from `keygen`", path.display()))?,
     );
-    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
-        format!(
-            "{} must hold a 32-octet seed (64 hex digits)",
-            path.display()
-        )
-    })
+    <[u8; 32]>::try_from(bytes.as_slice())
+        .map(zeroize::Zeroizing::new)
+        .map_err(|_| {
+            format!(
+                "{} must hold a 32-octet seed (64 hex digits)",
+                path.display()
+            )
+        })
 }
 
 #[cfg(test)]
@@ -821,6 +953,88 @@ mod tests {
             ..cli
         }
         .resolve()
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("npamp-config-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn paths_in_a_config_file_are_taken_from_its_directory() {
+        let dir = temp_dir("relative");
+        let seed = [7u8; 32];
+        std::fs::write(dir.join("id.key"), hex::encode(seed)).unwrap();
+        let path = dir.join("gw.toml");
+        let text = "listen = [\"quic://127.0.0.1:0\"]\nidentity = \"id.key\"\ninsecure-accept-any-peer = true\n";
+        std::fs::write(&path, text).unwrap();
+        // The working directory is not the file's.
+        assert_ne!(std::env::current_dir().ok(), Some(dir.clone()));
+        let o = GatewayOptions {
+            config: Some(path),
+            ..GatewayOptions::default()
+        };
+        for config in [o.resolve(), o.resolve_for(Command::Serve)] {
+            let config = config.expect("identity next to the file");
+            assert_eq!(*config.endpoint.identity_seed, seed);
+        }
+        // A relative path on the command line stays relative to the
+        // working directory.
+        let e = GatewayOptions {
+            identity: Some("id.key".into()),
+            ..o
+        }
+        .resolve()
+        .unwrap_err();
+        assert_eq!(e.at, "--identity");
+    }
+
+    #[test]
+    fn an_empty_serve_has_nothing_to_do_and_connect_refuses_what_only_serve_does() {
+        let e = GatewayOptions::default()
+            .resolve_for(Command::Serve)
+            .unwrap_err();
+        assert!(e.message.starts_with("nothing to do"), "{e}");
+        let connect = GatewayOptions {
+            peer: Some("quic://127.0.0.1:4433".into()),
+            insecure_accept_any_peer: true,
+            ..GatewayOptions::default()
+        };
+        assert!(connect.resolve_for(Command::Connect).is_ok());
+        let e = GatewayOptions {
+            metrics: Some("127.0.0.1:9090".into()),
+            ..connect.clone()
+        }
+        .resolve_for(Command::Connect)
+        .unwrap_err();
+        assert_eq!(e.at, "--metrics");
+        assert!(e.message.contains("belongs to `serve`"), "{e}");
+        let dir = temp_dir("connect");
+        let path = dir.join("edge.toml");
+        std::fs::write(&path, "protocol = \"mcp\"\nupstream-cmd = \"cat\"\n").unwrap();
+        let e = GatewayOptions {
+            config: Some(path),
+            ..connect.clone()
+        }
+        .resolve_for(Command::Connect)
+        .unwrap_err();
+        assert!(e.at.ends_with("line 2: key `upstream-cmd`"), "{e}");
+        let e = GatewayOptions {
+            peer: None,
+            ..connect
+        }
+        .resolve_for(Command::Connect)
+        .unwrap_err();
+        assert_eq!(e.at, "--peer");
+        // Every serve-only id is a field clap knows.
+        let ids: Vec<_> = <GatewayOptions as clap::Args>::augment_args(clap::Command::new("t"))
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        for id in GatewayOptions::SERVE_ONLY {
+            assert!(ids.iter().any(|i| i == id), "{id}");
+        }
     }
 
     #[test]
