@@ -87,6 +87,12 @@ pub struct GatewayOptions {
     /// characters); others get 401.
     #[arg(long, value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
+    /// Edge: pages of this web origin (https://app.example, or * for
+    /// every page) may use the HTTP and WebSocket ingresses (CORS;
+    /// repeatable). Pages of other origins are refused with 403, programs
+    /// (no Origin header) are not affected.
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors_origin: Vec<String>,
 
     /// This gateway's identity key file (from `keygen`); without it an
     /// ephemeral identity is generated.
@@ -273,6 +279,7 @@ serve_only!(
     allow_method,
     deny_method,
     auth_token_file,
+    cors_origin,
     max_handshakes,
     max_handshakes_per_source,
     first_octets_timeout,
@@ -411,6 +418,7 @@ impl GatewayOptions {
             allow_method,
             deny_method,
             auth_token_file,
+            cors_origin,
             identity,
             trust,
             handshake_timeout,
@@ -591,6 +599,16 @@ impl GatewayOptions {
                     ),
                 ));
             }
+        }
+        let browsers = super::ingress::browser::BrowserOrigins::parse(&self.cors_origin)
+            .map_err(|m| err("cors-origin", !cli.cors_origin.is_empty(), m))?;
+        if !browsers.is_empty() && ingress.is_empty() {
+            return Err(err(
+                "cors-origin",
+                !cli.cors_origin.is_empty(),
+                "web origins are allowed at an ingress: give --ingress http://ADDR or ws://ADDR"
+                    .into(),
+            ));
         }
 
         let seed = match &self.identity {
@@ -805,6 +823,7 @@ impl GatewayOptions {
             allow_methods,
             deny_methods,
             tokens,
+            browsers,
             limits,
             // The frame limit an association takes from its peer.
             ..GatewayConfig::new(endpoint)

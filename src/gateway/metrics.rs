@@ -86,6 +86,9 @@ pub struct Metrics {
     /// Edge: HTTP requests and WebSocket handshakes refused for a missing
     /// or unknown bearer token.
     pub unauthorized: AtomicU64,
+    /// Edge: HTTP requests and WebSocket handshakes refused because they
+    /// came from a page of an origin not allowed (`--cors-origin`).
+    pub foreign_origins: AtomicU64,
     /// Edge: clients dropped for not moving data (a body that does not
     /// arrive, replies that are not read).
     pub stalled_clients: AtomicU64,
@@ -256,6 +259,11 @@ impl Metrics {
                 "npamp_unauthorized_total",
                 "Client requests and WebSocket handshakes refused: missing or unknown bearer token.",
                 &self.unauthorized,
+            ),
+            (
+                "npamp_foreign_origins_total",
+                "Client requests and WebSocket handshakes refused: from a page of an origin not allowed (--cors-origin).",
+                &self.foreign_origins,
             ),
             (
                 "npamp_stalled_clients_total",

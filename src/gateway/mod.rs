@@ -196,6 +196,8 @@ pub struct GatewayConfig {
     pub deny_methods: HashSet<String>,
     /// Edge: bearer tokens HTTP and WebSocket clients must present.
     pub tokens: Option<auth::Tokens>,
+    /// Edge: the web origins whose pages may use the ingress.
+    pub browsers: ingress::browser::BrowserOrigins,
     pub limits: Limits,
 }
 
@@ -222,6 +224,7 @@ impl GatewayConfig {
             allow_methods: None,
             deny_methods: HashSet::new(),
             tokens: None,
+            browsers: Default::default(),
             limits: Limits::default(),
         }
     }
@@ -251,6 +254,7 @@ pub struct Ctx {
     pub allow_methods: Option<HashSet<String>>,
     pub deny_methods: HashSet<String>,
     pub tokens: Option<auth::Tokens>,
+    pub browsers: ingress::browser::BrowserOrigins,
     pub limits: Limits,
     /// Limits on JSON-RPC text from the local party (clients, upstream).
     pub scan: crate::jsonrpc::Limits,
@@ -274,6 +278,7 @@ impl Ctx {
             allow_methods: config.allow_methods.clone(),
             deny_methods: config.deny_methods.clone(),
             tokens: config.tokens.clone(),
+            browsers: config.browsers.clone(),
             scan: crate::jsonrpc::Limits {
                 max_len: config.limits.max_body,
                 max_batch: config.limits.max_batch,

@@ -9,9 +9,11 @@ use std::sync::atomic::Ordering::Relaxed;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use http_body_util::{BodyExt, Limited};
+use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
 use tracing::{debug, warn};
 
+use super::browser::Caller;
 use super::mcp::McpSessions;
 use super::response::{HttpResponse, empty_response, json_response, status_only};
 use super::{Client, Clients, Ingress, Kind, authorized, stopped};
@@ -103,7 +105,81 @@ fn unauthorized() -> HttpResponse {
 /// The JSON-RPC error code of a 401 answer.
 pub const UNAUTHORIZED_CODE: i32 = -32012;
 
+/// The request headers a page may send (a preflight's
+/// `Access-Control-Allow-Headers`).
+const ALLOW_HEADERS: &str =
+    "content-type, authorization, mcp-session-id, mcp-protocol-version, last-event-id";
+
+/// The methods of an HTTP ingress: POST, and GET and DELETE for MCP
+/// sessions.
+fn allowed_methods(ctx: &Ctx) -> &'static str {
+    if ctx.protocol == crate::bridge::ProtocolId::MCP {
+        "POST, GET, DELETE, OPTIONS"
+    } else {
+        "POST, OPTIONS"
+    }
+}
+
+/// The response headers a page may read.
+fn exposed(ctx: &Ctx) -> &'static str {
+    if ctx.protocol == crate::bridge::ProtocolId::MCP {
+        "mcp-session-id, mcp-protocol-version, www-authenticate"
+    } else {
+        "www-authenticate"
+    }
+}
+
+/// Browsers first: a page of a foreign origin is refused, a preflight is
+/// answered, and every answer to an allowed page carries its CORS headers.
 async fn handle_http(
+    req: Request<hyper::body::Incoming>,
+    edge: &Arc<Edge>,
+    mcp: &Arc<McpSessions>,
+) -> HttpResponse {
+    let ctx = &edge.ctx;
+    let caller = ctx.browsers.caller(req.headers());
+    let mut r = match &caller {
+        Caller::Foreign(origin) => {
+            ctx.metrics.foreign_origins.fetch_add(1, Relaxed);
+            debug!(
+                origin,
+                "HTTP request from a page of a foreign origin refused"
+            );
+            return status_only(StatusCode::FORBIDDEN, &Caller::refusal(origin));
+        }
+        _ if req.method() == hyper::Method::OPTIONS => preflight(ctx, &req),
+        _ => answer(req, edge, mcp).await,
+    };
+    caller.decorate(r.headers_mut(), exposed(ctx));
+    r
+}
+
+/// The answer to OPTIONS: a CORS preflight (from an allowed page: it may
+/// send what it asks), or a plain question of what the resource allows.
+fn preflight<B>(ctx: &Ctx, req: &Request<B>) -> HttpResponse {
+    let mut r = empty_response(StatusCode::NO_CONTENT);
+    let h = r.headers_mut();
+    let methods = HeaderValue::from_static(allowed_methods(ctx));
+    if req
+        .headers()
+        .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+    {
+        h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, methods);
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static(ALLOW_HEADERS),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        );
+    } else {
+        h.insert(header::ALLOW, methods);
+    }
+    r
+}
+
+async fn answer(
     req: Request<hyper::body::Incoming>,
     edge: &Arc<Edge>,
     mcp: &Arc<McpSessions>,
@@ -111,6 +187,19 @@ async fn handle_http(
     let ctx = &edge.ctx;
     if !authorized(ctx, req.headers()) {
         return unauthorized();
+    }
+    if let Some(te) = req.headers().get(header::TRANSFER_ENCODING)
+        && !te
+            .to_str()
+            .is_ok_and(|te| te.trim().eq_ignore_ascii_case("chunked"))
+    {
+        // hyper takes the chunks apart; gzip & co. under them are not
+        // decoded here, and a body that is not JSON-RPC text is refused
+        // for what it is.
+        return status_only(
+            StatusCode::NOT_IMPLEMENTED,
+            "Transfer-Encoding other than chunked is not supported",
+        );
     }
     let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
     if is_mcp {
@@ -129,8 +218,8 @@ async fn handle_http(
             "JSON-RPC over HTTP: use POST",
         );
         r.headers_mut().insert(
-            hyper::header::ALLOW,
-            hyper::header::HeaderValue::from_static("POST"),
+            header::ALLOW,
+            HeaderValue::from_static(allowed_methods(ctx)),
         );
         return r;
     }

@@ -10,6 +10,7 @@
 //! and the metrics all go through it. Session clients share one loop
 //! ([`client`]): a [`client::MessageSource`] in, an outbox of replies out.
 
+pub mod browser;
 pub mod client;
 pub mod http;
 pub mod mcp;

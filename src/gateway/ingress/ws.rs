@@ -1,45 +1,70 @@
 //! The WebSocket ingress (`ws://`): one JSON-RPC message per text frame,
 //! one session per connection.
+//!
+//! The handshake is HTTP/1.1 served by hyper, so that what is not a
+//! WebSocket handshake gets an HTTP answer saying so (RFC 6455 §4.2): 426
+//! for a request without `Upgrade: websocket` or of another protocol
+//! version, 400 for a bad key, 405 for another method, 401 without an
+//! accepted bearer token, 403 for a page of a foreign origin
+//! ([`super::browser`]). A session ends with a close code: 1000 when it is
+//! done, 1002 for a protocol error, 1007 for a text that is not UTF-8,
+//! 1009 for a message over `--max-body`.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering::Relaxed};
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::{SinkExt, StreamExt};
-use hyper::StatusCode;
+use hyper::header::{self, HeaderValue};
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
+use tokio_tungstenite::tungstenite::{Error, Message};
 use tracing::debug;
 
+use super::browser::Caller;
 use super::client::{MessageSource, stream_client};
-use super::{Client, Clients, Kind, authorized, bound_send_buffer};
+use super::response::{HttpResponse, empty_response, status_only};
+use super::{Client, Clients, Ingress, Kind, authorized, bound_send_buffer};
 use crate::gateway::edge::Edge;
 use crate::gateway::stall::{Moved, Tracked, wrote};
 
-struct WsSource<S>(S);
+/// A session's messages, and the close code its end calls for.
+struct WsSource<S> {
+    stream: S,
+    close: Arc<AtomicU16>,
+}
 
 impl<S> MessageSource for WsSource<S>
 where
-    S: futures_util::Stream<
-            Item = Result<
-                tokio_tungstenite::tungstenite::Message,
-                tokio_tungstenite::tungstenite::Error,
-            >,
-        > + Unpin
-        + Send,
+    S: futures_util::Stream<Item = Result<Message, Error>> + Unpin + Send,
 {
     async fn next_message(&mut self) -> std::io::Result<Option<Bytes>> {
-        use tokio_tungstenite::tungstenite::{Error, Message};
         loop {
-            return match self.0.next().await {
-                Some(Ok(Message::Text(t))) => Ok(Some(Bytes::from(t))),
-                Some(Ok(Message::Binary(b))) => Ok(Some(b)),
-                Some(Ok(Message::Close(_))) | None => Ok(None),
+            let e = match self.stream.next().await {
+                Some(Ok(Message::Text(t))) => return Ok(Some(Bytes::from(t))),
+                Some(Ok(Message::Binary(b))) => return Ok(Some(b)),
+                Some(Ok(Message::Close(_))) | None => return Ok(None),
                 Some(Ok(_)) => continue,
-                Some(Err(Error::Capacity(e))) => Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    e.to_string(),
-                )),
-                Some(Err(e)) => Err(std::io::Error::other(e)),
+                Some(Err(e)) => e,
             };
+            let code = match &e {
+                Error::Capacity(_) => CloseCode::Size,
+                Error::Utf8(_) => CloseCode::Invalid,
+                Error::Protocol(_) => CloseCode::Protocol,
+                _ => CloseCode::Normal,
+            };
+            self.close.store(code.into(), Relaxed);
+            return Err(match e {
+                Error::Capacity(e) => {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+                }
+                e => std::io::Error::other(e),
+            });
         }
     }
 }
@@ -62,74 +87,226 @@ impl Kind for WebSocket {
 }
 
 async fn serve(mut clients: Clients, edge: Arc<Edge>) {
-    use tokio_tungstenite::tungstenite::Message;
     let ingress = clients.ingress;
     while let Some(Client { tcp, from, permit }) = clients.next().await {
         let edge = edge.clone();
         bound_send_buffer(&tcp, &edge.ctx);
         tokio::spawn(async move {
-            let config = crate::gateway::ws_config(edge.ctx.limits.max_body);
-            // The callback's signature is tungstenite's (`ErrorResponse` is
-            // an `http::Response`).
-            #[allow(clippy::result_large_err)]
-            let check = |req: &tokio_tungstenite::tungstenite::handshake::server::Request, resp| {
-                if authorized(&edge.ctx, req.headers()) {
-                    return Ok(resp);
-                }
-                let mut refusal =
-                    tokio_tungstenite::tungstenite::handshake::server::ErrorResponse::new(Some(
-                        "unauthorized: missing or unknown bearer token".to_owned(),
-                    ));
-                *refusal.status_mut() = StatusCode::UNAUTHORIZED;
-                refusal.headers_mut().insert(
-                    hyper::header::WWW_AUTHENTICATE,
-                    hyper::header::HeaderValue::from_static("Bearer"),
-                );
-                Err(refusal)
-            };
             let moved = Moved::new();
-            let tcp = Tracked::new(tcp, moved.clone());
-            let handshake = tokio::time::timeout(
-                edge.ctx.limits.stall_timeout,
-                tokio_tungstenite::accept_hdr_async_with_config(tcp, check, Some(config)),
-            )
-            .await;
-            let ws = match handshake {
-                Ok(Ok(ws)) => ws,
-                Ok(Err(e)) => {
-                    debug!(%from, error = %e, "WebSocket handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    debug!(%from, "WebSocket handshake timed out");
-                    return;
-                }
-            };
-            let (mut sink, stream) = ws.split();
-            let (tx, mut rx) = edge.ctx.limits.outbox();
-            let (stall, metrics) = (edge.ctx.limits.stall_timeout, edge.ctx.metrics.clone());
-            let writer = tokio::spawn(async move {
-                while let Some(text) = rx.recv().await {
-                    let msg = match tokio_tungstenite::tungstenite::Utf8Bytes::try_from(text) {
-                        Ok(t) => Message::Text(t),
-                        Err(_) => continue,
-                    };
-                    let write = async {
-                        sink.feed(msg).await?;
-                        if rx.is_empty() {
-                            sink.flush().await?;
-                        }
-                        Ok::<_, tokio_tungstenite::tungstenite::Error>(())
-                    };
-                    if !wrote(stall, &moved, &metrics, write).await {
-                        return;
-                    }
-                }
-                let _ = sink.close().await;
+            let io = TokioIo::new(Tracked::new(tcp, moved.clone()));
+            let permit = Arc::new(permit);
+            let service = hyper::service::service_fn(|req| {
+                let answer = handshake(req, &edge, &moved, ingress, &permit);
+                std::future::ready(Ok::<_, Infallible>(answer))
             });
-            stream_client(WsSource(stream), tx, edge, ingress).await;
-            let _ = writer.await;
-            drop(permit);
+            // One request per connection: a handshake, or an answer that
+            // says why it was not one (and closes the connection). Its
+            // headers must come within the stall timeout.
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(edge.ctx.limits.stall_timeout)
+                .serve_connection(io, service)
+                .with_upgrades();
+            if let Err(e) = conn.await {
+                if e.is_timeout() {
+                    edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+                }
+                debug!(%from, error = %e, "WebSocket handshake failed");
+            }
         });
     }
+}
+
+/// Answers a handshake request: 101 and the session started on the
+/// upgraded connection, or the HTTP answer that says what is wrong.
+fn handshake(
+    req: Request<hyper::body::Incoming>,
+    edge: &Arc<Edge>,
+    moved: &Arc<Moved>,
+    ingress: Ingress,
+    permit: &Arc<tokio::sync::OwnedSemaphorePermit>,
+) -> HttpResponse {
+    let mut r = upgrade(req, edge, moved, ingress, permit);
+    if r.status() != StatusCode::SWITCHING_PROTOCOLS {
+        let close = if r.status() == StatusCode::UPGRADE_REQUIRED {
+            "Upgrade, close"
+        } else {
+            "close"
+        };
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static(close));
+    }
+    r
+}
+
+fn upgrade(
+    mut req: Request<hyper::body::Incoming>,
+    edge: &Arc<Edge>,
+    moved: &Arc<Moved>,
+    ingress: Ingress,
+    permit: &Arc<tokio::sync::OwnedSemaphorePermit>,
+) -> HttpResponse {
+    let ctx = &edge.ctx;
+    let caller = ctx.browsers.caller(req.headers());
+    if let Caller::Foreign(origin) = &caller {
+        ctx.metrics.foreign_origins.fetch_add(1, Relaxed);
+        debug!(
+            origin,
+            "WebSocket handshake from a page of a foreign origin refused"
+        );
+        return status_only(StatusCode::FORBIDDEN, &Caller::refusal(origin));
+    }
+    let key = match check_handshake(&req) {
+        Ok(key) => key,
+        Err(refusal) => return refusal,
+    };
+    if !authorized(ctx, req.headers()) {
+        let mut r = status_only(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized: missing or unknown bearer token",
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let upgrade = hyper::upgrade::on(&mut req);
+    let (edge, moved, permit) = (edge.clone(), moved.clone(), permit.clone());
+    tokio::spawn(async move {
+        match upgrade.await {
+            Ok(upgraded) => session(upgraded, edge, moved, ingress).await,
+            Err(e) => debug!(error = %e, "WebSocket upgrade failed"),
+        }
+        drop(permit);
+    });
+    let mut r = empty_response(StatusCode::SWITCHING_PROTOCOLS);
+    let h = r.headers_mut();
+    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    if let Ok(v) = HeaderValue::from_str(&accept) {
+        h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
+    }
+    caller.decorate(h, "");
+    r
+}
+
+/// The request's `Sec-WebSocket-Key` when it is a valid handshake
+/// (RFC 6455 §4.2.1), else the answer that says what is missing.
+#[allow(clippy::result_large_err)]
+fn check_handshake<B>(req: &Request<B>) -> Result<String, HttpResponse> {
+    let h = req.headers();
+    let has = |name: header::HeaderName, token: &str| {
+        h.get_all(name).iter().any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        })
+    };
+    if req.method() != hyper::Method::GET {
+        let mut r = status_only(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "this is a WebSocket endpoint: open it with a GET handshake",
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET"));
+        return Err(r);
+    }
+    let upgrade_required = |why: &str| {
+        let mut r = status_only(StatusCode::UPGRADE_REQUIRED, why);
+        let h = r.headers_mut();
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        h.insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+        r
+    };
+    if req.version() != hyper::Version::HTTP_11
+        || !has(header::UPGRADE, "websocket")
+        || !has(header::CONNECTION, "upgrade")
+    {
+        return Err(upgrade_required(
+            "this is a WebSocket endpoint: send an HTTP/1.1 GET with Upgrade: websocket",
+        ));
+    }
+    if h.get(header::SEC_WEBSOCKET_VERSION)
+        .is_none_or(|v| v.as_bytes() != b"13")
+    {
+        return Err(upgrade_required("WebSocket version 13 only"));
+    }
+    match h
+        .get(header::SEC_WEBSOCKET_KEY)
+        .and_then(|k| k.to_str().ok())
+    {
+        Some(k) if is_key(k) => Ok(k.to_owned()),
+        _ => Err(status_only(
+            StatusCode::BAD_REQUEST,
+            "Sec-WebSocket-Key must be 16 octets in base64",
+        )),
+    }
+}
+
+/// Whether `k` is 16 octets in base64 (24 characters, `==` at the end).
+fn is_key(k: &str) -> bool {
+    let b = k.as_bytes();
+    b.len() == 24
+        && b.ends_with(b"==")
+        && b[..22]
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/')
+}
+
+/// Serves one WebSocket session on an upgraded connection.
+async fn session(
+    upgraded: hyper::upgrade::Upgraded,
+    edge: Arc<Edge>,
+    moved: Arc<Moved>,
+    ingress: Ingress,
+) {
+    let config = crate::gateway::ws_config(edge.ctx.limits.max_body);
+    let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+        TokioIo::new(upgraded),
+        Role::Server,
+        Some(config),
+    )
+    .await;
+    let (mut sink, stream) = ws.split();
+    let (tx, mut rx) = edge.ctx.limits.outbox();
+    let (stall, metrics) = (edge.ctx.limits.stall_timeout, edge.ctx.metrics.clone());
+    let close = Arc::new(AtomicU16::new(CloseCode::Normal.into()));
+    let code = close.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(text) = rx.recv().await {
+            let msg = match tokio_tungstenite::tungstenite::Utf8Bytes::try_from(text) {
+                Ok(t) => Message::Text(t),
+                Err(_) => continue,
+            };
+            let write = async {
+                sink.feed(msg).await?;
+                if rx.is_empty() {
+                    sink.flush().await?;
+                }
+                Ok::<_, Error>(())
+            };
+            // After the client's Close no message may follow (the Close
+            // that answers it goes out below): what is left is dropped.
+            let write = async {
+                match write.await {
+                    Err(Error::Protocol(ProtocolError::SendAfterClosing)) => Ok(()),
+                    r => r,
+                }
+            };
+            if !wrote(stall, &moved, &metrics, write).await {
+                return;
+            }
+        }
+        let frame = CloseFrame {
+            code: CloseCode::from(code.load(Relaxed)),
+            reason: "".into(),
+        };
+        let _ = sink.send(Message::Close(Some(frame))).await;
+        let _ = sink.close().await;
+    });
+    stream_client(WsSource { stream, close }, tx, edge, ingress).await;
+    let _ = writer.await;
 }
