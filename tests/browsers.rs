@@ -342,3 +342,168 @@ async fn websocket_sessions_end_with_the_close_code_of_what_went_wrong() {
     bye.splice(0..0, frame(0x1, ECHO.as_bytes(), true));
     assert_eq!(close_code_after(&ws, &bye).await, Some(1000));
 }
+
+/// Debian's `chromium`, or the browser `NPAMP_CHROMIUM` names; `None` when
+/// there is none.
+fn chromium() -> Option<String> {
+    let candidates = std::env::var("NPAMP_CHROMIUM")
+        .ok()
+        .into_iter()
+        .chain(["chromium", "chromium-browser", "google-chrome"].map(String::from));
+    candidates.into_iter().find(|c| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// A page that calls the edge with `fetch()` (a preflighted JSON POST) and
+/// over a WebSocket, and writes what happened into `#out`.
+fn page(http: &str, ws: &str) -> String {
+    format!(
+        r#"<!doctype html><meta charset="utf-8"><title>npamp-gateway from a page</title>
+<style>body{{font:16px monospace;margin:24px}} b{{color:#064}}</style>
+<h3>A page of another origin calls the edge (--cors-origin lists one of the two)</h3><pre id="out"></pre>
+<script>
+const out = document.getElementById('out');
+const say = (t) => {{ out.textContent += t + '\n'; }};
+say('page origin: ' + location.origin);
+const call = fetch('{http}', {{method: 'POST', headers: {{'content-type': 'application/json'}},
+  body: JSON.stringify({{jsonrpc: '2.0', id: 1, method: 'echo', params: ['from fetch']}})}})
+  .then(r => r.json()).then(j => say('fetch: ' + JSON.stringify(j)))
+  .catch(e => say('fetch failed: ' + e.name));
+const socket = new Promise((done) => {{
+  const w = new WebSocket('{ws}');
+  w.onopen = () => w.send(JSON.stringify({{jsonrpc: '2.0', id: 2, method: 'echo', params: ['from a WebSocket']}}));
+  w.onmessage = (m) => {{ say('ws: ' + m.data); w.close(); done(); }};
+  w.onerror = () => {{ say('ws failed'); done(); }};
+}});
+Promise.all([call, socket]).then(() => {{ say('done'); fetch('/release').catch(() => {{}}); }});
+</script>
+<!-- Headless Chromium takes the DOM once the page has loaded, which a
+     WebSocket does not hold up: this image (answered once the rest is
+     done, or after 5 s) does. -->
+<img src="/hold" alt="">"#
+    )
+}
+
+/// Serves `html` to every request on `listener` (in the background);
+/// `/hold` is answered once `/release` is asked for, or after 5 s.
+fn serve_page(listener: tokio::net::TcpListener, html: String) {
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let (html, release) = (html.clone(), release.clone());
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let n = tcp.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]);
+                if request.starts_with("GET /hold ") {
+                    let _ = tokio::time::timeout(Duration::from_secs(5), release.notified()).await;
+                } else if request.starts_with("GET /release ") {
+                    release.notify_waiters();
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    html.len()
+                );
+                let _ = tcp.write_all(head.as_bytes()).await;
+                let _ = tcp.write_all(html.as_bytes()).await;
+            });
+        }
+    });
+}
+
+/// The DOM of `url` after its scripts ran, from headless Chromium; with
+/// `screenshot`, a PNG of the page too.
+async fn rendered(browser: &str, url: &str, screenshot: Option<&str>) -> String {
+    let mut cmd = tokio::process::Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--virtual-time-budget=10000",
+        "--window-size=900,300",
+    ]);
+    match screenshot {
+        Some(path) => cmd.arg(format!("--screenshot={path}")),
+        None => cmd.arg("--dump-dom"),
+    };
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.arg(url).output())
+        .await
+        .expect("chromium in time")
+        .expect("chromium runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_an_allowed_origin_uses_the_edge_from_chromium_and_a_foreign_one_cannot() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "skipped: no chromium here (Debian's `chromium` package, or NPAMP_CHROMIUM=PATH)"
+        );
+        return;
+    };
+    let allowed = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let foreign = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let allowed_url = format!("http://{}", allowed.local_addr().expect("addr"));
+    let foreign_url = format!("http://{}", foreign.local_addr().expect("addr"));
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http", "ws"],
+        edge_extra: &["--cors-origin", &allowed_url],
+        ..PairOptions::default()
+    })
+    .await;
+    let html = page(&pair.ingress("http://"), &pair.ingress("ws://"));
+    serve_page(allowed, html.clone());
+    serve_page(foreign, html);
+
+    let dom = rendered(&browser, &allowed_url, None).await;
+    assert!(
+        dom.contains("done"),
+        "the page's scripts did not finish: {dom}"
+    );
+    assert!(
+        dom.contains(r#"fetch: {"id":1,"jsonrpc":"2.0","result":["from fetch"]}"#),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(r#"ws: {"id":2,"jsonrpc":"2.0","result":["from a WebSocket"]}"#),
+        "{dom}"
+    );
+
+    let dom = rendered(&browser, &foreign_url, None).await;
+    assert!(
+        dom.contains("done"),
+        "the page's scripts did not finish: {dom}"
+    );
+    assert!(dom.contains("fetch failed: TypeError"), "{dom}");
+    assert!(dom.contains("ws failed"), "{dom}");
+    // Its preflight and its handshake were refused, nothing was carried.
+    assert_eq!(metric(&pair.edge, "npamp_foreign_origins_total").await, 2);
+    assert_eq!(
+        metric(&pair.edge, "npamp_requests_total{ingress=\"http\"}").await,
+        1
+    );
+
+    // NPAMP_BROWSER_SCREENSHOTS=DIR: both pages as PNG files there.
+    if let Ok(dir) = std::env::var("NPAMP_BROWSER_SCREENSHOTS") {
+        for (name, url) in [
+            ("allowed-page", &allowed_url),
+            ("foreign-page", &foreign_url),
+        ] {
+            let path = format!("{dir}/{name}.png");
+            rendered(&browser, url, Some(&path)).await;
+            assert!(
+                std::path::Path::new(&path).exists(),
+                "no screenshot at {path}"
+            );
+        }
+    }
+}
