@@ -17,31 +17,40 @@ pub struct TlsFiles {
     pub private_key: std::path::PathBuf,
 }
 
-/// TLS 1.3 server config with ALPN `n-pamp/2`: the operator's certificate
-/// when given, else a self-signed one generated now.
-pub fn tls_server_config(files: Option<&TlsFiles>) -> Result<rustls::ServerConfig, LinkError> {
+/// A certificate chain and its private key, read from PEM files.
+pub type CertAndKey = (
+    Vec<rustls::pki_types::CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+);
+
+/// Reads a certificate chain and its private key from PEM files; the error
+/// names the file.
+pub fn read_cert_and_key(f: &TlsFiles) -> Result<CertAndKey, LinkError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+    let pem = |path: &std::path::Path, e: rustls::pki_types::pem::Error| {
+        LinkError::certificate(path.display().to_string(), e)
+    };
+    let chain = CertificateDer::pem_file_iter(&f.cert_chain)
+        .map_err(|e| pem(&f.cert_chain, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem(&f.cert_chain, e))?;
+    if chain.is_empty() {
+        return Err(LinkError::certificate(
+            f.cert_chain.display().to_string(),
+            "no certificate in the file",
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(&f.private_key).map_err(|e| pem(&f.private_key, e))?;
+    Ok((chain, key))
+}
+
+/// TLS 1.3 server config with ALPN `n-pamp/2`: the operator's certificate
+/// when given, else a self-signed one generated now.
+pub fn tls_server_config(files: Option<&TlsFiles>) -> Result<rustls::ServerConfig, LinkError> {
     let (chain, key) = match files {
-        Some(f) => {
-            let pem = |path: &std::path::Path, e: rustls::pki_types::pem::Error| {
-                LinkError::certificate(path.display().to_string(), e)
-            };
-            let chain = CertificateDer::pem_file_iter(&f.cert_chain)
-                .map_err(|e| pem(&f.cert_chain, e))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| pem(&f.cert_chain, e))?;
-            if chain.is_empty() {
-                return Err(LinkError::certificate(
-                    f.cert_chain.display().to_string(),
-                    "no certificate in the file",
-                ));
-            }
-            let key =
-                PrivateKeyDer::from_pem_file(&f.private_key).map_err(|e| pem(&f.private_key, e))?;
-            (chain, key)
-        }
+        Some(f) => read_cert_and_key(f)?,
         None => {
             let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
                 .map_err(|e| LinkError::certificate("generating a self-signed certificate", e))?;

@@ -93,6 +93,18 @@ pub struct GatewayOptions {
     /// (no Origin header) are not affected.
     #[arg(long, value_name = "ORIGIN")]
     pub cors_origin: Vec<String>,
+    /// Edge: the certificate chain (PEM) of the https://, wss:// and
+    /// tls+tcp:// ingresses.
+    #[arg(long, value_name = "FILE", requires = "ingress_key")]
+    pub ingress_cert: Option<PathBuf>,
+    /// The private key (PEM) of --ingress-cert.
+    #[arg(long, value_name = "FILE", requires = "ingress_cert")]
+    pub ingress_key: Option<PathBuf>,
+    /// Edge: a client of a TLS ingress presenting a certificate that chains
+    /// to these CAs (PEM) is authenticated (no bearer token asked). Without
+    /// --auth-token-file a client certificate is required.
+    #[arg(long, value_name = "FILE")]
+    pub ingress_client_ca: Option<PathBuf>,
 
     /// This gateway's identity key file (from `keygen`); without it an
     /// ephemeral identity is generated.
@@ -280,6 +292,9 @@ serve_only!(
     deny_method,
     auth_token_file,
     cors_origin,
+    ingress_cert,
+    ingress_key,
+    ingress_client_ca,
     max_handshakes,
     max_handshakes_per_source,
     first_octets_timeout,
@@ -369,6 +384,9 @@ impl GatewayOptions {
                 &mut file.tls_cert,
                 &mut file.tls_key,
                 &mut file.upstream_ca,
+                &mut file.ingress_cert,
+                &mut file.ingress_key,
+                &mut file.ingress_client_ca,
             ]
             .into_iter()
             .flatten()
@@ -419,6 +437,9 @@ impl GatewayOptions {
             deny_method,
             auth_token_file,
             cors_origin,
+            ingress_cert,
+            ingress_key,
+            ingress_client_ca,
             identity,
             trust,
             handshake_timeout,
@@ -588,12 +609,21 @@ impl GatewayOptions {
                         .into(),
                 ));
             }
-            if let Some(url) = ingress.iter().find(|i| !i.kind().carries_tokens()) {
+            let certificates = self.ingress_client_ca.is_some();
+            if let Some(url) = ingress
+                .iter()
+                .find(|i| !(i.kind().carries_tokens() || i.tls && certificates))
+            {
+                let how = if url.tls {
+                    "authenticate its clients by certificate (--ingress-client-ca)"
+                } else {
+                    "serve it over TLS with client certificates (tls+tcp:// and --ingress-client-ca), or from a gateway without --auth-token-file"
+                };
                 return Err(err(
                     "auth-token-file",
                     on_cli,
                     format!(
-                        "a {}:// ingress ({}) has no way to present a token; serve it from a gateway without --auth-token-file",
+                        "a {}:// ingress ({}) has no way to present a token: {how}",
                         url.scheme(),
                         url.addr
                     ),
@@ -602,6 +632,7 @@ impl GatewayOptions {
         }
         let browsers = super::ingress::browser::BrowserOrigins::parse(&self.cors_origin)
             .map_err(|m| err("cors-origin", !cli.cors_origin.is_empty(), m))?;
+        let ingress_tls = self.ingress_tls(&ingress, tokens.is_some(), o)?;
         if !browsers.is_empty() && ingress.is_empty() {
             return Err(err(
                 "cors-origin",
@@ -824,10 +855,53 @@ impl GatewayOptions {
             deny_methods,
             tokens,
             browsers,
+            ingress_tls,
             limits,
             // The frame limit an association takes from its peer.
             ..GatewayConfig::new(endpoint)
         })
+    }
+}
+
+impl GatewayOptions {
+    /// The TLS settings of the ingresses: a TLS ingress needs a
+    /// certificate, and a certificate or a client CA needs a TLS ingress.
+    fn ingress_tls(
+        &self,
+        ingress: &[IngressUrl],
+        tokens: bool,
+        o: &Origins<'_>,
+    ) -> Result<Option<super::ingress::tls::IngressTls>, ConfigError> {
+        let cli = o.cli;
+        let tls_ingress = ingress.iter().find(|i| i.tls);
+        match (&self.ingress_cert, &self.ingress_key, tls_ingress) {
+            (Some(cert_chain), Some(private_key), Some(_)) => {
+                Ok(Some(super::ingress::tls::IngressTls {
+                    files: TlsFiles {
+                        cert_chain: cert_chain.clone(),
+                        private_key: private_key.clone(),
+                    },
+                    client_ca: self.ingress_client_ca.clone(),
+                    certless: tokens,
+                }))
+            }
+            (None, None, None) if self.ingress_client_ca.is_none() => Ok(None),
+            (_, _, Some(url)) => Err(ConfigError {
+                at: o.at("ingress", !cli.ingress.is_empty()),
+                message: format!("{url}: a TLS ingress needs --ingress-cert and --ingress-key"),
+            }),
+            (_, _, None) => {
+                let key = if self.ingress_client_ca.is_some() && self.ingress_cert.is_none() {
+                    "ingress-client-ca"
+                } else {
+                    "ingress-cert"
+                };
+                Err(ConfigError {
+                    at: o.at(key, cli.ingress_cert.is_some() || cli.ingress_client_ca.is_some()),
+                    message: "certificates are for a TLS ingress: give --ingress https://ADDR, wss://ADDR or tls+tcp://ADDR".into(),
+                })
+            }
+        }
     }
 }
 
@@ -1114,9 +1188,61 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.at, "--auth-token-file");
         assert!(e.message.contains("tcp://"), "{e}");
+        // Over TLS, a line client can be authenticated by certificate.
+        let tls = |client_ca: Option<&str>| GatewayOptions {
+            ingress_cert: Some("cert.pem".into()),
+            ingress_key: Some("key.pem".into()),
+            ingress_client_ca: client_ca.map(Into::into),
+            ..o(&["tls+tcp://127.0.0.1:0"])
+        };
+        let e = tls(None).resolve().unwrap_err();
+        assert!(e.message.contains("--ingress-client-ca"), "{e}");
+        let c = tls(Some("ca.pem"))
+            .resolve()
+            .expect("certificates for lines");
+        let t = c.ingress_tls.expect("TLS settings");
+        assert!(t.certless, "token holders may come without a certificate");
         std::fs::write(&tokens, "short\n").unwrap();
         let e = o(&["http://127.0.0.1:0"]).resolve().unwrap_err();
         assert!(e.message.contains("at least 16"), "{e}");
+    }
+
+    #[test]
+    fn tls_ingresses_and_their_certificates_come_together() {
+        let o = |ingress: &str, cert: bool, client_ca: bool| GatewayOptions {
+            insecure_accept_any_peer: true,
+            ingress: vec![ingress.to_owned()],
+            peer: Some("quic://127.0.0.1:7000".into()),
+            ingress_cert: cert.then(|| "cert.pem".into()),
+            ingress_key: cert.then(|| "key.pem".into()),
+            ingress_client_ca: client_ca.then(|| "ca.pem".into()),
+            ..Default::default()
+        };
+        let e = o("https://127.0.0.1:0", false, false)
+            .resolve()
+            .unwrap_err();
+        assert!(
+            e.message.contains("needs --ingress-cert and --ingress-key"),
+            "{e}"
+        );
+        let e = o("http://127.0.0.1:0", true, false).resolve().unwrap_err();
+        assert_eq!(e.at, "--ingress-cert");
+        let e = o("http://127.0.0.1:0", false, true).resolve().unwrap_err();
+        assert_eq!(e.at, "--ingress-client-ca");
+        let c = o("wss://127.0.0.1:0", true, true).resolve().expect("wss");
+        let t = c.ingress_tls.expect("TLS settings");
+        assert!(
+            !t.certless,
+            "without tokens a client CA makes certificates required"
+        );
+        assert!(c.ingress[0].tls);
+        assert!(
+            o("http://127.0.0.1:0", false, false)
+                .resolve()
+                .expect("plain")
+                .ingress_tls
+                .is_none()
+        );
     }
 
     #[test]

@@ -89,6 +89,9 @@ pub struct Metrics {
     /// Edge: HTTP requests and WebSocket handshakes refused because they
     /// came from a page of an origin not allowed (`--cors-origin`).
     pub foreign_origins: AtomicU64,
+    /// Edge: client TLS handshakes that failed (no or an untrusted client
+    /// certificate, a protocol or version the ingress does not speak).
+    pub client_tls_failures: AtomicU64,
     /// Edge: clients dropped for not moving data (a body that does not
     /// arrive, replies that are not read).
     pub stalled_clients: AtomicU64,
@@ -264,6 +267,11 @@ impl Metrics {
                 "npamp_foreign_origins_total",
                 "Client requests and WebSocket handshakes refused: from a page of an origin not allowed (--cors-origin).",
                 &self.foreign_origins,
+            ),
+            (
+                "npamp_client_tls_failures_total",
+                "Client TLS handshakes at a TLS ingress that failed (no or an untrusted client certificate, no common protocol).",
+                &self.client_tls_failures,
             ),
             (
                 "npamp_stalled_clients_total",

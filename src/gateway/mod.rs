@@ -198,6 +198,9 @@ pub struct GatewayConfig {
     pub tokens: Option<auth::Tokens>,
     /// Edge: the web origins whose pages may use the ingress.
     pub browsers: ingress::browser::BrowserOrigins,
+    /// Edge: the certificate of the TLS ingresses, and the CAs of client
+    /// certificates.
+    pub ingress_tls: Option<ingress::tls::IngressTls>,
     pub limits: Limits,
 }
 
@@ -225,6 +228,7 @@ impl GatewayConfig {
             deny_methods: HashSet::new(),
             tokens: None,
             browsers: Default::default(),
+            ingress_tls: None,
             limits: Limits::default(),
         }
     }
@@ -526,14 +530,15 @@ impl Gateway {
                 )
             })?;
             let edge = Arc::new(edge::Edge::new(peer, config.endpoint.clone(), ctx.clone()));
+            let tls = config
+                .ingress_tls
+                .as_ref()
+                .map(ingress::tls::IngressTls::server_config)
+                .transpose()?;
             for url in &config.ingress {
-                let (bound, task) =
-                    url.start(edge.clone(), watch_rx.clone())
-                        .await
-                        .map_err(|source| GatewayError::Bind {
-                            addr: url.to_string(),
-                            source,
-                        })?;
+                let (bound, task) = url
+                    .start(edge.clone(), tls.as_deref(), watch_rx.clone())
+                    .await?;
                 info!(ingress = %bound, peer = %peer, "accepting JSON-RPC clients");
                 ingress.push(bound);
                 tasks.push(task);

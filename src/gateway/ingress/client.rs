@@ -15,7 +15,7 @@ use crate::gateway::lines::{LineReader, LineSkipped, write_line};
 use crate::gateway::metrics::{Metrics, ReplyClass};
 use crate::gateway::outbox::{Inbox, Outbox};
 use crate::gateway::session::Session;
-use crate::gateway::stall::{Moved, Tracked, wrote};
+use crate::gateway::stall::{Moved, wrote};
 use crate::jsonrpc::carriage::{BatchJoin, id_of, scan_error_response, scan_error_response_to};
 use crate::jsonrpc::{Kind, ScanError, Scanned, request_id, scan};
 use crate::relay::Failure;
@@ -44,16 +44,16 @@ fn too_large_line(skipped: &LineSkipped) -> Vec<u8> {
 }
 
 /// Writes messages for a line-delimited client until the queue closes; a
-/// client that takes no octet of them for `stall` is given up (the queue
-/// is dropped, which ends its session).
+/// client that takes no octet of them for `stall` (by `moved`, which the
+/// socket under `w` marks) is given up (the queue is dropped, which ends
+/// its session).
 pub async fn write_lines<W: AsyncWrite + Unpin>(
-    w: W,
+    mut w: W,
+    moved: Arc<Moved>,
     mut rx: Inbox,
     stall: Duration,
     metrics: Arc<Metrics>,
 ) {
-    let moved = Moved::new();
-    let mut w = Tracked::new(w, moved.clone());
     while let Some(text) = rx.recv().await {
         let write = async {
             write_line(&mut w, &text).await?;
@@ -117,7 +117,12 @@ pub async fn stream_client<S: MessageSource>(
                     let _ = tx.send(too_large_line(skipped).into()).await;
                     continue;
                 }
-                warn!(error = %e, "client connection failed");
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    // A TLS client gone without close_notify: it is gone.
+                    debug!(error = %e, "client connection ended");
+                } else {
+                    warn!(error = %e, "client connection failed");
+                }
                 let f = ScanError::TooLarge {
                     len: ctx.limits.max_body + 1,
                     limit: ctx.limits.max_body,

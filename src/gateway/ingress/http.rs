@@ -11,27 +11,39 @@ use futures_util::future::BoxFuture;
 use http_body_util::{BodyExt, Limited};
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use tracing::{debug, warn};
 
 use super::browser::Caller;
 use super::mcp::McpSessions;
 use super::response::{HttpResponse, empty_response, json_response, status_only};
-use super::{Client, Clients, Ingress, Kind, authorized, stopped};
+use super::{Clients, Conn, Ingress, Kind, authorized, stopped};
 use crate::gateway::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::metrics::ReplyClass;
-use crate::gateway::stall::{Moved, Tracked, stalled};
+use crate::gateway::stall::stalled;
 use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
 use crate::jsonrpc::{Kind as Message, ScanError, Scanned, scan};
 use crate::relay::{Failure, Reply};
 
-/// `http://`: JSON-RPC over HTTP/1.1 POST, stateless over the pool of
-/// associations (MCP's Streamable HTTP sessions with `--protocol mcp`).
+/// `http://` and `https://`: JSON-RPC over HTTP POST (HTTP/1.1, and
+/// HTTP/2 by ALPN over TLS or by prior knowledge in plaintext), stateless
+/// over the pool of associations (MCP's Streamable HTTP sessions with
+/// `--protocol mcp`).
 pub struct Http;
 
 impl Kind for Http {
     fn scheme(&self) -> &'static str {
         "http"
+    }
+
+    fn tls_scheme(&self) -> &'static str {
+        "https"
+    }
+
+    fn alpn(&self) -> &'static [&'static [u8]] {
+        &[b"h2", b"http/1.1"]
     }
 
     fn carries_tokens(&self) -> bool {
@@ -45,23 +57,34 @@ impl Kind for Http {
 
 async fn serve(mut clients: Clients, edge: Arc<Edge>) {
     let mcp = Arc::new(McpSessions::default());
-    while let Some(Client { tcp, from, permit }) = clients.next().await {
+    while let Some(client) = clients.next().await {
         let (edge, shutdown, mcp) = (edge.clone(), clients.shutdown(), mcp.clone());
         tokio::spawn(async move {
+            let Some(Conn {
+                stream,
+                moved,
+                from,
+                certified,
+                permit,
+            }) = client.open(&edge.ctx, true).await
+            else {
+                return;
+            };
             let service = hyper::service::service_fn(|req| {
                 let (edge, mcp) = (edge.clone(), mcp.clone());
-                async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp).await) }
+                async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp, certified).await) }
             });
+            let stall = edge.ctx.limits.stall_timeout;
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(stall);
+            builder.http2().timer(TokioTimer::new());
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
             // A client that takes no octet of its reply for the stall
             // timeout is given up (hyper has no write timeout of its own).
-            let moved = Moved::new();
-            let io = hyper_util::rt::TokioIo::new(Tracked::new(tcp, moved.clone()));
-            let stall = edge.ctx.limits.stall_timeout;
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(stall)
-                .serve_connection(io, service);
-            tokio::pin!(conn);
             let result = tokio::select! {
                 r = conn.as_mut() => r,
                 _ = stopped(shutdown) => {
@@ -75,7 +98,10 @@ async fn serve(mut clients: Clients, edge: Arc<Edge>) {
                 }
             };
             if let Err(e) = result {
-                if e.is_timeout() {
+                let timeout = e
+                    .downcast_ref::<hyper::Error>()
+                    .is_some_and(hyper::Error::is_timeout);
+                if timeout {
                     // Headers not complete within the stall timeout (slowloris).
                     edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
                 }
@@ -135,6 +161,7 @@ async fn handle_http(
     req: Request<hyper::body::Incoming>,
     edge: &Arc<Edge>,
     mcp: &Arc<McpSessions>,
+    certified: bool,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
     let caller = ctx.browsers.caller(req.headers());
@@ -148,7 +175,7 @@ async fn handle_http(
             return status_only(StatusCode::FORBIDDEN, &Caller::refusal(origin));
         }
         _ if req.method() == hyper::Method::OPTIONS => preflight(ctx, &req),
-        _ => answer(req, edge, mcp).await,
+        _ => answer(req, edge, mcp, certified).await,
     };
     caller.decorate(r.headers_mut(), exposed(ctx));
     r
@@ -183,9 +210,10 @@ async fn answer(
     req: Request<hyper::body::Incoming>,
     edge: &Arc<Edge>,
     mcp: &Arc<McpSessions>,
+    certified: bool,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
-    if !authorized(ctx, req.headers()) {
+    if !authorized(ctx, req.headers(), certified) {
         return unauthorized();
     }
     if let Some(te) = req.headers().get(header::TRANSFER_ENCODING)

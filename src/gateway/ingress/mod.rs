@@ -12,31 +12,37 @@
 
 pub mod browser;
 pub mod client;
+pub mod conn;
 pub mod http;
 pub mod mcp;
 pub mod response;
 pub mod stdio;
 pub mod tcp;
+pub mod tls;
 pub mod ws;
+
+pub use conn::{Client, Clients, Conn, Stream};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tracing::{debug, warn};
+use tokio::sync::{Semaphore, watch};
 
 use super::edge::Edge;
 
 /// One kind of listening ingress.
 pub trait Kind: Sync {
-    /// The scheme of its `--ingress` URL, and its `ingress` label in the
-    /// metrics.
+    /// The scheme of its plaintext `--ingress` URL, and its `ingress`
+    /// label in the metrics.
     fn scheme(&self) -> &'static str;
+    /// The scheme of its `--ingress` URL over TLS.
+    fn tls_scheme(&self) -> &'static str;
+    /// The ALPN protocols it offers over TLS, preferred first.
+    fn alpn(&self) -> &'static [&'static [u8]];
     /// Whether its clients can present a bearer token
-    /// (`--auth-token-file`).
+    /// (`--auth-token-file`); a client certificate they always can.
     fn carries_tokens(&self) -> bool;
     /// Serves the clients of one listener until shutdown.
     fn serve(&self, clients: Clients, edge: Arc<Edge>) -> BoxFuture<'static, ()>;
@@ -78,28 +84,38 @@ impl Ingress {
     }
 }
 
-/// An `--ingress` URL: `SCHEME://HOST:PORT` with the scheme of one of
-/// [`KINDS`].
+/// An `--ingress` URL: `SCHEME://HOST:PORT` with the plaintext or the TLS
+/// scheme of one of [`KINDS`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct IngressUrl {
     slot: Ingress,
+    /// Over TLS (`https://`, `wss://`, `tls+tcp://`).
+    pub tls: bool,
     pub addr: std::net::SocketAddr,
 }
 
 impl IngressUrl {
-    /// The ingress of this kind on `addr`; `None` for an unknown scheme.
+    /// The ingress with this scheme on `addr`; `None` for an unknown one.
     pub fn new(scheme: &str, addr: std::net::SocketAddr) -> Option<Self> {
-        let i = KINDS.iter().position(|k| k.scheme() == scheme)?;
-        Some(Self {
-            slot: Ingress(i as u8),
-            addr,
+        KINDS.iter().enumerate().find_map(|(i, k)| {
+            let tls = match scheme {
+                s if s == k.scheme() => false,
+                s if s == k.tls_scheme() => true,
+                _ => return None,
+            };
+            Some(Self {
+                slot: Ingress(i as u8),
+                tls,
+                addr,
+            })
         })
     }
 
-    /// An HTTP ingress on `addr`.
+    /// A plaintext HTTP ingress on `addr`.
     pub fn http(addr: std::net::SocketAddr) -> Self {
         Self {
             slot: Ingress::HTTP,
+            tls: false,
             addr,
         }
     }
@@ -109,7 +125,11 @@ impl IngressUrl {
     }
 
     pub fn scheme(&self) -> &'static str {
-        self.kind().scheme()
+        if self.tls {
+            self.kind().tls_scheme()
+        } else {
+            self.kind().scheme()
+        }
     }
 
     /// The same kind of ingress on `addr` (the bound port).
@@ -117,18 +137,34 @@ impl IngressUrl {
         Self { addr, ..self }
     }
 
-    /// Binds it and serves its clients until `shutdown`.
+    /// Binds it and serves its clients until `shutdown`; a TLS ingress
+    /// with `tls` (the base server config, [`tls::IngressTls`]).
     pub(crate) async fn start(
         self,
         edge: Arc<Edge>,
+        tls: Option<&rustls::ServerConfig>,
         shutdown: Shutdown,
-    ) -> std::io::Result<(Self, tokio::task::JoinHandle<()>)> {
-        let listener = TcpListener::bind(self.addr).await?;
-        let bound = self.at(listener.local_addr()?);
+    ) -> Result<(Self, tokio::task::JoinHandle<()>), crate::gateway::GatewayError> {
+        let bind = |source| crate::gateway::GatewayError::Bind {
+            addr: self.to_string(),
+            source,
+        };
+        let tls = match (self.tls, tls) {
+            (false, _) => None,
+            (true, Some(base)) => Some(tls::acceptor(base, self.kind().alpn())),
+            (true, None) => {
+                return Err(crate::gateway::GatewayError::Config(format!(
+                    "{self}: a TLS ingress needs --ingress-cert and --ingress-key"
+                )));
+            }
+        };
+        let listener = TcpListener::bind(self.addr).await.map_err(bind)?;
+        let bound = self.at(listener.local_addr().map_err(bind)?);
         let clients = Clients {
             permits: Arc::new(Semaphore::new(edge.ctx.limits.max_connections)),
             listener,
             shutdown,
+            tls,
             ingress: self.slot,
         };
         Ok((bound, tokio::spawn(self.kind().serve(clients, edge))))
@@ -141,7 +177,8 @@ impl std::str::FromStr for IngressUrl {
     fn from_str(s: &str) -> Result<Self, String> {
         let expected = KINDS
             .iter()
-            .map(|k| format!("{}://ADDR", k.scheme()))
+            .flat_map(|k| [k.scheme(), k.tls_scheme()])
+            .map(|scheme| format!("{scheme}://ADDR"))
             .collect::<Vec<_>>()
             .join(", ");
         let bad = |why: &str| format!("bad ingress {s:?}: {why}: expected {expected}");
@@ -169,68 +206,16 @@ async fn stopped(mut s: Shutdown) {
     let _ = s.wait_for(|v| *v).await;
 }
 
-/// The client connections of one listener, at most `--max-connections` at
-/// once (a further one waits in the listen backlog), until shutdown.
-pub struct Clients {
-    listener: TcpListener,
-    permits: Arc<Semaphore>,
-    shutdown: Shutdown,
-    /// Which ingress they came in by.
-    pub ingress: Ingress,
-}
-
-/// One client connection; its slot is given back when this is dropped.
-pub struct Client {
-    pub tcp: tokio::net::TcpStream,
-    pub from: std::net::SocketAddr,
-    pub permit: OwnedSemaphorePermit,
-}
-
-impl Clients {
-    /// The next client connection; `None` once shutdown begins.
-    pub async fn next(&mut self) -> Option<Client> {
-        let permit = self.permits.clone().acquire_owned().await.ok()?;
-        loop {
-            tokio::select! {
-                a = self.listener.accept() => match a {
-                    Ok((tcp, from)) => {
-                        let _ = tcp.set_nodelay(true);
-                        return Some(Client { tcp, from, permit });
-                    }
-                    Err(e) => {
-                        // Out of descriptors and the like: pause, do not spin.
-                        warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                },
-                _ = stopped(self.shutdown.clone()) => return None,
-            }
-        }
-    }
-
-    /// Turns `true` when shutdown begins.
-    pub fn shutdown(&self) -> Shutdown {
-        self.shutdown.clone()
-    }
-}
-
-/// A session client's socket: the kernel's send buffer is fixed at
-/// `--session-buffer` (at least 64 KiB) instead of growing to megabytes, so
-/// a client that does not read holds that much of the kernel's memory at
-/// most, and is noticed (its writes block) as soon as that is full.
-fn bound_send_buffer(tcp: &tokio::net::TcpStream, ctx: &super::Ctx) {
-    let n = ctx.limits.session_buffer.max(64 << 10);
-    if let Err(e) = socket2::SockRef::from(tcp).set_send_buffer_size(n) {
-        debug!(error = %e, "cannot set the client socket's send buffer");
-    }
-}
-
-/// Whether a client's request headers carry an accepted token (always,
-/// when the gateway has none configured); counts refusals.
-fn authorized(ctx: &super::Ctx, headers: &hyper::HeaderMap) -> bool {
+/// Whether a client is authenticated: by a client certificate
+/// (`certified`), or by an accepted token in its request headers (always,
+/// when the gateway asks for none); counts refusals.
+fn authorized(ctx: &super::Ctx, headers: &hyper::HeaderMap, certified: bool) -> bool {
     let Some(tokens) = &ctx.tokens else {
         return true;
     };
+    if certified {
+        return true;
+    }
     let ok = tokens.allows(
         headers
             .get(hyper::header::AUTHORIZATION)
@@ -252,17 +237,26 @@ mod tests {
             ("http://127.0.0.1:8545", "http", "http://127.0.0.1:8545"),
             ("WS://127.0.0.1:8546/", "ws", "ws://127.0.0.1:8546"),
             ("tcp://[::1]:9000", "tcp", "tcp://[::1]:9000"),
+            ("https://127.0.0.1:8443", "https", "https://127.0.0.1:8443"),
+            ("wss://127.0.0.1:8444", "wss", "wss://127.0.0.1:8444"),
+            (
+                "TLS+TCP://127.0.0.1:9001",
+                "tls+tcp",
+                "tls+tcp://127.0.0.1:9001",
+            ),
         ] {
             let url: IngressUrl = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(url.scheme(), scheme);
             assert_eq!(url.to_string(), printed);
-            assert_eq!(url.slot.name(), scheme);
+            assert_eq!(url.tls, !["http", "ws", "tcp"].contains(&scheme));
+            assert_eq!(url.slot.name(), url.kind().scheme());
             assert_eq!(printed.parse::<IngressUrl>(), Ok(url));
         }
         for bad in ["udp://127.0.0.1:1", "http://127.0.0.1", "127.0.0.1:80"] {
             let e = bad.parse::<IngressUrl>().unwrap_err();
             assert!(
-                e.contains(bad) && e.contains("http://ADDR, ws://ADDR, tcp://ADDR"),
+                e.contains(bad)
+                    && e.contains("http://ADDR, https://ADDR, ws://ADDR, wss://ADDR, tcp://ADDR, tls+tcp://ADDR"),
                 "{e}"
             );
         }

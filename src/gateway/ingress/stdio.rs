@@ -6,13 +6,16 @@ use super::Ingress;
 use super::client::{stream_client, write_lines};
 use crate::gateway::edge::Edge;
 use crate::gateway::lines::LineReader;
+use crate::gateway::stall::{Moved, Tracked};
 
 /// The stdio ingress (`npamp-gateway connect`): this process's stdin and
 /// stdout are one client session.
 pub async fn serve(edge: Arc<Edge>) {
     let (tx, rx) = edge.ctx.limits.outbox();
+    let moved = Moved::new();
     let writer = tokio::spawn(write_lines(
-        tokio::io::stdout(),
+        Tracked::new(tokio::io::stdout(), moved.clone()),
+        moved,
         rx,
         edge.ctx.limits.stall_timeout,
         edge.ctx.metrics.clone(),

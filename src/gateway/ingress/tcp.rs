@@ -1,16 +1,20 @@
-//! The TCP ingress (`tcp://`): newline-delimited JSON-RPC, one session per
-//! connection.
+//! The TCP ingress (`tcp://`, and `tls+tcp://` over TLS):
+//! newline-delimited JSON-RPC, one session per connection.
 
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
+use std::sync::atomic::Ordering::Relaxed;
+
+use tracing::debug;
+
 use super::client::{stream_client, write_lines};
-use super::{Client, Clients, Kind, bound_send_buffer};
+use super::{Clients, Conn, Kind};
 use crate::gateway::edge::Edge;
 use crate::gateway::lines::LineReader;
 
-/// `tcp://`: one JSON-RPC message per line.
+/// `tcp://` and `tls+tcp://`: one JSON-RPC message per line.
 pub struct Lines;
 
 impl Kind for Lines {
@@ -18,7 +22,16 @@ impl Kind for Lines {
         "tcp"
     }
 
-    /// A line protocol has nowhere to put a bearer token.
+    fn tls_scheme(&self) -> &'static str {
+        "tls+tcp"
+    }
+
+    fn alpn(&self) -> &'static [&'static [u8]] {
+        &[]
+    }
+
+    /// A line protocol has nowhere to put a bearer token: with
+    /// `--auth-token-file`, its clients are authenticated by certificate.
     fn carries_tokens(&self) -> bool {
         false
     }
@@ -30,14 +43,32 @@ impl Kind for Lines {
 
 async fn serve(mut clients: Clients, edge: Arc<Edge>) {
     let ingress = clients.ingress;
-    while let Some(Client { tcp, permit, .. }) = clients.next().await {
+    while let Some(client) = clients.next().await {
         let edge = edge.clone();
-        bound_send_buffer(&tcp, &edge.ctx);
+        client.bound_send_buffer(&edge.ctx);
         tokio::spawn(async move {
-            let (r, w) = tcp.into_split();
+            let Some(Conn {
+                stream,
+                moved,
+                from,
+                certified,
+                permit,
+            }) = client.open(&edge.ctx, false).await
+            else {
+                return;
+            };
+            if edge.ctx.tokens.is_some() && !certified {
+                // Tokens are asked for and a line has no place for one: only
+                // a certificate lets such a client in.
+                edge.ctx.metrics.unauthorized.fetch_add(1, Relaxed);
+                debug!(%from, "line client without a client certificate refused");
+                return;
+            }
+            let (r, w) = tokio::io::split(stream);
             let (tx, rx) = edge.ctx.limits.outbox();
             let writer = tokio::spawn(write_lines(
                 w,
+                moved,
                 rx,
                 edge.ctx.limits.stall_timeout,
                 edge.ctx.metrics.clone(),

@@ -29,9 +29,9 @@ use tracing::debug;
 use super::browser::Caller;
 use super::client::{MessageSource, stream_client};
 use super::response::{HttpResponse, empty_response, status_only};
-use super::{Client, Clients, Ingress, Kind, authorized, bound_send_buffer};
+use super::{Clients, Conn, Ingress, Kind, authorized};
 use crate::gateway::edge::Edge;
-use crate::gateway::stall::{Moved, Tracked, wrote};
+use crate::gateway::stall::{Moved, wrote};
 
 /// A session's messages, and the close code its end calls for.
 struct WsSource<S> {
@@ -50,6 +50,14 @@ where
                 Some(Ok(Message::Binary(b))) => return Ok(Some(b)),
                 Some(Ok(Message::Close(_))) | None => return Ok(None),
                 Some(Ok(_)) => continue,
+                // A client gone without a Close (or a TLS close_notify)
+                // is gone: the session ends as if it had closed.
+                Some(Err(Error::Protocol(ProtocolError::ResetWithoutClosingHandshake))) => {
+                    return Ok(None);
+                }
+                Some(Err(Error::Io(e))) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return Ok(None);
+                }
                 Some(Err(e)) => e,
             };
             let code = match &e {
@@ -69,12 +77,22 @@ where
     }
 }
 
-/// `ws://`: one JSON-RPC message per text frame.
+/// `ws://` and `wss://`: one JSON-RPC message per text frame.
 pub struct WebSocket;
 
 impl Kind for WebSocket {
     fn scheme(&self) -> &'static str {
         "ws"
+    }
+
+    fn tls_scheme(&self) -> &'static str {
+        "wss"
+    }
+
+    /// The handshake is HTTP/1.1 (RFC 8441's WebSocket over HTTP/2 is not
+    /// offered).
+    fn alpn(&self) -> &'static [&'static [u8]] {
+        &[b"http/1.1"]
     }
 
     fn carries_tokens(&self) -> bool {
@@ -88,15 +106,24 @@ impl Kind for WebSocket {
 
 async fn serve(mut clients: Clients, edge: Arc<Edge>) {
     let ingress = clients.ingress;
-    while let Some(Client { tcp, from, permit }) = clients.next().await {
+    while let Some(client) = clients.next().await {
         let edge = edge.clone();
-        bound_send_buffer(&tcp, &edge.ctx);
+        client.bound_send_buffer(&edge.ctx);
         tokio::spawn(async move {
-            let moved = Moved::new();
-            let io = TokioIo::new(Tracked::new(tcp, moved.clone()));
+            let Some(Conn {
+                stream,
+                moved,
+                from,
+                certified,
+                permit,
+            }) = client.open(&edge.ctx, true).await
+            else {
+                return;
+            };
+            let io = TokioIo::new(stream);
             let permit = Arc::new(permit);
             let service = hyper::service::service_fn(|req| {
-                let answer = handshake(req, &edge, &moved, ingress, &permit);
+                let answer = handshake(req, &edge, &moved, ingress, certified, &permit);
                 std::future::ready(Ok::<_, Infallible>(answer))
             });
             // One request per connection: a handshake, or an answer that
@@ -124,9 +151,10 @@ fn handshake(
     edge: &Arc<Edge>,
     moved: &Arc<Moved>,
     ingress: Ingress,
+    certified: bool,
     permit: &Arc<tokio::sync::OwnedSemaphorePermit>,
 ) -> HttpResponse {
-    let mut r = upgrade(req, edge, moved, ingress, permit);
+    let mut r = upgrade(req, edge, moved, ingress, certified, permit);
     if r.status() != StatusCode::SWITCHING_PROTOCOLS {
         let close = if r.status() == StatusCode::UPGRADE_REQUIRED {
             "Upgrade, close"
@@ -144,6 +172,7 @@ fn upgrade(
     edge: &Arc<Edge>,
     moved: &Arc<Moved>,
     ingress: Ingress,
+    certified: bool,
     permit: &Arc<tokio::sync::OwnedSemaphorePermit>,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
@@ -160,7 +189,7 @@ fn upgrade(
         Ok(key) => key,
         Err(refusal) => return refusal,
     };
-    if !authorized(ctx, req.headers()) {
+    if !authorized(ctx, req.headers(), certified) {
         let mut r = status_only(
             StatusCode::UNAUTHORIZED,
             "unauthorized: missing or unknown bearer token",

@@ -1,0 +1,218 @@
+//! The connections of one ingress listener: accepted within
+//! `--max-connections`, opened (TLS when the URL asks for it, within the
+//! stall timeout), and tracked for the stall clock.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::{debug, warn};
+
+use super::{Ingress, Shutdown, stopped};
+use crate::gateway::Ctx;
+use crate::gateway::stall::{Moved, Tracked};
+
+/// The client connections of one listener, at most `--max-connections` at
+/// once (a further one waits in the listen backlog), until shutdown.
+pub struct Clients {
+    pub(super) listener: TcpListener,
+    pub(super) permits: Arc<Semaphore>,
+    pub(super) shutdown: Shutdown,
+    pub(super) tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Which ingress they came in by.
+    pub ingress: Ingress,
+}
+
+/// One accepted client connection, not opened yet; its slot is given back
+/// when it (or the [`Conn`] it opens into) is dropped.
+pub struct Client {
+    tcp: TcpStream,
+    pub from: std::net::SocketAddr,
+    permit: OwnedSemaphorePermit,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// An open client connection.
+pub struct Conn {
+    pub stream: Stream,
+    /// When octets last moved to the client, for the stall clock.
+    pub moved: Arc<Moved>,
+    pub from: std::net::SocketAddr,
+    /// The client presented a certificate that chains to
+    /// `--ingress-client-ca`: it is authenticated.
+    pub certified: bool,
+    pub permit: OwnedSemaphorePermit,
+}
+
+/// A client's byte stream: TCP, or TLS over TCP.
+pub enum Stream {
+    Plain(Tracked<TcpStream>),
+    Tls(Box<tokio_rustls::server::TlsStream<Tracked<TcpStream>>>),
+}
+
+impl Clients {
+    /// The next client connection; `None` once shutdown begins.
+    pub async fn next(&mut self) -> Option<Client> {
+        let permit = self.permits.clone().acquire_owned().await.ok()?;
+        loop {
+            tokio::select! {
+                a = self.listener.accept() => match a {
+                    Ok((tcp, from)) => {
+                        let _ = tcp.set_nodelay(true);
+                        let tls = self.tls.clone();
+                        return Some(Client { tcp, from, permit, tls });
+                    }
+                    Err(e) => {
+                        // Out of descriptors and the like: pause, do not spin.
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                _ = stopped(self.shutdown.clone()) => return None,
+            }
+        }
+    }
+
+    /// Turns `true` when shutdown begins.
+    pub fn shutdown(&self) -> Shutdown {
+        self.shutdown.clone()
+    }
+}
+
+impl Client {
+    /// A session client's socket: the kernel's send buffer is fixed at
+    /// `--session-buffer` (at least 64 KiB) instead of growing to
+    /// megabytes, so a client that does not read holds that much of the
+    /// kernel's memory at most, and is noticed (its writes block) as soon
+    /// as that is full.
+    pub fn bound_send_buffer(&self, ctx: &Ctx) {
+        let n = ctx.limits.session_buffer.max(64 << 10);
+        if let Err(e) = socket2::SockRef::from(&self.tcp).set_send_buffer_size(n) {
+            debug!(error = %e, "cannot set the client socket's send buffer");
+        }
+    }
+
+    /// Opens the connection. A TLS handshake must be done within the stall
+    /// timeout; so must the first octet of a plaintext connection when
+    /// `first_octet` (a request is due at once, as on HTTP; a session
+    /// client may connect and wait, up to `--idle-timeout`). One that does
+    /// not is dropped and counted; `None` then.
+    pub async fn open(self, ctx: &Ctx, first_octet: bool) -> Option<Conn> {
+        let stall = ctx.limits.stall_timeout;
+        let moved = Moved::new();
+        let Client {
+            tcp,
+            from,
+            permit,
+            tls,
+        } = self;
+        let stalled = || {
+            ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+            debug!(%from, "client sent nothing within the stall timeout");
+        };
+        let (stream, certified) = match tls {
+            None if !first_octet => (Stream::Plain(Tracked::new(tcp, moved.clone())), false),
+            None => {
+                // A silent socket would otherwise hold its slot: hyper's
+                // header timeout starts only once it knows the version.
+                match tokio::time::timeout(stall, tcp.peek(&mut [0u8; 1])).await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    Ok(_) => return None,
+                    Err(_) => {
+                        stalled();
+                        return None;
+                    }
+                }
+                (Stream::Plain(Tracked::new(tcp, moved.clone())), false)
+            }
+            Some(acceptor) => {
+                let tracked = Tracked::new(tcp, moved.clone());
+                match tokio::time::timeout(stall, acceptor.accept(tracked)).await {
+                    Ok(Ok(tls)) => {
+                        let certified = tls.get_ref().1.peer_certificates().is_some();
+                        (Stream::Tls(Box::new(tls)), certified)
+                    }
+                    Ok(Err(e)) => {
+                        ctx.metrics.client_tls_failures.fetch_add(1, Relaxed);
+                        debug!(%from, error = %e, "client TLS handshake failed");
+                        return None;
+                    }
+                    Err(_) => {
+                        stalled();
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(Conn {
+            stream,
+            moved,
+            from,
+            certified,
+            permit,
+        })
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.is_write_vectored(),
+            Stream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}

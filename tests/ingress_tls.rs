@@ -1,0 +1,314 @@
+//! TLS at the ingress: `https://` with HTTP/2 (ALPN) and HTTP/1.1, HTTP/2
+//! by prior knowledge on `http://` (h2c), `wss://`, and `tls+tcp://` lines
+//! whose clients are authenticated by certificate (`--ingress-client-ca`)
+//! beside bearer tokens. Certificates come from a CA made here; curl plays
+//! the HTTP clients.
+
+mod support;
+
+use std::sync::Arc;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+};
+use support::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const TOKEN: &str = "client-a-0123456789abcdef";
+const ECHO: &str = r#"{"jsonrpc":"2.0","id":7,"method":"echo","params":["hi"]}"#;
+const REPLY: &str = r#"{"id":7,"jsonrpc":"2.0","result":["hi"]}"#;
+
+/// A CA, a server certificate for 127.0.0.1 and localhost, and client
+/// certificates: one from the CA, one from a CA nobody trusts. PEM files
+/// in `dir`.
+struct Pki {
+    dir: tempdir::Dir,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = tempdir::Dir::new();
+        let ca = |name: &str| {
+            let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, name);
+            CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("CA")
+        };
+        let (trusted, untrusted) = (ca("test CA"), ca("nobody's CA"));
+        let write = |name: &str, text: String| {
+            std::fs::write(dir.0.join(name), text).expect("write PEM");
+        };
+        write("ca.pem", trusted.pem());
+        let leaf = |sans: Vec<String>, usage, issuer: &CertifiedIssuer<'_, KeyPair>, name: &str| {
+            let mut params = CertificateParams::new(sans).expect("params");
+            params.extended_key_usages = vec![usage];
+            let key = KeyPair::generate().expect("key");
+            let cert = params.signed_by(&key, issuer).expect("sign");
+            write(&format!("{name}.pem"), cert.pem());
+            write(&format!("{name}.key"), key.serialize_pem());
+        };
+        leaf(
+            vec!["127.0.0.1".into(), "localhost".into()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            &trusted,
+            "server",
+        );
+        leaf(
+            vec!["client-a".into()],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            &trusted,
+            "client",
+        );
+        leaf(
+            vec!["intruder".into()],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            &untrusted,
+            "intruder",
+        );
+        write("tokens", format!("{TOKEN}\n"));
+        Pki { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.0.join(name).to_string_lossy().into_owned()
+    }
+
+    /// A client config trusting the test CA, with the client certificate
+    /// `name` (`client`, `intruder`) or none.
+    fn client(&self, name: Option<&str>) -> Arc<rustls::ClientConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(self.path("ca.pem")).expect("ca") {
+            roots.add(c.expect("cert")).expect("add");
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots);
+        Arc::new(match name {
+            None => builder.with_no_client_auth(),
+            Some(name) => {
+                let chain = CertificateDer::pem_file_iter(self.path(&format!("{name}.pem")))
+                    .expect("chain")
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("chain");
+                let key =
+                    PrivateKeyDer::from_pem_file(self.path(&format!("{name}.key"))).expect("key");
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .expect("client cert")
+            }
+        })
+    }
+}
+
+/// curl with `args`; `None` when there is no curl here.
+fn curl(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("curl")
+        .args(args)
+        .output()
+        .ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn curl_has_http2() -> bool {
+    curl(&["-V"]).is_some_and(|v| v.contains("HTTP2"))
+}
+
+/// POSTs ECHO with curl and `extra` flags; returns "VERSION STATUS BODY".
+async fn curl_post(url: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "-sS",
+        "--max-time",
+        "20",
+        "-H",
+        "content-type: application/json",
+        "-d",
+        ECHO,
+        "-w",
+        " %{http_version} %{http_code}",
+    ];
+    args.extend(extra);
+    args.push(url);
+    let args: Vec<String> = args.into_iter().map(String::from).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        curl(&args).unwrap_or_default()
+    })
+    .await
+    .expect("curl")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_speaks_http2_and_http1_and_plain_http_takes_h2c() {
+    if !curl_has_http2() {
+        eprintln!("skipped: needs curl with HTTP2");
+        return;
+    }
+    let pki = Pki::new();
+    let (cert, key) = (pki.path("server.pem"), pki.path("server.key"));
+    let pair = Pair::start(PairOptions {
+        ingresses: &["https", "http"],
+        edge_extra: &["--ingress-cert", &cert, "--ingress-key", &key],
+        ..PairOptions::default()
+    })
+    .await;
+    let https = pair.ingress("https://");
+    let http = pair.ingress("http://");
+    let ca = pki.path("ca.pem");
+    assert_eq!(
+        curl_post(&https, &["--http2", "--cacert", &ca]).await,
+        format!("{REPLY} 2 200")
+    );
+    assert_eq!(
+        curl_post(&https, &["--http1.1", "--cacert", &ca]).await,
+        format!("{REPLY} 1.1 200")
+    );
+    assert_eq!(
+        curl_post(&http, &["--http2-prior-knowledge"]).await,
+        format!("{REPLY} 2 200")
+    );
+    assert_eq!(curl_post(&http, &[]).await, format!("{REPLY} 1.1 200"));
+    // A client that does not trust the certificate gets no answer.
+    assert!(!curl_post(&https, &[]).await.contains(REPLY));
+    assert!(metric(&pair.edge, "npamp_client_tls_failures_total").await >= 1);
+    assert_eq!(
+        metric(&pair.edge, "npamp_requests_total{ingress=\"http\"}").await,
+        4,
+        "https and http count as the HTTP ingress"
+    );
+}
+
+/// One line out, one line back, over TLS with `config`; `None` when the
+/// handshake or the exchange fails.
+async fn tls_line(url: &str, config: Arc<rustls::ClientConfig>) -> Option<String> {
+    let addr = url.strip_prefix("tls+tcp://")?;
+    let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").ok()?;
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .ok()?;
+    let (r, mut w) = tokio::io::split(tls);
+    w.write_all(format!("{ECHO}\n").as_bytes()).await.ok()?;
+    let mut line = String::new();
+    let mut r = BufReader::new(r);
+    let read = r.read_line(&mut line);
+    match tokio::time::timeout(std::time::Duration::from_secs(10), read).await {
+        Ok(Ok(n)) if n > 0 => Some(line.trim_end().to_owned()),
+        _ => None,
+    }
+}
+
+/// A wss:// exchange of ECHO with `config` and these headers.
+async fn wss_echo(
+    url: &str,
+    config: Arc<rustls::ClientConfig>,
+    headers: &[(hyper::header::HeaderName, hyper::header::HeaderValue)],
+) -> Result<String, String> {
+    use futures_util::{SinkExt, StreamExt};
+    let mut ws = npamp_gateway::gateway::ws_connect(url, 1 << 20, config, headers).await?;
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(ECHO.into()))
+        .await
+        .map_err(|e| e.to_string())?;
+    match ws.next().await {
+        Some(Ok(m)) => Ok(m.to_text().map_err(|e| e.to_string())?.to_owned()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wss_and_tls_lines_authenticate_clients_by_certificate_or_token() {
+    let pki = Pki::new();
+    let (cert, key, ca, tokens) = (
+        pki.path("server.pem"),
+        pki.path("server.key"),
+        pki.path("ca.pem"),
+        pki.path("tokens"),
+    );
+    let pair = Pair::start(PairOptions {
+        ingresses: &["wss", "tls+tcp"],
+        edge_extra: &[
+            "--ingress-cert",
+            &cert,
+            "--ingress-key",
+            &key,
+            "--ingress-client-ca",
+            &ca,
+            "--auth-token-file",
+            &tokens,
+        ],
+        ..PairOptions::default()
+    })
+    .await;
+    let wss = pair.ingress("wss://");
+    let lines = pair.ingress("tls+tcp://");
+    let bearer = (
+        hyper::header::AUTHORIZATION,
+        hyper::header::HeaderValue::from_str(&format!("Bearer {TOKEN}")).expect("header"),
+    );
+
+    // wss://: a token, or a client certificate, lets a client in.
+    assert_eq!(
+        wss_echo(&wss, pki.client(None), std::slice::from_ref(&bearer)).await,
+        Ok(REPLY.to_owned())
+    );
+    assert_eq!(
+        wss_echo(&wss, pki.client(Some("client")), &[]).await,
+        Ok(REPLY.to_owned())
+    );
+    let refused = wss_echo(&wss, pki.client(None), &[]).await;
+    assert!(
+        refused.as_ref().is_err_and(|e| e.contains("401")),
+        "{refused:?}"
+    );
+
+    // tls+tcp://: only a certificate can (a line has no room for a token).
+    assert_eq!(
+        tls_line(&lines, pki.client(Some("client")))
+            .await
+            .as_deref(),
+        Some(REPLY)
+    );
+    assert_eq!(tls_line(&lines, pki.client(None)).await, None);
+    assert!(metric(&pair.edge, "npamp_unauthorized_total").await >= 2);
+    // A certificate from a CA the edge does not trust fails the handshake.
+    assert_eq!(tls_line(&lines, pki.client(Some("intruder"))).await, None);
+    assert!(metric(&pair.edge, "npamp_client_tls_failures_total").await >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tokens_a_client_ca_makes_certificates_required() {
+    let pki = Pki::new();
+    let (cert, key, ca) = (
+        pki.path("server.pem"),
+        pki.path("server.key"),
+        pki.path("ca.pem"),
+    );
+    let pair = Pair::start(PairOptions {
+        ingresses: &["tls+tcp"],
+        edge_extra: &[
+            "--ingress-cert",
+            &cert,
+            "--ingress-key",
+            &key,
+            "--ingress-client-ca",
+            &ca,
+        ],
+        ..PairOptions::default()
+    })
+    .await;
+    let lines = pair.ingress("tls+tcp://");
+    assert_eq!(
+        tls_line(&lines, pki.client(Some("client")))
+            .await
+            .as_deref(),
+        Some(REPLY)
+    );
+    assert_eq!(tls_line(&lines, pki.client(None)).await, None);
+    assert!(metric(&pair.edge, "npamp_client_tls_failures_total").await >= 1);
+}
