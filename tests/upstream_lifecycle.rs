@@ -274,7 +274,7 @@ async fn an_upstream_that_stops_reading_is_restarted_before_the_peer_gives_up() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeout() {
     let (_upstream, url) = mock("http").await;
-    let origin = origin(&[
+    let origin = origin_with_metrics(&[
         "--upstream",
         &url,
         "--max-in-flight",
@@ -298,7 +298,16 @@ async fn a_request_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeo
         })
     };
     let busy = [slow(1), slow(2)];
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Both hold the origin's room before the third comes (on a loaded
+    // machine a fixed pause is not enough).
+    let delivered = metric_reaches(
+        &origin,
+        "npamp_upstream_requests_total",
+        2,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(delivered, 2);
     let started = Instant::now();
     let (status, body) = post(
         &http,

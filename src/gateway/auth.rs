@@ -75,16 +75,17 @@ impl Tokens {
 
     /// Whether an `Authorization` header value carries an accepted token.
     pub fn allows(&self, authorization: Option<&[u8]>) -> bool {
-        let Some(value) = authorization else {
-            return false;
-        };
-        let Some(token) = bearer(value) else {
-            return false;
-        };
-        let presented = sha256(token);
+        self.matching(authorization).is_some()
+    }
+
+    /// Which accepted token (its place in the file) an `Authorization`
+    /// header value carries, if any.
+    pub fn matching(&self, authorization: Option<&[u8]>) -> Option<usize> {
+        let presented = sha256(bearer(authorization?)?);
         // Every digest is compared: no early exit on a match.
-        self.digests.iter().fold(false, |found, d| {
-            verify_slices_are_equal(d, &presented).is_ok() | found
+        self.digests.iter().enumerate().fold(None, |found, (i, d)| {
+            let hit = verify_slices_are_equal(d, &presented).is_ok();
+            found.or(hit.then_some(i))
         })
     }
 }

@@ -105,6 +105,20 @@ pub struct GatewayOptions {
     /// --auth-token-file a client certificate is required.
     #[arg(long, value_name = "FILE")]
     pub ingress_client_ca: Option<PathBuf>,
+    /// Edge: requests per second one client may send (a client is its
+    /// bearer token, else its client certificate, else its source address;
+    /// a batch counts each element); over it, HTTP gets 429 with
+    /// Retry-After and a session -32013.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate_limit: Option<f64>,
+    /// Requests a client may send at once beyond --rate-limit
+    /// [default: a tenth of a second's worth, at least 1].
+    #[arg(long, value_name = "N", requires = "rate_limit")]
+    pub rate_limit_burst: Option<f64>,
+    /// Edge: octets of JSON-RPC text per second one client may send; its
+    /// burst is a tenth of a second's worth, and at least one --max-body.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate_limit_octets: Option<f64>,
 
     /// This gateway's identity key file (from `keygen`); without it an
     /// ephemeral identity is generated.
@@ -295,6 +309,9 @@ serve_only!(
     ingress_cert,
     ingress_key,
     ingress_client_ca,
+    rate_limit,
+    rate_limit_burst,
+    rate_limit_octets,
     max_handshakes,
     max_handshakes_per_source,
     first_octets_timeout,
@@ -440,6 +457,9 @@ impl GatewayOptions {
             ingress_cert,
             ingress_key,
             ingress_client_ca,
+            rate_limit,
+            rate_limit_burst,
+            rate_limit_octets,
             identity,
             trust,
             handshake_timeout,
@@ -840,6 +860,7 @@ impl GatewayOptions {
                 ),
             ));
         }
+        let rate_limit = self.rate_limit(!ingress.is_empty(), limits.max_body, o)?;
         Ok(GatewayConfig {
             listen,
             upstream,
@@ -856,6 +877,7 @@ impl GatewayOptions {
             tokens,
             browsers,
             ingress_tls,
+            rate_limit,
             limits,
             // The frame limit an association takes from its peer.
             ..GatewayConfig::new(endpoint)
@@ -864,6 +886,58 @@ impl GatewayOptions {
 }
 
 impl GatewayOptions {
+    /// The rate limits per client, when asked for (an edge's).
+    fn rate_limit(
+        &self,
+        edge: bool,
+        max_body: usize,
+        o: &Origins<'_>,
+    ) -> Result<Option<super::ingress::limit::RateLimit>, ConfigError> {
+        let cli = o.cli;
+        let rate = |key: &str, on_cli: bool, v: Option<f64>| match v {
+            Some(v) if !(v.is_finite() && v > 0.0 && v < 1e12) => Err(ConfigError {
+                at: o.at(key, on_cli),
+                message: format!("{v}: expected a number above 0"),
+            }),
+            v => Ok(v),
+        };
+        let requests = rate("rate-limit", cli.rate_limit.is_some(), self.rate_limit)?;
+        let octets = rate(
+            "rate-limit-octets",
+            cli.rate_limit_octets.is_some(),
+            self.rate_limit_octets,
+        )?;
+        let burst = rate(
+            "rate-limit-burst",
+            cli.rate_limit_burst.is_some(),
+            self.rate_limit_burst,
+        )?;
+        if requests.is_none() && octets.is_none() {
+            return Ok(None);
+        }
+        if !edge {
+            let key = if requests.is_some() {
+                "rate-limit"
+            } else {
+                "rate-limit-octets"
+            };
+            return Err(ConfigError {
+                at: o.at(
+                    key,
+                    cli.rate_limit.is_some() || cli.rate_limit_octets.is_some(),
+                ),
+                message: "rate limits are per client of an ingress: give --ingress".into(),
+            });
+        }
+        let tenth = |r: Option<f64>| r.map_or(1.0, |r| (r / 10.0).max(1.0));
+        Ok(Some(super::ingress::limit::RateLimit {
+            requests,
+            burst: burst.unwrap_or_else(|| tenth(requests)),
+            octets,
+            octets_burst: tenth(octets).max(max_body as f64),
+        }))
+    }
+
     /// The TLS settings of the ingresses: a TLS ingress needs a
     /// certificate, and a certificate or a client CA needs a TLS ingress.
     fn ingress_tls(

@@ -66,7 +66,7 @@ pub use crate::relay::ReplyClass;
 pub struct Metrics {
     requests: [AtomicU64; Ingress::COUNT],
     notifications: [AtomicU64; Ingress::COUNT],
-    replies: [AtomicU64; 6],
+    replies: [AtomicU64; ReplyClass::ALL.len()],
     /// Transport errors by code (1–5; 0 counts unknown codes).
     transport_errors: [AtomicU64; 6],
     pub in_flight: AtomicI64,
@@ -92,6 +92,9 @@ pub struct Metrics {
     /// Edge: client TLS handshakes that failed (no or an untrusted client
     /// certificate, a protocol or version the ingress does not speak).
     pub client_tls_failures: AtomicU64,
+    /// Edge: requests and notifications refused for a client over its
+    /// rate limit (`--rate-limit`, `--rate-limit-octets`).
+    pub rate_limited: AtomicU64,
     /// Edge: clients dropped for not moving data (a body that does not
     /// arrive, replies that are not read).
     pub stalled_clients: AtomicU64,
@@ -126,6 +129,11 @@ impl Metrics {
 
     pub fn reply(&self, class: ReplyClass) {
         self.replies[class as usize].fetch_add(1, Relaxed);
+    }
+
+    /// `n` answers of one class.
+    pub fn reply_n(&self, class: ReplyClass, n: usize) {
+        self.replies[class as usize].fetch_add(n as u64, Relaxed);
     }
 
     pub fn replies(&self, class: ReplyClass) -> u64 {
@@ -272,6 +280,11 @@ impl Metrics {
                 "npamp_client_tls_failures_total",
                 "Client TLS handshakes at a TLS ingress that failed (no or an untrusted client certificate, no common protocol).",
                 &self.client_tls_failures,
+            ),
+            (
+                "npamp_rate_limited_total",
+                "Client requests and notifications refused: over the client's rate limit (--rate-limit, --rate-limit-octets).",
+                &self.rate_limited,
             ),
             (
                 "npamp_stalled_clients_total",

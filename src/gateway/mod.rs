@@ -201,6 +201,8 @@ pub struct GatewayConfig {
     /// Edge: the certificate of the TLS ingresses, and the CAs of client
     /// certificates.
     pub ingress_tls: Option<ingress::tls::IngressTls>,
+    /// Edge: rate limits per client.
+    pub rate_limit: Option<ingress::limit::RateLimit>,
     pub limits: Limits,
 }
 
@@ -229,6 +231,7 @@ impl GatewayConfig {
             tokens: None,
             browsers: Default::default(),
             ingress_tls: None,
+            rate_limit: None,
             limits: Limits::default(),
         }
     }
@@ -259,6 +262,8 @@ pub struct Ctx {
     pub deny_methods: HashSet<String>,
     pub tokens: Option<auth::Tokens>,
     pub browsers: ingress::browser::BrowserOrigins,
+    /// Rate limits per client, when configured.
+    pub limiter: Option<ingress::limit::Limiter>,
     pub limits: Limits,
     /// Limits on JSON-RPC text from the local party (clients, upstream).
     pub scan: crate::jsonrpc::Limits,
@@ -283,6 +288,7 @@ impl Ctx {
             deny_methods: config.deny_methods.clone(),
             tokens: config.tokens.clone(),
             browsers: config.browsers.clone(),
+            limiter: config.rate_limit.map(ingress::limit::Limiter::new),
             scan: crate::jsonrpc::Limits {
                 max_len: config.limits.max_body,
                 max_batch: config.limits.max_batch,

@@ -21,16 +21,19 @@ pub enum ReplyClass {
     Unavailable = 4,
     /// Refused by the edge: not JSON-RPC (-32700 / -32600), too large.
     Invalid = 5,
+    /// Refused by the edge: over the client's rate limit.
+    RateLimited = 6,
 }
 
 impl ReplyClass {
-    pub const ALL: [ReplyClass; 6] = [
+    pub const ALL: [ReplyClass; 7] = [
         Self::Success,
         Self::Error,
         Self::Transport,
         Self::Timeout,
         Self::Unavailable,
         Self::Invalid,
+        Self::RateLimited,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -41,6 +44,7 @@ impl ReplyClass {
             Self::Timeout => "timeout",
             Self::Unavailable => "unavailable",
             Self::Invalid => "invalid",
+            Self::RateLimited => "rate_limited",
         }
     }
 }
@@ -61,6 +65,9 @@ pub enum Failure {
     /// The message cannot be carried (-32600 from the edge, HTTP 200 as
     /// for any invalid request).
     Invalid(String),
+    /// Over the client's rate limit (-32013, HTTP 429): what the limit is,
+    /// and when the client may try again.
+    RateLimited(String, std::time::Duration),
 }
 
 impl Failure {
@@ -72,6 +79,7 @@ impl Failure {
             Self::Unavailable(_) => "Unavailable",
             Self::Lost(_) => "NotDelivered",
             Self::Invalid(_) => "Invalid",
+            Self::RateLimited(..) => "RateLimited",
         }
     }
 
@@ -83,6 +91,7 @@ impl Failure {
             Self::Timeout => -32010,
             Self::Unavailable(_) => -32011,
             Self::Invalid(_) => -32600,
+            Self::RateLimited(..) => -32013,
         }
     }
 
@@ -93,6 +102,7 @@ impl Failure {
             Self::Unavailable(_) => 503,
             Self::Timeout => 504,
             Self::Invalid(_) => 200,
+            Self::RateLimited(..) => 429,
         }
     }
 
@@ -102,12 +112,17 @@ impl Failure {
             Self::Timeout => ReplyClass::Timeout,
             Self::Unavailable(_) => ReplyClass::Unavailable,
             Self::Invalid(_) => ReplyClass::Invalid,
+            Self::RateLimited(..) => ReplyClass::RateLimited,
         }
     }
 
     fn detail(&self) -> &str {
         match self {
-            Self::Transport(_, d) | Self::Unavailable(d) | Self::Lost(d) | Self::Invalid(d) => d,
+            Self::Transport(_, d)
+            | Self::Unavailable(d)
+            | Self::Lost(d)
+            | Self::Invalid(d)
+            | Self::RateLimited(d, _) => d,
             Self::Timeout => "no reply within the request timeout",
         }
     }

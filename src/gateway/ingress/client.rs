@@ -9,7 +9,11 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, warn};
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use super::Ingress;
+use super::limit::{ClientKey, Limiter};
+use crate::gateway::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::lines::{LineReader, LineSkipped, write_line};
 use crate::gateway::metrics::{Metrics, ReplyClass};
@@ -79,6 +83,7 @@ pub async fn stream_client<S: MessageSource>(
     tx: Outbox,
     edge: Arc<Edge>,
     ingress: Ingress,
+    key: Option<ClientKey>,
 ) {
     let ctx = edge.ctx.clone();
     let mut session: Option<Session> = None;
@@ -140,6 +145,16 @@ pub async fn stream_client<S: MessageSource>(
                 break;
             }
         };
+        if let (Some(limiter), Some(key)) = (&ctx.limiter, key) {
+            let count = match scan(&text, &ctx.scan) {
+                Ok(Scanned::Batch(elements)) => elements.len(),
+                _ => 1,
+            };
+            if let Err(f) = admit(&ctx, limiter, key, count, text.len()) {
+                answer_all(&text, &f, &tx, &edge).await;
+                continue;
+            }
+        }
         if session.is_none() {
             match edge.session(ingress, tx.clone()).await {
                 Ok(s) => session = Some(s),
@@ -162,6 +177,35 @@ pub async fn stream_client<S: MessageSource>(
         }
         s.close().await;
     }
+}
+
+/// Takes `count` messages of `len` octets in all from `key`'s rate limit,
+/// or refuses them (counted) with the failure to answer with.
+pub fn admit(
+    ctx: &Ctx,
+    limiter: &Limiter,
+    key: ClientKey,
+    count: usize,
+    len: usize,
+) -> Result<(), Failure> {
+    let Err(after) = limiter.check(key, count, len) else {
+        return Ok(());
+    };
+    ctx.metrics.rate_limited.fetch_add(count as u64, Relaxed);
+    let l = limiter.limit();
+    let what = match (l.requests, l.octets) {
+        (Some(r), Some(o)) => format!("{r} requests and {o} octets per second"),
+        (Some(r), None) => format!("{r} requests per second"),
+        (None, Some(o)) => format!("{o} octets per second"),
+        (None, None) => "no limit".to_owned(),
+    };
+    Err(Failure::RateLimited(
+        format!(
+            "over this client's rate limit ({what}): retry after {:.3} s",
+            after.0.as_secs_f64()
+        ),
+        after.0,
+    ))
 }
 
 /// Without an association, every request in `text` gets `f`.

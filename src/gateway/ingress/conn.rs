@@ -43,9 +43,9 @@ pub struct Conn {
     /// When octets last moved to the client, for the stall clock.
     pub moved: Arc<Moved>,
     pub from: std::net::SocketAddr,
-    /// The client presented a certificate that chains to
-    /// `--ingress-client-ca`: it is authenticated.
-    pub certified: bool,
+    /// The fingerprint of the certificate the client presented, which
+    /// chains to `--ingress-client-ca`: it is authenticated.
+    pub certificate: Option<u64>,
     pub permit: OwnedSemaphorePermit,
 }
 
@@ -115,8 +115,8 @@ impl Client {
             ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
             debug!(%from, "client sent nothing within the stall timeout");
         };
-        let (stream, certified) = match tls {
-            None if !first_octet => (Stream::Plain(Tracked::new(tcp, moved.clone())), false),
+        let (stream, certificate) = match tls {
+            None if !first_octet => (Stream::Plain(Tracked::new(tcp, moved.clone())), None),
             None => {
                 // A silent socket would otherwise hold its slot: hyper's
                 // header timeout starts only once it knows the version.
@@ -128,14 +128,19 @@ impl Client {
                         return None;
                     }
                 }
-                (Stream::Plain(Tracked::new(tcp, moved.clone())), false)
+                (Stream::Plain(Tracked::new(tcp, moved.clone())), None)
             }
             Some(acceptor) => {
                 let tracked = Tracked::new(tcp, moved.clone());
                 match tokio::time::timeout(stall, acceptor.accept(tracked)).await {
                     Ok(Ok(tls)) => {
-                        let certified = tls.get_ref().1.peer_certificates().is_some();
-                        (Stream::Tls(Box::new(tls)), certified)
+                        let certificate = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|chain| chain.first())
+                            .map(|leaf| fingerprint(leaf));
+                        (Stream::Tls(Box::new(tls)), certificate)
                     }
                     Ok(Err(e)) => {
                         ctx.metrics.client_tls_failures.fetch_add(1, Relaxed);
@@ -153,10 +158,18 @@ impl Client {
             stream,
             moved,
             from,
-            certified,
+            certificate,
             permit,
         })
     }
+}
+
+/// The first 8 octets of a certificate's SHA-256: which client it is.
+fn fingerprint(cert: &[u8]) -> u64 {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, cert);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&d.as_ref()[..8]);
+    u64::from_be_bytes(first)
 }
 
 impl AsyncRead for Stream {

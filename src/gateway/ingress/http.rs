@@ -18,7 +18,7 @@ use tracing::{debug, warn};
 use super::browser::Caller;
 use super::mcp::McpSessions;
 use super::response::{HttpResponse, empty_response, json_response, status_only};
-use super::{Clients, Conn, Ingress, Kind, authorized, stopped};
+use super::{Clients, Conn, Ingress, Kind, identify, stopped};
 use crate::gateway::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::metrics::ReplyClass;
@@ -64,7 +64,7 @@ async fn serve(mut clients: Clients, edge: Arc<Edge>) {
                 stream,
                 moved,
                 from,
-                certified,
+                certificate,
                 permit,
             }) = client.open(&edge.ctx, true).await
             else {
@@ -72,7 +72,8 @@ async fn serve(mut clients: Clients, edge: Arc<Edge>) {
             };
             let service = hyper::service::service_fn(|req| {
                 let (edge, mcp) = (edge.clone(), mcp.clone());
-                async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp, certified).await) }
+                let client = Remote { from, certificate };
+                async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp, client).await) }
             });
             let stall = edge.ctx.limits.stall_timeout;
             let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -131,6 +132,13 @@ fn unauthorized() -> HttpResponse {
 /// The JSON-RPC error code of a 401 answer.
 pub const UNAUTHORIZED_CODE: i32 = -32012;
 
+/// Who is on the other end of an HTTP connection.
+#[derive(Clone, Copy)]
+struct Remote {
+    from: std::net::SocketAddr,
+    certificate: Option<u64>,
+}
+
 /// The request headers a page may send (a preflight's
 /// `Access-Control-Allow-Headers`).
 const ALLOW_HEADERS: &str =
@@ -161,7 +169,7 @@ async fn handle_http(
     req: Request<hyper::body::Incoming>,
     edge: &Arc<Edge>,
     mcp: &Arc<McpSessions>,
-    certified: bool,
+    client: Remote,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
     let caller = ctx.browsers.caller(req.headers());
@@ -175,7 +183,7 @@ async fn handle_http(
             return status_only(StatusCode::FORBIDDEN, &Caller::refusal(origin));
         }
         _ if req.method() == hyper::Method::OPTIONS => preflight(ctx, &req),
-        _ => answer(req, edge, mcp, certified).await,
+        _ => answer(req, edge, mcp, client).await,
     };
     caller.decorate(r.headers_mut(), exposed(ctx));
     r
@@ -210,12 +218,12 @@ async fn answer(
     req: Request<hyper::body::Incoming>,
     edge: &Arc<Edge>,
     mcp: &Arc<McpSessions>,
-    certified: bool,
+    client: Remote,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
-    if !authorized(ctx, req.headers(), certified) {
+    let Some(key) = identify(ctx, req.headers(), client.certificate, client.from) else {
         return unauthorized();
-    }
+    };
     if let Some(te) = req.headers().get(header::TRANSFER_ENCODING)
         && !te
             .to_str()
@@ -309,7 +317,22 @@ async fn answer(
             return r;
         }
     };
-    match scan(&body, &ctx.scan) {
+    let scanned = scan(&body, &ctx.scan);
+    if let (Some(limiter), Ok(message)) = (&ctx.limiter, &scanned) {
+        let count = match message {
+            Scanned::Single(_) => 1,
+            Scanned::Batch(elements) => elements.len(),
+        };
+        if let Err(f) = super::client::admit(ctx, limiter, key, count, body.len()) {
+            let id = match message {
+                Scanned::Single(m) => id_of(m).map(|i| &body[i.token.clone()]),
+                Scanned::Batch(_) => None,
+            };
+            ctx.metrics.reply_n(ReplyClass::RateLimited, count);
+            return rate_limited(&f, id);
+        }
+    }
+    match scanned {
         Err(ScanError::TooLarge { .. }) => too_large(),
         Err(e) => {
             ctx.metrics.reply(ReplyClass::Invalid);
@@ -355,6 +378,18 @@ async fn answer(
             }
         }
     }
+}
+
+/// 429 with `Retry-After`, and the JSON-RPC error (with the request's id
+/// when it was one request).
+fn rate_limited(f: &Failure, id: Option<&[u8]>) -> HttpResponse {
+    let mut r = json_response(f.http_status(), f.response(id));
+    if let Failure::RateLimited(_, after) = f {
+        let seconds = super::limit::RetryAfter(*after).seconds();
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    r
 }
 
 /// The HTTP answer to one message.

@@ -14,6 +14,7 @@ pub mod browser;
 pub mod client;
 pub mod conn;
 pub mod http;
+pub mod limit;
 pub mod mcp;
 pub mod response;
 pub mod stdio;
@@ -206,25 +207,32 @@ async fn stopped(mut s: Shutdown) {
     let _ = s.wait_for(|v| *v).await;
 }
 
-/// Whether a client is authenticated: by a client certificate
-/// (`certified`), or by an accepted token in its request headers (always,
-/// when the gateway asks for none); counts refusals.
-fn authorized(ctx: &super::Ctx, headers: &hyper::HeaderMap, certified: bool) -> bool {
-    let Some(tokens) = &ctx.tokens else {
-        return true;
-    };
-    if certified {
-        return true;
+/// Who a client is, if it is let in: by its client certificate (its
+/// fingerprint, `certificate`), else by the accepted token in its request
+/// headers, else (when the gateway asks for no token) by its source
+/// address. `None` for a client without an accepted token where one is
+/// asked for; counted.
+fn identify(
+    ctx: &super::Ctx,
+    headers: &hyper::HeaderMap,
+    certificate: Option<u64>,
+    from: std::net::SocketAddr,
+) -> Option<limit::ClientKey> {
+    if let Some(fingerprint) = certificate {
+        return Some(limit::ClientKey::Certificate(fingerprint));
     }
-    let ok = tokens.allows(
+    let Some(tokens) = &ctx.tokens else {
+        return Some(limit::ClientKey::address(from.ip()));
+    };
+    let token = tokens.matching(
         headers
             .get(hyper::header::AUTHORIZATION)
             .map(hyper::header::HeaderValue::as_bytes),
     );
-    if !ok {
+    if token.is_none() {
         ctx.metrics.unauthorized.fetch_add(1, Relaxed);
     }
-    ok
+    token.map(limit::ClientKey::Token)
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ pub async fn serve(edge: Arc<Edge>) {
         tx,
         edge,
         Ingress::STDIO,
+        // The one client of this process: no rate limit of its own.
+        None,
     )
     .await;
     let _ = writer.await;

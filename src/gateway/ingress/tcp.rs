@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use tracing::debug;
 
 use super::client::{stream_client, write_lines};
+use super::limit::ClientKey;
 use super::{Clients, Conn, Kind};
 use crate::gateway::edge::Edge;
 use crate::gateway::lines::LineReader;
@@ -51,13 +52,13 @@ async fn serve(mut clients: Clients, edge: Arc<Edge>) {
                 stream,
                 moved,
                 from,
-                certified,
+                certificate,
                 permit,
             }) = client.open(&edge.ctx, false).await
             else {
                 return;
             };
-            if edge.ctx.tokens.is_some() && !certified {
+            if edge.ctx.tokens.is_some() && certificate.is_none() {
                 // Tokens are asked for and a line has no place for one: only
                 // a certificate lets such a client in.
                 edge.ctx.metrics.unauthorized.fetch_add(1, Relaxed);
@@ -75,7 +76,11 @@ async fn serve(mut clients: Clients, edge: Arc<Edge>) {
             ));
             let max = edge.ctx.limits.max_body;
             let lines = LineReader::skipping_long_lines(r, max);
-            stream_client(lines, tx, edge, ingress).await;
+            let client = match certificate {
+                Some(fingerprint) => ClientKey::Certificate(fingerprint),
+                None => ClientKey::address(from.ip()),
+            };
+            stream_client(lines, tx, edge, ingress, Some(client)).await;
             let _ = writer.await;
             drop(permit);
         });

@@ -28,8 +28,9 @@ use tracing::debug;
 
 use super::browser::Caller;
 use super::client::{MessageSource, stream_client};
+use super::limit::ClientKey;
 use super::response::{HttpResponse, empty_response, status_only};
-use super::{Clients, Conn, Ingress, Kind, authorized};
+use super::{Clients, Conn, Ingress, Kind, identify};
 use crate::gateway::edge::Edge;
 use crate::gateway::stall::{Moved, wrote};
 
@@ -114,16 +115,23 @@ async fn serve(mut clients: Clients, edge: Arc<Edge>) {
                 stream,
                 moved,
                 from,
-                certified,
+                certificate,
                 permit,
             }) = client.open(&edge.ctx, true).await
             else {
                 return;
             };
             let io = TokioIo::new(stream);
-            let permit = Arc::new(permit);
+            let accepted = Arc::new(Accepted {
+                edge: edge.clone(),
+                moved,
+                ingress,
+                from,
+                certificate,
+                _permit: permit,
+            });
             let service = hyper::service::service_fn(|req| {
-                let answer = handshake(req, &edge, &moved, ingress, certified, &permit);
+                let answer = accepted.clone().handshake(req);
                 std::future::ready(Ok::<_, Infallible>(answer))
             });
             // One request per connection: a handshake, or an answer that
@@ -144,79 +152,80 @@ async fn serve(mut clients: Clients, edge: Arc<Edge>) {
     }
 }
 
-/// Answers a handshake request: 101 and the session started on the
-/// upgraded connection, or the HTTP answer that says what is wrong.
-fn handshake(
-    req: Request<hyper::body::Incoming>,
-    edge: &Arc<Edge>,
-    moved: &Arc<Moved>,
+/// A connection to a WebSocket port, before its handshake.
+struct Accepted {
+    edge: Arc<Edge>,
+    /// When octets last moved to the client, for the stall clock.
+    moved: Arc<Moved>,
     ingress: Ingress,
-    certified: bool,
-    permit: &Arc<tokio::sync::OwnedSemaphorePermit>,
-) -> HttpResponse {
-    let mut r = upgrade(req, edge, moved, ingress, certified, permit);
-    if r.status() != StatusCode::SWITCHING_PROTOCOLS {
-        let close = if r.status() == StatusCode::UPGRADE_REQUIRED {
-            "Upgrade, close"
-        } else {
-            "close"
-        };
-        r.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static(close));
-    }
-    r
+    from: std::net::SocketAddr,
+    /// The client certificate's fingerprint, when it presented one.
+    certificate: Option<u64>,
+    /// The connection's slot, held by the session once it runs.
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
-fn upgrade(
-    mut req: Request<hyper::body::Incoming>,
-    edge: &Arc<Edge>,
-    moved: &Arc<Moved>,
-    ingress: Ingress,
-    certified: bool,
-    permit: &Arc<tokio::sync::OwnedSemaphorePermit>,
-) -> HttpResponse {
-    let ctx = &edge.ctx;
-    let caller = ctx.browsers.caller(req.headers());
-    if let Caller::Foreign(origin) = &caller {
-        ctx.metrics.foreign_origins.fetch_add(1, Relaxed);
-        debug!(
-            origin,
-            "WebSocket handshake from a page of a foreign origin refused"
-        );
-        return status_only(StatusCode::FORBIDDEN, &Caller::refusal(origin));
-    }
-    let key = match check_handshake(&req) {
-        Ok(key) => key,
-        Err(refusal) => return refusal,
-    };
-    if !authorized(ctx, req.headers(), certified) {
-        let mut r = status_only(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized: missing or unknown bearer token",
-        );
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return r;
-    }
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let upgrade = hyper::upgrade::on(&mut req);
-    let (edge, moved, permit) = (edge.clone(), moved.clone(), permit.clone());
-    tokio::spawn(async move {
-        match upgrade.await {
-            Ok(upgraded) => session(upgraded, edge, moved, ingress).await,
-            Err(e) => debug!(error = %e, "WebSocket upgrade failed"),
+impl Accepted {
+    /// Answers a handshake request: 101 and the session started on the
+    /// upgraded connection, or the HTTP answer that says what is wrong
+    /// (and closes the connection).
+    fn handshake(self: Arc<Self>, req: Request<hyper::body::Incoming>) -> HttpResponse {
+        let mut r = self.upgrade(req);
+        if r.status() != StatusCode::SWITCHING_PROTOCOLS {
+            let close = if r.status() == StatusCode::UPGRADE_REQUIRED {
+                "Upgrade, close"
+            } else {
+                "close"
+            };
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static(close));
         }
-        drop(permit);
-    });
-    let mut r = empty_response(StatusCode::SWITCHING_PROTOCOLS);
-    let h = r.headers_mut();
-    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-    if let Ok(v) = HeaderValue::from_str(&accept) {
-        h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
+        r
     }
-    caller.decorate(h, "");
-    r
+
+    fn upgrade(self: Arc<Self>, mut req: Request<hyper::body::Incoming>) -> HttpResponse {
+        let ctx = &self.edge.ctx;
+        let caller = ctx.browsers.caller(req.headers());
+        if let Caller::Foreign(origin) = &caller {
+            ctx.metrics.foreign_origins.fetch_add(1, Relaxed);
+            debug!(
+                origin,
+                "WebSocket handshake from a page of a foreign origin refused"
+            );
+            return status_only(StatusCode::FORBIDDEN, &Caller::refusal(origin));
+        }
+        let key = match check_handshake(&req) {
+            Ok(key) => key,
+            Err(refusal) => return refusal,
+        };
+        let Some(client) = identify(ctx, req.headers(), self.certificate, self.from) else {
+            let mut r = status_only(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized: missing or unknown bearer token",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        };
+        let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+        let upgrade = hyper::upgrade::on(&mut req);
+        let me = self.clone();
+        tokio::spawn(async move {
+            match upgrade.await {
+                Ok(upgraded) => me.session(upgraded, client).await,
+                Err(e) => debug!(error = %e, "WebSocket upgrade failed"),
+            }
+        });
+        let mut r = empty_response(StatusCode::SWITCHING_PROTOCOLS);
+        let h = r.headers_mut();
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        if let Ok(v) = HeaderValue::from_str(&accept) {
+            h.insert(header::SEC_WEBSOCKET_ACCEPT, v);
+        }
+        caller.decorate(h, "");
+        r
+    }
 }
 
 /// The request's `Sec-WebSocket-Key` when it is a valid handshake
@@ -285,57 +294,55 @@ fn is_key(k: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/')
 }
 
-/// Serves one WebSocket session on an upgraded connection.
-async fn session(
-    upgraded: hyper::upgrade::Upgraded,
-    edge: Arc<Edge>,
-    moved: Arc<Moved>,
-    ingress: Ingress,
-) {
-    let config = crate::gateway::ws_config(edge.ctx.limits.max_body);
-    let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
-        TokioIo::new(upgraded),
-        Role::Server,
-        Some(config),
-    )
-    .await;
-    let (mut sink, stream) = ws.split();
-    let (tx, mut rx) = edge.ctx.limits.outbox();
-    let (stall, metrics) = (edge.ctx.limits.stall_timeout, edge.ctx.metrics.clone());
-    let close = Arc::new(AtomicU16::new(CloseCode::Normal.into()));
-    let code = close.clone();
-    let writer = tokio::spawn(async move {
-        while let Some(text) = rx.recv().await {
-            let msg = match tokio_tungstenite::tungstenite::Utf8Bytes::try_from(text) {
-                Ok(t) => Message::Text(t),
-                Err(_) => continue,
-            };
-            let write = async {
-                sink.feed(msg).await?;
-                if rx.is_empty() {
-                    sink.flush().await?;
+impl Accepted {
+    /// Serves one WebSocket session on an upgraded connection.
+    async fn session(self: Arc<Self>, upgraded: hyper::upgrade::Upgraded, client: ClientKey) {
+        let (edge, moved, ingress) = (self.edge.clone(), self.moved.clone(), self.ingress);
+        let config = crate::gateway::ws_config(edge.ctx.limits.max_body);
+        let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            TokioIo::new(upgraded),
+            Role::Server,
+            Some(config),
+        )
+        .await;
+        let (mut sink, stream) = ws.split();
+        let (tx, mut rx) = edge.ctx.limits.outbox();
+        let (stall, metrics) = (edge.ctx.limits.stall_timeout, edge.ctx.metrics.clone());
+        let close = Arc::new(AtomicU16::new(CloseCode::Normal.into()));
+        let code = close.clone();
+        let writer = tokio::spawn(async move {
+            while let Some(text) = rx.recv().await {
+                let msg = match tokio_tungstenite::tungstenite::Utf8Bytes::try_from(text) {
+                    Ok(t) => Message::Text(t),
+                    Err(_) => continue,
+                };
+                let write = async {
+                    sink.feed(msg).await?;
+                    if rx.is_empty() {
+                        sink.flush().await?;
+                    }
+                    Ok::<_, Error>(())
+                };
+                // After the client's Close no message may follow (the Close
+                // that answers it goes out below): what is left is dropped.
+                let write = async {
+                    match write.await {
+                        Err(Error::Protocol(ProtocolError::SendAfterClosing)) => Ok(()),
+                        r => r,
+                    }
+                };
+                if !wrote(stall, &moved, &metrics, write).await {
+                    return;
                 }
-                Ok::<_, Error>(())
-            };
-            // After the client's Close no message may follow (the Close
-            // that answers it goes out below): what is left is dropped.
-            let write = async {
-                match write.await {
-                    Err(Error::Protocol(ProtocolError::SendAfterClosing)) => Ok(()),
-                    r => r,
-                }
-            };
-            if !wrote(stall, &moved, &metrics, write).await {
-                return;
             }
-        }
-        let frame = CloseFrame {
-            code: CloseCode::from(code.load(Relaxed)),
-            reason: "".into(),
-        };
-        let _ = sink.send(Message::Close(Some(frame))).await;
-        let _ = sink.close().await;
-    });
-    stream_client(WsSource { stream, close }, tx, edge, ingress).await;
-    let _ = writer.await;
+            let frame = CloseFrame {
+                code: CloseCode::from(code.load(Relaxed)),
+                reason: "".into(),
+            };
+            let _ = sink.send(Message::Close(Some(frame))).await;
+            let _ = sink.close().await;
+        });
+        stream_client(WsSource { stream, close }, tx, edge, ingress, Some(client)).await;
+        let _ = writer.await;
+    }
 }
