@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Two builds of npamp-gateway side by side, in one run on 127.0.0.1: for
+# each, a gateway pair over QUIC (edge HTTP ingress -> origin) in front of
+# one static nginx upstream (`return 200`), and wrk closed loop at 1, 4 and
+# 32 in flight, the builds in turn within each point, ROUNDS (2) times.
+# Prints per point the rate, p50, and the CPU per request of the edge and
+# the origin (utime + stime deltas of /proc/PID/stat), and B over A.
+# SECONDS_PER_POINT (5). Needs Debian's nginx-light and wrk.
+#   results/run-build-ab.sh A_BINARY B_BINARY [OUT_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+A=$(realpath "$1"); B=$(realpath "$2"); OUT=${3:-}
+ROUNDS=${ROUNDS:-2}; SECS=${SECONDS_PER_POINT:-5}
+command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)"; exit 1; }
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"; exit 1; }
+TMP=$(mktemp -d); NGX=$(mktemp -d); chmod 755 "$NGX"
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; [ -f "$NGX/static.pid" ] && kill "$(cat "$NGX/static.pid")" 2>/dev/null; rm -rf "$TMP" "$NGX"; }
+trap cleanup EXIT
+WORKERS=$(nproc)
+source results/nginx.sh
+UP_PORT=$(free_port)
+nginx_conf static "
+  server {
+    listen 127.0.0.1:$UP_PORT;
+    default_type application/json;
+    location / { return 200 '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"0x10d4f\"}'; }
+  }"
+# run NAME READY COMMAND...: in the background, waiting for a stdout line.
+run() {
+  local name=$1 ready=$2; shift 2
+  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" & pids+=($!)
+  printf -v "${name}_pid" %s $!
+  for _ in $(seq 200); do grep -qsE "$ready" "$TMP/$name.out" && return 0; sleep 0.05; done
+  echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
+}
+for build in a b; do
+  bin=$A; [ $build = b ] && bin=$B
+  opub=$("$bin" keygen --out "$TMP/$build-origin.key" --force)
+  epub=$("$bin" keygen --out "$TMP/$build-edge.key" --force)
+  run "${build}_origin" '^listening on' "$bin" serve --listen quic://127.0.0.1:0 \
+    --upstream "http://127.0.0.1:$UP_PORT" --identity "$TMP/$build-origin.key" --trust "$epub"
+  peer=$(grep -m1 '^listening on' "$TMP/${build}_origin.out" | sed 's/^listening on //')
+  run "${build}_edge" '^ingress' "$bin" serve --ingress http://127.0.0.1:0 --peer "$peer" \
+    --identity "$TMP/$build-edge.key" --trust "$opub"
+done
+cat > "$TMP/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+HZ=$(getconf CLK_TCK)
+points=$TMP/points.tsv; : > "$points"
+for round in $(seq "$ROUNDS"); do
+  for c in 1 4 32; do
+    threads=1; [ "$c" -ge 32 ] && threads=2
+    for build in a b; do
+      url=$(grep -m1 '^ingress' "$TMP/${build}_edge.out" | sed 's/^ingress //')/
+      e=${build}_edge_pid; o=${build}_origin_pid
+      wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null
+      e0=$(ticks "${!e}"); o0=$(ticks "${!o}")
+      wrk -t$threads -c$c -d${SECS}s --latency -s "$TMP/post.lua" "$url" > "$TMP/wrk.txt"
+      e1=$(ticks "${!e}"); o1=$(ticks "${!o}")
+      reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.txt")
+      p50=$(awk '$1 == "50%" { print $2 }' "$TMP/wrk.txt")
+      bad=$(awk '/Non-2xx|Socket errors/' "$TMP/wrk.txt" | tr '\n' ' ')
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$c" "$build" "$reqs" "$((e1 - e0))" "$((o1 - o0))" "$p50" "${bad:-none}" | tee -a "$points"
+    done
+  done
+done
+python3 - "$points" "$HZ" "$SECS" "$A" "$B" <<'PY' | tee "$TMP/table.md"
+import sys, collections
+path, hz, secs, a, b = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+rows = collections.defaultdict(list)
+for line in open(path):
+    rnd, c, build, reqs, e, o, p50, bad = line.rstrip("\n").split("\t")
+    n = int(reqs)
+    rows[(int(c), build)].append((n / secs, int(e) * 1e6 / hz / n, int(o) * 1e6 / hz / n, p50, bad))
+print(f"A = {a}\nB = {b}\n")
+print("| in flight | build | req/s | CPU µs/req edge | origin | p50 | B/A rate | B/A edge CPU | B/A origin CPU |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+for c in (1, 4, 32):
+    ra, rb = rows[(c, "a")], rows[(c, "b")]
+    for build, r in (("A", ra), ("B", rb)):
+        def span(i):
+            lo, hi = f"{min(x[i] for x in r):.0f}", f"{max(x[i] for x in r):.0f}"
+            return lo if lo == hi else f"{lo}–{hi}"
+        rate, edge, origin = span(0), span(1), span(2)
+        ratio = ""
+        if build == "B":
+            mean = lambda rs, i: sum(x[i] for x in rs) / len(rs)
+            ratio = f"| {mean(rb,0)/mean(ra,0):.2f} | {mean(rb,1)/mean(ra,1):.2f} | {mean(rb,2)/mean(ra,2):.2f}"
+        else:
+            ratio = "| | |"
+        print(f"| {c} | {build} | {rate} | {edge} | {origin} | {' '.join(x[3] for x in r)} {ratio} |")
+PY
+if [ -n "$OUT" ]; then mkdir -p "$OUT"; cp "$points" "$TMP/table.md" "$OUT/"; fi
