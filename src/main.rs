@@ -227,7 +227,8 @@ fn show_key(path: &Path) -> anyhow::Result<()> {
 async fn serve(options: GatewayOptions) -> anyhow::Result<()> {
     let config = options.resolve_for(config::Command::Serve)?;
     let me = Identity::from_seed(&config.endpoint.identity_seed)?;
-    let gateway = Gateway::start(config).await?;
+    let seed = config.endpoint.identity_seed.clone();
+    let mut gateway = Gateway::start(config).await?;
     println!("identity {}", hex::encode(me.public_key()));
     for l in &gateway.listening {
         println!("listening on {l}");
@@ -238,7 +239,28 @@ async fn serve(options: GatewayOptions) -> anyhow::Result<()> {
     if let Some(m) = gateway.metrics_addr {
         println!("metrics http://{m}/metrics");
     }
-    shutdown_signal().await?;
+    // SIGHUP, or a change of the --config file, reloads what can change
+    // while serving; SIGTERM or Ctrl-C stops.
+    let mut hup = reload_signal()?;
+    let mut file_stamp = config_stamp(&options);
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            r = &mut stop => { r?; break; }
+            _ = hup.recv() => {
+                file_stamp = config_stamp(&options);
+                reload(&mut gateway, &options, &seed, "SIGHUP");
+            }
+            _ = tokio::time::sleep(Duration::from_secs(2)), if options.config.is_some() => {
+                let stamp = config_stamp(&options);
+                if stamp != file_stamp {
+                    file_stamp = stamp;
+                    reload(&mut gateway, &options, &seed, "the config file changed");
+                }
+            }
+        }
+    }
     let m = gateway.ctx.metrics.clone();
     eprintln!("shutting down: draining requests in flight");
     let left = gateway.shutdown().await;
@@ -365,6 +387,76 @@ async fn mock_upstream(
 }
 
 /// Ctrl-C, or SIGTERM where there is one.
+/// The --config file's modification time and length, to notice it change.
+fn config_stamp(options: &GatewayOptions) -> Option<(std::time::SystemTime, u64)> {
+    let meta = std::fs::metadata(options.config.as_ref()?).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+/// Reads the options again and applies them; one log line says what
+/// changed, what could not, or why nothing did.
+fn reload(
+    gateway: &mut Gateway,
+    options: &GatewayOptions,
+    seed: &zeroize::Zeroizing<[u8; 32]>,
+    why: &str,
+) {
+    let mut config = match options.resolve_for(config::Command::Serve) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(%why, error = %e, "reload: the configuration is not valid; nothing changed");
+            return;
+        }
+    };
+    if config.ephemeral_identity {
+        // An ephemeral identity is drawn anew at each reading: keep ours.
+        config.endpoint.identity_seed = seed.clone();
+    }
+    match gateway.reload(config) {
+        Ok(r) if r.changed.is_empty() && r.refused.is_empty() => {
+            tracing::info!(%why, generation = r.generation, "reload: nothing changed");
+        }
+        Ok(r) => {
+            if !r.changed.is_empty() {
+                tracing::info!(%why, generation = r.generation, changed = ?r.changed, "reload: applied");
+            }
+            if !r.refused.is_empty() {
+                tracing::warn!(%why, refused = ?r.refused, "reload: these cannot change while serving and were left as they run; restart to apply them");
+            }
+        }
+        Err(e) => {
+            tracing::error!(%why, error = %e, "reload: nothing changed");
+        }
+    }
+}
+
+/// SIGHUP (never on other systems).
+struct ReloadSignal(#[cfg(unix)] tokio::signal::unix::Signal);
+
+impl ReloadSignal {
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            if self.0.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await
+    }
+}
+
+fn reload_signal() -> std::io::Result<ReloadSignal> {
+    #[cfg(unix)]
+    {
+        Ok(ReloadSignal(tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::hangup(),
+        )?))
+    }
+    #[cfg(not(unix))]
+    Ok(ReloadSignal())
+}
+
 async fn shutdown_signal() -> std::io::Result<()> {
     #[cfg(unix)]
     {

@@ -7,104 +7,15 @@
 mod support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-};
+use support::pki::Pki;
 use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-const TOKEN: &str = "client-a-0123456789abcdef";
+use support::pki::TOKEN;
 const ECHO: &str = r#"{"jsonrpc":"2.0","id":7,"method":"echo","params":["hi"]}"#;
 const REPLY: &str = r#"{"id":7,"jsonrpc":"2.0","result":["hi"]}"#;
-
-/// A CA, a server certificate for 127.0.0.1 and localhost, and client
-/// certificates: one from the CA, one from a CA nobody trusts. PEM files
-/// in `dir`.
-struct Pki {
-    dir: tempdir::Dir,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let dir = tempdir::Dir::new();
-        let ca = |name: &str| {
-            let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CommonName, name);
-            CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("CA")
-        };
-        let (trusted, untrusted) = (ca("test CA"), ca("nobody's CA"));
-        let write = |name: &str, text: String| {
-            std::fs::write(dir.0.join(name), text).expect("write PEM");
-        };
-        write("ca.pem", trusted.pem());
-        let leaf = |sans: Vec<String>, usage, issuer: &CertifiedIssuer<'_, KeyPair>, name: &str| {
-            let mut params = CertificateParams::new(sans).expect("params");
-            params.extended_key_usages = vec![usage];
-            let key = KeyPair::generate().expect("key");
-            let cert = params.signed_by(&key, issuer).expect("sign");
-            write(&format!("{name}.pem"), cert.pem());
-            write(&format!("{name}.key"), key.serialize_pem());
-        };
-        leaf(
-            vec!["127.0.0.1".into(), "localhost".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
-            &trusted,
-            "server",
-        );
-        leaf(
-            vec!["client-a".into()],
-            ExtendedKeyUsagePurpose::ClientAuth,
-            &trusted,
-            "client",
-        );
-        leaf(
-            vec!["intruder".into()],
-            ExtendedKeyUsagePurpose::ClientAuth,
-            &untrusted,
-            "intruder",
-        );
-        write("tokens", format!("{TOKEN}\n"));
-        Pki { dir }
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.dir.0.join(name).to_string_lossy().into_owned()
-    }
-
-    /// A client config trusting the test CA, with the client certificate
-    /// `name` (`client`, `intruder`) or none.
-    fn client(&self, name: Option<&str>) -> Arc<rustls::ClientConfig> {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_file_iter(self.path("ca.pem")).expect("ca") {
-            roots.add(c.expect("cert")).expect("add");
-        }
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_root_certificates(roots);
-        Arc::new(match name {
-            None => builder.with_no_client_auth(),
-            Some(name) => {
-                let chain = CertificateDer::pem_file_iter(self.path(&format!("{name}.pem")))
-                    .expect("chain")
-                    .collect::<Result<Vec<_>, _>>()
-                    .expect("chain");
-                let key =
-                    PrivateKeyDer::from_pem_file(self.path(&format!("{name}.key"))).expect("key");
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .expect("client cert")
-            }
-        })
-    }
-}
 
 /// curl with `args`; `None` when there is no curl here.
 fn curl(args: &[&str]) -> Option<String> {
@@ -175,7 +86,16 @@ async fn https_speaks_http2_and_http1_and_plain_http_takes_h2c() {
     assert_eq!(curl_post(&http, &[]).await, format!("{REPLY} 1.1 200"));
     // A client that does not trust the certificate gets no answer.
     assert!(!curl_post(&https, &[]).await.contains(REPLY));
-    assert!(metric(&pair.edge, "npamp_client_tls_failures_total").await >= 1);
+    assert!(
+        metric_reaches(
+            &pair.edge,
+            "npamp_client_tls_failures_total",
+            1,
+            Duration::from_secs(5)
+        )
+        .await
+            >= 1
+    );
     assert_eq!(
         metric(&pair.edge, "npamp_requests_total{ingress=\"http\"}").await,
         4,
@@ -275,10 +195,28 @@ async fn wss_and_tls_lines_authenticate_clients_by_certificate_or_token() {
         Some(REPLY)
     );
     assert_eq!(tls_line(&lines, pki.client(None)).await, None);
-    assert!(metric(&pair.edge, "npamp_unauthorized_total").await >= 2);
+    assert!(
+        metric_reaches(
+            &pair.edge,
+            "npamp_unauthorized_total",
+            2,
+            Duration::from_secs(5)
+        )
+        .await
+            >= 2
+    );
     // A certificate from a CA the edge does not trust fails the handshake.
     assert_eq!(tls_line(&lines, pki.client(Some("intruder"))).await, None);
-    assert!(metric(&pair.edge, "npamp_client_tls_failures_total").await >= 1);
+    assert!(
+        metric_reaches(
+            &pair.edge,
+            "npamp_client_tls_failures_total",
+            1,
+            Duration::from_secs(5)
+        )
+        .await
+            >= 1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,5 +248,14 @@ async fn without_tokens_a_client_ca_makes_certificates_required() {
         Some(REPLY)
     );
     assert_eq!(tls_line(&lines, pki.client(None)).await, None);
-    assert!(metric(&pair.edge, "npamp_client_tls_failures_total").await >= 1);
+    assert!(
+        metric_reaches(
+            &pair.edge,
+            "npamp_client_tls_failures_total",
+            1,
+            Duration::from_secs(5)
+        )
+        .await
+            >= 1
+    );
 }

@@ -39,7 +39,7 @@ pub async fn client_handshake(
     let (mut client, hello) = Client::start(
         ep.handshake.clone(),
         ep.identity()?,
-        ep.trust.clone(),
+        ep.trust.current(),
         &random,
     )?;
     writer.write_all(&hello).await?;

@@ -31,12 +31,34 @@ pub const FALLBACK_DELAY: Duration = Duration::from_millis(250);
 /// UDP socket buffers asked for on QUIC endpoints.
 pub const UDP_BUFFER_BYTES: usize = 8 << 20;
 
+/// Whom an endpoint accepts, shared by every clone of it: replacing it
+/// (a configuration reload) applies to the handshakes that start from then
+/// on; established associations are not touched.
+#[derive(Clone, Debug)]
+pub struct SharedTrust(Arc<std::sync::RwLock<Trust>>);
+
+impl SharedTrust {
+    pub fn new(trust: Trust) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(trust)))
+    }
+
+    /// The trust a handshake starting now uses.
+    pub fn current(&self) -> Trust {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whom handshakes accept from now on.
+    pub fn replace(&self, trust: Trust) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = trust;
+    }
+}
+
 /// Who we are and whom we accept.
 #[derive(Clone)]
 pub struct Endpoint {
     /// Ed25519 seed of this gateway's identity; zeroized when dropped.
     pub identity_seed: zeroize::Zeroizing<[u8; 32]>,
-    pub trust: Trust,
+    pub trust: SharedTrust,
     pub handshake: HandshakeConfig,
     pub assoc: AssocConfig,
     pub handshake_timeout: Duration,
@@ -118,7 +140,7 @@ impl Endpoint {
     pub fn with_seed(identity_seed: zeroize::Zeroizing<[u8; 32]>, trust: Trust) -> Self {
         Self {
             identity_seed,
-            trust,
+            trust: SharedTrust::new(trust),
             handshake: HandshakeConfig::default(),
             assoc: AssocConfig::default(),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,

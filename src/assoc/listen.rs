@@ -459,7 +459,7 @@ async fn server_handshake(
     reader: &mut FrameReader,
     writer: &mut BoxWrite,
 ) -> Result<Established, LinkError> {
-    let mut server = Server::new(ep.handshake.clone(), ep.identity()?, ep.trust.clone());
+    let mut server = Server::new(ep.handshake.clone(), ep.identity()?, ep.trust.current());
     let share = server
         .handle_client_hello(&reader.next_owned().await?)?
         .to_vec();

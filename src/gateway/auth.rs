@@ -14,7 +14,7 @@ use aws_lc_rs::digest::{SHA256, digest};
 use zeroize::Zeroizing;
 
 /// Accepted bearer tokens, as digests.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Tokens {
     digests: Vec<[u8; 32]>,
 }

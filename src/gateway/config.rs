@@ -878,6 +878,7 @@ impl GatewayOptions {
             browsers,
             ingress_tls,
             rate_limit,
+            ephemeral_identity: self.identity.is_none(),
             limits,
             // The frame limit an association takes from its peer.
             ..GatewayConfig::new(endpoint)

@@ -203,6 +203,8 @@ pub struct GatewayConfig {
     pub ingress_tls: Option<ingress::tls::IngressTls>,
     /// Edge: rate limits per client.
     pub rate_limit: Option<ingress::limit::RateLimit>,
+    /// The identity was generated now (no `--identity`), not read.
+    pub ephemeral_identity: bool,
     pub limits: Limits,
 }
 
@@ -232,6 +234,7 @@ impl GatewayConfig {
             browsers: Default::default(),
             ingress_tls: None,
             rate_limit: None,
+            ephemeral_identity: false,
             limits: Limits::default(),
         }
     }
@@ -253,6 +256,22 @@ impl std::fmt::Debug for GatewayConfig {
     }
 }
 
+/// The part of a running gateway's configuration that a reload (SIGHUP)
+/// replaces while it serves; everything else needs a restart.
+pub struct Live {
+    /// 1 at start, one more at each reload that changed something.
+    pub generation: u64,
+    /// Edge: bearer tokens HTTP and WebSocket clients must present.
+    pub tokens: Option<auth::Tokens>,
+    /// Edge: the web origins whose pages may use the ingress.
+    pub browsers: ingress::browser::BrowserOrigins,
+    /// Edge: rate limits per client (kept across a reload that leaves the
+    /// limits as they are, so no client's buckets refill).
+    pub limiter: Option<Arc<ingress::limit::Limiter>>,
+    /// Edge: the server config of the TLS ingresses (before ALPN).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
 /// What every part of a running gateway shares.
 pub struct Ctx {
     pub protocol: ProtocolId,
@@ -260,10 +279,9 @@ pub struct Ctx {
     pub policy: SafetyPolicy,
     pub allow_methods: Option<HashSet<String>>,
     pub deny_methods: HashSet<String>,
-    pub tokens: Option<auth::Tokens>,
-    pub browsers: ingress::browser::BrowserOrigins,
-    /// Rate limits per client, when configured.
-    pub limiter: Option<ingress::limit::Limiter>,
+    /// What a configuration reload may change: tokens, web origins, rate
+    /// limits, the ingress certificate ([`Ctx::live`]).
+    live: std::sync::RwLock<Arc<Live>>,
     pub limits: Limits,
     /// Limits on JSON-RPC text from the local party (clients, upstream).
     pub scan: crate::jsonrpc::Limits,
@@ -286,9 +304,15 @@ impl Ctx {
             policy: config.policy,
             allow_methods: config.allow_methods.clone(),
             deny_methods: config.deny_methods.clone(),
-            tokens: config.tokens.clone(),
-            browsers: config.browsers.clone(),
-            limiter: config.rate_limit.map(ingress::limit::Limiter::new),
+            live: std::sync::RwLock::new(Arc::new(Live {
+                generation: 1,
+                tokens: config.tokens.clone(),
+                browsers: config.browsers.clone(),
+                limiter: config
+                    .rate_limit
+                    .map(|l| Arc::new(ingress::limit::Limiter::new(l))),
+                tls: None,
+            })),
             scan: crate::jsonrpc::Limits {
                 max_len: config.limits.max_body,
                 max_batch: config.limits.max_batch,
@@ -307,6 +331,15 @@ impl Ctx {
             metrics,
             assocs: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The live part of the configuration, as of now.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_live(&self, live: Live) {
+        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(live);
     }
 
     /// Origin: why a request from the peer (`len` octets of JSON-RPC text)
@@ -470,6 +503,17 @@ pub async fn ws_connect(
     Ok(ws)
 }
 
+/// What a reload did.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The configuration generation now (one more when anything changed).
+    pub generation: u64,
+    /// What changed (flag names).
+    pub changed: Vec<&'static str>,
+    /// What differs but cannot change while running: left as it was.
+    pub refused: Vec<&'static str>,
+}
+
 /// A running gateway.
 pub struct Gateway {
     pub ctx: Arc<Ctx>,
@@ -477,6 +521,10 @@ pub struct Gateway {
     pub listening: Vec<PeerAddr>,
     pub ingress: Vec<IngressUrl>,
     pub metrics_addr: Option<SocketAddr>,
+    /// The configuration it runs, as of its last reload.
+    running: GatewayConfig,
+    /// A digest of the ingress certificate files as last read.
+    tls_files: Option<[u8; 32]>,
     shutdown: watch::Sender<bool>,
     listeners: Vec<Listener>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -485,8 +533,13 @@ pub struct Gateway {
 impl Gateway {
     /// Binds every listener and starts serving.
     pub async fn start(config: GatewayConfig) -> Result<Self, GatewayError> {
+        let running = config.clone();
+        let tls_files = config
+            .ingress_tls
+            .as_ref()
+            .map(ingress::tls::IngressTls::digest);
         if matches!(
-            config.endpoint.trust,
+            config.endpoint.trust.current(),
             crate::handshake::Trust::InsecureAcceptAny
         ) {
             tracing::warn!("{INSECURE_PEERS_WARNING}");
@@ -541,10 +594,16 @@ impl Gateway {
                 .as_ref()
                 .map(ingress::tls::IngressTls::server_config)
                 .transpose()?;
+            let live = ctx.live();
+            ctx.set_live(Live {
+                generation: live.generation,
+                tokens: live.tokens.clone(),
+                browsers: live.browsers.clone(),
+                limiter: live.limiter.clone(),
+                tls,
+            });
             for url in &config.ingress {
-                let (bound, task) = url
-                    .start(edge.clone(), tls.as_deref(), watch_rx.clone())
-                    .await?;
+                let (bound, task) = url.start(edge.clone(), watch_rx.clone()).await?;
                 info!(ingress = %bound, peer = %peer, "accepting JSON-RPC clients");
                 ingress.push(bound);
                 tasks.push(task);
@@ -571,9 +630,111 @@ impl Gateway {
             listening,
             ingress,
             metrics_addr,
+            running,
+            tls_files,
             shutdown,
             listeners,
             tasks,
+        })
+    }
+
+    /// Applies a new configuration while serving (SIGHUP): the trusted peer
+    /// keys (for handshakes from now on), bearer tokens, web origins, rate
+    /// limits and the ingress certificate (for connections from now on)
+    /// change; no association or client connection is dropped. Whatever
+    /// else differs is left as it runs and named in [`Reloaded::refused`]
+    /// (it needs a restart). A new configuration that cannot be used (an
+    /// unreadable certificate) changes nothing.
+    pub fn reload(&mut self, new: GatewayConfig) -> Result<Reloaded, GatewayError> {
+        let old = &self.running;
+        let mut refused = Vec::new();
+        let mut differs = |name: &'static str, same: bool| {
+            if !same {
+                refused.push(name);
+            }
+        };
+        differs("listen", old.listen == new.listen);
+        differs("ingress", old.ingress == new.ingress);
+        differs("peer", old.peer == new.peer);
+        differs("metrics", old.metrics == new.metrics);
+        differs("upstream", old.upstream == new.upstream);
+        differs("upstream-ca", old.upstream_ca == new.upstream_ca);
+        differs(
+            "upstream-header",
+            old.upstream_headers == new.upstream_headers,
+        );
+        differs("protocol", old.protocol == new.protocol);
+        differs("effect", old.effects == new.effects);
+        differs("refuse-effect", old.policy == new.policy);
+        differs("allow-method", old.allow_methods == new.allow_methods);
+        differs("deny-method", old.deny_methods == new.deny_methods);
+        differs("limits", old.limits == new.limits);
+        differs(
+            "identity",
+            *old.endpoint.identity_seed == *new.endpoint.identity_seed,
+        );
+        differs(
+            "ingress-client-ca",
+            old.ingress_tls.as_ref().map(|t| (&t.client_ca, t.certless))
+                == new.ingress_tls.as_ref().map(|t| (&t.client_ca, t.certless)),
+        );
+        let mut changed = Vec::new();
+        let trust = new.endpoint.trust.current();
+        if old.endpoint.trust.current() != trust {
+            changed.push("trust");
+        }
+        if old.tokens != new.tokens {
+            changed.push("auth-token-file");
+        }
+        if old.browsers != new.browsers {
+            changed.push("cors-origin");
+        }
+        if old.rate_limit != new.rate_limit {
+            changed.push("rate-limit");
+        }
+        // The ingress certificate is read again: a renewed one usually
+        // keeps its file names.
+        let digest = new
+            .ingress_tls
+            .as_ref()
+            .map(ingress::tls::IngressTls::digest);
+        let tls = match (&new.ingress_tls, digest != self.tls_files) {
+            (Some(files), true) if !refused.contains(&"ingress-client-ca") => {
+                changed.push("ingress-cert");
+                Some(files.server_config()?)
+            }
+            _ => self.ctx.live().tls.clone(),
+        };
+        let live = self.ctx.live();
+        let generation = live.generation + u64::from(!changed.is_empty());
+        if !changed.is_empty() {
+            old.endpoint.trust.replace(trust);
+            let limiter = if old.rate_limit == new.rate_limit {
+                live.limiter.clone()
+            } else {
+                new.rate_limit
+                    .map(|l| Arc::new(ingress::limit::Limiter::new(l)))
+            };
+            self.ctx.set_live(Live {
+                generation,
+                tokens: new.tokens.clone(),
+                browsers: new.browsers.clone(),
+                limiter,
+                tls,
+            });
+            let running = &mut self.running;
+            running.tokens = new.tokens;
+            running.browsers = new.browsers;
+            running.rate_limit = new.rate_limit;
+            if changed.contains(&"ingress-cert") {
+                running.ingress_tls = new.ingress_tls;
+                self.tls_files = digest;
+            }
+        }
+        Ok(Reloaded {
+            generation,
+            changed,
+            refused,
         })
     }
 
@@ -632,7 +793,10 @@ async fn serve_metrics(listener: TcpListener, ctx: Arc<Ctx>, shutdown: watch::Re
                     let (status, body) = match req.uri().path() {
                         "/metrics" => (200, ctx.metrics.render()),
                         "/healthz" if *shutdown.borrow() => (503, "draining\n".to_owned()),
-                        "/healthz" => (200, "ok\n".to_owned()),
+                        "/healthz" => (
+                            200,
+                            format!("ok\nconfig generation {}\n", ctx.live().generation),
+                        ),
                         _ => (404, "not found: try /metrics or /healthz\n".to_owned()),
                     };
                     let mut r = hyper::Response::new(Full::new(Bytes::from(body)));

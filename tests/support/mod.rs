@@ -12,6 +12,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
+pub mod pki;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_npamp-gateway");
 
 /// A child process killed when dropped, with what it printed on stdout.

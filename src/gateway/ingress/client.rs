@@ -145,7 +145,7 @@ pub async fn stream_client<S: MessageSource>(
                 break;
             }
         };
-        if let (Some(limiter), Some(key)) = (&ctx.limiter, key) {
+        if let (Some(limiter), Some(key)) = (&ctx.live().limiter, key) {
             let count = match scan(&text, &ctx.scan) {
                 Ok(Scanned::Batch(elements)) => elements.len(),
                 _ => 1,

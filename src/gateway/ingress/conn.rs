@@ -23,7 +23,10 @@ pub struct Clients {
     pub(super) listener: TcpListener,
     pub(super) permits: Arc<Semaphore>,
     pub(super) shutdown: Shutdown,
-    pub(super) tls: Option<tokio_rustls::TlsAcceptor>,
+    /// A TLS ingress's acceptor, made again when a reload brings a new
+    /// certificate.
+    pub(super) tls: Option<TlsCache>,
+    pub(super) ctx: Arc<Ctx>,
     /// Which ingress they came in by.
     pub ingress: Ingress,
 }
@@ -64,7 +67,7 @@ impl Clients {
                 a = self.listener.accept() => match a {
                     Ok((tcp, from)) => {
                         let _ = tcp.set_nodelay(true);
-                        let tls = self.tls.clone();
+                        let tls = self.tls.as_mut().and_then(|c| c.acceptor(&self.ctx));
                         return Some(Client { tcp, from, permit, tls });
                     }
                     Err(e) => {
@@ -81,6 +84,32 @@ impl Clients {
     /// Turns `true` when shutdown begins.
     pub fn shutdown(&self) -> Shutdown {
         self.shutdown.clone()
+    }
+}
+
+/// The acceptor of a TLS ingress, for the configuration generation it was
+/// made from.
+pub(super) struct TlsCache {
+    alpn: &'static [&'static [u8]],
+    made: Option<(u64, tokio_rustls::TlsAcceptor)>,
+}
+
+impl TlsCache {
+    pub(super) fn new(alpn: &'static [&'static [u8]]) -> Self {
+        Self { alpn, made: None }
+    }
+
+    /// The acceptor with the certificate of the live configuration.
+    fn acceptor(&mut self, ctx: &Ctx) -> Option<tokio_rustls::TlsAcceptor> {
+        let live = ctx.live();
+        match &self.made {
+            Some((generation, a)) if *generation == live.generation => Some(a.clone()),
+            _ => {
+                let a = super::tls::acceptor(live.tls.as_deref()?, self.alpn);
+                self.made = Some((live.generation, a.clone()));
+                Some(a)
+            }
+        }
     }
 }
 

@@ -172,7 +172,7 @@ async fn handle_http(
     client: Remote,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
-    let caller = ctx.browsers.caller(req.headers());
+    let caller = ctx.live().browsers.caller(req.headers());
     let mut r = match &caller {
         Caller::Foreign(origin) => {
             ctx.metrics.foreign_origins.fetch_add(1, Relaxed);
@@ -318,7 +318,7 @@ async fn answer(
         }
     };
     let scanned = scan(&body, &ctx.scan);
-    if let (Some(limiter), Ok(message)) = (&ctx.limiter, &scanned) {
+    if let (Some(limiter), Ok(message)) = (&ctx.live().limiter, &scanned) {
         let count = match message {
             Scanned::Single(_) => 1,
             Scanned::Batch(elements) => elements.len(),

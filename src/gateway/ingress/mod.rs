@@ -139,33 +139,29 @@ impl IngressUrl {
     }
 
     /// Binds it and serves its clients until `shutdown`; a TLS ingress
-    /// with `tls` (the base server config, [`tls::IngressTls`]).
+    /// with the gateway's ingress certificate ([`crate::gateway::Live`]).
     pub(crate) async fn start(
         self,
         edge: Arc<Edge>,
-        tls: Option<&rustls::ServerConfig>,
         shutdown: Shutdown,
     ) -> Result<(Self, tokio::task::JoinHandle<()>), crate::gateway::GatewayError> {
         let bind = |source| crate::gateway::GatewayError::Bind {
             addr: self.to_string(),
             source,
         };
-        let tls = match (self.tls, tls) {
-            (false, _) => None,
-            (true, Some(base)) => Some(tls::acceptor(base, self.kind().alpn())),
-            (true, None) => {
-                return Err(crate::gateway::GatewayError::Config(format!(
-                    "{self}: a TLS ingress needs --ingress-cert and --ingress-key"
-                )));
-            }
-        };
+        if self.tls && edge.ctx.live().tls.is_none() {
+            return Err(crate::gateway::GatewayError::Config(format!(
+                "{self}: a TLS ingress needs --ingress-cert and --ingress-key"
+            )));
+        }
         let listener = TcpListener::bind(self.addr).await.map_err(bind)?;
         let bound = self.at(listener.local_addr().map_err(bind)?);
         let clients = Clients {
             permits: Arc::new(Semaphore::new(edge.ctx.limits.max_connections)),
             listener,
             shutdown,
-            tls,
+            tls: self.tls.then(|| conn::TlsCache::new(self.kind().alpn())),
+            ctx: edge.ctx.clone(),
             ingress: self.slot,
         };
         Ok((bound, tokio::spawn(self.kind().serve(clients, edge))))
@@ -221,7 +217,8 @@ fn identify(
     if let Some(fingerprint) = certificate {
         return Some(limit::ClientKey::Certificate(fingerprint));
     }
-    let Some(tokens) = &ctx.tokens else {
+    let live = ctx.live();
+    let Some(tokens) = &live.tokens else {
         return Some(limit::ClientKey::address(from.ip()));
     };
     let token = tokens.matching(

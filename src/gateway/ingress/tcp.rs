@@ -58,7 +58,7 @@ async fn serve(mut clients: Clients, edge: Arc<Edge>) {
             else {
                 return;
             };
-            if edge.ctx.tokens.is_some() && certificate.is_none() {
+            if edge.ctx.live().tokens.is_some() && certificate.is_none() {
                 // Tokens are asked for and a line has no place for one: only
                 // a certificate lets such a client in.
                 edge.ctx.metrics.unauthorized.fetch_add(1, Relaxed);

@@ -69,6 +69,31 @@ impl IngressTls {
     }
 }
 
+impl IngressTls {
+    /// A digest of the files' contents (and names), to tell whether a
+    /// reload brings a new certificate; a file that cannot be read counts
+    /// as changed (reading it for the server config then says why).
+    pub fn digest(&self) -> [u8; 32] {
+        let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+        let files = [
+            Some(&self.files.cert_chain),
+            Some(&self.files.private_key),
+            self.client_ca.as_ref(),
+        ];
+        for path in files.into_iter().flatten() {
+            ctx.update(path.as_os_str().as_encoded_bytes());
+            match std::fs::read(path) {
+                Ok(bytes) => ctx
+                    .update(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &bytes).as_ref()),
+                Err(_) => ctx.update(b"unreadable"),
+            }
+        }
+        let mut out = [0u8; 32];
+        out.copy_from_slice(ctx.finish().as_ref());
+        out
+    }
+}
+
 /// `base` with the ALPN protocols of one kind of ingress.
 pub fn acceptor(base: &rustls::ServerConfig, alpn: &[&[u8]]) -> tokio_rustls::TlsAcceptor {
     let mut config = base.clone();

@@ -185,7 +185,7 @@ impl Accepted {
 
     fn upgrade(self: Arc<Self>, mut req: Request<hyper::body::Incoming>) -> HttpResponse {
         let ctx = &self.edge.ctx;
-        let caller = ctx.browsers.caller(req.headers());
+        let caller = ctx.live().browsers.caller(req.headers());
         if let Caller::Foreign(origin) = &caller {
             ctx.metrics.foreign_origins.fetch_add(1, Relaxed);
             debug!(
