@@ -632,9 +632,9 @@ impl GatewayOptions {
             let certificates = self.ingress_client_ca.is_some();
             if let Some(url) = ingress
                 .iter()
-                .find(|i| !(i.kind().carries_tokens() || i.tls && certificates))
+                .find(|i| !(i.kind().carries_tokens() || i.is_tls() && certificates))
             {
-                let how = if url.tls {
+                let how = if url.is_tls() {
                     "authenticate its clients by certificate (--ingress-client-ca)"
                 } else {
                     "serve it over TLS with client certificates (tls+tcp:// and --ingress-client-ca), or from a gateway without --auth-token-file"
@@ -643,9 +643,8 @@ impl GatewayOptions {
                     "auth-token-file",
                     on_cli,
                     format!(
-                        "a {}:// ingress ({}) has no way to present a token: {how}",
-                        url.scheme(),
-                        url.addr
+                        "a {}:// ingress ({url}) has no way to present a token: {how}",
+                        url.scheme()
                     ),
                 ));
             }
@@ -948,7 +947,7 @@ impl GatewayOptions {
         o: &Origins<'_>,
     ) -> Result<Option<super::ingress::tls::IngressTls>, ConfigError> {
         let cli = o.cli;
-        let tls_ingress = ingress.iter().find(|i| i.tls);
+        let tls_ingress = ingress.iter().find(|i| i.is_tls());
         match (&self.ingress_cert, &self.ingress_key, tls_ingress) {
             (Some(cert_chain), Some(private_key), Some(_)) => {
                 Ok(Some(super::ingress::tls::IngressTls {
@@ -1310,7 +1309,7 @@ mod tests {
             !t.certless,
             "without tokens a client CA makes certificates required"
         );
-        assert!(c.ingress[0].tls);
+        assert!(c.ingress[0].is_tls());
         assert!(
             o("http://127.0.0.1:0", false, false)
                 .resolve()

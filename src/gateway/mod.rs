@@ -603,7 +603,7 @@ impl Gateway {
                 tls,
             });
             for url in &config.ingress {
-                let (bound, task) = url.start(edge.clone(), watch_rx.clone()).await?;
+                let (bound, task) = url.clone().start(edge.clone(), watch_rx.clone()).await?;
                 info!(ingress = %bound, peer = %peer, "accepting JSON-RPC clients");
                 ingress.push(bound);
                 tasks.push(task);

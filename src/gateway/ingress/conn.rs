@@ -13,6 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, warn};
 
+use super::limit::ClientKey;
 use super::{Ingress, Shutdown, stopped};
 use crate::gateway::Ctx;
 use crate::gateway::stall::{Moved, Tracked};
@@ -20,7 +21,7 @@ use crate::gateway::stall::{Moved, Tracked};
 /// The client connections of one listener, at most `--max-connections` at
 /// once (a further one waits in the listen backlog), until shutdown.
 pub struct Clients {
-    pub(super) listener: TcpListener,
+    pub(super) listener: Listener,
     pub(super) permits: Arc<Semaphore>,
     pub(super) shutdown: Shutdown,
     /// A TLS ingress's acceptor, made again when a reload brings a new
@@ -31,11 +32,101 @@ pub struct Clients {
     pub ingress: Ingress,
 }
 
+/// A listening socket: TCP, or a Unix domain socket (removed when the
+/// listener goes).
+pub(super) enum Listener {
+    Tcp(TcpListener),
+    Unix {
+        listener: tokio::net::UnixListener,
+        path: std::path::PathBuf,
+    },
+}
+
+impl Listener {
+    /// Binds a Unix socket at `path`. A socket file left by a gateway that
+    /// is gone (nothing accepts on it) is replaced; a live one, or any
+    /// other file, is not.
+    pub(super) fn unix(path: &std::path::Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::FileTypeExt;
+        if let Ok(meta) = std::fs::symlink_metadata(path)
+            && meta.file_type().is_socket()
+            && std::os::unix::net::UnixStream::connect(path).is_err()
+        {
+            std::fs::remove_file(path)?;
+        }
+        let listener = tokio::net::UnixListener::bind(path)?;
+        Ok(Self::Unix {
+            listener,
+            path: path.to_owned(),
+        })
+    }
+
+    async fn accept(&self) -> std::io::Result<(Socket, Peer)> {
+        match self {
+            Listener::Tcp(l) => {
+                let (tcp, from) = l.accept().await?;
+                let _ = tcp.set_nodelay(true);
+                Ok((Socket::Tcp(tcp), Peer::Net(from)))
+            }
+            Listener::Unix { listener, .. } => {
+                let (unix, _) = listener.accept().await?;
+                let uid = unix.peer_cred().ok().map(|c| c.uid());
+                Ok((Socket::Unix(unix), Peer::Local { uid }))
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Unix { path, .. } = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// An accepted socket.
+enum Socket {
+    Tcp(TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+/// Who a connection comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// A TCP client's address.
+    Net(std::net::SocketAddr),
+    /// A client on the same machine, over a Unix socket (its user, when
+    /// the system says).
+    Local { uid: Option<u32> },
+}
+
+impl Peer {
+    /// The client's rate-limit key when it has no token or certificate:
+    /// its address, or its local user.
+    pub fn key(self) -> ClientKey {
+        match self {
+            Peer::Net(a) => ClientKey::address(a.ip()),
+            Peer::Local { uid } => ClientKey::LocalUser(uid.unwrap_or(u32::MAX)),
+        }
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Net(a) => a.fmt(f),
+            Peer::Local { uid: Some(uid) } => write!(f, "local user {uid}"),
+            Peer::Local { uid: None } => f.write_str("local"),
+        }
+    }
+}
+
 /// One accepted client connection, not opened yet; its slot is given back
 /// when it (or the [`Conn`] it opens into) is dropped.
 pub struct Client {
-    tcp: TcpStream,
-    pub from: std::net::SocketAddr,
+    socket: Socket,
+    pub from: Peer,
     permit: OwnedSemaphorePermit,
     tls: Option<tokio_rustls::TlsAcceptor>,
 }
@@ -45,17 +136,18 @@ pub struct Conn {
     pub stream: Stream,
     /// When octets last moved to the client, for the stall clock.
     pub moved: Arc<Moved>,
-    pub from: std::net::SocketAddr,
+    pub from: Peer,
     /// The fingerprint of the certificate the client presented, which
     /// chains to `--ingress-client-ca`: it is authenticated.
     pub certificate: Option<u64>,
     pub permit: OwnedSemaphorePermit,
 }
 
-/// A client's byte stream: TCP, or TLS over TCP.
+/// A client's byte stream: TCP, TLS over TCP, or a Unix socket.
 pub enum Stream {
     Plain(Tracked<TcpStream>),
     Tls(Box<tokio_rustls::server::TlsStream<Tracked<TcpStream>>>),
+    Unix(Tracked<tokio::net::UnixStream>),
 }
 
 impl Clients {
@@ -65,10 +157,9 @@ impl Clients {
         loop {
             tokio::select! {
                 a = self.listener.accept() => match a {
-                    Ok((tcp, from)) => {
-                        let _ = tcp.set_nodelay(true);
+                    Ok((socket, from)) => {
                         let tls = self.tls.as_mut().and_then(|c| c.acceptor(&self.ctx));
-                        return Some(Client { tcp, from, permit, tls });
+                        return Some(Client { socket, from, permit, tls });
                     }
                     Err(e) => {
                         // Out of descriptors and the like: pause, do not spin.
@@ -121,7 +212,11 @@ impl Client {
     /// as that is full.
     pub fn bound_send_buffer(&self, ctx: &Ctx) {
         let n = ctx.limits.session_buffer.max(64 << 10);
-        if let Err(e) = socket2::SockRef::from(&self.tcp).set_send_buffer_size(n) {
+        let sock = match &self.socket {
+            Socket::Tcp(tcp) => socket2::SockRef::from(tcp),
+            Socket::Unix(unix) => socket2::SockRef::from(unix),
+        };
+        if let Err(e) = sock.set_send_buffer_size(n) {
             debug!(error = %e, "cannot set the client socket's send buffer");
         }
     }
@@ -135,7 +230,7 @@ impl Client {
         let stall = ctx.limits.stall_timeout;
         let moved = Moved::new();
         let Client {
-            tcp,
+            socket,
             from,
             permit,
             tls,
@@ -144,22 +239,36 @@ impl Client {
             ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
             debug!(%from, "client sent nothing within the stall timeout");
         };
-        let (stream, certificate) = match tls {
-            None if !first_octet => (Stream::Plain(Tracked::new(tcp, moved.clone())), None),
-            None => {
-                // A silent socket would otherwise hold its slot: hyper's
-                // header timeout starts only once it knows the version.
-                match tokio::time::timeout(stall, tcp.peek(&mut [0u8; 1])).await {
-                    Ok(Ok(n)) if n > 0 => {}
-                    Ok(_) => return None,
-                    Err(_) => {
-                        stalled();
-                        return None;
+        // A silent socket would otherwise hold its slot: hyper's header
+        // timeout starts only once it knows the HTTP version.
+        let (stream, certificate) = match (socket, tls) {
+            (Socket::Unix(unix), _) => {
+                if first_octet {
+                    match tokio::time::timeout(stall, unix.readable()).await {
+                        Ok(Ok(())) => {}
+                        Ok(_) => return None,
+                        Err(_) => {
+                            stalled();
+                            return None;
+                        }
+                    }
+                }
+                (Stream::Unix(Tracked::new(unix, moved.clone())), None)
+            }
+            (Socket::Tcp(tcp), None) => {
+                if first_octet {
+                    match tokio::time::timeout(stall, tcp.readable()).await {
+                        Ok(Ok(())) => {}
+                        Ok(_) => return None,
+                        Err(_) => {
+                            stalled();
+                            return None;
+                        }
                     }
                 }
                 (Stream::Plain(Tracked::new(tcp, moved.clone())), None)
             }
-            Some(acceptor) => {
+            (Socket::Tcp(tcp), Some(acceptor)) => {
                 let tracked = Tracked::new(tcp, moved.clone());
                 match tokio::time::timeout(stall, acceptor.accept(tracked)).await {
                     Ok(Ok(tls)) => {
@@ -210,6 +319,7 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -223,6 +333,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
         }
     }
 
@@ -234,6 +345,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Stream::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -241,6 +353,7 @@ impl AsyncWrite for Stream {
         match self {
             Stream::Plain(s) => s.is_write_vectored(),
             Stream::Tls(s) => s.is_write_vectored(),
+            Stream::Unix(s) => s.is_write_vectored(),
         }
     }
 
@@ -248,6 +361,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -255,6 +369,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }

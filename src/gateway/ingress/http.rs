@@ -42,6 +42,10 @@ impl Kind for Http {
         "https"
     }
 
+    fn unix_scheme(&self) -> Option<&'static str> {
+        Some("unix")
+    }
+
     fn alpn(&self) -> &'static [&'static [u8]] {
         &[b"h2", b"http/1.1"]
     }
@@ -135,7 +139,7 @@ pub const UNAUTHORIZED_CODE: i32 = -32012;
 /// Who is on the other end of an HTTP connection.
 #[derive(Clone, Copy)]
 struct Remote {
-    from: std::net::SocketAddr,
+    from: super::Peer,
     certificate: Option<u64>,
 }
 

@@ -37,6 +37,8 @@ pub enum ClientKey {
     Certificate(u64),
     /// Its source address (an IPv6 address masked to its /64).
     Address(u128),
+    /// Its user, on this machine (a Unix socket client).
+    LocalUser(u32),
     /// A client met when the table was full of active ones.
     Overflow,
 }

@@ -22,7 +22,7 @@ pub mod tcp;
 pub mod tls;
 pub mod ws;
 
-pub use conn::{Client, Clients, Conn, Stream};
+pub use conn::{Client, Clients, Conn, Peer, Stream};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -40,6 +40,11 @@ pub trait Kind: Sync {
     fn scheme(&self) -> &'static str;
     /// The scheme of its `--ingress` URL over TLS.
     fn tls_scheme(&self) -> &'static str;
+    /// The scheme of its `--ingress` URL on a Unix domain socket, if it
+    /// has one.
+    fn unix_scheme(&self) -> Option<&'static str> {
+        None
+    }
     /// The ALPN protocols it offers over TLS, preferred first.
     fn alpn(&self) -> &'static [&'static [u8]];
     /// Whether its clients can present a bearer token
@@ -85,30 +90,49 @@ impl Ingress {
     }
 }
 
+/// Where an ingress listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// A TCP address, plaintext.
+    Tcp(std::net::SocketAddr),
+    /// A TCP address, TLS (`https://`, `wss://`, `tls+tcp://`).
+    Tls(std::net::SocketAddr),
+    /// A Unix domain socket (`unix:///path`, `unix+lines:///path`), for
+    /// local clients.
+    Unix(std::path::PathBuf),
+}
+
 /// An `--ingress` URL: `SCHEME://HOST:PORT` with the plaintext or the TLS
-/// scheme of one of [`KINDS`].
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// scheme of one of [`KINDS`], or `SCHEME:///PATH` with its Unix socket
+/// scheme.
+#[derive(Clone, PartialEq, Eq)]
 pub struct IngressUrl {
     slot: Ingress,
-    /// Over TLS (`https://`, `wss://`, `tls+tcp://`).
-    pub tls: bool,
-    pub addr: std::net::SocketAddr,
+    pub place: Place,
 }
 
 impl IngressUrl {
     /// The ingress with this scheme on `addr`; `None` for an unknown one.
     pub fn new(scheme: &str, addr: std::net::SocketAddr) -> Option<Self> {
         KINDS.iter().enumerate().find_map(|(i, k)| {
-            let tls = match scheme {
-                s if s == k.scheme() => false,
-                s if s == k.tls_scheme() => true,
+            let place = match scheme {
+                s if s == k.scheme() => Place::Tcp(addr),
+                s if s == k.tls_scheme() => Place::Tls(addr),
                 _ => return None,
             };
             Some(Self {
                 slot: Ingress(i as u8),
-                tls,
-                addr,
+                place,
             })
+        })
+    }
+
+    /// The ingress with this Unix socket scheme at `path`.
+    fn unix(scheme: &str, path: std::path::PathBuf) -> Option<Self> {
+        let i = KINDS.iter().position(|k| k.unix_scheme() == Some(scheme))?;
+        Some(Self {
+            slot: Ingress(i as u8),
+            place: Place::Unix(path),
         })
     }
 
@@ -116,8 +140,7 @@ impl IngressUrl {
     pub fn http(addr: std::net::SocketAddr) -> Self {
         Self {
             slot: Ingress::HTTP,
-            tls: false,
-            addr,
+            place: Place::Tcp(addr),
         }
     }
 
@@ -125,17 +148,17 @@ impl IngressUrl {
         KINDS[self.slot.index()]
     }
 
-    pub fn scheme(&self) -> &'static str {
-        if self.tls {
-            self.kind().tls_scheme()
-        } else {
-            self.kind().scheme()
-        }
+    /// Whether it speaks TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.place, Place::Tls(_))
     }
 
-    /// The same kind of ingress on `addr` (the bound port).
-    pub fn at(self, addr: std::net::SocketAddr) -> Self {
-        Self { addr, ..self }
+    pub fn scheme(&self) -> &'static str {
+        match self.place {
+            Place::Tcp(_) => self.kind().scheme(),
+            Place::Tls(_) => self.kind().tls_scheme(),
+            Place::Unix(_) => self.kind().unix_scheme().unwrap_or("unix"),
+        }
     }
 
     /// Binds it and serves its clients until `shutdown`; a TLS ingress
@@ -149,22 +172,39 @@ impl IngressUrl {
             addr: self.to_string(),
             source,
         };
-        if self.tls && edge.ctx.live().tls.is_none() {
+        if self.is_tls() && edge.ctx.live().tls.is_none() {
             return Err(crate::gateway::GatewayError::Config(format!(
                 "{self}: a TLS ingress needs --ingress-cert and --ingress-key"
             )));
         }
-        let listener = TcpListener::bind(self.addr).await.map_err(bind)?;
-        let bound = self.at(listener.local_addr().map_err(bind)?);
+        let (listener, place) = match &self.place {
+            Place::Tcp(a) | Place::Tls(a) => {
+                let l = TcpListener::bind(a).await.map_err(bind)?;
+                let bound = l.local_addr().map_err(bind)?;
+                let place = match self.place {
+                    Place::Tls(_) => Place::Tls(bound),
+                    _ => Place::Tcp(bound),
+                };
+                (conn::Listener::Tcp(l), place)
+            }
+            Place::Unix(path) => (
+                conn::Listener::unix(path).map_err(bind)?,
+                self.place.clone(),
+            ),
+        };
         let clients = Clients {
             permits: Arc::new(Semaphore::new(edge.ctx.limits.max_connections)),
             listener,
             shutdown,
-            tls: self.tls.then(|| conn::TlsCache::new(self.kind().alpn())),
+            tls: self
+                .is_tls()
+                .then(|| conn::TlsCache::new(self.kind().alpn())),
             ctx: edge.ctx.clone(),
             ingress: self.slot,
         };
-        Ok((bound, tokio::spawn(self.kind().serve(clients, edge))))
+        let bound = Self { place, ..self };
+        let task = tokio::spawn(bound.kind().serve(clients, edge));
+        Ok((bound, task))
     }
 }
 
@@ -176,9 +216,28 @@ impl std::str::FromStr for IngressUrl {
             .iter()
             .flat_map(|k| [k.scheme(), k.tls_scheme()])
             .map(|scheme| format!("{scheme}://ADDR"))
+            .chain(
+                KINDS
+                    .iter()
+                    .filter_map(|k| k.unix_scheme())
+                    .map(|scheme| format!("{scheme}:///PATH")),
+            )
             .collect::<Vec<_>>()
             .join(", ");
         let bad = |why: &str| format!("bad ingress {s:?}: {why}: expected {expected}");
+        if let Some((scheme, path)) = s.split_once("://")
+            && let scheme = scheme.to_ascii_lowercase()
+            && KINDS
+                .iter()
+                .any(|k| k.unix_scheme() == Some(scheme.as_str()))
+        {
+            if !path.starts_with('/') || path.len() < 2 {
+                return Err(bad(
+                    "a Unix socket needs an absolute path, as in unix:///run/npamp.sock",
+                ));
+            }
+            return Self::unix(&scheme, path.into()).ok_or_else(|| bad("unknown scheme"));
+        }
         let url: crate::assoc::SchemeAddr = s.parse().map_err(bad)?;
         Self::new(&url.scheme, url.addr).ok_or_else(|| bad("unknown scheme"))
     }
@@ -186,7 +245,10 @@ impl std::str::FromStr for IngressUrl {
 
 impl std::fmt::Display for IngressUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}://{}", self.scheme(), self.addr)
+        match &self.place {
+            Place::Tcp(a) | Place::Tls(a) => write!(f, "{}://{a}", self.scheme()),
+            Place::Unix(path) => write!(f, "{}://{}", self.scheme(), path.display()),
+        }
     }
 }
 
@@ -212,14 +274,14 @@ fn identify(
     ctx: &super::Ctx,
     headers: &hyper::HeaderMap,
     certificate: Option<u64>,
-    from: std::net::SocketAddr,
+    from: Peer,
 ) -> Option<limit::ClientKey> {
     if let Some(fingerprint) = certificate {
         return Some(limit::ClientKey::Certificate(fingerprint));
     }
     let live = ctx.live();
     let Some(tokens) = &live.tokens else {
-        return Some(limit::ClientKey::address(from.ip()));
+        return Some(from.key());
     };
     let token = tokens.matching(
         headers
@@ -253,15 +315,24 @@ mod tests {
             let url: IngressUrl = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(url.scheme(), scheme);
             assert_eq!(url.to_string(), printed);
-            assert_eq!(url.tls, !["http", "ws", "tcp"].contains(&scheme));
+            assert_eq!(url.is_tls(), !["http", "ws", "tcp"].contains(&scheme));
             assert_eq!(url.slot.name(), url.kind().scheme());
             assert_eq!(printed.parse::<IngressUrl>(), Ok(url));
         }
+        let unix: IngressUrl = "unix:///run/npamp.sock".parse().expect("unix");
+        assert_eq!(unix.place, Place::Unix("/run/npamp.sock".into()));
+        assert_eq!(unix.scheme(), "unix");
+        assert_eq!(unix.kind().scheme(), "http");
+        let lines: IngressUrl = "unix+lines:///tmp/l.sock".parse().expect("unix+lines");
+        assert_eq!(lines.kind().scheme(), "tcp");
+        assert_eq!(lines.to_string(), "unix+lines:///tmp/l.sock");
+        let e = "unix://relative.sock".parse::<IngressUrl>().unwrap_err();
+        assert!(e.contains("absolute path"), "{e}");
         for bad in ["udp://127.0.0.1:1", "http://127.0.0.1", "127.0.0.1:80"] {
             let e = bad.parse::<IngressUrl>().unwrap_err();
             assert!(
                 e.contains(bad)
-                    && e.contains("http://ADDR, https://ADDR, ws://ADDR, wss://ADDR, tcp://ADDR, tls+tcp://ADDR"),
+                    && e.contains("http://ADDR, https://ADDR, ws://ADDR, wss://ADDR, tcp://ADDR, tls+tcp://ADDR, unix:///PATH, unix+lines:///PATH"),
                 "{e}"
             );
         }

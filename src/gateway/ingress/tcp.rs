@@ -27,6 +27,10 @@ impl Kind for Lines {
         "tls+tcp"
     }
 
+    fn unix_scheme(&self) -> Option<&'static str> {
+        Some("unix+lines")
+    }
+
     fn alpn(&self) -> &'static [&'static [u8]] {
         &[]
     }
@@ -78,7 +82,7 @@ async fn serve(mut clients: Clients, edge: Arc<Edge>) {
             let lines = LineReader::skipping_long_lines(r, max);
             let client = match certificate {
                 Some(fingerprint) => ClientKey::Certificate(fingerprint),
-                None => ClientKey::address(from.ip()),
+                None => from.key(),
             };
             stream_client(lines, tx, edge, ingress, Some(client)).await;
             let _ = writer.await;

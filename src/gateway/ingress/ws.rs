@@ -158,7 +158,7 @@ struct Accepted {
     /// When octets last moved to the client, for the stall clock.
     moved: Arc<Moved>,
     ingress: Ingress,
-    from: std::net::SocketAddr,
+    from: super::Peer,
     /// The client certificate's fingerprint, when it presented one.
     certificate: Option<u64>,
     /// The connection's slot, held by the session once it runs.
