@@ -87,7 +87,7 @@ pub struct GatewayOptions {
     /// characters); others get 401.
     #[arg(long, value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
-    /// Edge: pages of this web origin (https://app.example, or * for
+    /// Edge: pages of this web origin (`https://app.example`, or `*` for
     /// every page) may use the HTTP and WebSocket ingresses (CORS;
     /// repeatable). Pages of other origins are refused with 403, programs
     /// (no Origin header) are not affected.

@@ -5,7 +5,7 @@
 //!
 //! Each kind of listening ingress is one module behind [`Kind`]: the scheme
 //! of its `--ingress` URL, whether its clients can present a bearer token,
-//! and how it serves the [`Clients`] of one listener. [`KINDS`] registers
+//! and how it serves the [`Clients`] of one listener. `KINDS` registers
 //! them; a URL ([`IngressUrl`]), the gateway's start-up, the config checks
 //! and the metrics all go through it. Session clients share one loop
 //! ([`client`]): a [`client::MessageSource`] in, an outbox of replies out.
@@ -59,7 +59,7 @@ pub trait Kind: Sync {
 static KINDS: [&dyn Kind; 3] = [&http::Http, &ws::WebSocket, &tcp::Lines];
 
 /// Where a JSON-RPC message entered the gateway: a slot of the metrics, one
-/// per kind of [`KINDS`] and one for stdio (`npamp-gateway connect`).
+/// per kind of `KINDS` and one for stdio (`npamp-gateway connect`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ingress(u8);
 
@@ -103,7 +103,7 @@ pub enum Place {
 }
 
 /// An `--ingress` URL: `SCHEME://HOST:PORT` with the plaintext or the TLS
-/// scheme of one of [`KINDS`], or `SCHEME:///PATH` with its Unix socket
+/// scheme of one of `KINDS`, or `SCHEME:///PATH` with its Unix socket
 /// scheme.
 #[derive(Clone, PartialEq, Eq)]
 pub struct IngressUrl {
