@@ -157,15 +157,7 @@ async fn each_client_gets_its_rate_and_the_rest_is_refused_and_counted() {
     // -32013 with their ids, the connection carries on.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let ws = pair.ingress("ws://");
-    let mut request =
-        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(ws.as_str())
-            .expect("request");
-    request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {TOKEN_B}").parse().expect("header"),
-    );
-    let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("ws");
-    let mut session = Client::Ws(socket);
+    let mut session = Client::ws_with_token(&ws, TOKEN_B).await;
     let start = Instant::now();
     for id in 100..130 {
         session

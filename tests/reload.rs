@@ -144,15 +144,7 @@ async fn a_reload_changes_trust_tokens_and_certificate_without_dropping_anyone()
     assert_ne!(other_edge().await, 200, "an edge the origin does not trust");
 
     // A WebSocket session, opened now, used after the reload.
-    let mut request =
-        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(ws.as_str())
-            .expect("request");
-    request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {A}").parse().expect("header"),
-    );
-    let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("ws");
-    let mut session = Client::Ws(socket);
+    let mut session = Client::ws_with_token(&ws, A).await;
     session.send(&echo(10)).await;
     assert_eq!(session.recv().await.expect("reply")["result"][0], 10);
 

@@ -378,6 +378,21 @@ pub enum Client {
 }
 
 impl Client {
+    /// A WebSocket client whose handshake carries `Authorization: Bearer
+    /// TOKEN`.
+    pub async fn ws_with_token(url: &str, token: &str) -> Client {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = url.into_client_request().expect("request");
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {token}").parse().expect("header"),
+        );
+        let (ws, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .expect("WebSocket");
+        Client::Ws(ws)
+    }
+
     pub async fn ws(url: &str) -> Client {
         let (ws, _) = tokio_tungstenite::connect_async(url)
             .await

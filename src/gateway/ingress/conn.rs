@@ -176,6 +176,37 @@ impl Clients {
     pub fn shutdown(&self) -> Shutdown {
         self.shutdown.clone()
     }
+
+    /// Serves every client until shutdown, each on a task of its own:
+    /// opened as `opening` says ([`Client::open`]), then given to `serve`.
+    pub async fn each<F, Fut>(mut self, opening: Opening, serve: F)
+    where
+        F: Fn(Conn) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let serve = Arc::new(serve);
+        while let Some(client) = self.next().await {
+            if opening.session {
+                client.bound_send_buffer(&self.ctx);
+            }
+            let (ctx, serve) = (self.ctx.clone(), serve.clone());
+            tokio::spawn(async move {
+                if let Some(conn) = client.open(&ctx, opening.first_octet).await {
+                    serve(conn).await;
+                }
+            });
+        }
+    }
+}
+
+/// How a kind of ingress opens its connections.
+#[derive(Clone, Copy, Debug)]
+pub struct Opening {
+    /// A request is due at once (HTTP, a WebSocket handshake): the first
+    /// octet must come within the stall timeout.
+    pub first_octet: bool,
+    /// A session client: its socket's send buffer is bounded.
+    pub session: bool,
 }
 
 /// The acceptor of a TLS ingress, for the configuration generation it was
@@ -243,28 +274,14 @@ impl Client {
         // timeout starts only once it knows the HTTP version.
         let (stream, certificate) = match (socket, tls) {
             (Socket::Unix(unix), _) => {
-                if first_octet {
-                    match tokio::time::timeout(stall, unix.readable()).await {
-                        Ok(Ok(())) => {}
-                        Ok(_) => return None,
-                        Err(_) => {
-                            stalled();
-                            return None;
-                        }
-                    }
+                if first_octet && !arrives(stall, unix.readable(), stalled).await {
+                    return None;
                 }
                 (Stream::Unix(Tracked::new(unix, moved.clone())), None)
             }
             (Socket::Tcp(tcp), None) => {
-                if first_octet {
-                    match tokio::time::timeout(stall, tcp.readable()).await {
-                        Ok(Ok(())) => {}
-                        Ok(_) => return None,
-                        Err(_) => {
-                            stalled();
-                            return None;
-                        }
-                    }
+                if first_octet && !arrives(stall, tcp.readable(), stalled).await {
+                    return None;
                 }
                 (Stream::Plain(Tracked::new(tcp, moved.clone())), None)
             }
@@ -299,6 +316,22 @@ impl Client {
             certificate,
             permit,
         })
+    }
+}
+
+/// Whether a socket becomes readable within `stall`; `stalled` is told
+/// when it does not.
+async fn arrives(
+    stall: Duration,
+    readable: impl Future<Output = std::io::Result<()>>,
+    stalled: impl FnOnce(),
+) -> bool {
+    match tokio::time::timeout(stall, readable).await {
+        Ok(r) => r.is_ok(),
+        Err(_) => {
+            stalled();
+            false
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use hyper_util::server::conn::auto;
 use tracing::{debug, warn};
 
 use super::browser::Caller;
+use super::conn::Opening;
 use super::mcp::McpSessions;
 use super::response::{HttpResponse, empty_response, json_response, status_only};
 use super::{Clients, Conn, Ingress, Kind, identify, stopped};
@@ -59,62 +60,69 @@ impl Kind for Http {
     }
 }
 
-async fn serve(mut clients: Clients, edge: Arc<Edge>) {
+async fn serve(clients: Clients, edge: Arc<Edge>) {
     let mcp = Arc::new(McpSessions::default());
-    while let Some(client) = clients.next().await {
-        let (edge, shutdown, mcp) = (edge.clone(), clients.shutdown(), mcp.clone());
-        tokio::spawn(async move {
-            let Some(Conn {
-                stream,
-                moved,
-                from,
-                certificate,
-                permit,
-            }) = client.open(&edge.ctx, true).await
-            else {
-                return;
-            };
-            let service = hyper::service::service_fn(|req| {
-                let (edge, mcp) = (edge.clone(), mcp.clone());
-                let client = Remote { from, certificate };
-                async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp, client).await) }
-            });
-            let stall = edge.ctx.limits.stall_timeout;
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(stall);
-            builder.http2().timer(TokioTimer::new());
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            // A client that takes no octet of its reply for the stall
-            // timeout is given up (hyper has no write timeout of its own).
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = stopped(shutdown) => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-                () = stalled(&moved, stall) => {
-                    warn!(%from, "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it", stall.as_secs_f64());
-                    edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
-                    Ok(())
-                }
-            };
-            if let Err(e) = result {
-                let timeout = e
-                    .downcast_ref::<hyper::Error>()
-                    .is_some_and(hyper::Error::is_timeout);
-                if timeout {
-                    // Headers not complete within the stall timeout (slowloris).
-                    edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
-                }
-                debug!(%from, error = %e, "HTTP connection ended");
-            }
-            drop(permit);
-        });
+    let shutdown = clients.shutdown();
+    let opening = Opening {
+        first_octet: true,
+        session: false,
+    };
+    clients
+        .each(opening, move |conn| {
+            connection(conn, edge.clone(), mcp.clone(), shutdown.clone())
+        })
+        .await;
+}
+
+/// Serves one HTTP connection (HTTP/1.1 or HTTP/2) until the client goes,
+/// shutdown, or the client stops taking its replies.
+async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown: super::Shutdown) {
+    let Conn {
+        stream,
+        moved,
+        from,
+        certificate,
+        permit,
+    } = conn;
+    let service = hyper::service::service_fn(|req| {
+        let (edge, mcp) = (edge.clone(), mcp.clone());
+        let client = Remote { from, certificate };
+        async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp, client).await) }
+    });
+    let stall = edge.ctx.limits.stall_timeout;
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(stall);
+    builder.http2().timer(TokioTimer::new());
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    // A client that takes no octet of its reply for the stall timeout is
+    // given up (hyper has no write timeout of its own).
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = stopped(shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+        () = stalled(&moved, stall) => {
+            warn!(%from, "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it", stall.as_secs_f64());
+            edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+            Ok(())
+        }
+    };
+    if let Err(e) = result {
+        let timeout = e
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_timeout);
+        if timeout {
+            // Headers not complete within the stall timeout (slowloris).
+            edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+        }
+        debug!(%from, error = %e, "HTTP connection ended");
     }
+    drop(permit);
 }
 
 /// 401 for a client without an accepted bearer token.

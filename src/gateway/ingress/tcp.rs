@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use tracing::debug;
 
 use super::client::{stream_client, write_lines};
+use super::conn::Opening;
 use super::limit::ClientKey;
 use super::{Clients, Conn, Kind};
 use crate::gateway::edge::Edge;
@@ -46,47 +47,50 @@ impl Kind for Lines {
     }
 }
 
-async fn serve(mut clients: Clients, edge: Arc<Edge>) {
+async fn serve(clients: Clients, edge: Arc<Edge>) {
     let ingress = clients.ingress;
-    while let Some(client) = clients.next().await {
-        let edge = edge.clone();
-        client.bound_send_buffer(&edge.ctx);
-        tokio::spawn(async move {
-            let Some(Conn {
-                stream,
-                moved,
-                from,
-                certificate,
-                permit,
-            }) = client.open(&edge.ctx, false).await
-            else {
-                return;
-            };
-            if edge.ctx.live().tokens.is_some() && certificate.is_none() {
-                // Tokens are asked for and a line has no place for one: only
-                // a certificate lets such a client in.
-                edge.ctx.metrics.unauthorized.fetch_add(1, Relaxed);
-                debug!(%from, "line client without a client certificate refused");
-                return;
-            }
-            let (r, w) = tokio::io::split(stream);
-            let (tx, rx) = edge.ctx.limits.outbox();
-            let writer = tokio::spawn(write_lines(
-                w,
-                moved,
-                rx,
-                edge.ctx.limits.stall_timeout,
-                edge.ctx.metrics.clone(),
-            ));
-            let max = edge.ctx.limits.max_body;
-            let lines = LineReader::skipping_long_lines(r, max);
-            let client = match certificate {
-                Some(fingerprint) => ClientKey::Certificate(fingerprint),
-                None => from.key(),
-            };
-            stream_client(lines, tx, edge, ingress, Some(client)).await;
-            let _ = writer.await;
-            drop(permit);
-        });
+    let opening = Opening {
+        first_octet: false,
+        session: true,
+    };
+    clients
+        .each(opening, move |conn| client(conn, edge.clone(), ingress))
+        .await;
+}
+
+/// One line client: refused without a certificate where tokens are asked
+/// for, else a session.
+async fn client(conn: Conn, edge: Arc<Edge>, ingress: super::Ingress) {
+    let Conn {
+        stream,
+        moved,
+        from,
+        certificate,
+        permit,
+    } = conn;
+    if edge.ctx.live().tokens.is_some() && certificate.is_none() {
+        // Tokens are asked for and a line has no place for one: only a
+        // certificate lets such a client in.
+        edge.ctx.metrics.unauthorized.fetch_add(1, Relaxed);
+        debug!(%from, "line client without a client certificate refused");
+        return;
     }
+    let (r, w) = tokio::io::split(stream);
+    let (tx, rx) = edge.ctx.limits.outbox();
+    let writer = tokio::spawn(write_lines(
+        w,
+        moved,
+        rx,
+        edge.ctx.limits.stall_timeout,
+        edge.ctx.metrics.clone(),
+    ));
+    let max = edge.ctx.limits.max_body;
+    let lines = LineReader::skipping_long_lines(r, max);
+    let client = match certificate {
+        Some(fingerprint) => ClientKey::Certificate(fingerprint),
+        None => from.key(),
+    };
+    stream_client(lines, tx, edge, ingress, Some(client)).await;
+    let _ = writer.await;
+    drop(permit);
 }

@@ -28,6 +28,7 @@ use tracing::debug;
 
 use super::browser::Caller;
 use super::client::{MessageSource, stream_client};
+use super::conn::Opening;
 use super::limit::ClientKey;
 use super::response::{HttpResponse, empty_response, status_only};
 use super::{Clients, Conn, Ingress, Kind, identify};
@@ -105,50 +106,54 @@ impl Kind for WebSocket {
     }
 }
 
-async fn serve(mut clients: Clients, edge: Arc<Edge>) {
+async fn serve(clients: Clients, edge: Arc<Edge>) {
     let ingress = clients.ingress;
-    while let Some(client) = clients.next().await {
-        let edge = edge.clone();
-        client.bound_send_buffer(&edge.ctx);
-        tokio::spawn(async move {
-            let Some(Conn {
-                stream,
-                moved,
-                from,
-                certificate,
-                permit,
-            }) = client.open(&edge.ctx, true).await
-            else {
-                return;
-            };
-            let io = TokioIo::new(stream);
-            let accepted = Arc::new(Accepted {
-                edge: edge.clone(),
-                moved,
-                ingress,
-                from,
-                certificate,
-                _permit: permit,
-            });
-            let service = hyper::service::service_fn(|req| {
-                let answer = accepted.clone().handshake(req);
-                std::future::ready(Ok::<_, Infallible>(answer))
-            });
-            // One request per connection: a handshake, or an answer that
-            // says why it was not one (and closes the connection). Its
-            // headers must come within the stall timeout.
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(edge.ctx.limits.stall_timeout)
-                .serve_connection(io, service)
-                .with_upgrades();
-            if let Err(e) = conn.await {
-                if e.is_timeout() {
-                    edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
-                }
-                debug!(%from, error = %e, "WebSocket handshake failed");
-            }
-        });
+    let opening = Opening {
+        first_octet: true,
+        session: true,
+    };
+    clients
+        .each(opening, move |conn| {
+            handshake_on(conn, edge.clone(), ingress)
+        })
+        .await;
+}
+
+/// Serves the one request of a connection: a handshake, or an answer that
+/// says why it was not one (and closes the connection). Its headers must
+/// come within the stall timeout.
+async fn handshake_on(conn: Conn, edge: Arc<Edge>, ingress: Ingress) {
+    let Conn {
+        stream,
+        moved,
+        from,
+        certificate,
+        permit,
+    } = conn;
+    let stall = edge.ctx.limits.stall_timeout;
+    let metrics = edge.ctx.metrics.clone();
+    let accepted = Arc::new(Accepted {
+        edge,
+        moved,
+        ingress,
+        from,
+        certificate,
+        _permit: permit,
+    });
+    let service = hyper::service::service_fn(|req| {
+        let answer = accepted.clone().handshake(req);
+        std::future::ready(Ok::<_, Infallible>(answer))
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(stall)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    if let Err(e) = conn.await {
+        if e.is_timeout() {
+            metrics.stalled_clients.fetch_add(1, Relaxed);
+        }
+        debug!(%from, error = %e, "WebSocket handshake failed");
     }
 }
 
