@@ -20,14 +20,21 @@ fn addr(url: &str) -> &str {
 }
 
 /// Sends `request` on a new connection; returns what comes back until the
-/// server closes it (or 5 s pass, or the head and `Content-Length` octets
-/// of body are in).
+/// server closes it (or 20 s pass, or the head and `Content-Length` octets
+/// of body are in, or a 101).
 async fn raw(url: &str, request: &str) -> String {
     let mut tcp = TcpStream::connect(addr(url)).await.expect("connect");
+    // Not a handshake: the server closes after its answer, so a body
+    // without a length (204) is not waited for.
+    let request = if request.to_ascii_lowercase().contains("upgrade: websocket") {
+        request.to_owned()
+    } else {
+        request.replacen("\r\n", "\r\nconnection: close\r\n", 1)
+    };
     tcp.write_all(request.as_bytes()).await.expect("write");
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let n = match tokio::time::timeout_at(deadline, tcp.read(&mut buf)).await {
             Ok(Ok(n)) if n > 0 => n,

@@ -20,6 +20,7 @@ pub mod mcp_http;
 pub mod metrics;
 pub mod origin;
 pub mod outbox;
+pub mod quiet;
 pub mod redact;
 pub mod session;
 pub mod sse;

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
-use tracing::warn;
 
 use super::metrics::Metrics;
 
@@ -175,8 +174,10 @@ pub async fn wrote<E>(
             Ok(r) => return r.is_ok(),
             Err(_) if moved.last() > from => continue,
             Err(_) => {
-                warn!(
-                    "client took no octet of its replies for {:.1} s (--stall-timeout): dropping it",
+                static STALLED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
+                crate::warn_every!(
+                    STALLED,
+                    "client took no octet of its replies for {:.1} s (--stall-timeout): dropping it (one line per 5 s at most; all are counted in npamp_stalled_clients_total)",
                     stall.as_secs_f64()
                 );
                 metrics.stalled_clients.fetch_add(1, Relaxed);

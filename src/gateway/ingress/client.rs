@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -126,7 +126,13 @@ pub async fn stream_client<S: MessageSource>(
                     // A TLS client gone without close_notify: it is gone.
                     debug!(error = %e, "client connection ended");
                 } else {
-                    warn!(error = %e, "client connection failed");
+                    static FAILED: crate::gateway::quiet::Every =
+                        crate::gateway::quiet::Every::new();
+                    crate::warn_every!(
+                        FAILED,
+                        error = %e,
+                        "client connection failed (one line per 5 s at most)"
+                    );
                 }
                 let f = ScanError::TooLarge {
                     len: ctx.limits.max_body + 1,

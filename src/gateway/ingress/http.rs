@@ -13,7 +13,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::browser::Caller;
 use super::conn::Opening;
@@ -107,7 +107,13 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
             conn.await
         }
         () = stalled(&moved, stall) => {
-            warn!(%from, "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it", stall.as_secs_f64());
+            static STALLED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
+            crate::warn_every!(
+                STALLED,
+                %from,
+                "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it (one line per 5 s at most; all are counted in npamp_stalled_clients_total)",
+                stall.as_secs_f64()
+            );
             edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
             Ok(())
         }
