@@ -152,7 +152,7 @@ pub enum Stream {
 
 impl Clients {
     /// The next client connection; `None` once shutdown begins.
-    pub async fn next(&mut self) -> Option<Client> {
+    async fn next(&mut self) -> Option<Client> {
         let permit = self.permits.clone().acquire_owned().await.ok()?;
         loop {
             tokio::select! {
@@ -178,7 +178,7 @@ impl Clients {
     }
 
     /// Serves every client until shutdown, each on a task of its own:
-    /// opened as `opening` says ([`Client::open`]), then given to `serve`.
+    /// opened as `opening` says (TLS, the first-octet wait), then given to `serve`.
     pub async fn each<F, Fut>(mut self, opening: Opening, serve: F)
     where
         F: Fn(Conn) -> Fut + Send + Sync + 'static,
@@ -241,7 +241,7 @@ impl Client {
     /// megabytes, so a client that does not read holds that much of the
     /// kernel's memory at most, and is noticed (its writes block) as soon
     /// as that is full.
-    pub fn bound_send_buffer(&self, ctx: &Ctx) {
+    fn bound_send_buffer(&self, ctx: &Ctx) {
         let n = ctx.limits.session_buffer.max(64 << 10);
         let sock = match &self.socket {
             Socket::Tcp(tcp) => socket2::SockRef::from(tcp),
@@ -257,7 +257,7 @@ impl Client {
     /// `first_octet` (a request is due at once, as on HTTP; a session
     /// client may connect and wait, up to `--idle-timeout`). One that does
     /// not is dropped and counted; `None` then.
-    pub async fn open(self, ctx: &Ctx, first_octet: bool) -> Option<Conn> {
+    async fn open(self, ctx: &Ctx, first_octet: bool) -> Option<Conn> {
         let stall = ctx.limits.stall_timeout;
         let moved = Moved::new();
         let Client {
