@@ -69,7 +69,7 @@ for round in $(seq "$ROUNDS"); do
     done
   done
 done
-python3 - "$points" "$HZ" "$SECS" "$A" "$B" <<'PY' | tee "$TMP/table.md"
+python3 - "$points" "$HZ" "$SECS" "$(basename "$A")" "$(basename "$B")" <<'PY' | tee "$TMP/table.md"
 import sys, collections
 path, hz, secs, a, b = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
 rows = collections.defaultdict(list)
