@@ -259,3 +259,60 @@ async fn without_tokens_a_client_ca_makes_certificates_required() {
             >= 1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_that_sends_no_request_is_dropped_at_the_stall_timeout() {
+    let pki = Pki::new();
+    let (cert, key) = (pki.path("server.pem"), pki.path("server.key"));
+    let pair = Pair::start(PairOptions {
+        ingresses: &["https"],
+        edge_extra: &[
+            "--ingress-cert",
+            &cert,
+            "--ingress-key",
+            &key,
+            "--stall-timeout",
+            "0.5",
+        ],
+        ..PairOptions::default()
+    })
+    .await;
+    let https = pair.ingress("https://");
+    let tcp = tokio::net::TcpStream::connect(https.trim_start_matches("https://"))
+        .await
+        .expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(pki.client(None))
+        .connect(name, tcp)
+        .await
+        .expect("handshake");
+    // The handshake done, nothing sent: the edge closes within about the
+    // stall timeout, and counts it.
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut tls, &mut buf),
+    )
+    .await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "still open after {:?}: {read:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        metric_reaches(
+            &pair.edge,
+            "npamp_stalled_clients_total",
+            1,
+            Duration::from_secs(5)
+        )
+        .await
+            >= 1
+    );
+}

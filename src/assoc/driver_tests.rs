@@ -132,8 +132,10 @@ fn keepalive_config() -> AssocConfig {
 
 #[tokio::test]
 async fn a_silent_peer_is_pinged_then_given_up() {
-    let (_client, mut stream, handle, seen) = driven_with(keepalive_config());
+    // The peer timeout counts from the driver's start: the clock starts
+    // before it does.
     let started = Instant::now();
+    let (_client, mut stream, handle, seen) = driven_with(keepalive_config());
     await_frame(&mut stream, FrameType::PING).await;
     tokio::time::timeout(Duration::from_secs(5), handle.ended())
         .await

@@ -84,11 +84,22 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
         certificate,
         permit,
     } = conn;
+    // Whether a request came: a client that opened (over TLS, the first
+    // octet wait cannot see inside) and sent none within the stall timeout
+    // is dropped.
+    let asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let service = hyper::service::service_fn(|req| {
+        asked.store(true, Relaxed);
         let (edge, mcp) = (edge.clone(), mcp.clone());
         let client = Remote { from, certificate };
         async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp, client).await) }
     });
+    let silent = async {
+        tokio::time::sleep(edge.ctx.limits.stall_timeout).await;
+        if asked.load(Relaxed) {
+            std::future::pending::<()>().await;
+        }
+    };
     let stall = edge.ctx.limits.stall_timeout;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -105,6 +116,11 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
         _ = stopped(shutdown) => {
             conn.as_mut().graceful_shutdown();
             conn.await
+        }
+        () = silent => {
+            edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+            debug!(%from, "HTTP client sent no request within the stall timeout: dropping it");
+            Ok(())
         }
         () = stalled(&moved, stall) => {
             static STALLED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
