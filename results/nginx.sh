@@ -27,3 +27,14 @@ http {
 CONF
   nginx -p "$NGX" -c "$NGX/$1.conf" -e "$NGX/$1.stderr.log"
 }
+
+# nginx_static PORT: starts the static upstream "static" on 127.0.0.1:PORT,
+# answering every request with one fixed JSON-RPC reply (`return 200`).
+nginx_static() {
+  nginx_conf static "
+  server {
+    listen 127.0.0.1:$1;
+    default_type application/json;
+    location / { return 200 '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"0x10d4f\"}'; }
+  }"
+}

@@ -20,12 +20,7 @@ trap cleanup EXIT
 WORKERS=$(nproc)
 source results/nginx.sh
 UP_PORT=$(free_port)
-nginx_conf static "
-  server {
-    listen 127.0.0.1:$UP_PORT;
-    default_type application/json;
-    location / { return 200 '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"0x10d4f\"}'; }
-  }"
+nginx_static "$UP_PORT"
 # run NAME READY COMMAND...: in the background, waiting for a stdout line.
 run() {
   local name=$1 ready=$2; shift 2

@@ -33,12 +33,7 @@ WORKERS=$(nproc)
 source results/nginx.sh
 if [ "$UPSTREAM" = static ]; then
   UP_PORT=$(free_port)
-  nginx_conf static "
-  server {
-    listen 127.0.0.1:$UP_PORT;
-    default_type application/json;
-    location / { return 200 '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"0x10d4f\"}'; }
-  }"
+  nginx_static "$UP_PORT"
   UP=http://127.0.0.1:$UP_PORT
 else
   start mock '^mock upstream' "$GW" mock-upstream --listen http://127.0.0.1:0
