@@ -99,8 +99,8 @@ async fn setup(scheme: Scheme) -> (Listener, Arc<Edge>) {
     .expect("origin");
     let options = GatewayOptions {
         insecure_accept_any_peer: true,
-        peer: Some(listener.local_addr.to_string()),
-        pool_size: Some(1),
+        peer: Some(listener.local_addr),
+        pool_size: Some("1".parse().expect("a count")),
         ..Default::default()
     };
     let config: GatewayConfig = options.resolve().expect("config");

@@ -20,13 +20,14 @@ use clap::{Args, Parser, Subcommand};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
+use npamp_gateway::assoc::endpoint::DEFAULT_HANDSHAKE_TIMEOUT;
 use npamp_gateway::assoc::{Endpoint, Link, PeerAddr, Scheme, TlsFiles};
 use npamp_gateway::bridge::{
     self, BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
 };
 use npamp_gateway::exactly_once::EmbeddedPair;
 use npamp_gateway::gateway::config::{
-    self, GatewayOptions, parse_key, random_identity, read_identity,
+    self, GatewayOptions, PeerKey, Seconds, Sourced, random_identity, read_identity,
 };
 use npamp_gateway::gateway::edge::Edge;
 use npamp_gateway::gateway::metrics::Metrics;
@@ -157,13 +158,13 @@ struct PeerFlags {
     identity: Option<PathBuf>,
     /// A trusted peer public key (64 hex digits); repeat for several.
     #[arg(long = "trust", value_name = "HEX")]
-    trust: Vec<String>,
+    trust: Vec<PeerKey>,
     /// Accept any peer identity. INSECURE: anyone can impersonate the peer.
     #[arg(long, conflicts_with = "trust")]
     insecure_accept_any_peer: bool,
-    /// Give up a handshake after this many seconds.
-    #[arg(long, default_value_t = 10)]
-    handshake_timeout: u64,
+    /// Give up a handshake after this long (500ms, 10s, or seconds).
+    #[arg(long, value_name = "TIME", default_value_t = Seconds(DEFAULT_HANDSHAKE_TIMEOUT))]
+    handshake_timeout: Seconds,
 }
 
 impl PeerFlags {
@@ -181,15 +182,10 @@ impl PeerFlags {
                 "no trusted peer key: pass --trust HEX (the peer's `keygen` public key), or --insecure-accept-any-peer to skip authentication"
             );
         } else {
-            let keys = self
-                .trust
-                .iter()
-                .map(|h| parse_key(h).map_err(|e| anyhow::anyhow!("--trust: {e}")))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            Trust::Pinned(keys)
+            Trust::Pinned(self.trust.iter().map(|k| k.0).collect())
         };
         let mut ep = Endpoint::with_seed(seed, trust);
-        ep.handshake_timeout = Duration::from_secs(self.handshake_timeout);
+        ep.handshake_timeout = self.handshake_timeout.0;
         Ok(ep)
     }
 }
@@ -224,7 +220,9 @@ fn show_key(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(options: GatewayOptions) -> anyhow::Result<()> {
+/// `serve`: `matches` are its command line, read again on each reload.
+async fn serve(matches: clap::ArgMatches) -> anyhow::Result<()> {
+    let options = Sourced::from_matches(&matches)?;
     let config = options.resolve_for(config::Command::Serve)?;
     let me = Identity::from_seed(&config.endpoint.identity_seed)?;
     let seed = config.endpoint.identity_seed.clone();
@@ -250,13 +248,13 @@ async fn serve(options: GatewayOptions) -> anyhow::Result<()> {
             r = &mut stop => { r?; break; }
             _ = hup.recv() => {
                 file_stamp = config_stamp(&options);
-                reload(&mut gateway, &options, &seed, "SIGHUP");
+                reload(&mut gateway, &matches, &seed, "SIGHUP");
             }
-            _ = tokio::time::sleep(Duration::from_secs(2)), if options.config.is_some() => {
+            _ = tokio::time::sleep(Duration::from_secs(2)), if options.file().is_some() => {
                 let stamp = config_stamp(&options);
                 if stamp != file_stamp {
                     file_stamp = stamp;
-                    reload(&mut gateway, &options, &seed, "the config file changed");
+                    reload(&mut gateway, &matches, &seed, "the config file changed");
                 }
             }
         }
@@ -274,8 +272,8 @@ async fn serve(options: GatewayOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn connect(options: GatewayOptions) -> anyhow::Result<()> {
-    let config = options.resolve_for(config::Command::Connect)?;
+async fn connect(matches: clap::ArgMatches) -> anyhow::Result<()> {
+    let config = Sourced::from_matches(&matches)?.resolve_for(config::Command::Connect)?;
     let peer = config
         .peer
         .context("connect needs --peer quic://ADDR, tls://ADDR or npamp://ADDR")?;
@@ -388,8 +386,8 @@ async fn mock_upstream(
 
 /// Ctrl-C, or SIGTERM where there is one.
 /// The --config file's modification time and length, to notice it change.
-fn config_stamp(options: &GatewayOptions) -> Option<(std::time::SystemTime, u64)> {
-    let meta = std::fs::metadata(options.config.as_ref()?).ok()?;
+fn config_stamp(options: &Sourced) -> Option<(std::time::SystemTime, u64)> {
+    let meta = std::fs::metadata(options.file()?).ok()?;
     Some((meta.modified().ok()?, meta.len()))
 }
 
@@ -397,11 +395,12 @@ fn config_stamp(options: &GatewayOptions) -> Option<(std::time::SystemTime, u64)
 /// changed, what could not, or why nothing did.
 fn reload(
     gateway: &mut Gateway,
-    options: &GatewayOptions,
+    matches: &clap::ArgMatches,
     seed: &zeroize::Zeroizing<[u8; 32]>,
     why: &str,
 ) {
-    let mut config = match options.resolve_for(config::Command::Serve) {
+    let read = Sourced::from_matches(matches).and_then(|o| o.resolve_for(config::Command::Serve));
+    let mut config = match read {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(%why, error = %e, "reload: the configuration is not valid; nothing changed");
@@ -533,14 +532,24 @@ fn raise_open_files_limit() {
 
 /// The command line. `connect` shares `serve`'s option struct; the options
 /// only `serve` acts on are hidden from its help (and refused if given).
-fn parse_cli() -> Result<Cli, clap::Error> {
+/// Also returns the matches, which say where each option came from.
+fn parse_cli() -> Result<(Cli, clap::ArgMatches), clap::Error> {
     use clap::{CommandFactory, FromArgMatches};
     let command = Cli::command().mut_subcommand("connect", |c| {
         GatewayOptions::SERVE_ONLY
             .iter()
             .fold(c, |c, id| c.mut_arg(*id, |a| a.hide(true)))
     });
-    Cli::from_arg_matches(&command.get_matches())
+    let matches = command.get_matches();
+    Ok((Cli::from_arg_matches(&matches)?, matches))
+}
+
+/// The matches of the subcommand `name`.
+fn sub_matches(matches: &clap::ArgMatches, name: &str) -> clap::ArgMatches {
+    matches
+        .subcommand_matches(name)
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn main() -> ExitCode {
@@ -551,8 +560,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = match parse_cli() {
-        Ok(cli) => cli,
+    let (cli, matches) = match parse_cli() {
+        Ok(parsed) => parsed,
         Err(e) => e.exit(),
     };
     let result = match cli.command {
@@ -571,12 +580,14 @@ fn main() -> ExitCode {
             (None, Some(out)) => keygen(&out, force),
             (None, None) => Err(anyhow::anyhow!("keygen needs --out FILE or --show FILE")),
         },
-        Some(Command::Serve { options }) => {
+        Some(Command::Serve { .. }) => {
             raise_open_files_limit();
-            runtime().and_then(|rt| rt.block_on(serve(options)))
+            let matches = sub_matches(&matches, "serve");
+            runtime().and_then(|rt| rt.block_on(serve(matches)))
         }
-        Some(Command::Connect { options }) => {
-            runtime().and_then(|rt| rt.block_on(connect(options)))
+        Some(Command::Connect { .. }) => {
+            let matches = sub_matches(&matches, "connect");
+            runtime().and_then(|rt| rt.block_on(connect(matches)))
         }
         Some(Command::MockUpstream {
             listen,

@@ -229,28 +229,32 @@ pub struct Behavior {
 }
 
 /// The mock's flags (`npamp-gateway mock-upstream`, `npamp-loadgen upstream`).
-#[derive(clap::Args, Clone, Debug, Default)]
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct MockOptions {
     /// Latency before answering plain methods: fixed:MS, uniform:MIN:MAX or
     /// exp:MEAN (milliseconds).
-    #[arg(long, value_name = "DIST")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DIST"))]
     pub latency: Option<Latency>,
     /// Share of plain requests answered with error -32050 (0 to 1).
-    #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_name = "SHARE", default_value_t = 0.0)
+    )]
     pub error_share: f64,
     /// Pad each plain result with this many octets.
-    #[arg(long, value_name = "OCTETS", default_value_t = 0)]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "OCTETS", default_value_t = 0))]
     pub result_size: usize,
     /// Faults in percent of replies, exact by count: drop=P,dup=P,wrong-id=P.
-    #[arg(long, value_name = "LIST")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "LIST"))]
     pub faults: Option<Faults>,
     /// Sessions (WebSocket, TCP, stdio): push a `mock/tick` notification
     /// after every N replies (0: never).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N", default_value_t = 0))]
     pub push_every: u64,
     /// HTTP: answer as an MCP server over Streamable HTTP does, each reply
     /// one `text/event-stream` event and notifications 202 Accepted.
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub event_stream: bool,
 }
 

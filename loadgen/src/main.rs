@@ -13,7 +13,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use npamp_gateway::assoc::{PeerAddr, Scheme};
 use npamp_gateway::exactly_once::EmbeddedPair;
-use npamp_gateway::gateway::config::GatewayOptions;
+use npamp_gateway::gateway::config::{Count, GatewayOptions, PeerKey};
 use npamp_gateway::gateway::edge::Edge;
 use npamp_gateway::gateway::metrics::Metrics;
 use npamp_gateway::gateway::{Limits, MAX_BODY_LIMIT};
@@ -78,9 +78,8 @@ enum Command {
         /// No live progress line.
         #[arg(long)]
         quiet: bool,
-        /// Identity and trust for npamp+ targets (as `npamp-gateway`).
         #[command(flatten)]
-        npamp: GatewayOptions,
+        npamp: GatewayFlags,
     },
     /// The mock JSON-RPC upstream (echo, fail, sleep, notify, ask,
     /// subscribe) over HTTP, WebSocket and newline-delimited TCP.
@@ -461,7 +460,33 @@ async fn impair(
     Ok(())
 }
 
-async fn target_of(url: &str, npamp: &GatewayOptions) -> anyhow::Result<Target> {
+/// What an npamp target and the embedded pair take from the command line.
+#[derive(clap::Args, Clone, Debug, Default)]
+struct GatewayFlags {
+    /// npamp targets: this side's identity key file (from `npamp-gateway
+    /// keygen`); without it an ephemeral identity is used.
+    #[arg(long, value_name = "FILE")]
+    identity: Option<PathBuf>,
+    /// npamp targets: the gateway's public key, 64 hex digits (repeatable).
+    #[arg(long, value_name = "HEX")]
+    trust: Vec<PeerKey>,
+    /// npamp targets: accept any gateway identity. INSECURE.
+    #[arg(long, conflicts_with = "trust")]
+    insecure_accept_any_peer: bool,
+    /// Largest message, octets: of the embedded pair [default: 67108864,
+    /// the most a gateway allows], and of an npamp target's edge [default:
+    /// the gateway's, 1048576].
+    #[arg(long, value_name = "OCTETS")]
+    max_body: Option<Count>,
+}
+
+impl GatewayFlags {
+    fn max_body(&self) -> usize {
+        self.max_body.map_or(MAX_BODY_LIMIT, Count::get)
+    }
+}
+
+async fn target_of(url: &str, npamp: &GatewayFlags) -> anyhow::Result<Target> {
     // `npamp://` names a gateway as such (transport negotiated);
     // `npamp+quic://` and `npamp+tls://` fix the transport.
     let peer_url = url
@@ -469,8 +494,14 @@ async fn target_of(url: &str, npamp: &GatewayOptions) -> anyhow::Result<Target> 
         .or_else(|| url.starts_with("npamp://").then_some(url));
     if let Some(rest) = peer_url {
         let peer: PeerAddr = rest.parse()?;
-        let mut options = npamp.clone();
-        options.peer = Some(rest.to_owned());
+        let options = GatewayOptions {
+            identity: npamp.identity.clone(),
+            trust: npamp.trust.clone(),
+            insecure_accept_any_peer: npamp.insecure_accept_any_peer,
+            max_body: npamp.max_body,
+            peer: Some(peer),
+            ..GatewayOptions::default()
+        };
         let config = options.resolve()?;
         let ctx = Arc::new(npamp_gateway::gateway::Ctx::new(
             &config,
@@ -510,7 +541,7 @@ async fn run(
     out: Option<PathBuf>,
     seed: u64,
     quiet: bool,
-    npamp: GatewayOptions,
+    npamp: GatewayFlags,
 ) -> anyhow::Result<Summary> {
     let (pair, target) = match &scenario.target {
         Some(url) => (None, target_of(url, &npamp).await?),
@@ -518,8 +549,8 @@ async fn run(
             // The embedded pair carries what the scenario sends (4 MiB
             // messages, say): --max-body if given, else the largest a
             // gateway allows.
-            let max_body = npamp.max_body.unwrap_or(MAX_BODY_LIMIT);
-            if max_body == 0 || max_body > MAX_BODY_LIMIT {
+            let max_body = npamp.max_body();
+            if max_body > MAX_BODY_LIMIT {
                 bail!("--max-body {max_body}: expected 1 to {MAX_BODY_LIMIT}");
             }
             let limits = Limits {

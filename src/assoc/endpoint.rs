@@ -109,6 +109,15 @@ impl Congestion {
     }
 }
 
+impl std::fmt::Display for Congestion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Congestion::Cubic => "cubic",
+            Congestion::Bbr => "bbr",
+        })
+    }
+}
+
 /// A congestion controller name that is not one of ours.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown congestion control {0:?}: expected cubic or bbr")]

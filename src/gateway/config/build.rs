@@ -1,0 +1,334 @@
+//! From options to the [`GatewayConfig`] a gateway runs with: the checks
+//! that need more than one option, or a file read. Each value was parsed
+//! already (`values`); its default comes from the structs filled here.
+
+use std::collections::HashSet;
+
+use super::super::auth::Tokens;
+use super::super::ingress::browser::BrowserOrigins;
+use super::super::ingress::limit::RateLimit;
+use super::super::ingress::tls::IngressTls;
+use super::super::{GatewayConfig, Limits, MAX_BODY_LIMIT, Upstream, outbox};
+use super::{ConfigError, GatewayOptions, Sourced, random_identity, read_identity};
+use crate::assoc::{Endpoint, TlsFiles};
+use crate::handshake::Trust;
+use crate::jsonrpc::{EffectTable, SafetyPolicy};
+
+impl GatewayOptions {
+    pub(super) fn build(&self, src: &Sourced) -> Result<GatewayConfig, ConfigError> {
+        let upstream = self.upstream(src)?;
+        if !self.ingress.is_empty() && self.peer.is_none() {
+            return Err(src.error(
+                "ingress",
+                "accepting clients needs a peer gateway: --peer quic://ADDR, tls://ADDR or npamp://ADDR",
+            ));
+        }
+        let protocol = self.protocol.unwrap_or_default().id();
+        let effects = self
+            .effect
+            .iter()
+            .fold(EffectTable::for_protocol(protocol), |t, rule| {
+                t.with(&rule.method, rule.effect)
+            });
+        let policy = self
+            .refuse_effect
+            .iter()
+            .fold(SafetyPolicy::allow_all(), |p, class| p.refuse(class.0));
+        let tokens = self.tokens(src)?;
+        let browsers =
+            BrowserOrigins::parse(&self.cors_origin).map_err(|m| src.error("cors-origin", m))?;
+        if !browsers.is_empty() && self.ingress.is_empty() {
+            return Err(src.error(
+                "cors-origin",
+                "web origins are allowed at an ingress: give --ingress http://ADDR or ws://ADDR",
+            ));
+        }
+        let ingress_tls = self.ingress_tls(tokens.is_some(), src)?;
+        let endpoint = self.endpoint(src)?;
+        let limits = self.limits(src)?;
+        // An association's reader waits while its local party takes nothing
+        // (a session client at an edge, an upstream at an origin) and answers
+        // no PING meanwhile, until the stall timeout gives that party up: the
+        // peer must not give up on the association first.
+        let carries = !self.ingress.is_empty() || !self.listen.is_empty();
+        if carries && endpoint.assoc.peer_timeout <= limits.stall_timeout {
+            return Err(src.error(
+                "peer-timeout",
+                format!(
+                    "{:?} must exceed --stall-timeout ({:?}): an association held up by a client or upstream that takes nothing answers no keepalive until that party is given up",
+                    endpoint.assoc.peer_timeout, limits.stall_timeout
+                ),
+            ));
+        }
+        let rate_limit = self.rate_limit(limits.max_body, src)?;
+        Ok(GatewayConfig {
+            listen: self.listen.clone(),
+            upstream,
+            upstream_ca: self.upstream_ca.clone(),
+            upstream_headers: self
+                .upstream_header
+                .iter()
+                .map(|h| (h.0.clone(), h.1.clone()))
+                .collect(),
+            ingress: self.ingress.clone(),
+            peer: self.peer,
+            metrics: self.metrics.map(|m| m.0),
+            protocol,
+            effects,
+            policy,
+            allow_methods: (!self.allow_method.is_empty())
+                .then(|| self.allow_method.iter().cloned().collect()),
+            deny_methods: self.deny_method.iter().cloned().collect::<HashSet<_>>(),
+            tokens,
+            browsers,
+            ingress_tls,
+            rate_limit,
+            ephemeral_identity: self.identity.is_none(),
+            limits,
+            ..GatewayConfig::new(endpoint)
+        })
+    }
+
+    /// Where an origin delivers: `--upstream` or `--upstream-cmd`, and the
+    /// headers that go with an HTTP or WebSocket one.
+    fn upstream(&self, src: &Sourced) -> Result<Option<Upstream>, ConfigError> {
+        let upstream = match (&self.upstream, &self.upstream_cmd) {
+            (Some(_), Some(_)) => {
+                return Err(src.error("upstream", "give --upstream or --upstream-cmd, not both"));
+            }
+            (Some(url), None) => Some(url.clone()),
+            (None, Some(cmd)) => {
+                let argv: Vec<String> = cmd.split_whitespace().map(str::to_owned).collect();
+                if argv.is_empty() {
+                    return Err(src.error("upstream-cmd", "empty command"));
+                }
+                Some(Upstream::Cmd(argv))
+            }
+            (None, None) => None,
+        };
+        if !self.upstream_header.is_empty()
+            && !matches!(upstream, Some(Upstream::Http(_) | Upstream::Ws(_)))
+        {
+            return Err(src.error(
+                "upstream-header",
+                "headers go to an http(s):// or ws(s):// --upstream; there is none",
+            ));
+        }
+        Ok(upstream)
+    }
+
+    /// The bearer tokens of the ingresses: every ingress must have a way
+    /// for its clients to present one (or a client certificate).
+    fn tokens(&self, src: &Sourced) -> Result<Option<Tokens>, ConfigError> {
+        let Some(path) = &self.auth_token_file else {
+            return Ok(None);
+        };
+        let tokens = Tokens::load(path).map_err(|m| src.error("auth-token-file", m))?;
+        if self.ingress.is_empty() {
+            return Err(src.error(
+                "auth-token-file",
+                "bearer tokens guard an ingress: give --ingress http://ADDR or ws://ADDR",
+            ));
+        }
+        let certificates = self.ingress_client_ca.is_some();
+        if let Some(url) = self
+            .ingress
+            .iter()
+            .find(|i| !(i.kind().carries_tokens() || i.is_tls() && certificates))
+        {
+            let how = if url.is_tls() {
+                "authenticate its clients by certificate (--ingress-client-ca)"
+            } else {
+                "serve it over TLS with client certificates (tls+tcp:// and --ingress-client-ca), or from a gateway without --auth-token-file"
+            };
+            return Err(src.error(
+                "auth-token-file",
+                format!(
+                    "a {}:// ingress ({url}) has no way to present a token: {how}",
+                    url.scheme()
+                ),
+            ));
+        }
+        Ok(Some(tokens))
+    }
+
+    /// The associations' side: identity, trust, handshakes, key updates.
+    fn endpoint(&self, src: &Sourced) -> Result<Endpoint, ConfigError> {
+        let seed = match &self.identity {
+            Some(path) => read_identity(path).map_err(|m| src.error("identity", m))?,
+            None => random_identity().map_err(|m| src.error("identity", m))?,
+        };
+        let trust = match (self.insecure_accept_any_peer, self.trust.is_empty()) {
+            (true, false) => {
+                return Err(src.error("insecure-accept-any-peer", "conflicts with --trust"));
+            }
+            (true, true) => Trust::InsecureAcceptAny,
+            (false, true) => {
+                return Err(src.error(
+                    "trust",
+                    "no trusted peer key: pass --trust HEX (the peer's `keygen` public key), or --insecure-accept-any-peer to skip authentication",
+                ));
+            }
+            (false, false) => Trust::Pinned(self.trust.iter().map(|k| k.0).collect()),
+        };
+        let mut endpoint = Endpoint::with_seed(seed, trust);
+        let e = &mut endpoint;
+        set(
+            &mut e.handshake_timeout,
+            self.handshake_timeout.map(|s| s.0),
+        );
+        set(&mut e.congestion, self.congestion);
+        set(&mut e.max_handshakes, self.max_handshakes.map(usize::from));
+        set(
+            &mut e.max_handshakes_per_source,
+            self.max_handshakes_per_source.map(usize::from),
+        );
+        set(
+            &mut e.first_octets_timeout,
+            self.first_octets_timeout.map(|s| s.0),
+        );
+        set(
+            &mut e.assoc.key_update_after,
+            self.key_update_after.map(|s| s.0),
+        );
+        if let Some(v) = self.key_update_after_bytes {
+            if v < 1 << 16 {
+                return Err(src.error(
+                    "key-update-after-bytes",
+                    format!(
+                        "{v}: at least 65536 octets (a key update per few frames helps no one)"
+                    ),
+                ));
+            }
+            e.assoc.key_update_after_bytes = v;
+        }
+        if let Some(timeout) = self.peer_timeout {
+            e.assoc.peer_timeout = timeout.0;
+            e.assoc.keepalive_after = timeout.0 / 3;
+        }
+        if let (Some(cert_chain), Some(private_key)) = (&self.tls_cert, &self.tls_key) {
+            e.tls_files = Some(TlsFiles {
+                cert_chain: cert_chain.clone(),
+                private_key: private_key.clone(),
+            });
+        }
+        Ok(endpoint)
+    }
+
+    /// The gateway's own bounds: sizes, counts and timeouts.
+    fn limits(&self, src: &Sourced) -> Result<Limits, ConfigError> {
+        let mut limits = Limits::default();
+        let l = &mut limits;
+        if let Some(v) = self.max_body.map(usize::from) {
+            if v > MAX_BODY_LIMIT {
+                return Err(src.error(
+                    "max-body",
+                    format!("{v}: at most {MAX_BODY_LIMIT} (64 MiB, one message per frame)"),
+                ));
+            }
+            l.max_body = v;
+        }
+        if let Some(v) = self.session_buffer {
+            if !(64 << 10..=outbox::MAX_BUDGET).contains(&v) {
+                return Err(src.error(
+                    "session-buffer",
+                    format!("{v}: expected 65536 to {} octets", outbox::MAX_BUDGET),
+                ));
+            }
+            l.session_buffer = v;
+        }
+        if let Some(v) = self.memory_budget {
+            if v < 1 << 20 {
+                return Err(src.error(
+                    "memory-budget",
+                    format!("{v}: at least 1048576 octets (1 MiB)"),
+                ));
+            }
+            l.memory_budget = v;
+        }
+        set(&mut l.max_batch, self.max_batch.map(usize::from));
+        set(&mut l.max_in_flight, self.max_in_flight.map(usize::from));
+        set(
+            &mut l.max_in_flight_per_connection,
+            self.max_in_flight_per_connection.map(usize::from),
+        );
+        set(
+            &mut l.max_connections,
+            self.max_connections.map(usize::from),
+        );
+        set(&mut l.pool_size, self.pool_size.map(usize::from));
+        set(&mut l.request_timeout, self.request_timeout.map(|s| s.0));
+        set(&mut l.idle_timeout, self.idle_timeout.map(|s| s.0));
+        set(&mut l.stall_timeout, self.stall_timeout.map(|s| s.0));
+        set(&mut l.drain_timeout, self.drain_timeout.map(|s| s.0));
+        Ok(limits)
+    }
+
+    /// The rate limits per client, when asked for (an edge's).
+    fn rate_limit(&self, max_body: usize, src: &Sourced) -> Result<Option<RateLimit>, ConfigError> {
+        let requests = self.rate_limit.map(|r| r.0);
+        let octets = self.rate_limit_octets.map(|r| r.0);
+        if requests.is_none() && octets.is_none() {
+            return Ok(None);
+        }
+        if self.ingress.is_empty() {
+            let key = if requests.is_some() {
+                "rate-limit"
+            } else {
+                "rate-limit-octets"
+            };
+            return Err(src.error(
+                key,
+                "rate limits are per client of an ingress: give --ingress",
+            ));
+        }
+        let tenth = |r: Option<f64>| r.map_or(1.0, |r| (r / 10.0).max(1.0));
+        Ok(Some(RateLimit {
+            requests,
+            burst: self
+                .rate_limit_burst
+                .map_or_else(|| tenth(requests), |b| b.0),
+            octets,
+            octets_burst: tenth(octets).max(max_body as f64),
+        }))
+    }
+
+    /// The TLS settings of the ingresses: a TLS ingress needs a
+    /// certificate, and a certificate or a client CA needs a TLS ingress.
+    fn ingress_tls(&self, tokens: bool, src: &Sourced) -> Result<Option<IngressTls>, ConfigError> {
+        let tls_ingress = self.ingress.iter().find(|i| i.is_tls());
+        match (&self.ingress_cert, &self.ingress_key, tls_ingress) {
+            (Some(cert_chain), Some(private_key), Some(_)) => Ok(Some(IngressTls {
+                files: TlsFiles {
+                    cert_chain: cert_chain.clone(),
+                    private_key: private_key.clone(),
+                },
+                client_ca: self.ingress_client_ca.clone(),
+                certless: tokens,
+            })),
+            (None, None, None) if self.ingress_client_ca.is_none() => Ok(None),
+            (_, _, Some(url)) => Err(src.error(
+                "ingress",
+                format!("{url}: a TLS ingress needs --ingress-cert and --ingress-key"),
+            )),
+            (_, _, None) => {
+                let key = if self.ingress_client_ca.is_some() && self.ingress_cert.is_none() {
+                    "ingress-client-ca"
+                } else {
+                    "ingress-cert"
+                };
+                Err(src.error(
+                    key,
+                    "certificates are for a TLS ingress: give --ingress https://ADDR, wss://ADDR or tls+tcp://ADDR",
+                ))
+            }
+        }
+    }
+}
+
+/// `*field = v` when an option gave `v`; the default stays otherwise.
+fn set<T>(field: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *field = v;
+    }
+}

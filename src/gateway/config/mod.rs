@@ -1,0 +1,374 @@
+//! Gateway options: command-line flags and their TOML form (`--config
+//! FILE`), one struct for both. Every flag `--some-flag` is the key
+//! `some-flag` in the file; a flag given on the command line wins over the
+//! file. Errors name the flag, or the key and its line in the file.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{GatewayConfig, IngressUrl, Upstream};
+use crate::assoc::PeerAddr;
+use crate::assoc::endpoint::Congestion;
+
+mod build;
+pub mod defaults;
+mod sources;
+mod values;
+
+pub use sources::Sourced;
+pub use values::{
+    Count, EffectClass, EffectRule, HostPort, PeerKey, Protocol, Rate, Seconds, UpstreamHeader,
+};
+
+/// The flags of `serve` and `connect` (and the keys of `--config`).
+#[derive(Deserialize, Debug, Default, Clone)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "cli", command(mut_args(defaults::shown)))]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct GatewayOptions {
+    /// Read these options from a TOML file (keys are the flag names without
+    /// `--`); flags on the command line win.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Accept associations: quic://ADDR, tls://ADDR, or npamp://ADDR for both
+    /// on one port number (repeatable).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
+    pub listen: Vec<PeerAddr>,
+    /// Deliver to this JSON-RPC server: http://, https://, ws:// or wss:// URL.
+    /// With --protocol mcp an http(s) URL is an MCP server's Streamable HTTP
+    /// endpoint: one MCP session per association.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_name = "URL", conflicts_with = "upstream_cmd")
+    )]
+    pub upstream: Option<Upstream>,
+    /// Extra CA certificates (PEM) trusted for an https:// or wss://
+    /// upstream, besides the Mozilla root set.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub upstream_ca: Option<PathBuf>,
+    /// A header sent with every request to an http(s):// or ws(s):// upstream,
+    /// "NAME: VALUE" (repeatable), e.g. "Authorization: Bearer …" for a
+    /// hosted MCP server or RPC provider. Secrets belong in the --config
+    /// file (`upstream-header = ["…"]`), not on a command line others can
+    /// read.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "HEADER"))]
+    pub upstream_header: Vec<UpstreamHeader>,
+    /// Deliver to a child process speaking newline-delimited JSON-RPC on
+    /// stdio, e.g. an MCP server ("PROGRAM ARGS…", split on whitespace;
+    /// restarted with backoff when it exits).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "COMMAND"))]
+    pub upstream_cmd: Option<String>,
+    /// Accept JSON-RPC clients: http://ADDR, ws://ADDR or tcp://ADDR
+    /// (newline-delimited); repeatable. Needs --peer.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
+    pub ingress: Vec<IngressUrl>,
+    /// The peer gateway clients are carried to: quic://ADDR, tls://ADDR, or
+    /// npamp://ADDR (QUIC, falling back to TCP + TLS).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
+    pub peer: Option<PeerAddr>,
+    /// Serve Prometheus /metrics and /healthz on this address.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "ADDR"))]
+    pub metrics: Option<HostPort>,
+
+    /// mcp (0x01), a2a (0x02) or jsonrpc (experimental id 0x10): the
+    /// protocol_id and SafetyLabel table.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "NAME"))]
+    pub protocol: Option<Protocol>,
+    /// Effect class of a method for labels and policy: METHOD=read-only |
+    /// idempotent-write | non-idempotent-write | destructive (repeatable).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "METHOD=CLASS"))]
+    pub effect: Vec<EffectRule>,
+    /// Origin: refuse requests of this effect class with SafetyPolicy
+    /// (repeatable).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "CLASS"))]
+    pub refuse_effect: Vec<EffectClass>,
+    /// Origin: deliver only these methods (MethodUnsupported for others).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "METHOD"))]
+    pub allow_method: Vec<String>,
+    /// Origin: refuse these methods with MethodUnsupported.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "METHOD"))]
+    pub deny_method: Vec<String>,
+
+    /// Edge: HTTP and WebSocket clients must send `Authorization: Bearer
+    /// TOKEN` with a token from this file (one per line, at least 16
+    /// characters); others get 401.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub auth_token_file: Option<PathBuf>,
+    /// Edge: pages of this web origin (`https://app.example`, or `*` for
+    /// every page) may use the HTTP and WebSocket ingresses (CORS;
+    /// repeatable). Pages of other origins are refused with 403, programs
+    /// (no Origin header) are not affected.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "ORIGIN"))]
+    pub cors_origin: Vec<String>,
+    /// Edge: the certificate chain (PEM) of the https://, wss:// and
+    /// tls+tcp:// ingresses.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_name = "FILE", requires = "ingress_key")
+    )]
+    pub ingress_cert: Option<PathBuf>,
+    /// The private key (PEM) of --ingress-cert.
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_name = "FILE", requires = "ingress_cert")
+    )]
+    pub ingress_key: Option<PathBuf>,
+    /// Edge: a client of a TLS ingress presenting a certificate that chains
+    /// to these CAs (PEM) is authenticated (no bearer token asked). Without
+    /// --auth-token-file a client certificate is required.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub ingress_client_ca: Option<PathBuf>,
+    /// Edge: requests per second one client may send (a client is its
+    /// bearer token, else its client certificate, else its source address;
+    /// a batch counts each element); over it, HTTP gets 429 with
+    /// Retry-After and a session -32013.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "PER_SECOND"))]
+    pub rate_limit: Option<Rate>,
+    /// Requests a client may send at once beyond --rate-limit.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N", requires = "rate_limit"))]
+    pub rate_limit_burst: Option<Rate>,
+    /// Edge: octets of JSON-RPC text per second one client may send; its
+    /// burst is a tenth of a second's worth, and at least one --max-body.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "PER_SECOND"))]
+    pub rate_limit_octets: Option<Rate>,
+
+    /// This gateway's identity key file (from `keygen`); without it an
+    /// ephemeral identity is generated.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub identity: Option<PathBuf>,
+    /// A trusted peer public key, 64 hex digits (repeatable).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "HEX"))]
+    pub trust: Vec<PeerKey>,
+    /// Accept any peer identity. INSECURE: anyone can impersonate the peer.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub insecure_accept_any_peer: bool,
+    /// Give up an N-PAMP handshake after this long (500ms, 10s, or seconds).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub handshake_timeout: Option<Seconds>,
+    /// QUIC congestion control: cubic (quinn's default) or bbr (quinn:
+    /// experimental; far better on paths with random loss).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "NAME"))]
+    pub congestion: Option<Congestion>,
+    /// Handshakes a listener runs at once; further connections are refused
+    /// until one finishes (handshake floods). Connections that have sent
+    /// nothing yet do not count.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub max_handshakes: Option<Count>,
+    /// Of those, at most this many from one source address.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub max_handshakes_per_source: Option<Count>,
+    /// Drop a new connection that sends nothing for this long
+    /// (silent sockets; separate from --handshake-timeout).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub first_octets_timeout: Option<Seconds>,
+    /// How long a traffic key may be used, per channel and direction, before
+    /// a KEY_UPDATE.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub key_update_after: Option<Seconds>,
+    /// Plaintext octets a traffic key may protect, per channel and
+    /// direction, before a KEY_UPDATE.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "OCTETS"))]
+    pub key_update_after_bytes: Option<u64>,
+    /// Silence after which a peer is given up; a keepalive PING
+    /// goes out after a third of it.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub peer_timeout: Option<Seconds>,
+    /// TLS certificate chain (PEM) for the listeners instead of a
+    /// self-signed one.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE", requires = "tls_key"))]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE", requires = "tls_cert"))]
+    pub tls_key: Option<PathBuf>,
+
+    /// Largest JSON-RPC message, octets: what clients send an edge, what an
+    /// origin takes from its peer and its upstream; at most 67108864 (64 MiB).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "OCTETS"))]
+    pub max_body: Option<Count>,
+    /// Most elements in a batch.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub max_batch: Option<Count>,
+    /// Requests in flight, whole gateway; past this an HTTP request gets
+    /// 503 / -32011 and a session's request waits.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub max_in_flight: Option<Count>,
+    /// Requests in flight, one client session; past this its further
+    /// requests wait (the client is not read), up to --stall-timeout, then
+    /// -32011. The origin takes as many per association.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub max_in_flight_per_connection: Option<Count>,
+    /// Octets one session holds in each direction: messages queued for its
+    /// client (edge) or upstream (origin), and its party's requests in
+    /// flight; past this the party (or the association feeding it) is not
+    /// read.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "OCTETS"))]
+    pub session_buffer: Option<usize>,
+    /// Octets of JSON-RPC requests the whole gateway holds in flight; past
+    /// this a session's requests wait and an HTTP request gets 503 /
+    /// -32011.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "OCTETS"))]
+    pub memory_budget: Option<usize>,
+    /// Client connections per ingress.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub max_connections: Option<Count>,
+    /// Time before an unanswered request gets a timeout error.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub request_timeout: Option<Seconds>,
+    /// How long a silent session client stays connected.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub idle_timeout: Option<Seconds>,
+    /// Time a client may take to send an HTTP request's headers, then
+    /// its body, or a WebSocket handshake, or to take a reply when it does
+    /// not read, before it is dropped.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub stall_timeout: Option<Seconds>,
+    /// Associations per peer for HTTP traffic.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub pool_size: Option<Count>,
+    /// Time in-flight requests may take to finish on SIGTERM.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub drain_timeout: Option<Seconds>,
+}
+
+/// A bad option: names the flag, or the key and line in the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{at}: {message}")]
+pub struct ConfigError {
+    pub at: String,
+    pub message: String,
+}
+
+/// Which command the options are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `serve`: an origin, an edge, or both; at least one role is needed.
+    Serve,
+    /// `connect`: the stdio ingress to `--peer`; the options only `serve`
+    /// acts on ([`GatewayOptions::SERVE_ONLY`]) are refused.
+    Connect,
+}
+
+/// Lists the options only `serve` acts on, once: their clap ids and a
+/// check of which is given.
+macro_rules! serve_only {
+    ($($f:ident),* $(,)?) => {
+        impl GatewayOptions {
+            /// The options only `serve` acts on (clap ids): `connect` hides
+            /// them from its help and refuses them.
+            pub const SERVE_ONLY: &[&str] = &[$(stringify!($f)),*];
+
+            /// The first option only `serve` acts on that is given here.
+            fn serve_only_given(&self) -> Option<&'static str> {
+                $(if self.$f.is_set() {
+                    return Some(stringify!($f));
+                })*
+                None
+            }
+        }
+    };
+}
+
+serve_only!(
+    listen,
+    upstream,
+    upstream_ca,
+    upstream_header,
+    upstream_cmd,
+    ingress,
+    metrics,
+    refuse_effect,
+    allow_method,
+    deny_method,
+    auth_token_file,
+    cors_origin,
+    ingress_cert,
+    ingress_key,
+    ingress_client_ca,
+    rate_limit,
+    rate_limit_burst,
+    rate_limit_octets,
+    max_handshakes,
+    max_handshakes_per_source,
+    first_octets_timeout,
+    tls_cert,
+    tls_key,
+    max_connections,
+    pool_size,
+    drain_timeout,
+);
+
+trait IsSet {
+    fn is_set(&self) -> bool;
+}
+
+impl<T> IsSet for Option<T> {
+    fn is_set(&self) -> bool {
+        self.is_some()
+    }
+}
+
+impl<T> IsSet for Vec<T> {
+    fn is_set(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl GatewayOptions {
+    /// The gateway these options (set in code, no `config` file) describe;
+    /// errors name the flag. See [`Sourced`] for files and command lines.
+    pub fn resolve(&self) -> Result<GatewayConfig, ConfigError> {
+        Sourced::new(self.clone())?.resolve()
+    }
+
+    /// As [`GatewayOptions::resolve`], checked first against `command`.
+    pub fn resolve_for(&self, command: Command) -> Result<GatewayConfig, ConfigError> {
+        Sourced::new(self.clone())?.resolve_for(command)
+    }
+}
+
+/// Parses a 32-octet public key in hex./// Parses a 32-octet public key in hex.
+pub fn parse_key(hex_key: &str) -> Result<[u8; 32], String> {
+    hex_key.parse::<PeerKey>().map(|k| k.0)
+}
+
+/// A fresh random identity seed.
+pub fn random_seed() -> Result<[u8; 32], String> {
+    Ok(*random_identity()?)
+}
+
+/// A fresh random identity seed, zeroized when dropped.
+pub fn random_identity() -> Result<zeroize::Zeroizing<[u8; 32]>, String> {
+    use aws_lc_rs::rand::SecureRandom;
+    let mut seed = zeroize::Zeroizing::new([0u8; 32]);
+    aws_lc_rs::rand::SystemRandom::new()
+        .fill(seed.as_mut())
+        .map_err(|_| "the OS random number generator failed".to_owned())?;
+    Ok(seed)
+}
+
+/// Reads an identity key file written by `keygen` (hex seed); the seed and
+/// every copy of the file's text are zeroized when dropped.
+pub fn read_identity(path: &Path) -> Result<zeroize::Zeroizing<[u8; 32]>, String> {
+    let text = zeroize::Zeroizing::new(
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("reading identity file {}: {e}", path.display()))?,
+    );
+    let bytes = zeroize::Zeroizing::new(
+        hex::decode(text.trim())
+            .map_err(|_| format!("{} is not a hex key file from `keygen`", path.display()))?,
+    );
+    <[u8; 32]>::try_from(bytes.as_slice())
+        .map(zeroize::Zeroizing::new)
+        .map_err(|_| {
+            format!(
+                "{} must hold a 32-octet seed (64 hex digits)",
+                path.display()
+            )
+        })
+}
+
+#[cfg(all(test, feature = "cli"))]
+mod tests;
