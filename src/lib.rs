@@ -13,30 +13,63 @@
 //!                 handshake ──▶ assoc (QUIC and TCP + TLS 1.3 transports, the association driver)
 //! ```
 //!
+//! The public API is the gateway and the protocol layers under it:
+//!
+//! - [`gateway`]: a running gateway, [`gateway::Gateway`], started from a
+//!   [`gateway::GatewayBuilder`] (options set by calls) or from a
+//!   [`gateway::GatewayConfig`] that [`gateway::config::GatewayOptions`]
+//!   (the command line's flags and the TOML file's keys, typed) or
+//!   [`gateway::config::Sourced`] (the same with where each came from)
+//!   resolves: ingresses (HTTP/1.1 and HTTP/2, WebSocket, lines, over TCP,
+//!   TLS or Unix sockets), the edge, the origin and its upstreams; its
+//!   counters in [`gateway::metrics`].
 //! - [`wire`], [`record`], [`bridge`]: the N-PAMP wire codec, the record
 //!   layer and the NPAMP-BRIDGE envelope, byte-exact with the N-PAMP
-//!   conformance corpus ([`conformance`]).
+//!   conformance corpus.
 //! - [`handshake`]: the 1.5-RTT handshake (X25519MLKEM768 + Ed25519).
 //! - [`assoc`]: associations over QUIC and TCP + TLS 1.3: connect,
 //!   listen (with flood defences), keepalive, key update, close.
 //! - [`jsonrpc`]: finds `method` and `id` without re-serializing, carries
 //!   the untouched octets (NPAMP-CC-JSONRPC), labels effects.
-//! - [`relay`]: the sans-IO exchange of one dispatcher, on a virtual clock.
-//! - [`gateway`]: the running gateway ([`gateway::Gateway`] from a
-//!   [`gateway::GatewayConfig`], or [`gateway::config::GatewayOptions`] for
-//!   flags and TOML): ingresses (HTTP/1.1 and HTTP/2, WebSocket, lines, over
-//!   TCP, TLS or Unix sockets), the edge, the origin and its upstreams.
-//! - [`mock`] and [`exactly_once`]: the mock upstream and the embedded pair
-//!   that the tests, the load generator and the main command use.
+//!
+//! Under it, crate-private unless the `internals` feature is on (the
+//! `npamp-gateway` command's `cli` feature turns it on; this workspace's
+//! tests, benches, fuzz targets and load generator use it; it is not a
+//! stable API): `relay`, the sans-IO exchange of one dispatcher on a
+//! virtual clock; the ingress, edge and origin machinery inside `gateway`;
+//! `mock` and `exactly_once`, the mock upstream and the embedded pair of the
+//! tests, the load generator and the main command; `conformance`, the
+//! adapter the N-PAMP conformance runner drives.
+//!
+//! A program that embeds the gateway depends on it with
+//! `default-features = false`: no clap, and only the API above.
+
+/// Declares modules under the public API: public with the `internals`
+/// feature (this workspace's command, tests, benches, fuzz targets and load
+/// generator), crate-private without it.
+macro_rules! internal {
+    ($($(#[$meta:meta])* mod $name:ident;)*) => {$(
+        $(#[$meta])*
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        $(#[$meta])*
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code, unused_imports)]
+        pub(crate) mod $name;
+    )*};
+}
 
 pub mod assoc;
 pub mod bridge;
-pub mod conformance;
-pub mod exactly_once;
 pub mod gateway;
 pub mod handshake;
 pub mod jsonrpc;
-pub mod mock;
 pub mod record;
-pub mod relay;
 pub mod wire;
+
+internal! {
+    mod conformance;
+    mod exactly_once;
+    mod mock;
+    mod relay;
+}

@@ -259,7 +259,7 @@ async fn serve(matches: clap::ArgMatches) -> anyhow::Result<()> {
             }
         }
     }
-    let m = gateway.ctx.metrics.clone();
+    let m = gateway.metrics().clone();
     eprintln!("shutting down: draining requests in flight");
     let left = gateway.shutdown().await;
     eprintln!(
@@ -335,7 +335,7 @@ async fn exactly_once(
         t.latency_us.max() as f64 / 1e3
     );
     if let Some(pair) = pair {
-        let m = &pair.edge.ctx.metrics;
+        let m = pair.edge.metrics();
         println!(
             "edge metrics: requests {} success {} in flight {}",
             m.requests(npamp_gateway::gateway::metrics::Ingress::HTTP),

@@ -429,11 +429,10 @@ fn exit_codes_say_what_went_wrong() {
 /// to an origin's association port, no ingress in between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npamp_targets_send_frames_straight_to_an_origin() {
-    use npamp_gateway::assoc::{Endpoint, PeerAddr};
+    use npamp_gateway::assoc::PeerAddr;
     use npamp_gateway::gateway::edge::Edge;
     use npamp_gateway::gateway::metrics::Metrics;
-    use npamp_gateway::gateway::{Ctx, Gateway, GatewayConfig, Upstream};
-    use npamp_gateway::handshake::Trust;
+    use npamp_gateway::gateway::{Ctx, Gateway, Upstream};
     use std::sync::Arc;
 
     let bound = mock::spawn(
@@ -443,23 +442,26 @@ async fn npamp_targets_send_frames_straight_to_an_origin() {
     )
     .await
     .expect("mock");
-    let config = |seed: [u8; 32]| GatewayConfig::new(Endpoint::new(seed, Trust::InsecureAcceptAny));
+    let seed = |s: u8| [s; 32];
     for scheme in [Scheme::Quic, Scheme::Tls, Scheme::Npamp] {
-        let origin = Gateway::start(GatewayConfig {
-            listen: vec![PeerAddr {
+        let origin = Gateway::builder()
+            .identity_seed(seed(3))
+            .insecure_accept_any_peer()
+            .listen(PeerAddr {
                 scheme,
                 addr: "127.0.0.1:0".parse().expect("addr"),
-            }],
-            upstream: Some(Upstream::Http(bound.to_string().parse().expect("uri"))),
-            ..config([3; 32])
-        })
-        .await
-        .expect("origin");
+            })
+            .upstream(Upstream::Http(bound.to_string().parse().expect("uri")))
+            .start()
+            .await
+            .expect("origin");
         let peer = origin.listening[0];
-        let edge_config = GatewayConfig {
-            peer: Some(peer),
-            ..config([4; 32])
-        };
+        let edge_config = Gateway::builder()
+            .identity_seed(seed(4))
+            .insecure_accept_any_peer()
+            .peer(peer)
+            .config()
+            .expect("edge");
         let ctx = Arc::new(Ctx::new(&edge_config, Arc::new(Metrics::default())));
         let edge = Arc::new(Edge::new(peer, edge_config.endpoint.clone(), ctx));
         let summary = run(Target::Npamp(edge)).await;
@@ -696,16 +698,14 @@ expect_error = true
     // stateless path was never needed.
     let opened = pair
         .edge
-        .ctx
-        .metrics
+        .metrics()
         .associations_opened
         .load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(opened, 4, "associations the edge opened");
     // Each connection ended its session (DELETE): its association closed.
     let live = || {
         pair.edge
-            .ctx
-            .metrics
+            .metrics()
             .associations
             .load(std::sync::atomic::Ordering::Relaxed)
     };
@@ -716,8 +716,7 @@ expect_error = true
     assert_eq!(live(), 0, "associations still open at the edge");
     assert_eq!(
         pair.origin
-            .ctx
-            .metrics
+            .metrics()
             .upstream_requests
             .load(std::sync::atomic::Ordering::Relaxed),
         a.sent_requests + 4,

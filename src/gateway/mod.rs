@@ -9,27 +9,34 @@
 //! One process can be an edge (`ingress` + `peer`), an origin (`listen` +
 //! `upstream`), or both. See `docs/gateway.md` for the edge semantics.
 
-pub mod auth;
-pub mod carry;
+mod builder;
 pub mod config;
-pub mod edge;
-pub mod exec;
-pub mod ingress;
-pub mod lines;
-pub mod mcp_http;
 pub mod metrics;
-pub mod origin;
-pub mod outbox;
-pub mod quiet;
-pub mod redact;
-pub mod session;
-pub mod sse;
-pub mod stall;
+
+pub use builder::GatewayBuilder;
+pub(crate) mod quiet;
+
+internal! {
+    mod auth;
+    mod carry;
+    mod context;
+    mod edge;
+    mod exec;
+    mod ingress;
+    mod lines;
+    mod mcp_http;
+    mod origin;
+    mod outbox;
+    mod redact;
+    mod session;
+    mod sse;
+    mod stall;
+}
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -158,7 +165,7 @@ pub enum Upstream {
 }
 
 /// An upstream as it may be shown to clients, peers and logs: no user
-/// information, path, query or command arguments ([`redact`]).
+/// information, path, query or command arguments (see `redact`).
 impl std::fmt::Display for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -196,14 +203,14 @@ pub struct GatewayConfig {
     /// Origin: these methods are refused with MethodUnsupported.
     pub deny_methods: HashSet<String>,
     /// Edge: bearer tokens HTTP and WebSocket clients must present.
-    pub tokens: Option<auth::Tokens>,
+    pub(crate) tokens: Option<auth::Tokens>,
     /// Edge: the web origins whose pages may use the ingress.
-    pub browsers: ingress::browser::BrowserOrigins,
+    pub(crate) browsers: ingress::browser::BrowserOrigins,
     /// Edge: the certificate of the TLS ingresses, and the CAs of client
     /// certificates.
-    pub ingress_tls: Option<ingress::tls::IngressTls>,
+    pub(crate) ingress_tls: Option<ingress::tls::IngressTls>,
     /// Edge: rate limits per client.
-    pub rate_limit: Option<ingress::limit::RateLimit>,
+    pub(crate) rate_limit: Option<ingress::limit::RateLimit>,
     /// The identity was generated now (no `--identity`), not read.
     pub ephemeral_identity: bool,
     pub limits: Limits,
@@ -257,252 +264,12 @@ impl std::fmt::Debug for GatewayConfig {
     }
 }
 
-/// The part of a running gateway's configuration that a reload (SIGHUP)
-/// replaces while it serves; everything else needs a restart.
-pub struct Live {
-    /// 1 at start, one more at each reload that changed something.
-    pub generation: u64,
-    /// Edge: bearer tokens HTTP and WebSocket clients must present.
-    pub tokens: Option<auth::Tokens>,
-    /// Edge: the web origins whose pages may use the ingress.
-    pub browsers: ingress::browser::BrowserOrigins,
-    /// Edge: rate limits per client (kept across a reload that leaves the
-    /// limits as they are, so no client's buckets refill).
-    pub limiter: Option<Arc<ingress::limit::Limiter>>,
-    /// Edge: the server config of the TLS ingresses (before ALPN).
-    pub tls: Option<Arc<rustls::ServerConfig>>,
-}
-
-/// What every part of a running gateway shares.
-pub struct Ctx {
-    pub protocol: ProtocolId,
-    pub labeler: Arc<Labeler>,
-    pub policy: SafetyPolicy,
-    pub allow_methods: Option<HashSet<String>>,
-    pub deny_methods: HashSet<String>,
-    /// What a configuration reload may change: tokens, web origins, rate
-    /// limits, the ingress certificate ([`Ctx::live`]).
-    live: std::sync::RwLock<Arc<Live>>,
-    pub limits: Limits,
-    /// Limits on JSON-RPC text from the local party (clients, upstream).
-    pub scan: crate::jsonrpc::Limits,
-    /// Limits on JSON-RPC text from the peer: its messages may be as large
-    /// as [`MAX_BODY_LIMIT`]; an origin refuses a request over its own
-    /// `--max-body` itself ([`Ctx::refusal`]), saying so.
-    pub peer_scan: crate::jsonrpc::Limits,
-    pub metrics: Arc<Metrics>,
-    /// What the gateway's exchanges share: `--max-in-flight` and
-    /// `--memory-budget`.
-    pub shared: Arc<crate::relay::Shared>,
-    assocs: Mutex<Vec<AssocHandle>>,
-}
-
-impl Ctx {
-    pub fn new(config: &GatewayConfig, metrics: Arc<Metrics>) -> Self {
-        Self {
-            protocol: config.protocol,
-            labeler: Arc::new(Labeler::new(config.protocol, config.effects.clone())),
-            policy: config.policy,
-            allow_methods: config.allow_methods.clone(),
-            deny_methods: config.deny_methods.clone(),
-            live: std::sync::RwLock::new(Arc::new(Live {
-                generation: 1,
-                tokens: config.tokens.clone(),
-                browsers: config.browsers.clone(),
-                limiter: config
-                    .rate_limit
-                    .map(|l| Arc::new(ingress::limit::Limiter::new(l))),
-                tls: None,
-            })),
-            scan: crate::jsonrpc::Limits {
-                max_len: config.limits.max_body,
-                max_batch: config.limits.max_batch,
-                ..crate::jsonrpc::Limits::default()
-            },
-            peer_scan: crate::jsonrpc::Limits {
-                max_len: MAX_BODY_LIMIT,
-                max_batch: config.limits.max_batch,
-                ..crate::jsonrpc::Limits::default()
-            },
-            shared: Arc::new(crate::relay::Shared::new(
-                config.limits.max_in_flight,
-                config.limits.memory_budget,
-            )),
-            limits: config.limits.clone(),
-            metrics,
-            assocs: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The live part of the configuration, as of now.
-    pub fn live(&self) -> Arc<Live> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn set_live(&self, live: Live) {
-        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(live);
-    }
-
-    /// Origin: why a request from the peer (`len` octets of JSON-RPC text)
-    /// is refused, if it is.
-    pub fn refusal(
-        &self,
-        method: &str,
-        label: Option<Effect>,
-        len: usize,
-    ) -> Option<(TransportError, String)> {
-        if len > self.limits.max_body {
-            return Some((
-                TransportError::NOT_DELIVERED,
-                format!(
-                    "a message of {len} octets is over this gateway's --max-body ({})",
-                    self.limits.max_body
-                ),
-            ));
-        }
-        let allowed = self
-            .allow_methods
-            .as_ref()
-            .is_none_or(|a| a.contains(method));
-        if !allowed || self.deny_methods.contains(method) {
-            return Some((
-                TransportError::METHOD_UNSUPPORTED,
-                format!("method {method:?} is not delivered by this gateway"),
-            ));
-        }
-        if let Err(code) = self.policy.check(label, method, self.labeler.table()) {
-            let effect = SafetyPolicy::effective_effect(label, method, self.labeler.table());
-            return Some((
-                code,
-                format!("local policy refuses {effect:?} requests ({method:?})"),
-            ));
-        }
-        None
-    }
-
-    /// Remembers an association for metrics and shutdown.
-    pub fn track(&self, handle: &AssocHandle) {
-        let m = &self.metrics;
-        m.associations.fetch_add(1, Relaxed);
-        m.associations_opened.fetch_add(1, Relaxed);
-        {
-            let mut all = self.assocs.lock().unwrap_or_else(|p| p.into_inner());
-            all.retain(AssocHandle::is_open);
-            all.push(handle.clone());
-        }
-        let (h, m) = (handle.clone(), self.metrics.clone());
-        tokio::spawn(async move {
-            h.ended().await;
-            m.associations.fetch_sub(1, Relaxed);
-        });
-    }
-
-    fn open_assocs(&self) -> Vec<AssocHandle> {
-        let all = self.assocs.lock().unwrap_or_else(|p| p.into_inner());
-        all.iter().filter(|h| h.is_open()).cloned().collect()
-    }
-}
-
-/// A TLS client config for HTTPS and WSS upstreams: the Mozilla root set,
-/// plus the operator's CA certificates (`--upstream-ca`, PEM) when given.
-pub fn tls_roots_client_config(
-    extra_ca: Option<&std::path::Path>,
-) -> Result<rustls::ClientConfig, GatewayError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut roots =
-        rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = extra_ca {
-        let bad = |e: String| GatewayError::Tls(format!("--upstream-ca {}: {e}", path.display()));
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| bad(e.to_string()))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad(e.to_string()))?;
-        if certs.is_empty() {
-            return Err(bad("no certificate in the file".into()));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| bad(e.to_string()))?;
-        }
-    }
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| GatewayError::Tls(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
-}
-
-/// The most a WebSocket connection reads at once. tungstenite's default is
-/// 128 KiB, and it zero-fills that much of its buffer before each read: per
-/// connection, 128 KiB of memory touched, and a 128 KiB memset per read
-/// however small the message. A larger message still gets a buffer of its
-/// size; it is read in more, smaller reads.
-pub const WS_READ_BUFFER: usize = 16 << 10;
-
-/// WebSocket limits: one message at most `max` octets; reads of at most
-/// [`WS_READ_BUFFER`].
-pub fn ws_config(max: usize) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
-    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(max))
-        .max_frame_size(Some(max))
-        .read_buffer_size(WS_READ_BUFFER)
-}
-
-/// A byte stream: TCP, or TLS over TCP.
-pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
-
-/// A WebSocket client connection (`ws://` or `wss://`).
-pub type WsClient = tokio_tungstenite::WebSocketStream<Box<dyn Io>>;
-
-/// Connects to a `ws://` or `wss://` URL (`wss://` checked against `tls`).
-pub async fn ws_connect(
-    url: &str,
-    max: usize,
-    tls: Arc<rustls::ClientConfig>,
-    headers: &[(hyper::header::HeaderName, hyper::header::HeaderValue)],
-) -> Result<WsClient, String> {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let mut request = url
-        .into_client_request()
-        .map_err(|e| format!("bad URL {url:?}: {e}"))?;
-    for (name, value) in headers {
-        request.headers_mut().append(name.clone(), value.clone());
-    }
-    let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
-    let secure = match uri.scheme_str() {
-        Some("ws") => false,
-        Some("wss") => true,
-        _ => return Err(format!("bad URL {url:?}: expected ws:// or wss://")),
-    };
-    let host = uri
-        .host()
-        .ok_or_else(|| format!("bad URL {url:?}: no host"))?;
-    let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
-    let host_name = host.trim_start_matches('[').trim_end_matches(']');
-    let tcp = tokio::net::TcpStream::connect((host_name, port))
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = tcp.set_nodelay(true);
-    let stream: Box<dyn Io> = if secure {
-        let name = rustls::pki_types::ServerName::try_from(host_name.to_owned())
-            .map_err(|e| e.to_string())?;
-        let tls = tokio_rustls::TlsConnector::from(tls)
-            .connect(name, tcp)
-            .await
-            .map_err(|e| e.to_string())?;
-        Box::new(tls)
-    } else {
-        Box::new(tcp)
-    };
-    let (ws, _) =
-        tokio_tungstenite::client_async_with_config(request, stream, Some(ws_config(max)))
-            .await
-            .map_err(|e| e.to_string())?;
-    Ok(ws)
-}
+#[cfg(feature = "internals")]
+pub use context::{
+    Ctx, Io, Live, WS_READ_BUFFER, WsClient, tls_roots_client_config, ws_config, ws_connect,
+};
+#[cfg(not(feature = "internals"))]
+pub(crate) use context::{Ctx, Io, Live, tls_roots_client_config, ws_config, ws_connect};
 
 /// What a reload did.
 #[derive(Debug, PartialEq, Eq)]
@@ -517,7 +284,7 @@ pub struct Reloaded {
 
 /// A running gateway.
 pub struct Gateway {
-    pub ctx: Arc<Ctx>,
+    pub(crate) ctx: Arc<Ctx>,
     /// Where each listener is (ports resolved).
     pub listening: Vec<PeerAddr>,
     pub ingress: Vec<IngressUrl>,
@@ -532,6 +299,11 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// The gateway's counters (what `/metrics` shows).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.ctx.metrics
+    }
+
     /// Binds every listener and starts serving.
     pub async fn start(config: GatewayConfig) -> Result<Self, GatewayError> {
         let running = config.clone();

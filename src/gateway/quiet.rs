@@ -53,7 +53,6 @@ impl Default for Every {
 
 /// A warning when `every` allows it, else a debug line; either way with
 /// the event's fields.
-#[macro_export]
 macro_rules! warn_every {
     ($every:expr, $($arg:tt)+) => {
         match $every.ready() {
@@ -62,6 +61,8 @@ macro_rules! warn_every {
         }
     };
 }
+
+pub(crate) use warn_every;
 
 #[cfg(test)]
 mod tests {

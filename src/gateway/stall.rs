@@ -175,7 +175,7 @@ pub async fn wrote<E>(
             Err(_) if moved.last() > from => continue,
             Err(_) => {
                 static STALLED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
-                crate::warn_every!(
+                crate::gateway::quiet::warn_every!(
                     STALLED,
                     "client took no octet of its replies for {:.1} s (--stall-timeout): dropping it (one line per 5 s at most; all are counted in npamp_stalled_clients_total)",
                     stall.as_secs_f64()

@@ -128,7 +128,7 @@ pub async fn stream_client<S: MessageSource>(
                 } else {
                     static FAILED: crate::gateway::quiet::Every =
                         crate::gateway::quiet::Every::new();
-                    crate::warn_every!(
+                    crate::gateway::quiet::warn_every!(
                         FAILED,
                         error = %e,
                         "client connection failed (one line per 5 s at most)"

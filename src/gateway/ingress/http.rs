@@ -124,7 +124,7 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
         }
         () = stalled(&moved, stall) => {
             static STALLED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
-            crate::warn_every!(
+            crate::gateway::quiet::warn_every!(
                 STALLED,
                 %from,
                 "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it (one line per 5 s at most; all are counted in npamp_stalled_clients_total)",
