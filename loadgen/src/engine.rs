@@ -85,7 +85,17 @@ pub struct Stats {
     pub started: Instant,
     /// When measuring begins (after warm-up).
     pub measure_from: Instant,
+    /// When the measured part's schedule ends.
+    pub measure_until: Instant,
+    /// When the last reply to a measured request came (its settling).
+    pub last_measured_reply: Option<Instant>,
     pub sent_requests: u64,
+    /// Of `sent_requests`, those of the measured part (the rest is the
+    /// warm-up's).
+    pub sent_measured: u64,
+    /// Requests that actually left while the measured part was scheduled:
+    /// short of `sent_measured` when the generator fell behind.
+    pub sent_in_window: u64,
     pub sent_notifications: u64,
     pub sent_batches: u64,
     pub ok: u64,
@@ -116,11 +126,21 @@ pub struct Stats {
 }
 
 impl Stats {
-    fn new(started: Instant, warmup: Duration, methods: usize, expect_error: Vec<bool>) -> Self {
+    pub(crate) fn new(
+        started: Instant,
+        warmup: Duration,
+        measured: Duration,
+        methods: usize,
+        expect_error: Vec<bool>,
+    ) -> Self {
         Self {
             started,
             measure_from: started + warmup,
+            measure_until: started + warmup + measured,
+            last_measured_reply: None,
             sent_requests: 0,
+            sent_measured: 0,
+            sent_in_window: 0,
             sent_notifications: 0,
             sent_batches: 0,
             ok: 0,
@@ -224,6 +244,8 @@ impl Stats {
         if replied {
             self.per_second[second].0 += 1;
             if intended >= self.measure_from {
+                self.last_measured_reply =
+                    Some(self.last_measured_reply.map_or(now, |t| t.max(now)));
                 let us = u64::try_from(now.saturating_duration_since(intended).as_micros())
                     .unwrap_or(u64::MAX)
                     .max(1);
@@ -251,8 +273,12 @@ impl Stats {
 /// The shared state of a run.
 pub struct Run {
     pub stats: Mutex<Stats>,
-    /// Requests, notifications and batches sent (counted without the lock).
-    sent: [AtomicU64; 3],
+    /// Requests, notifications and batches sent (counted without the lock),
+    /// then requests of the measured part, and those that left while it
+    /// was scheduled.
+    sent: [AtomicU64; 5],
+    measure_from: Instant,
+    measure_until: Instant,
     next_id: AtomicU64,
     timeout: Duration,
     /// Per message of the mix: check successes against the echo.
@@ -270,6 +296,8 @@ impl Run {
         s.sent_requests = self.sent[0].load(Relaxed);
         s.sent_notifications = self.sent[1].load(Relaxed);
         s.sent_batches = self.sent[2].load(Relaxed);
+        s.sent_measured = self.sent[3].load(Relaxed);
+        s.sent_in_window = self.sent[4].load(Relaxed);
         s
     }
 
@@ -314,11 +342,14 @@ pub async fn run(
         stats: Mutex::new(Stats::new(
             started,
             scenario.warmup(),
+            scenario.measured(),
             methods,
             expect_error,
         )),
         next_id: AtomicU64::new(1),
         sent: Default::default(),
+        measure_from: started + scenario.warmup(),
+        measure_until: started + scenario.warmup() + scenario.measured(),
         timeout: scenario.timeout(),
         verify_echo: scenario
             .mix
@@ -478,7 +509,8 @@ pub async fn run(
     // or still outstanding when the drain ended.
     let left = s.outstanding();
     s.lost += s.timed_out.saturating_sub(s.late) + left;
-    let stats = std::mem::replace(&mut *s, Stats::new(started, Duration::ZERO, 0, Vec::new()));
+    let empty = Stats::new(started, Duration::ZERO, Duration::ZERO, 0, Vec::new());
+    let stats = std::mem::replace(&mut *s, empty);
     Ok(stats)
 }
 
@@ -521,7 +553,14 @@ fn new_job(
     permit: Option<OwnedSemaphorePermit>,
 ) -> Job {
     let send = generator.next(|| run.id());
-    run.sent[0].fetch_add(send.expects.len() as u64, Relaxed);
+    let requests = send.expects.len() as u64;
+    if intended >= run.measure_from {
+        run.sent[3].fetch_add(requests, Relaxed);
+        if Instant::now() < run.measure_until {
+            run.sent[4].fetch_add(requests, Relaxed);
+        }
+    }
+    run.sent[0].fetch_add(requests, Relaxed);
     run.sent[1].fetch_add(u64::from(send.notifications), Relaxed);
     run.sent[2].fetch_add(u64::from(send.batch), Relaxed);
     Job {

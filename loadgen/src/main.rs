@@ -2,7 +2,9 @@
 //!
 //! Exit codes: 0 pass; 1 the run could not be made; 2 usage or scenario
 //! error; 3 an SLO failed; 4 accounting error (lost, duplicated or
-//! mismatched replies); 5 `compare` found a regression.
+//! mismatched replies); 5 `compare` found a regression; 6 the target was
+//! not measured: no request got a successful reply, or more than 10 % ended
+//! in transport errors without a `max_error_rate` SLO to judge them.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,7 +22,7 @@ use npamp_gateway::gateway::{Limits, MAX_BODY_LIMIT};
 use npamp_gateway::mock::{self, MockAddr};
 use npamp_loadgen::engine::{self, Stats, Target};
 use npamp_loadgen::report::{self, Summary};
-use npamp_loadgen::scenario::{Load, Scenario, Stage};
+use npamp_loadgen::scenario::{Load, Scenario};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -30,6 +32,7 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_SLO: u8 = 3;
 const EXIT_ACCOUNTING: u8 = 4;
 const EXIT_REGRESSION: u8 = 5;
+const EXIT_NOT_SERVED: u8 = 6;
 
 #[derive(Parser)]
 #[command(
@@ -60,8 +63,9 @@ enum Command {
         /// Requests per second (open loop; replaces the scenario's stages).
         #[arg(long)]
         rate: Option<f64>,
-        /// Seconds measured (replaces the scenario's duration and stages).
-        #[arg(long)]
+        /// Time measured: 500ms, 5s, 2m, or seconds (replaces the
+        /// scenario's duration; with stages, give --rate as well).
+        #[arg(long, value_name = "TIME", value_parser = npamp_loadgen::scenario::parse_time)]
         duration: Option<f64>,
         /// Connections to the target.
         #[arg(long)]
@@ -171,8 +175,9 @@ enum Command {
         #[arg(long)]
         source: Option<std::net::IpAddr>,
     },
-    /// Compare two JSON summaries; exit 5 when NEW regressed beyond the
-    /// threshold (throughput down or p99 up by more than it, or more lost).
+    /// Compare two runs (each a summary.json or its run directory); exit 5
+    /// when NEW regressed in a gated row: throughput down or p99 up by more
+    /// than the threshold, or more lost. The other rows are shown only.
     Compare {
         base: PathBuf,
         new: PathBuf,
@@ -330,18 +335,18 @@ fn main() -> ExitCode {
                 };
             }
             if let Some(d) = duration {
-                s.duration = d;
-                if let Load::Open { rate, stages } = &mut s.load
+                if let Load::Open { stages, .. } = &s.load
                     && !stages.is_empty()
                 {
-                    // One stage at the last stage's rate for the new duration.
-                    let last = stages.last().copied().unwrap_or(Stage {
-                        rate: *rate,
-                        duration: d,
-                    });
-                    *rate = last.rate;
-                    stages.clear();
+                    eprintln!(
+                        "error: --duration: {} is a ramp of {} stages ({:.1} s): --duration would flatten it; give --rate too to run one rate instead, or change the stages",
+                        scenario.display(),
+                        stages.len(),
+                        s.measured().as_secs_f64()
+                    );
+                    return ExitCode::from(EXIT_USAGE);
                 }
+                s.duration = d;
             }
             if let Err((key, message)) = s.check() {
                 eprintln!(
@@ -350,8 +355,14 @@ fn main() -> ExitCode {
                 );
                 return ExitCode::from(EXIT_USAGE);
             }
+            if let Some(dir) = &out
+                && let Err(e) = writable(dir)
+            {
+                return fail(EXIT_USAGE, &e);
+            }
             match runtime().and_then(|rt| rt.block_on(run(s, out, seed, quiet, npamp))) {
                 Ok(summary) if summary.accounting_failed() => ExitCode::from(EXIT_ACCOUNTING),
+                Ok(summary) if summary.not_served().is_some() => ExitCode::from(EXIT_NOT_SERVED),
                 Ok(summary) if !summary.pass => ExitCode::from(EXIT_SLO),
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => fail(EXIT_RUN, &e),
@@ -651,14 +662,26 @@ async fn run(
         )?;
         std::fs::write(dir.join("latency.hlog"), interval_log(&intervals)?)?;
         eprintln!(
-            "wrote {}/summary.json, report.svg, latency.hlog",
-            dir.display()
+            "wrote {}, report.svg, latency.hlog",
+            dir.join("summary.json").display()
         );
     }
     if summary.accounting_failed() {
         eprintln!("ACCOUNTING FAILED: lost, duplicated, mismatched or wrong-result replies");
     }
     Ok(summary)
+}
+
+/// Checks before a run that its results can be written to `dir`
+/// (created if missing).
+fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--out {}: cannot create it", dir.display()))?;
+    let probe = dir.join(".npamp-loadgen-probe");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
 }
 
 /// The HdrHistogram interval log (one histogram per second, µs values,
@@ -688,6 +711,8 @@ fn interval_log(intervals: &[(Duration, hdrhistogram::Histogram<u64>)]) -> anyho
 
 fn compare(base: &std::path::Path, new: &std::path::Path, threshold: f64) -> anyhow::Result<bool> {
     let read = |p: &std::path::Path| -> anyhow::Result<Summary> {
+        let file = p.join("summary.json");
+        let p = if p.is_dir() { file.as_path() } else { p };
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         serde_json::from_str(&text)

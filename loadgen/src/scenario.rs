@@ -18,16 +18,17 @@ pub struct Scenario {
     /// an embedded gateway pair.
     pub target: Option<String>,
     /// Seconds measured (after the warm-up); ignored when `stages` are set.
-    #[serde(default = "default_duration")]
+    /// Times are seconds, or text with a unit: `"500ms"`, `"5s"`, `"2m"`.
+    #[serde(default = "default_duration", deserialize_with = "time")]
     pub duration: f64,
     /// Seconds sent but not measured, before the measured part.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "time")]
     pub warmup: f64,
     /// Connections to the target (HTTP: at most this many requests in flight).
     #[serde(default = "default_connections")]
     pub connections: usize,
     /// Seconds before an unanswered request counts as timed out.
-    #[serde(default = "default_timeout")]
+    #[serde(default = "default_timeout", deserialize_with = "time")]
     pub timeout: f64,
     pub load: Load,
     pub mix: Mix,
@@ -71,7 +72,38 @@ pub enum Load {
 #[serde(deny_unknown_fields)]
 pub struct Stage {
     pub rate: f64,
+    #[serde(deserialize_with = "time")]
     pub duration: f64,
+}
+
+/// A time in seconds: `0`, `2.5`, or text with a unit (`"0"`, `"500ms"`,
+/// `"5s"`, `"2m"`, `"1h"`), as the gateway's options take it.
+pub fn parse_time(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let number = t.trim_end_matches(|c: char| c.is_ascii_alphabetic()).trim();
+    if number.parse::<f64>() == Ok(0.0)
+        && matches!(
+            &t[number.len()..].trim(),
+            &("" | "ms" | "s" | "m" | "min" | "h")
+        )
+    {
+        return Ok(0.0);
+    }
+    t.parse::<npamp_gateway::gateway::config::Seconds>()
+        .map(|d| d.0.as_secs_f64())
+}
+
+fn time<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Time {
+        Number(f64),
+        Text(String),
+    }
+    match Time::deserialize(d)? {
+        Time::Number(v) => Ok(v),
+        Time::Text(s) => parse_time(&s).map_err(serde::de::Error::custom),
+    }
 }
 
 /// The message mix.
@@ -300,6 +332,25 @@ impl Scenario {
         Duration::from_secs_f64(self.timeout)
     }
 
+    /// Requests per second the schedule asks for, on average over the
+    /// measured part (a notification carries none, a batch `batch_size`
+    /// elements, each a notification at `notification_share`); `None` for
+    /// closed loop.
+    pub fn offered_rate(&self) -> Option<f64> {
+        let sends = match &self.load {
+            Load::Closed { .. } => return None,
+            Load::Open { rate, stages } if stages.is_empty() => *rate,
+            Load::Open { stages, .. } => {
+                let span: f64 = stages.iter().map(|s| s.duration).sum();
+                stages.iter().map(|s| s.rate * s.duration).sum::<f64>() / span.max(1e-9)
+            }
+        };
+        let m = &self.mix;
+        let single = (1.0 - m.notification_share - m.batch_share).max(0.0);
+        let in_batch = m.batch_size as f64 * (1.0 - m.notification_share);
+        Some(sends * (single + m.batch_share * in_batch))
+    }
+
     /// The offered rate at `t` seconds after the measured part began
     /// (warm-up runs at the first stage's rate); `None` for closed loop.
     pub fn rate_at(&self, t: f64) -> Option<f64> {
@@ -399,5 +450,64 @@ params = '{"n": {seq}}'
         assert_eq!(s.rate_at(0.5), Some(10.0));
         assert_eq!(s.rate_at(1.5), Some(20.0));
         assert_eq!(s.measured(), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn times_take_units_as_the_gateway_does() {
+        for (t, secs) in [
+            ("0", 0.0),
+            ("0s", 0.0),
+            ("2.5", 2.5),
+            ("500ms", 0.5),
+            ("5s", 5.0),
+            ("2m", 120.0),
+        ] {
+            assert_eq!(parse_time(t), Ok(secs), "{t}");
+        }
+        for bad in ["5x", "", "-1", "s"] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
+        let s = Scenario::parse(
+            &OK.replace(
+                "duration = 2",
+                "duration = \"1500ms\"\nwarmup = \"0\"\ntimeout = \"1m\"",
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!((s.duration, s.warmup, s.timeout), (1.5, 0.0, 60.0));
+        let e = Scenario::parse(&OK.replace("duration = 2", "duration = \"soon\""), "t.toml")
+            .unwrap_err();
+        assert!(e.to_string().contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn the_offered_rate_counts_requests_not_sends() {
+        let s = Scenario::parse(OK, "t.toml").unwrap();
+        assert_eq!(s.offered_rate(), Some(100.0));
+        let ramp = OK.replace(
+            "rate = 100",
+            "stages = [{ rate = 100, duration = 1 }, { rate = 300, duration = \"3s\" }]",
+        );
+        assert_eq!(
+            Scenario::parse(&ramp, "t.toml").unwrap().offered_rate(),
+            Some(250.0)
+        );
+        // Half the sends are batches of 4, a quarter notifications.
+        let mixed = OK.replace(
+            "[[mix.message]]",
+            "batch_share = 0.5\nnotification_share = 0.25\nbatch_size = 4\n[[mix.message]]",
+        );
+        let s = Scenario::parse(&mixed, "t.toml").unwrap();
+        // 100 sends/s: 25 single requests + 50 batches × 4 × 0.75.
+        assert_eq!(s.offered_rate(), Some(175.0));
+        let closed = OK.replace(
+            "model = \"open\"\nrate = 100",
+            "model = \"closed\"\nconcurrency = 4",
+        );
+        assert_eq!(
+            Scenario::parse(&closed, "t.toml").unwrap().offered_rate(),
+            None
+        );
     }
 }

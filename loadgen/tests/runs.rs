@@ -26,18 +26,25 @@ fn check(schema: &Value, root: &Value, v: &Value, at: &str) -> Vec<String> {
         let name = r.trim_start_matches("#/$defs/");
         return check(&root["$defs"][name], root, v, at);
     }
-    if let Some(t) = schema.get("type").and_then(Value::as_str) {
-        let ok = match t {
+    // `type` is a name or a list of names.
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() {
+        let ok = types.iter().any(|t| match *t {
             "object" => v.is_object(),
             "array" => v.is_array(),
             "string" => v.is_string(),
             "integer" => v.is_u64() || v.is_i64(),
             "number" => v.is_number(),
             "boolean" => v.is_boolean(),
+            "null" => v.is_null(),
             _ => false,
-        };
+        });
         if !ok {
-            errs.push(format!("{at}: expected {t}, got {v}"));
+            errs.push(format!("{at}: expected {types:?}, got {v}"));
             return errs;
         }
     }
@@ -133,7 +140,7 @@ fn the_schema_checker_catches_what_it_must() {
     );
     assert!(
         errs.iter()
-            .any(|e| e.contains("expected \"npamp-loadgen/summary/v1\"")),
+            .any(|e| e.contains("expected \"npamp-loadgen/summary/v2\"")),
         "{errs:?}"
     );
 }
@@ -304,22 +311,51 @@ fn exit_codes_say_what_went_wrong() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 4") && err.contains("rate"), "{err}");
-    // 2 as well: command-line overrides are checked like the file.
-    for flag in ["--rate=-5", "--duration=1e300"] {
+    // 2 as well: command-line overrides are checked like the file; a
+    // time that is no time, before anything runs; an output directory that
+    // cannot be written, before the run; --duration on a ramp, which would
+    // flatten it.
+    let ramp = repo().join("scenarios/ramp-to-saturation.toml");
+    let quickstart = repo().join("scenarios/quickstart.toml");
+    for (args, says) in [
+        (
+            &[quickstart.to_str().unwrap(), "--rate=-5"][..],
+            "overrides",
+        ),
+        (
+            &[quickstart.to_str().unwrap(), "--duration=1e300"],
+            "expected a time",
+        ),
+        (
+            &[quickstart.to_str().unwrap(), "--duration=5x"],
+            "expected a time",
+        ),
+        (
+            &[quickstart.to_str().unwrap(), "--out", "/dev/null"],
+            "cannot create",
+        ),
+        (&[ramp.to_str().unwrap(), "--duration", "5s"], "flatten"),
+    ] {
+        let started = std::time::Instant::now();
         let out = std::process::Command::new(BIN)
-            .args(["run", "../scenarios/quickstart.toml", flag])
+            .arg("run")
+            .args(args)
             .output()
             .expect("run");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
-        assert!(err.contains("overrides"), "{err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?} ran"
+        );
     }
 
     // 3: an SLO no run can meet (embedded pair, 0.2 s).
     let slo = dir.join("slo.toml");
     std::fs::write(
         &slo,
-        "name = \"slo\"\nduration = 0.5\n[load]\nmodel = \"open\"\nrate = 100\n[mix]\n[[mix.message]]\nmethod = \"echo\"\n[slo]\nmin_throughput = 1000000\n",
+        "name = \"slo\"\nduration = \"500ms\"\n[load]\nmodel = \"open\"\nrate = 100\n[mix]\n[[mix.message]]\nmethod = \"echo\"\n[slo]\nmin_throughput = 1000000\n",
     )
     .expect("write");
     let out = std::process::Command::new(BIN)
@@ -356,7 +392,7 @@ fn exit_codes_say_what_went_wrong() {
             "run",
             "--quiet",
             "--duration",
-            "0.5",
+            "500ms",
             "--rate",
             "50",
             "--target",
@@ -371,6 +407,29 @@ fn exit_codes_say_what_went_wrong() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+
+    // 6: a target that serves nothing (connection refused), even without
+    // an SLO.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a port");
+    let out = std::process::Command::new(BIN)
+        .args([
+            "run",
+            "--quiet",
+            "--duration",
+            "300ms",
+            "--rate",
+            "50",
+            "--target",
+        ])
+        .arg(format!("http://{closed}/"))
+        .arg(&quickstart)
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(6), "{text}");
+    assert!(text.contains("NOT SERVED no request of"), "{text}");
 
     // 5: compare finds a regression.
     let base = dir.join("base.json");
