@@ -83,12 +83,16 @@ pub enum Outcome {
 /// Every count of a run; shared by the connections, under one lock.
 pub struct Stats {
     pub started: Instant,
+    /// `started` on the wall clock, milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
     /// When measuring begins (after warm-up).
     pub measure_from: Instant,
     /// When the measured part's schedule ends.
     pub measure_until: Instant,
     /// When the last reply to a measured request came (its settling).
     pub last_measured_reply: Option<Instant>,
+    /// The run's first request id (a shard's ids are its own).
+    id_base: u64,
     pub sent_requests: u64,
     /// Of `sent_requests`, those of the measured part (the rest is the
     /// warm-up's).
@@ -133,11 +137,17 @@ impl Stats {
         methods: usize,
         expect_error: Vec<bool>,
     ) -> Self {
+        let started_at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .saturating_sub(u64::try_from(started.elapsed().as_millis()).unwrap_or(0));
         Self {
             started,
+            started_at_ms,
             measure_from: started + warmup,
             measure_until: started + warmup + measured,
             last_measured_reply: None,
+            id_base: 0,
             sent_requests: 0,
             sent_measured: 0,
             sent_in_window: 0,
@@ -186,7 +196,8 @@ impl Stats {
 
     /// A reply that matched no pending request.
     fn unmatched(&mut self, id: Option<u64>) {
-        match id {
+        // The bitmaps hold ids from this run's (shard's) first.
+        match id.and_then(|id| id.checked_sub(self.id_base)) {
             Some(id) if Self::is_marked(&self.answered, id) => self.duplicated += 1,
             Some(id) if Self::is_marked(&self.expired, id) => {
                 // The first answer after the timeout is late; another one
@@ -205,9 +216,10 @@ impl Stats {
         if self.per_second.len() <= second {
             self.per_second.resize(second + 1, (0, 0));
         }
+        let local = e.id.saturating_sub(self.id_base);
         match &outcome {
-            Outcome::Timeout => Self::mark(&mut self.expired, e.id),
-            _ => Self::mark(&mut self.answered, e.id),
+            Outcome::Timeout => Self::mark(&mut self.expired, local),
+            _ => Self::mark(&mut self.answered, local),
         }
         let replied = matches!(
             outcome,
@@ -339,14 +351,17 @@ pub async fn run(
         .collect();
     let started = Instant::now();
     let run = Arc::new(Run {
-        stats: Mutex::new(Stats::new(
-            started,
-            scenario.warmup(),
-            scenario.measured(),
-            methods,
-            expect_error,
-        )),
-        next_id: AtomicU64::new(1),
+        stats: Mutex::new(Stats {
+            id_base: scenario.id_base,
+            ..Stats::new(
+                started,
+                scenario.warmup(),
+                scenario.measured(),
+                methods,
+                expect_error,
+            )
+        }),
+        next_id: AtomicU64::new(scenario.id_base + 1),
         sent: Default::default(),
         measure_from: started + scenario.warmup(),
         measure_until: started + scenario.warmup() + scenario.measured(),

@@ -8,6 +8,7 @@
 //!   and the accounting;
 //! - [`report`]: the table, the JSON summary, the SVG report;
 //! - [`compare`]: two summaries side by side, with a regression threshold;
+//! - [`merge`]: the shards of a run across machines, added into one;
 //! - [`impair`]: a lossy, slow UDP path for fault injection;
 //! - [`slow`]: slow clients (slowloris, unread WebSocket replies).
 
@@ -15,6 +16,7 @@ pub mod compare;
 pub mod engine;
 pub mod flood;
 pub mod impair;
+pub mod merge;
 pub mod report;
 pub mod scenario;
 pub mod slow;

@@ -21,8 +21,9 @@ use npamp_gateway::gateway::metrics::Metrics;
 use npamp_gateway::gateway::{Limits, MAX_BODY_LIMIT};
 use npamp_gateway::mock::{self, MockAddr};
 use npamp_loadgen::engine::{self, Stats, Target};
+use npamp_loadgen::merge::{self, Measured};
 use npamp_loadgen::report::{self, Summary};
-use npamp_loadgen::scenario::{Load, Scenario};
+use npamp_loadgen::scenario::{Load, Scenario, Shard};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -82,8 +83,28 @@ enum Command {
         /// No live progress line.
         #[arg(long)]
         quiet: bool,
+        /// Be worker I (0 to N-1) of N running this scenario together: a
+        /// N-th of its rate, connections and concurrency, request ids of
+        /// its own; `merge` adds the workers' results.
+        #[arg(long, value_name = "I/N", conflicts_with = "shards")]
+        shard: Option<Shard>,
+        /// As --shard, with I from $JOB_COMPLETION_INDEX (a Kubernetes
+        /// Indexed Job's).
+        #[arg(long, value_name = "N")]
+        shards: Option<u32>,
         #[command(flatten)]
         npamp: GatewayFlags,
+    },
+    /// Merge the results of the workers of one run (`run --shard I/N
+    /// --out DIR`, one DIR each): histograms added, accounting summed,
+    /// SLOs evaluated once on the whole; exit codes as `run`'s.
+    Merge {
+        /// The workers' run directories.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Write the merged summary.json, report.svg and logs here.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// The mock JSON-RPC upstream (echo, fail, sleep, notify, ask,
     /// subscribe) over HTTP, WebSocket and newline-delimited TCP.
@@ -311,8 +332,24 @@ fn main() -> ExitCode {
             out,
             seed,
             quiet,
+            shard,
+            shards,
             npamp,
         } => {
+            let shard = match (shard, shards) {
+                (Some(s), _) => Some(s),
+                (None, Some(n)) => match std::env::var("JOB_COMPLETION_INDEX")
+                    .map_err(|_| {
+                        "--shards needs JOB_COMPLETION_INDEX (set in a Kubernetes Indexed Job)"
+                            .to_owned()
+                    })
+                    .and_then(|i| format!("{}/{n}", i.trim()).parse::<Shard>())
+                {
+                    Ok(s) => Some(s),
+                    Err(e) => return fail(EXIT_USAGE, &anyhow::anyhow!("--shards {n}: {e}")),
+                },
+                (None, None) => None,
+            };
             let mut s = match Scenario::load(&scenario) {
                 Ok(s) => s,
                 Err(e) => return fail(EXIT_USAGE, &e.into()),
@@ -355,17 +392,47 @@ fn main() -> ExitCode {
                 );
                 return ExitCode::from(EXIT_USAGE);
             }
+            if let Some(shard) = shard {
+                s.shard(shard);
+            }
             if let Some(dir) = &out
                 && let Err(e) = writable(dir)
             {
                 return fail(EXIT_USAGE, &e);
             }
+            // Each worker its own randomness.
+            let seed = seed.wrapping_add(shard.map_or(0, |s| u64::from(s.index)));
             match runtime().and_then(|rt| rt.block_on(run(s, out, seed, quiet, npamp))) {
-                Ok(summary) if summary.accounting_failed() => ExitCode::from(EXIT_ACCOUNTING),
-                Ok(summary) if summary.not_served().is_some() => ExitCode::from(EXIT_NOT_SERVED),
-                Ok(summary) if !summary.pass => ExitCode::from(EXIT_SLO),
-                Ok(_) => ExitCode::SUCCESS,
+                Ok(summary) => verdict(&summary),
                 Err(e) => fail(EXIT_RUN, &e),
+            }
+        }
+        Command::Merge { dirs, out } => {
+            if let Some(dir) = &out
+                && let Err(e) = writable(dir)
+            {
+                return fail(EXIT_USAGE, &e);
+            }
+            let merged = dirs
+                .iter()
+                .map(|d| Measured::read(d))
+                .collect::<Result<Vec<_>, _>>()
+                .and_then(|parts| merge::merge(&parts));
+            match merged {
+                Ok(m) => {
+                    print!("{}", m.summary.table());
+                    if let Some(dir) = out {
+                        if let Err(e) = m.write(&dir) {
+                            return fail(EXIT_RUN, &anyhow::anyhow!(e));
+                        }
+                        eprintln!(
+                            "wrote {}, report.svg, latency.hlog, histograms.hlog",
+                            dir.join("summary.json").display()
+                        );
+                    }
+                    verdict(&m.summary)
+                }
+                Err(e) => fail(EXIT_USAGE, &anyhow::anyhow!(e)),
             }
         }
     }
@@ -427,6 +494,19 @@ fn flood_command(
     let ok = summary["probes_ok"].as_u64().unwrap_or(0);
     let worst = summary["probe_worst_ms"].as_f64().unwrap_or(0.0);
     Ok(ok == probes && worst <= probe_limit)
+}
+
+/// The exit code of a run's (or a merge's) summary.
+fn verdict(summary: &Summary) -> ExitCode {
+    if summary.accounting_failed() {
+        ExitCode::from(EXIT_ACCOUNTING)
+    } else if summary.not_served().is_some() {
+        ExitCode::from(EXIT_NOT_SERVED)
+    } else if !summary.pass {
+        ExitCode::from(EXIT_SLO)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
@@ -648,21 +728,27 @@ async fn run(
         .unwrap_or_default();
     let summary = report::summarize(&stats, &scenario, &described, date);
     print!("{}", summary.table());
-    let p99s: Vec<f64> = intervals
-        .iter()
-        .map(|(_, h)| h.value_at_quantile(0.99) as f64 / 1e3)
-        .collect();
     if let Some(dir) = out {
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let json = serde_json::to_string_pretty(&summary)?;
-        std::fs::write(dir.join("summary.json"), json)?;
-        std::fs::write(
-            dir.join("report.svg"),
-            report::svg(&summary, &stats.overall, &p99s),
-        )?;
-        std::fs::write(dir.join("latency.hlog"), interval_log(&intervals)?)?;
+        let mut per_method: std::collections::BTreeMap<String, hdrhistogram::Histogram<u64>> =
+            Default::default();
+        for (m, h) in scenario.mix.messages.iter().zip(&stats.per_method) {
+            match per_method.get_mut(&m.method) {
+                Some(into) => into.add(h).map_err(|e| anyhow::anyhow!("{e:?}"))?,
+                None => {
+                    per_method.insert(m.method.clone(), h.clone());
+                }
+            }
+        }
+        let measured = Measured {
+            summary: summary.clone(),
+            overall: stats.overall.clone(),
+            schedule_lag: stats.schedule_lag.clone(),
+            per_method,
+            intervals,
+        };
+        measured.write(&dir).map_err(anyhow::Error::msg)?;
         eprintln!(
-            "wrote {}, report.svg, latency.hlog",
+            "wrote {}, report.svg, latency.hlog, histograms.hlog",
             dir.join("summary.json").display()
         );
     }
@@ -682,31 +768,6 @@ fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
         .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
     let _ = std::fs::remove_file(probe);
     Ok(())
-}
-
-/// The HdrHistogram interval log (one histogram per second, µs values,
-/// reported in ms as the format's max-value divisor says).
-fn interval_log(intervals: &[(Duration, hdrhistogram::Histogram<u64>)]) -> anyhow::Result<Vec<u8>> {
-    use hdrhistogram::serialization::V2DeflateSerializer;
-    use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
-    let mut out = Vec::new();
-    let mut ser = V2DeflateSerializer::new();
-    {
-        let mut w = IntervalLogWriterBuilder::new()
-            .add_comment(
-                "npamp-loadgen latency, microseconds, measured from the intended send time",
-            )
-            .with_max_value_divisor(1000.0)
-            .begin_log_with(&mut out, &mut ser)
-            .map_err(|e| anyhow::anyhow!("interval log: {e:?}"))?;
-        let mut start = Duration::ZERO;
-        for (end, h) in intervals {
-            w.write_histogram(h, start, end.saturating_sub(start), None)
-                .map_err(|e| anyhow::anyhow!("interval log: {e:?}"))?;
-            start = *end;
-        }
-    }
-    Ok(out)
 }
 
 fn compare(base: &std::path::Path, new: &std::path::Path, threshold: f64) -> anyhow::Result<bool> {

@@ -88,6 +88,13 @@ pub struct Summary {
     #[serde(default)]
     pub measured_span_s: f64,
     pub connections: usize,
+    /// When the run started, milliseconds since the Unix epoch (shards are
+    /// merged on it).
+    #[serde(default)]
+    pub started_at_ms: u64,
+    /// Which part of a run across machines this is.
+    #[serde(default)]
+    pub shard: Option<crate::scenario::Shard>,
     /// Replies to the measured part's requests per second of
     /// `measured_span_s`: the achieved rate.
     pub throughput: f64,
@@ -201,41 +208,24 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         wrong_result: s.wrong_result,
     };
     let latency = Latency::of(&s.overall);
-    let per_method = scenario
-        .mix
-        .messages
+    // One row per method name (two messages of one method add up).
+    let mut by_name: BTreeMap<&str, Histogram<u64>> = BTreeMap::new();
+    for (m, h) in scenario.mix.messages.iter().zip(&s.per_method) {
+        match by_name.get_mut(m.method.as_str()) {
+            Some(into) => {
+                let _ = into.add(h);
+            }
+            None => {
+                by_name.insert(&m.method, h.clone());
+            }
+        }
+    }
+    let per_method = by_name
         .iter()
-        .zip(&s.per_method)
-        .map(|(m, h)| (m.method.clone(), Latency::of(h)))
+        .map(|(m, h)| ((*m).to_owned(), Latency::of(h)))
         .collect();
     let lag = Latency::of(&s.schedule_lag);
-    let mut slo = Vec::new();
-    if let Some(limit) = scenario.slo.p99_ms {
-        slo.push(Check {
-            name: "p99_ms".into(),
-            limit,
-            value: latency.p99,
-            pass: latency.count > 0 && latency.p99 <= limit,
-        });
-    }
-    if let Some(limit) = scenario.slo.max_error_rate {
-        let failed = s.unexpected_errors + s.transport.values().sum::<u64>() + s.timed_out + s.lost;
-        let rate = failed as f64 / (s.sent_requests.max(1)) as f64;
-        slo.push(Check {
-            name: "max_error_rate".into(),
-            limit,
-            value: rate,
-            pass: rate <= limit,
-        });
-    }
-    if let Some(limit) = scenario.slo.min_throughput {
-        slo.push(Check {
-            name: "min_throughput".into(),
-            limit,
-            value: throughput,
-            pass: throughput >= limit,
-        });
-    }
+    let slo = checks(&scenario.slo, &latency, &accounting, throughput);
     let pass = slo.iter().all(|c| c.pass);
     Summary {
         schema: SCHEMA_ID.into(),
@@ -251,6 +241,8 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         warmup_s: scenario.warmup().as_secs_f64(),
         measured_span_s: span,
         connections: scenario.connections,
+        started_at_ms: s.started_at_ms,
+        shard: scenario.shard,
         throughput,
         rates,
         accounting,
@@ -263,6 +255,45 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         slo,
         pass,
     }
+}
+
+/// The SLO checks of `slo` on a run's (or a merged run's) numbers.
+pub fn checks(
+    slo: &crate::scenario::Slo,
+    latency: &Latency,
+    accounting: &Accounting,
+    throughput: f64,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if let Some(limit) = slo.p99_ms {
+        checks.push(Check {
+            name: "p99_ms".into(),
+            limit,
+            value: latency.p99,
+            pass: latency.count > 0 && latency.p99 <= limit,
+        });
+    }
+    if let Some(limit) = slo.max_error_rate {
+        let a = accounting;
+        let failed =
+            a.unexpected_errors + a.transport_errors.values().sum::<u64>() + a.timed_out + a.lost;
+        let rate = failed as f64 / (a.sent_requests.max(1)) as f64;
+        checks.push(Check {
+            name: "max_error_rate".into(),
+            limit,
+            value: rate,
+            pass: rate <= limit,
+        });
+    }
+    if let Some(limit) = slo.min_throughput {
+        checks.push(Check {
+            name: "min_throughput".into(),
+            limit,
+            value: throughput,
+            pass: throughput >= limit,
+        });
+    }
+    checks
 }
 
 impl Summary {

@@ -34,6 +34,43 @@ pub struct Scenario {
     pub mix: Mix,
     #[serde(default)]
     pub slo: Slo,
+    /// Which part of a run across machines this is (`run --shard I/N`).
+    #[serde(skip)]
+    pub shard: Option<Shard>,
+    /// The first request id is one above this (a shard's ids are its own).
+    #[serde(skip)]
+    pub id_base: u64,
+}
+
+/// Part `index` of `count` (0-based) of a run spread over `count` workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    /// `I/N`: worker I (0 to N-1) of N.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?}: expected I/N, a worker I from 0 to N-1 of N workers");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count): (u32, u32) = (
+            i.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if count == 0 || index >= count || count > Shard::MAX {
+            return Err(bad());
+        }
+        Ok(Self { index, count })
+    }
+}
+
+impl Shard {
+    /// Ids stay below 2^53 (exact in every JSON parser): 2^40 per shard.
+    pub const MAX: u32 = 8192;
+    const IDS_PER_SHARD: u64 = 1 << 40;
 }
 
 /// The longest time a scenario may give (about 115 days): far beyond any
@@ -330,6 +367,30 @@ impl Scenario {
 
     pub fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout)
+    }
+
+    /// This scenario as worker `shard.index` of `shard.count` runs it: a
+    /// `count`-th of the rate (every stage's), of the connections and of
+    /// the closed loop's concurrency (rounded up, at least 1), of the
+    /// `min_throughput` SLO; its request ids its own.
+    pub fn shard(&mut self, shard: Shard) {
+        let n = f64::from(shard.count);
+        let part = |v: usize| v.div_ceil(shard.count as usize).max(1);
+        match &mut self.load {
+            Load::Open { rate, stages } => {
+                *rate /= n;
+                for s in stages {
+                    s.rate /= n;
+                }
+            }
+            Load::Closed { concurrency } => *concurrency = part(*concurrency),
+        }
+        self.connections = part(self.connections);
+        if let Some(t) = &mut self.slo.min_throughput {
+            *t /= n;
+        }
+        self.id_base = u64::from(shard.index) * Shard::IDS_PER_SHARD;
+        self.shard = Some(shard);
     }
 
     /// Requests per second the schedule asks for, on average over the
