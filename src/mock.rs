@@ -346,8 +346,8 @@ enum Replies {
     Some(Bytes, usize),
 }
 
-/// The upstream's latency distribution (before it answers `echo` and other
-/// plain methods).
+/// The upstream's latency distribution, before it answers a plain method
+/// (any method it has no special meaning for; `echo` answers at once).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum Latency {
     #[default]

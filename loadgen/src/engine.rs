@@ -100,6 +100,9 @@ pub struct Stats {
     /// Requests that actually left while the measured part was scheduled:
     /// short of `sent_measured` when the generator fell behind.
     pub sent_in_window: u64,
+    /// Open-loop sends that found every connection busy and waited: the
+    /// target held the schedule back, not the generator.
+    pub held_back: u64,
     pub sent_notifications: u64,
     pub sent_batches: u64,
     pub ok: u64,
@@ -151,6 +154,7 @@ impl Stats {
             sent_requests: 0,
             sent_measured: 0,
             sent_in_window: 0,
+            held_back: 0,
             sent_notifications: 0,
             sent_batches: 0,
             ok: 0,
@@ -288,7 +292,7 @@ pub struct Run {
     /// Requests, notifications and batches sent (counted without the lock),
     /// then requests of the measured part, and those that left while it
     /// was scheduled.
-    sent: [AtomicU64; 5],
+    sent: [AtomicU64; 6],
     measure_from: Instant,
     measure_until: Instant,
     next_id: AtomicU64,
@@ -310,6 +314,7 @@ impl Run {
         s.sent_batches = self.sent[2].load(Relaxed);
         s.sent_measured = self.sent[3].load(Relaxed);
         s.sent_in_window = self.sent[4].load(Relaxed);
+        s.held_back = self.sent[5].load(Relaxed);
         s
     }
 
@@ -553,10 +558,14 @@ impl Queue {
         }
     }
 
-    fn send_blocking(&mut self, job: Job) -> bool {
-        match self.pick() {
-            Some(q) => q.blocking_send(job).is_ok(),
-            None => false,
+    /// Sends `job`, waiting while the queue is full; says whether it had
+    /// to wait (every connection busy: the target's backpressure).
+    fn send_blocking(&mut self, job: Job) -> Option<bool> {
+        let q = self.pick()?;
+        match q.try_send(job) {
+            Ok(()) => Some(false),
+            Err(mpsc::error::TrySendError::Full(job)) => q.blocking_send(job).ok().map(|()| true),
+            Err(mpsc::error::TrySendError::Closed(_)) => None,
         }
     }
 }
@@ -612,9 +621,14 @@ fn open_loop(
         }
         let job = new_job(run, &mut generator, intended, None);
         // A full queue (every connection busy) blocks here: the schedule
-        // slips, and the lag below says so.
-        if !queue.send_blocking(job) {
-            return;
+        // slips, and the lag below says so; the count of such sends says
+        // the target, not the generator, held it back.
+        match queue.send_blocking(job) {
+            None => return,
+            Some(true) => {
+                run.sent[5].fetch_add(1, Relaxed);
+            }
+            Some(false) => {}
         }
         let lag = Instant::now().saturating_duration_since(intended);
         let _ = run

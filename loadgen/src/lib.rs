@@ -7,11 +7,13 @@
 //! - [`engine`]: the schedule, the targets (HTTP, WebSocket, TCP, N-PAMP)
 //!   and the accounting;
 //! - [`report`]: the table, the JSON summary, the SVG report;
+//! - [`capacity`]: the highest rate that meets an SLO (steps, then bisection);
 //! - [`compare`]: two summaries side by side, with a regression threshold;
 //! - [`merge`]: the shards of a run across machines, added into one;
 //! - [`impair`]: a lossy, slow UDP path for fault injection;
 //! - [`slow`]: slow clients (slowloris, unread WebSocket replies).
 
+pub mod capacity;
 pub mod compare;
 pub mod engine;
 pub mod flood;

@@ -95,6 +95,51 @@ enum Command {
         #[command(flatten)]
         npamp: GatewayFlags,
     },
+    /// Find the highest open-loop rate at which the target meets an SLO:
+    /// steps doubling from --start, then bisection to --precision. A step
+    /// passes when the SLO holds and the target answered at least 97 % of
+    /// the offered rate; when the generator itself falls behind, the search
+    /// stops and says so (the knee is then above what it can offer).
+    /// Exit 0 with a knee, 3 when no rate tried meets the SLO.
+    Capacity {
+        /// The scenario: its mix, connections and target (its load model
+        /// is replaced by each step's rate).
+        scenario: PathBuf,
+        /// As `run --target`.
+        #[arg(long)]
+        target: Option<String>,
+        /// Every term must hold: p50, p90, p99, p99.9 below a time,
+        /// errors below a share, e.g. "p99<50ms,errors<0.1%".
+        #[arg(long)]
+        slo: npamp_loadgen::capacity::Slo,
+        /// The first rate tried, requests per second.
+        #[arg(long, default_value_t = 500.0)]
+        start: f64,
+        /// No rate above this is tried.
+        #[arg(long, default_value_t = 1_000_000.0)]
+        max: f64,
+        /// Stop when the failing rate is within this many percent of the
+        /// passing one.
+        #[arg(long, default_value_t = 5.0)]
+        precision: f64,
+        /// Time measured at each step (500ms, 5s, or seconds).
+        #[arg(long, value_name = "TIME", default_value = "5s", value_parser = npamp_loadgen::scenario::parse_time)]
+        step: f64,
+        /// Time sent before each step is measured.
+        #[arg(long, value_name = "TIME", default_value = "1s", value_parser = npamp_loadgen::scenario::parse_time)]
+        warmup: f64,
+        /// Connections to the target (replaces the scenario's).
+        #[arg(long)]
+        connections: Option<usize>,
+        /// Write capacity.json (every step) and capacity.svg (latency
+        /// against throughput) here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[command(flatten)]
+        npamp: GatewayFlags,
+    },
     /// Merge the results of the workers of one run (`run --shard I/N
     /// --out DIR`, one DIR each): histograms added, accounting summed,
     /// SLOs evaluated once on the whole; exit codes as `run`'s.
@@ -407,6 +452,54 @@ fn main() -> ExitCode {
                 Err(e) => fail(EXIT_RUN, &e),
             }
         }
+        Command::Capacity {
+            scenario,
+            target,
+            slo,
+            start,
+            max,
+            precision,
+            step,
+            warmup,
+            connections,
+            out,
+            seed,
+            npamp,
+        } => {
+            let mut s = match Scenario::load(&scenario) {
+                Ok(s) => s,
+                Err(e) => return fail(EXIT_USAGE, &e.into()),
+            };
+            if let Some(t) = target {
+                s.target = Some(t);
+            }
+            if let Some(c) = connections {
+                s.connections = c.max(1);
+            }
+            s.duration = step;
+            s.warmup = warmup;
+            if !(start > 0.0 && max >= start && precision > 0.0 && precision < 100.0) {
+                return fail(
+                    EXIT_USAGE,
+                    &anyhow::anyhow!("expected 0 < --start <= --max and 0 < --precision < 100"),
+                );
+            }
+            if let Some(dir) = &out
+                && let Err(e) = writable(dir)
+            {
+                return fail(EXIT_USAGE, &e);
+            }
+            let how = npamp_loadgen::capacity::Search {
+                start,
+                max,
+                precision: precision / 100.0,
+            };
+            match runtime().and_then(|rt| rt.block_on(capacity(s, slo, how, seed, out, npamp))) {
+                Ok(c) if c.knee.is_some() => ExitCode::SUCCESS,
+                Ok(_) => ExitCode::from(EXIT_SLO),
+                Err(e) => fail(EXIT_RUN, &e),
+            }
+        }
         Command::Merge { dirs, out } => {
             if let Some(dir) = &out
                 && let Err(e) = writable(dir)
@@ -627,15 +720,13 @@ async fn target_of(url: &str, npamp: &GatewayFlags) -> anyhow::Result<Target> {
     )
 }
 
-async fn run(
-    scenario: Scenario,
-    out: Option<PathBuf>,
-    seed: u64,
-    quiet: bool,
-    npamp: GatewayFlags,
-) -> anyhow::Result<Summary> {
-    let (pair, target) = match &scenario.target {
-        Some(url) => (None, target_of(url, &npamp).await?),
+/// The scenario's target, or an embedded gateway pair when it has none.
+async fn prepare(
+    scenario: &Scenario,
+    npamp: &GatewayFlags,
+) -> anyhow::Result<(Option<EmbeddedPair>, Target)> {
+    Ok(match &scenario.target {
+        Some(url) => (None, target_of(url, npamp).await?),
         None => {
             // The embedded pair carries what the scenario sends (4 MiB
             // messages, say): --max-body if given, else the largest a
@@ -658,7 +749,99 @@ async fn run(
             let t = Target::Http(pair.ingress.parse()?);
             (Some(pair), t)
         }
+    })
+}
+
+/// `capacity`: the search, one engine run per step against one target.
+async fn capacity(
+    scenario: Scenario,
+    slo: npamp_loadgen::capacity::Slo,
+    how: npamp_loadgen::capacity::Search,
+    seed: u64,
+    out: Option<PathBuf>,
+    npamp: GatewayFlags,
+) -> anyhow::Result<npamp_loadgen::capacity::Capacity> {
+    use npamp_loadgen::capacity::{Capacity, Step};
+    let (pair, target) = prepare(&scenario, &npamp).await?;
+    let described = target.describe();
+    eprintln!(
+        "capacity of {described} ({}, {} connections, {:.1} s per step after {:.1} s warm-up) for {slo}",
+        scenario.name, scenario.connections, scenario.duration, scenario.warmup
+    );
+    let mut n = 0u64;
+    let rt = tokio::runtime::Handle::current();
+    let mut measure = |rate: f64| -> anyhow::Result<Step> {
+        let mut s = scenario.clone();
+        s.load = Load::Open {
+            rate,
+            stages: Vec::new(),
+        };
+        s.slo = Default::default();
+        s.check()
+            .map_err(|(key, message)| anyhow::anyhow!("step at {rate}/s: {key}: {message}"))?;
+        n += 1;
+        let stats = tokio::task::block_in_place(|| {
+            rt.block_on(engine::run(
+                &s,
+                target.clone(),
+                seed.wrapping_add(n),
+                |_, _| {},
+            ))
+        })
+        .map_err(|e| anyhow::anyhow!(e))?;
+        let summary = report::summarize(&stats, &s, &described, String::new());
+        let step = Step::judge(rate, &summary, &slo);
+        eprintln!(
+            "step {n:>2}: offered {rate:>9.0}/s  achieved {:>9.0}/s  p99 {:>9.3} ms  errors {:.3} %  {}",
+            step.achieved,
+            step.p99_ms,
+            step.error_share * 100.0,
+            step.why
+                .as_deref()
+                .map_or("pass".to_owned(), |w| format!("fail: {w}"))
+        );
+        Ok(step)
     };
+    let found = Capacity::search(&slo, how, &mut measure)?;
+    print!("{}", found.table());
+    if let Some(pair) = pair {
+        pair.edge.shutdown().await;
+        pair.origin.shutdown().await;
+    }
+    if let Some(dir) = out {
+        let doc = serde_json::json!({
+            "scenario": scenario.name,
+            "target": described,
+            "machine": report::Machine::here(),
+            "connections": scenario.connections,
+            "step_s": scenario.duration,
+            "warmup_s": scenario.warmup,
+            "capacity": found,
+        });
+        std::fs::write(
+            dir.join("capacity.json"),
+            serde_json::to_string_pretty(&doc)?,
+        )?;
+        std::fs::write(
+            dir.join("capacity.svg"),
+            npamp_loadgen::capacity::svg(&found, &scenario.name),
+        )?;
+        eprintln!(
+            "wrote {}, capacity.svg",
+            dir.join("capacity.json").display()
+        );
+    }
+    Ok(found)
+}
+
+async fn run(
+    scenario: Scenario,
+    out: Option<PathBuf>,
+    seed: u64,
+    quiet: bool,
+    npamp: GatewayFlags,
+) -> anyhow::Result<Summary> {
+    let (pair, target) = prepare(&scenario, &npamp).await?;
     let described = target.describe();
     eprintln!(
         "{}: {} loop, {} connections, {:.1} s (+{:.1} s warm-up) against {described}",

@@ -406,6 +406,7 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
         per_second,
         schedule_lag_ms: Latency::of(&schedule_lag),
         generator_kept_schedule: parts.iter().all(|p| p.summary.generator_kept_schedule),
+        held_back_sends: parts.iter().map(|p| p.summary.held_back_sends).sum(),
         slo,
         pass,
     };

@@ -108,6 +108,10 @@ pub struct Summary {
     /// How late the generator itself was against its schedule.
     pub schedule_lag_ms: Latency,
     pub generator_kept_schedule: bool,
+    /// Open-loop sends that waited because every connection was busy: when
+    /// the schedule slipped, the target held it back.
+    #[serde(default)]
+    pub held_back_sends: u64,
     pub slo: Vec<Check>,
     pub pass: bool,
 }
@@ -252,6 +256,7 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         generator_kept_schedule: lag.p99 <= LAG_P99_LIMIT_MS
             && s.sent_in_window as f64 >= SENT_IN_WINDOW_SHARE * s.sent_measured as f64,
         schedule_lag_ms: lag,
+        held_back_sends: s.held_back,
         slo,
         pass,
     }
@@ -402,10 +407,12 @@ impl Summary {
             "schedule   p99 lag {:.3} ms, max {:.3} ms{}",
             self.schedule_lag_ms.p99,
             self.schedule_lag_ms.max,
-            if self.generator_kept_schedule {
-                ""
-            } else {
-                "  — THE GENERATOR COULD NOT KEEP ITS SCHEDULE: the target got less load than asked"
+            match (self.generator_kept_schedule, self.held_back_sends) {
+                (true, _) => String::new(),
+                (false, 0) => "  — THE GENERATOR COULD NOT KEEP ITS SCHEDULE: the target got less load than asked".to_owned(),
+                (false, n) => format!(
+                    "  — the schedule slipped: {n} sends waited for a busy connection (the target, or too few connections)"
+                ),
             }
         );
         if let Some(why) = self.not_served() {

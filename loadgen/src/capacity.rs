@@ -1,0 +1,597 @@
+//! `npamp-loadgen capacity`: the highest open-loop rate at which a target
+//! still meets an SLO. Steps up by doubling until a step fails, then
+//! bisects between the last rate that passed and the first that failed
+//! until they are within the asked precision. A step passes when the SLO
+//! holds *and* the target kept up (its achieved rate is within 3 % of the
+//! offered one); a step in which the generator itself fell behind is not
+//! the target's knee, and the search stops there and says so.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::Summary;
+
+/// `--slo "p99<50ms,errors<0.1%"`: every term must hold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    /// (quantile name, limit in ms): `p50`, `p90`, `p99`, `p99.9`.
+    pub latency: Vec<(String, f64)>,
+    /// Failed requests (unexpected errors, transport errors, timeouts,
+    /// lost) over requests sent.
+    pub errors: Option<f64>,
+}
+
+impl std::str::FromStr for Slo {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut slo = Slo::default();
+        for term in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            let (name, limit) = term.split_once('<').ok_or_else(|| {
+                format!("{term:?}: expected NAME<LIMIT, e.g. p99<50ms or errors<0.1%")
+            })?;
+            let (name, limit) = (name.trim(), limit.trim().trim_start_matches('='));
+            match name {
+                "p50" | "p90" | "p99" | "p99.9" => {
+                    let ms = latency_ms(limit).ok_or_else(|| {
+                        format!("{term:?}: a latency limit is a time, e.g. 50ms, 2s, 500us")
+                    })?;
+                    slo.latency.push((name.to_owned(), ms));
+                }
+                "errors" => {
+                    let share = match limit.strip_suffix('%') {
+                        Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+                        None => limit.parse::<f64>(),
+                    }
+                    .ok()
+                    .filter(|v| (0.0..=1.0).contains(v))
+                    .ok_or_else(|| {
+                        format!("{term:?}: an error limit is a share, e.g. 0.1% or 0.001")
+                    })?;
+                    slo.errors = Some(share);
+                }
+                other => {
+                    return Err(format!(
+                        "{other:?}: expected p50, p90, p99, p99.9 or errors"
+                    ));
+                }
+            }
+        }
+        if slo.latency.is_empty() && slo.errors.is_none() {
+            return Err("an empty SLO: give e.g. \"p99<50ms,errors<0.1%\"".into());
+        }
+        Ok(slo)
+    }
+}
+
+impl std::fmt::Display for Slo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut terms: Vec<String> = self
+            .latency
+            .iter()
+            .map(|(q, ms)| format!("{q}<{ms}ms"))
+            .collect();
+        if let Some(e) = self.errors {
+            terms.push(format!("errors<{}%", e * 100.0));
+        }
+        f.write_str(&terms.join(","))
+    }
+}
+
+fn latency_ms(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e3)
+    } else {
+        return None;
+    };
+    number
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(|v| v * scale)
+}
+
+/// The target must answer at least this share of the offered rate for a
+/// step to pass: below it, it did not keep up, whatever its latency.
+pub const KEPT_UP: f64 = 0.97;
+
+/// One measured step of the search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// Offered, requests per second.
+    pub rate: f64,
+    /// Replies per second of the measured span.
+    pub achieved: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub error_share: f64,
+    /// The generator fell behind its schedule on its own (no connection
+    /// was busy): this step measured the generator, not the target.
+    pub generator_bound: bool,
+    pub pass: bool,
+    /// Why it failed, when it did.
+    pub why: Option<String>,
+}
+
+impl Step {
+    /// Judges a step's summary against `slo`.
+    pub fn judge(rate: f64, summary: &Summary, slo: &Slo) -> Self {
+        let a = &summary.accounting;
+        let failed =
+            a.unexpected_errors + a.transport_errors.values().sum::<u64>() + a.timed_out + a.lost;
+        let error_share = failed as f64 / a.sent_requests.max(1) as f64;
+        let l = &summary.latency_ms;
+        let mut why = Vec::new();
+        for (q, limit) in &slo.latency {
+            let v = match q.as_str() {
+                "p50" => l.p50,
+                "p90" => l.p90,
+                "p99" => l.p99,
+                _ => l.p999,
+            };
+            if l.count == 0 || v > *limit {
+                why.push(format!("{q} {v:.3} ms > {limit} ms"));
+            }
+        }
+        if let Some(limit) = slo.errors
+            && error_share > limit
+        {
+            why.push(format!(
+                "errors {:.3} % > {:.3} %",
+                error_share * 100.0,
+                limit * 100.0
+            ));
+        }
+        if summary.throughput < KEPT_UP * rate {
+            why.push(format!(
+                "achieved {:.0}/s of {rate:.0}/s offered",
+                summary.throughput
+            ));
+        }
+        // A schedule that slipped while sends waited for busy connections
+        // is the target's (or too few connections'); one that slipped
+        // without that is the generator's own.
+        let held_back = summary.held_back_sends as f64 > 0.01 * a.sent_requests as f64;
+        let generator_bound = !summary.generator_kept_schedule && !held_back;
+        if !summary.generator_kept_schedule {
+            why.push(if held_back {
+                format!(
+                    "{} sends waited for a busy connection",
+                    summary.held_back_sends
+                )
+            } else {
+                "the generator fell behind its schedule".into()
+            });
+        }
+        Step {
+            rate,
+            achieved: summary.throughput,
+            p50_ms: l.p50,
+            p99_ms: l.p99,
+            p999_ms: l.p999,
+            error_share,
+            generator_bound,
+            pass: why.is_empty(),
+            why: (!why.is_empty()).then(|| why.join("; ")),
+        }
+    }
+}
+
+/// How the search goes.
+#[derive(Clone, Copy, Debug)]
+pub struct Search {
+    /// The first rate tried.
+    pub start: f64,
+    /// No rate above this is tried.
+    pub max: f64,
+    /// Stop bisecting when the failing rate is within this share above the
+    /// passing one (0.05: 5 %).
+    pub precision: f64,
+}
+
+/// What the search found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Capacity {
+    pub slo: Slo,
+    /// The highest rate that passed (none: not even the first).
+    pub knee: Option<f64>,
+    /// The lowest rate above it that failed (none: none failed up to
+    /// `max`).
+    pub failed_at: Option<f64>,
+    /// The search stopped because the generator, not the target, could not
+    /// go faster.
+    pub generator_bound: bool,
+    /// Every step, in the order run.
+    pub steps: Vec<Step>,
+}
+
+impl Capacity {
+    /// Runs the search; `measure(rate)` runs one step.
+    pub fn search<E>(
+        slo: &Slo,
+        how: Search,
+        mut measure: impl FnMut(f64) -> Result<Step, E>,
+    ) -> Result<Self, E> {
+        let mut steps: Vec<Step> = Vec::new();
+        let mut lo: Option<f64> = None;
+        let mut hi: Option<f64> = None;
+        let mut generator_bound = false;
+        let mut rate = how.start.min(how.max);
+        // Up, doubling, until a step fails or the top is reached.
+        loop {
+            let step = measure(rate)?;
+            let (pass, bound) = (step.pass, step.generator_bound);
+            steps.push(step);
+            if bound {
+                generator_bound = true;
+                break;
+            }
+            if !pass {
+                hi = Some(rate);
+                break;
+            }
+            lo = Some(rate);
+            if rate >= how.max {
+                break;
+            }
+            rate = (rate * 2.0).min(how.max);
+        }
+        // Then halve the bracket until it is narrow enough.
+        while !generator_bound
+            && let (Some(l), Some(h)) = (lo, hi)
+            && (h - l) / l > how.precision
+        {
+            let mid = (l + h) / 2.0;
+            let step = measure(mid)?;
+            let (pass, bound) = (step.pass, step.generator_bound);
+            steps.push(step);
+            if bound {
+                generator_bound = true;
+            } else if pass {
+                lo = Some(mid);
+            } else {
+                hi = Some(mid);
+            }
+        }
+        // Below the first step: halve down until one passes.
+        while lo.is_none() && !generator_bound && rate > 1.0 && steps.len() < 64 {
+            rate /= 2.0;
+            let step = measure(rate)?;
+            let pass = step.pass;
+            steps.push(step);
+            if pass {
+                lo = Some(rate);
+            } else {
+                hi = Some(rate);
+            }
+        }
+        Ok(Capacity {
+            slo: slo.clone(),
+            knee: lo,
+            failed_at: hi,
+            generator_bound,
+            steps,
+        })
+    }
+
+    /// The table of steps and the verdict.
+    pub fn table(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "{:>10} {:>10} {:>9} {:>9} {:>9} {:>8}  verdict",
+            "offered/s", "achieved/s", "p50 ms", "p99 ms", "p99.9 ms", "errors"
+        );
+        for s in &self.steps {
+            let _ = writeln!(
+                o,
+                "{:>10.0} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>7.3}%  {}",
+                s.rate,
+                s.achieved,
+                s.p50_ms,
+                s.p99_ms,
+                s.p999_ms,
+                s.error_share * 100.0,
+                s.why
+                    .as_deref()
+                    .map_or("pass".to_owned(), |w| format!("fail: {w}"))
+            );
+        }
+        let _ = writeln!(o, "{}", self.verdict());
+        o
+    }
+
+    pub fn verdict(&self) -> String {
+        match (self.knee, self.failed_at, self.generator_bound) {
+            (Some(k), _, true) => format!(
+                "knee at least {k:.0}/s ({}): the generator could not offer more; run more workers (--shard) to find the target's",
+                self.slo
+            ),
+            (None, _, true) => "no knee: the generator fell behind at the first step".into(),
+            (Some(k), Some(f), false) => format!(
+                "knee {k:.0}/s ({}): passes; {f:.0}/s fails ({:.1} % above)",
+                self.slo,
+                (f - k) / k * 100.0
+            ),
+            (Some(k), None, false) => {
+                format!(
+                    "knee at least {k:.0}/s ({}): every step up to the top passed",
+                    self.slo
+                )
+            }
+            (None, _, false) => format!("no rate tried meets {}", self.slo),
+        }
+    }
+}
+
+/// Round tick values from 0 to at least `max`: 1, 2 or 5 times a power of
+/// ten apart, about `n` of them.
+pub fn ticks(max: f64, n: usize) -> Vec<f64> {
+    let max = if max.is_finite() && max > 0.0 {
+        max
+    } else {
+        1.0
+    };
+    let n = n.max(1);
+    let power = 10f64.powf((max / n as f64).log10().floor());
+    // The smallest round step that needs at most n + 1 ticks.
+    let step = [1.0, 2.0, 5.0, 10.0, 20.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|s| (max / s).ceil() as usize <= n + 1)
+        .unwrap_or(20.0 * power);
+    let count = (max / step).ceil() as usize;
+    (0..=count).map(|i| i as f64 * step).collect()
+}
+
+/// A tick label without needless digits (`2.5`, `10`, `0.05`).
+pub fn label(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    // Three significant digits at most, then no trailing zeros.
+    let digits = (2 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    let text = format!("{v:.digits$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
+    }
+}
+
+/// Latency (p50 and p99) against achieved throughput, one point per step,
+/// the failing steps hollow, the knee marked.
+pub fn svg(c: &Capacity, title: &str) -> String {
+    let (w, h) = (760.0, 420.0);
+    let (x0, y0, pw, ph) = (80.0, 40.0, w - 110.0, h - 100.0);
+    let mut steps: Vec<&Step> = c.steps.iter().collect();
+    steps.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    let xmax = steps
+        .iter()
+        .map(|s| s.rate.max(s.achieved))
+        .fold(1.0, f64::max);
+    let ymax = steps
+        .iter()
+        .map(|s| s.p99_ms)
+        .chain(c.slo.latency.iter().map(|(_, ms)| *ms))
+        .fold(0.001, f64::max);
+    let (xt, yt) = (ticks(xmax, 6), ticks(ymax, 5));
+    let (xtop, ytop) = (*xt.last().unwrap_or(&1.0), *yt.last().unwrap_or(&1.0));
+    let px = |x: f64| x0 + x / xtop * pw;
+    let py = |y: f64| y0 + ph - y / ytop * ph;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="{x0}" y="20" font-size="14">{} — {}</text>"#,
+        xml(title),
+        xml(&c.verdict())
+    );
+    let _ = writeln!(
+        o,
+        r##"<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
+    );
+    for x in &xt {
+        let _ = writeln!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            px(*x),
+            y0 + ph + 16.0,
+            label(*x)
+        );
+    }
+    for y in &yt {
+        let _ = writeln!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end" dominant-baseline="middle">{}</text>"#,
+            x0 - 6.0,
+            py(*y),
+            label(*y)
+        );
+    }
+    let _ = writeln!(
+        o,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">achieved throughput, replies/s</text>"#,
+        x0 + pw / 2.0,
+        h - 30.0
+    );
+    let _ = writeln!(
+        o,
+        r#"<text x="18" y="{:.1}" transform="rotate(-90 18 {:.1})" text-anchor="middle">latency, ms</text>"#,
+        y0 + ph / 2.0,
+        y0 + ph / 2.0
+    );
+    for (name, colour, of) in [
+        ("p50", "#2ca02c", (|s: &Step| s.p50_ms) as fn(&Step) -> f64),
+        ("p99", "#1f77b4", |s: &Step| s.p99_ms),
+    ] {
+        let points: Vec<String> = steps
+            .iter()
+            .map(|s| format!("{:.1},{:.1}", px(s.achieved), py(of(s))))
+            .collect();
+        let _ = writeln!(
+            o,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{}"/>"#,
+            points.join(" ")
+        );
+        for s in &steps {
+            let fill = if s.pass { colour } else { "white" };
+            let _ = writeln!(
+                o,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{fill}" stroke="{colour}"><title>{name} {:.3} ms at {:.0}/s offered, {:.0}/s achieved{}</title></circle>"#,
+                px(s.achieved),
+                py(of(s)),
+                of(s),
+                s.rate,
+                s.achieved,
+                s.why
+                    .as_deref()
+                    .map_or(String::new(), |w| format!(": {}", xml(w)))
+            );
+        }
+    }
+    for (q, ms) in &c.slo.latency {
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x0}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ff7f0e" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#ff7f0e">SLO {q} &lt; {} ms</text>"##,
+            x0 + pw,
+            x0 + pw - 4.0,
+            py(*ms) - 4.0,
+            label(*ms),
+            y = py(*ms)
+        );
+    }
+    if let Some(k) = c.knee {
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{:.1}" stroke="#d62728" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" fill="#d62728">knee {}/s</text>"##,
+            y0 + ph,
+            px(k) + 4.0,
+            y0 + 14.0,
+            label(k.round()),
+            x = px(k)
+        );
+    }
+    for (i, (name, colour)) in [("p50", "#2ca02c"), ("p99", "#1f77b4")].iter().enumerate() {
+        let y = y0 + 14.0 + 16.0 * i as f64;
+        let _ = writeln!(
+            o,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{colour}"/><text x="{:.1}" y="{:.1}" dominant-baseline="middle">{name}</text>"#,
+            x0 + 12.0,
+            y,
+            x0 + 22.0,
+            y
+        );
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        assert_eq!(
+            ticks(10075.0, 5),
+            vec![0.0, 2000.0, 4000.0, 6000.0, 8000.0, 10000.0, 12000.0]
+        );
+        assert_eq!(ticks(5.0, 5), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(
+            ticks(0.37, 4),
+            vec![0.0, 0.1, 0.2, 0.30000000000000004, 0.4]
+        );
+        assert_eq!(label(0.30000000000000004), "0.3");
+        assert_eq!(label(12000.0), "12000");
+        assert_eq!(label(2.5), "2.5");
+        assert_eq!(label(0.05), "0.05");
+    }
+
+    #[test]
+    fn slos_parse_as_a_planner_writes_them() {
+        let s: Slo = "p99<50ms, errors<0.1%".parse().unwrap();
+        assert_eq!(s.latency, vec![("p99".to_owned(), 50.0)]);
+        assert_eq!(s.errors, Some(0.001));
+        let s: Slo = "p50<500us,p99.9<2s,errors<0.01".parse().unwrap();
+        assert_eq!(
+            s.latency,
+            vec![("p50".to_owned(), 0.5), ("p99.9".to_owned(), 2000.0)]
+        );
+        assert_eq!(s.errors, Some(0.01));
+        for bad in ["", "p99", "p99<50", "p98<1ms", "errors<5x", "errors<200%"] {
+            assert!(bad.parse::<Slo>().is_err(), "{bad}");
+        }
+    }
+
+    /// A target whose p99 is 1 ms below `knee` req/s and 100 ms above.
+    fn target(knee: f64, generator_max: f64) -> impl FnMut(f64) -> Result<Step, ()> {
+        move |rate| {
+            let over = rate > knee;
+            let kept = rate <= generator_max;
+            Ok(Step {
+                rate,
+                achieved: if over { knee } else { rate },
+                p50_ms: 0.5,
+                p99_ms: if over { 100.0 } else { 1.0 },
+                p999_ms: 2.0,
+                error_share: 0.0,
+                generator_bound: !kept,
+                pass: !over && kept,
+                why: over.then(|| "p99".into()),
+            })
+        }
+    }
+
+    #[test]
+    fn the_search_brackets_the_knee_within_the_precision() {
+        let slo: Slo = "p99<50ms".parse().unwrap();
+        let how = Search {
+            start: 100.0,
+            max: 1e6,
+            precision: 0.05,
+        };
+        let c = Capacity::search(&slo, how, target(4321.0, 1e9)).unwrap();
+        let (k, f) = (c.knee.unwrap(), c.failed_at.unwrap());
+        assert!(k <= 4321.0 && f > 4321.0, "{k} {f}");
+        assert!((f - k) / k <= 0.05, "{k} {f}");
+        assert!(c.steps.len() < 20, "{}", c.steps.len());
+        assert!(
+            c.verdict().starts_with(&format!("knee {k:.0}/s")),
+            "{}",
+            c.verdict()
+        );
+        // A knee below the first step is found by halving down.
+        let c = Capacity::search(&slo, how, target(30.0, 1e9)).unwrap();
+        assert!(c.knee.unwrap() <= 30.0);
+        // A generator that cannot go past 2 000/s never names that the knee.
+        let c = Capacity::search(&slo, how, target(4321.0, 2000.0)).unwrap();
+        assert!(c.generator_bound);
+        assert!(
+            c.verdict().contains("the generator could not offer more"),
+            "{}",
+            c.verdict()
+        );
+        // Nothing fails up to the top.
+        let top = Search { max: 1000.0, ..how };
+        let c = Capacity::search(&slo, top, target(4321.0, 1e9)).unwrap();
+        assert_eq!((c.knee, c.failed_at), (Some(1000.0), None));
+    }
+}

@@ -1,0 +1,82 @@
+//! `capacity` against a target whose capacity is known: a mock upstream
+//! that answers after 20 ms, behind 4 connections, serves at most 200
+//! requests a second (Little's law); past that, requests queue and the p99
+//! grows without bound.
+
+use npamp_gateway::mock::{self, MockAddr, MockOptions};
+
+const BIN: &str = env!("CARGO_BIN_EXE_npamp-loadgen");
+
+#[test]
+fn the_knee_of_a_target_of_known_capacity() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let behavior = MockOptions {
+        latency: Some("fixed:20".parse().expect("latency")),
+        ..Default::default()
+    }
+    .behavior();
+    let bound = rt
+        .block_on(mock::spawn(
+            MockAddr::Http("127.0.0.1:0".parse().expect("addr")),
+            None,
+            behavior,
+        ))
+        .expect("mock");
+    let out_dir = std::env::temp_dir().join(format!("loadgen-capacity-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    std::fs::create_dir_all(&out_dir).expect("dir");
+    // A plain method: the mock waits its latency before answering.
+    let scenario = out_dir.join("work.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"work\"\ntimeout = 5\n[load]\nmodel = \"open\"\nrate = 1\n[mix]\n[[mix.message]]\nmethod = \"work\"\nparams = '[{seq}]'\n",
+    )
+    .expect("scenario");
+    let out = std::process::Command::new(BIN)
+        .args([
+            "capacity",
+            "--slo",
+            "p99<150ms,errors<1%",
+            "--start",
+            "50",
+            "--step",
+            "1s",
+            "--warmup",
+            "300ms",
+            "--connections",
+            "4",
+            "--precision",
+            "10",
+            "--target",
+        ])
+        .arg(bound.to_string())
+        .arg("--out")
+        .arg(&out_dir)
+        .arg(&scenario)
+        .output()
+        .expect("capacity");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(out_dir.join("capacity.json")).expect("capacity.json"),
+    )
+    .expect("JSON");
+    let knee = doc["capacity"]["knee"].as_f64().expect("a knee");
+    let failed = doc["capacity"]["failed_at"]
+        .as_f64()
+        .expect("a failing rate");
+    // 200/s is the most it can serve; well below, it meets the SLO.
+    assert!((100.0..=210.0).contains(&knee), "knee {knee}\n{table}");
+    assert!(
+        failed > knee && (failed - knee) / knee <= 0.10,
+        "{knee} {failed}\n{table}"
+    );
+    assert!(table.contains(&format!("knee {knee:.0}/s")), "{table}");
+    let svg = std::fs::read_to_string(out_dir.join("capacity.svg")).expect("svg");
+    assert!(svg.contains("knee") && svg.contains("SLO p99"), "{svg}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
