@@ -67,14 +67,9 @@ impl Measured {
         std::fs::create_dir_all(dir).map_err(|e| io("", e))?;
         let json = serde_json::to_string_pretty(&self.summary).map_err(|e| e.to_string())?;
         std::fs::write(dir.join("summary.json"), json).map_err(|e| io("summary.json", e))?;
-        let p99s: Vec<f64> = self
-            .intervals
-            .iter()
-            .map(|(_, h)| h.value_at_quantile(0.99) as f64 / 1e3)
-            .collect();
         std::fs::write(
             dir.join("report.svg"),
-            report::svg(&self.summary, &self.overall, &p99s),
+            report::svg(&self.summary, &self.overall, &self.intervals),
         )
         .map_err(|e| io("report.svg", e))?;
         std::fs::write(dir.join("latency.hlog"), self.interval_log()?)
@@ -404,6 +399,19 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
             .map(|(m, h)| (m.clone(), Latency::of(h)))
             .collect(),
         per_second,
+        offered_per_second: {
+            let mut sum: Vec<f64> = Vec::new();
+            for p in parts {
+                let offset = ((p.summary.started_at_ms - origin) as f64 / 1e3).round() as usize;
+                for (i, r) in p.summary.offered_per_second.iter().enumerate() {
+                    if sum.len() <= i + offset {
+                        sum.resize(i + offset + 1, 0.0);
+                    }
+                    sum[i + offset] += r;
+                }
+            }
+            sum
+        },
         schedule_lag_ms: Latency::of(&schedule_lag),
         generator_kept_schedule: parts.iter().all(|p| p.summary.generator_kept_schedule),
         held_back_sends: parts.iter().map(|p| p.summary.held_back_sends).sum(),

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -105,6 +106,10 @@ pub struct Summary {
     pub per_method: BTreeMap<String, Latency>,
     /// Replies and errors in each second since the start (warm-up included).
     pub per_second: Vec<[u64; 2]>,
+    /// Requests per second the schedule asked for in each second since the
+    /// start (open loop; empty for closed loop).
+    #[serde(default)]
+    pub offered_per_second: Vec<f64>,
     /// How late the generator itself was against its schedule.
     pub schedule_lag_ms: Latency,
     pub generator_kept_schedule: bool,
@@ -253,6 +258,7 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         latency_ms: latency,
         per_method,
         per_second: s.per_second.iter().map(|&(a, b)| [a, b]).collect(),
+        offered_per_second: offered_per_second(scenario),
         generator_kept_schedule: lag.p99 <= LAG_P99_LIMIT_MS
             && s.sent_in_window as f64 >= SENT_IN_WINDOW_SHARE * s.sent_measured as f64,
         schedule_lag_ms: lag,
@@ -260,6 +266,32 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         slo,
         pass,
     }
+}
+
+/// The schedule's requests per second in each second of a run, the
+/// warm-up's included (it runs at the first stage's rate).
+fn offered_per_second(scenario: &Scenario) -> Vec<f64> {
+    let Some(mean) = scenario.offered_rate() else {
+        return Vec::new();
+    };
+    // Requests per send, as `offered_rate` counts them.
+    let sends = match &scenario.load {
+        crate::scenario::Load::Open { rate, stages } if stages.is_empty() => *rate,
+        crate::scenario::Load::Open { stages, .. } => {
+            let span: f64 = stages.iter().map(|s| s.duration).sum();
+            stages.iter().map(|s| s.rate * s.duration).sum::<f64>() / span.max(1e-9)
+        }
+        crate::scenario::Load::Closed { .. } => return Vec::new(),
+    };
+    let per_send = mean / sends.max(1e-9);
+    let (warmup, measured) = (scenario.warmup, scenario.measured().as_secs_f64());
+    let seconds = (warmup + measured).ceil() as usize;
+    (0..seconds)
+        .map(|i| {
+            let t = i as f64 + 0.5 - warmup;
+            scenario.rate_at(t.max(0.0)).unwrap_or(0.0) * per_send
+        })
+        .collect()
 }
 
 /// The SLO checks of `slo` on a run's (or a merged run's) numbers.
@@ -432,79 +464,36 @@ impl Summary {
     }
 }
 
-/// An SVG report: the latency percentile spectrum, replies per second, and
-/// p99 latency per second (`p99_per_second`, ms, from the interval log).
-pub fn svg(summary: &Summary, h: &Histogram<u64>, p99_per_second: &[f64]) -> String {
-    let (w, ht) = (720.0, 300.0);
+/// An SVG report, three charts on round ticks: the latency percentile
+/// spectrum; replies per second against the offered rate; p50 and p99 of
+/// each second (`intervals`: each second's histogram and its end since the
+/// start). The warm-up is shaded, seconds without a measured reply are not
+/// drawn as zero, and the last, partial second is left out.
+pub fn svg(
+    summary: &Summary,
+    h: &Histogram<u64>,
+    intervals: &[(Duration, Histogram<u64>)],
+) -> String {
+    let (w, panel) = (760.0, 250.0);
     let mut o = String::new();
     let _ = writeln!(
         o,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{}" font-family="sans-serif" font-size="12">"#,
-        ht * 3.0 + 80.0
+        40.0 + 3.0 * (panel + 30.0)
     );
     let _ = writeln!(
         o,
-        r#"<text x="10" y="18" font-size="14">{} — {} — {:.0} replies/s, p99 {:.3} ms</text>"#,
+        r#"<text x="10" y="20" font-size="14">{} — {} — {:.0} replies/s achieved of {} offered, p99 {:.3} ms</text>"#,
         xml(&summary.scenario),
         xml(&summary.target),
         summary.throughput,
+        summary
+            .rates
+            .offered
+            .map_or_else(|| "closed loop".to_owned(), |r| format!("{r:.0}/s")),
         summary.latency_ms.p99
     );
     // Percentile spectrum: x = log10(1/(1-q)) from 0 (p0) to 5 (p99.999).
-    let top = 30.0;
-    let plot = |o: &mut String,
-                y0: f64,
-                points: &[(f64, f64)],
-                xmax: f64,
-                ymax: f64,
-                xlabels: &[(f64, String)],
-                ylabel: &str| {
-        let (x0, pw, ph) = (60.0, w - 80.0, ht - 60.0);
-        let _ = writeln!(
-            o,
-            r##"<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
-        );
-        for (x, label) in xlabels {
-            let px = x0 + x / xmax * pw;
-            let _ = writeln!(
-                o,
-                r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                y0 + ph + 15.0,
-                xml(label)
-            );
-        }
-        for i in 0..=4 {
-            let v = ymax * f64::from(i) / 4.0;
-            let py = y0 + ph - ph * f64::from(i) / 4.0;
-            let _ = writeln!(
-                o,
-                r#"<text x="{:.1}" y="{py:.1}" text-anchor="end">{v:.2}</text>"#,
-                x0 - 4.0
-            );
-        }
-        let _ = writeln!(
-            o,
-            r#"<text x="12" y="{:.1}" transform="rotate(-90 12 {:.1})" text-anchor="middle">{}</text>"#,
-            y0 + ph / 2.0,
-            y0 + ph / 2.0,
-            xml(ylabel)
-        );
-        let path: Vec<String> = points
-            .iter()
-            .map(|(x, y)| {
-                format!(
-                    "{:.1},{:.1}",
-                    x0 + x / xmax * pw,
-                    y0 + ph - (y / ymax.max(1e-9)).min(1.0) * ph
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            o,
-            r##"<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{}"/>"##,
-            path.join(" ")
-        );
-    };
     let mut spectrum = Vec::new();
     if !h.is_empty() {
         for i in 0..=100 {
@@ -513,53 +502,253 @@ pub fn svg(summary: &Summary, h: &Histogram<u64>, p99_per_second: &[f64]) -> Str
             spectrum.push((x, h.value_at_quantile(q) as f64 / 1e3));
         }
     }
-    let ymax = spectrum.iter().map(|p| p.1).fold(0.0, f64::max).max(0.001);
-    let xlabels: Vec<(f64, String)> = ["p0", "p90", "p99", "p99.9", "p99.99", "p99.999"]
+    let quantiles: Vec<(f64, String)> = ["p0", "p90", "p99", "p99.9", "p99.99", "p99.999"]
         .iter()
         .enumerate()
         .map(|(i, l)| (i as f64, (*l).to_owned()))
         .collect();
-    plot(&mut o, top, &spectrum, 5.0, ymax, &xlabels, "latency ms");
-    let per: Vec<(f64, f64)> = summary
+    let mut chart = Chart {
+        x0: 70.0,
+        y0: 40.0,
+        width: w - 110.0,
+        height: panel - 40.0,
+    };
+    chart.draw(
+        &mut o,
+        &Axes {
+            x: Scale::Labels(quantiles, 5.0),
+            y_max: spectrum.iter().map(|p| p.1).fold(0.0, f64::max),
+            x_title: "percentile",
+            y_title: "latency, ms",
+            shade: None,
+        },
+        &[Series::line("#1f77b4", "latency", &spectrum)],
+    );
+    // Replies per second (whole seconds only) against the offered rate.
+    let run_s = summary.warmup_s + summary.measured_span_s;
+    let whole = |second_end: f64| second_end <= run_s + 1e-9;
+    let replies: Vec<(f64, f64)> = summary
         .per_second
         .iter()
         .enumerate()
-        .map(|(i, r)| (i as f64, r[0] as f64))
+        .map(|(i, r)| ((i + 1) as f64, r[0] as f64))
+        .filter(|(t, _)| whole(*t))
         .collect();
-    let xmax = (per.len().max(2) - 1) as f64;
-    let rmax = per.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0);
-    let ticks: Vec<(f64, String)> = (0..=4)
-        .map(|i| {
-            let x = xmax * f64::from(i) / 4.0;
-            (x, format!("{x:.0} s"))
-        })
-        .collect();
-    plot(
-        &mut o,
-        top + ht + 20.0,
-        &per,
-        xmax,
-        rmax,
-        &ticks,
-        "replies/s",
-    );
-    let lat: Vec<(f64, f64)> = p99_per_second
+    let errors: Vec<(f64, f64)> = summary
+        .per_second
         .iter()
         .enumerate()
-        .map(|(i, v)| ((i + 1) as f64, *v))
+        .map(|(i, r)| ((i + 1) as f64, r[1] as f64))
+        .filter(|(t, _)| whole(*t))
         .collect();
-    let lmax = lat.iter().map(|p| p.1).fold(0.0, f64::max).max(0.001);
-    plot(
+    let offered: Vec<(f64, f64)> = summary
+        .offered_per_second
+        .iter()
+        .enumerate()
+        .map(|(i, r)| ((i + 1) as f64, *r))
+        .collect();
+    let t_max = replies.len().max(offered.len()).max(1) as f64;
+    let warmup = (summary.warmup_s > 0.0).then_some(summary.warmup_s);
+    chart.y0 += panel + 30.0;
+    let rate_max = replies
+        .iter()
+        .chain(&offered)
+        .chain(&errors)
+        .map(|p| p.1)
+        .fold(0.0, f64::max);
+    chart.draw(
         &mut o,
-        top + 2.0 * (ht + 20.0),
-        &lat,
-        xmax.max(1.0),
-        lmax,
-        &ticks,
-        "p99 ms each second",
+        &Axes {
+            x: Scale::Numbers(t_max),
+            y_max: rate_max,
+            x_title: "seconds since the start",
+            y_title: "per second",
+            shade: warmup,
+        },
+        &[
+            Series::dashed("#ff7f0e", "offered", &offered),
+            Series::line("#1f77b4", "replies", &replies),
+            Series::line("#d62728", "errors", &errors),
+        ],
+    );
+    // p50 and p99 of each second that had measured replies.
+    let of = |q: f64| -> Vec<(f64, f64)> {
+        intervals
+            .iter()
+            .filter(|(end, h)| !h.is_empty() && whole(end.as_secs_f64().round()))
+            .map(|(end, h)| (end.as_secs_f64(), h.value_at_quantile(q) as f64 / 1e3))
+            .collect()
+    };
+    let (p50, p99) = (of(0.5), of(0.99));
+    chart.y0 += panel + 30.0;
+    chart.draw(
+        &mut o,
+        &Axes {
+            x: Scale::Numbers(t_max),
+            y_max: p99.iter().map(|p| p.1).fold(0.0, f64::max),
+            x_title: "seconds since the start",
+            y_title: "latency each second, ms",
+            shade: warmup,
+        },
+        &[
+            Series::line("#2ca02c", "p50", &p50),
+            Series::line("#1f77b4", "p99", &p99),
+        ],
     );
     o.push_str("</svg>\n");
     o
+}
+
+/// One chart's frame on the page.
+struct Chart {
+    x0: f64,
+    y0: f64,
+    width: f64,
+    height: f64,
+}
+
+enum Scale {
+    /// Named positions (the spectrum's percentiles) on 0..max.
+    Labels(Vec<(f64, String)>, f64),
+    /// Round numbers from 0 to at least this.
+    Numbers(f64),
+}
+
+struct Axes<'a> {
+    x: Scale,
+    y_max: f64,
+    x_title: &'a str,
+    y_title: &'a str,
+    /// Shade 0..this on the x axis (the warm-up).
+    shade: Option<f64>,
+}
+
+struct Series<'a> {
+    colour: &'a str,
+    name: &'a str,
+    dashed: bool,
+    points: &'a [(f64, f64)],
+}
+
+impl<'a> Series<'a> {
+    fn line(colour: &'a str, name: &'a str, points: &'a [(f64, f64)]) -> Self {
+        Self {
+            colour,
+            name,
+            dashed: false,
+            points,
+        }
+    }
+
+    fn dashed(colour: &'a str, name: &'a str, points: &'a [(f64, f64)]) -> Self {
+        Self {
+            dashed: true,
+            ..Self::line(colour, name, points)
+        }
+    }
+}
+
+impl Chart {
+    fn draw(&self, o: &mut String, axes: &Axes<'_>, series: &[Series<'_>]) {
+        use crate::capacity::{label, ticks};
+        let Chart {
+            x0,
+            y0,
+            width,
+            height,
+        } = *self;
+        let (x_ticks, x_top): (Vec<(f64, String)>, f64) = match &axes.x {
+            Scale::Labels(l, max) => (l.clone(), *max),
+            Scale::Numbers(max) => {
+                let t = ticks(*max, 8);
+                let top = t.last().copied().unwrap_or(1.0);
+                (t.into_iter().map(|v| (v, label(v))).collect(), top)
+            }
+        };
+        let y_ticks = ticks(axes.y_max, 5);
+        let y_top = y_ticks.last().copied().unwrap_or(1.0).max(1e-9);
+        let px = |x: f64| x0 + (x / x_top).clamp(0.0, 1.0) * width;
+        let py = |y: f64| y0 + height - (y / y_top).clamp(0.0, 1.0) * height;
+        if let Some(end) = axes.shade {
+            let _ = writeln!(
+                o,
+                r##"<rect x="{x0}" y="{y0}" width="{:.1}" height="{height}" fill="#eee"/><text x="{:.1}" y="{:.1}" fill="#777" text-anchor="middle">warm-up</text>"##,
+                px(end) - x0,
+                (x0 + px(end)) / 2.0,
+                y0 + 14.0
+            );
+        }
+        let _ = writeln!(
+            o,
+            r##"<rect x="{x0}" y="{y0}" width="{width}" height="{height}" fill="none" stroke="#888"/>"##
+        );
+        let last = x_ticks.len().saturating_sub(1);
+        for (i, (x, text)) in x_ticks.iter().enumerate() {
+            // The last label ends at the frame, so it is never clipped.
+            let anchor = if i == last && i > 0 { "end" } else { "middle" };
+            let _ = writeln!(
+                o,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
+                px(*x),
+                y0 + height + 15.0,
+                xml(text)
+            );
+        }
+        for y in &y_ticks {
+            let _ = writeln!(
+                o,
+                r##"<line x1="{x0}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{:.1}" y="{yy:.1}" text-anchor="end" dominant-baseline="middle">{}</text>"##,
+                x0 + width,
+                x0 - 5.0,
+                label(*y),
+                yy = py(*y)
+            );
+        }
+        let _ = writeln!(
+            o,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x0 + width / 2.0,
+            y0 + height + 30.0,
+            xml(axes.x_title)
+        );
+        let _ = writeln!(
+            o,
+            r#"<text x="14" y="{:.1}" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
+            y0 + height / 2.0,
+            y0 + height / 2.0,
+            xml(axes.y_title)
+        );
+        for (i, s) in series.iter().enumerate() {
+            let points: Vec<String> = s
+                .points
+                .iter()
+                .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+                .collect();
+            let dash = if s.dashed {
+                r#" stroke-dasharray="6 3""#
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                o,
+                r#"<polyline fill="none" stroke="{}" stroke-width="1.8"{dash} points="{}"/>"#,
+                s.colour,
+                points.join(" ")
+            );
+            if series.len() > 1 {
+                let ly = y0 + 14.0 + 15.0 * i as f64;
+                let _ = writeln!(
+                    o,
+                    r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{}" stroke-width="2"{dash}/><text x="{:.1}" y="{ly:.1}" dominant-baseline="middle">{}</text>"#,
+                    x0 + width - 90.0,
+                    x0 + width - 70.0,
+                    s.colour,
+                    x0 + width - 64.0,
+                    xml(s.name)
+                );
+            }
+        }
+    }
 }
 
 fn xml(s: &str) -> String {

@@ -626,12 +626,25 @@ async fn the_svg_report_has_its_three_charts() {
     .await
     .expect("run");
     let summary = report::summarize(&stats, &s, "mock", "test".into());
-    let svg = report::svg(&summary, &stats.overall, &[0.5, 0.7]);
+    let intervals = vec![
+        (std::time::Duration::from_secs(1), stats.overall.clone()),
+        (std::time::Duration::from_secs(2), stats.overall.clone()),
+    ];
+    let svg = report::svg(&summary, &stats.overall, &intervals);
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    assert_eq!(svg.matches("<polyline").count(), 3, "{svg}");
-    for label in ["latency ms", "replies/s", "p99 ms each second"] {
+    // Spectrum; offered, replies, errors; p50, p99.
+    assert_eq!(svg.matches("<polyline").count(), 6, "{svg}");
+    for label in [
+        "latency, ms",
+        "per second",
+        "latency each second, ms",
+        "offered",
+        "warm-up",
+    ] {
         assert!(svg.contains(label), "{label}");
     }
+    // Tick labels are round numbers, never 10075.00-style.
+    assert!(!svg.contains(".00<"), "{svg}");
 }
 
 /// `verify_echo`: a success that is not the request's own echo (here the
