@@ -7,6 +7,7 @@
 //! - [`engine`]: the schedule, the targets (HTTP, WebSocket, TCP, N-PAMP)
 //!   and the accounting;
 //! - [`report`]: the table, the JSON summary, the SVG report;
+//! - [`html`]: the self-contained HTML report;
 //! - [`capacity`]: the highest rate that meets an SLO (steps, then bisection);
 //! - [`compare`]: two summaries side by side, with a regression threshold;
 //! - [`merge`]: the shards of a run across machines, added into one;
@@ -17,6 +18,7 @@ pub mod capacity;
 pub mod compare;
 pub mod engine;
 pub mod flood;
+pub mod html;
 pub mod impair;
 pub mod merge;
 pub mod report;

@@ -519,7 +519,7 @@ fn main() -> ExitCode {
                             return fail(EXIT_RUN, &anyhow::anyhow!(e));
                         }
                         eprintln!(
-                            "wrote {}, report.svg, latency.hlog, histograms.hlog",
+                            "wrote {}, report.html, report.svg, latency.hlog, histograms.hlog",
                             dir.join("summary.json").display()
                         );
                     }
@@ -826,8 +826,12 @@ async fn capacity(
             dir.join("capacity.svg"),
             npamp_loadgen::capacity::svg(&found, &scenario.name),
         )?;
+        std::fs::write(
+            dir.join("report.html"),
+            npamp_loadgen::html::capacity_page(&found, &scenario.name, &described),
+        )?;
         eprintln!(
-            "wrote {}, capacity.svg",
+            "wrote {}, capacity.svg, report.html",
             dir.join("capacity.json").display()
         );
     }
@@ -855,6 +859,7 @@ async fn run(
         scenario.warmup().as_secs_f64()
     );
     let mut intervals: Vec<(Duration, hdrhistogram::Histogram<u64>)> = Vec::new();
+    let mut outstanding: Vec<u64> = Vec::new();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let stats: Stats = engine::run(&scenario, target, seed, |s, t| {
         let h = std::mem::replace(
@@ -892,6 +897,7 @@ async fn run(
             }
         }
         intervals.push((t, h));
+        outstanding.push(s.outstanding());
     })
     .await
     .map_err(|e| anyhow::anyhow!(e))?;
@@ -909,7 +915,9 @@ async fn run(
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_owned())
         .unwrap_or_default();
-    let summary = report::summarize(&stats, &scenario, &described, date);
+    let mut summary = report::summarize(&stats, &scenario, &described, date);
+    summary.outstanding_per_second = outstanding;
+    summary.stages = report::stages(&summary, &intervals);
     print!("{}", summary.table());
     if let Some(dir) = out {
         let mut per_method: std::collections::BTreeMap<String, hdrhistogram::Histogram<u64>> =
@@ -931,7 +939,7 @@ async fn run(
         };
         measured.write(&dir).map_err(anyhow::Error::msg)?;
         eprintln!(
-            "wrote {}, report.svg, latency.hlog, histograms.hlog",
+            "wrote {}, report.html, report.svg, latency.hlog, histograms.hlog",
             dir.join("summary.json").display()
         );
     }

@@ -72,6 +72,8 @@ impl Measured {
             report::svg(&self.summary, &self.overall, &self.intervals),
         )
         .map_err(|e| io("report.svg", e))?;
+        std::fs::write(dir.join("report.html"), crate::html::page(self, None))
+            .map_err(|e| io("report.html", e))?;
         std::fs::write(dir.join("latency.hlog"), self.interval_log()?)
             .map_err(|e| io("latency.hlog", e))?;
         std::fs::write(dir.join("histograms.hlog"), self.histogram_log()?)
@@ -412,16 +414,32 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
             }
             sum
         },
+        outstanding_per_second: {
+            let mut sum: Vec<u64> = Vec::new();
+            for p in parts {
+                let offset = ((p.summary.started_at_ms - origin) as f64 / 1e3).round() as usize;
+                for (i, n) in p.summary.outstanding_per_second.iter().enumerate() {
+                    if sum.len() <= i + offset {
+                        sum.resize(i + offset + 1, 0);
+                    }
+                    sum[i + offset] += n;
+                }
+            }
+            sum
+        },
+        stages: Vec::new(),
         schedule_lag_ms: Latency::of(&schedule_lag),
         generator_kept_schedule: parts.iter().all(|p| p.summary.generator_kept_schedule),
         held_back_sends: parts.iter().map(|p| p.summary.held_back_sends).sum(),
         slo,
         pass,
     };
-    let intervals = seconds
+    let intervals: Vec<(Duration, Histogram<u64>)> = seconds
         .into_iter()
         .map(|(s, h)| (Duration::from_secs(s), h))
         .collect();
+    let mut summary = summary;
+    summary.stages = report::stages(&summary, &intervals);
     Ok(Measured {
         summary,
         overall,

@@ -110,6 +110,14 @@ pub struct Summary {
     /// start (open loop; empty for closed loop).
     #[serde(default)]
     pub offered_per_second: Vec<f64>,
+    /// Requests outstanding (sent, not yet settled) at the end of each
+    /// second since the start.
+    #[serde(default)]
+    pub outstanding_per_second: Vec<u64>,
+    /// The measured part in stages of one offered rate (one for a steady
+    /// run; a ramp's steps), each with its own numbers.
+    #[serde(default)]
+    pub stages: Vec<StageRow>,
     /// How late the generator itself was against its schedule.
     pub schedule_lag_ms: Latency,
     pub generator_kept_schedule: bool,
@@ -119,6 +127,66 @@ pub struct Summary {
     pub held_back_sends: u64,
     pub slo: Vec<Check>,
     pub pass: bool,
+}
+
+/// One stage of the measured part: the seconds `from_s..to_s` since the
+/// start in which the schedule asked for one rate.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StageRow {
+    pub from_s: f64,
+    pub to_s: f64,
+    /// Asked, requests per second (none for closed loop).
+    pub offered: Option<f64>,
+    /// Replies per second in those seconds.
+    pub achieved: f64,
+    /// Errors (unexpected, transport, timeouts) in those seconds.
+    pub errors: u64,
+    /// Of the replies that came in those seconds.
+    pub latency_ms: Latency,
+}
+
+/// The stages of a run: runs of seconds with one offered rate after the
+/// warm-up (the whole measured part for closed loop), their numbers from
+/// the per-second counts and histograms (`intervals`: each second's
+/// histogram and its end since the start).
+pub fn stages(summary: &Summary, intervals: &[(Duration, Histogram<u64>)]) -> Vec<StageRow> {
+    let first = summary.warmup_s.round() as usize;
+    let last = (summary.warmup_s + summary.duration_s).round() as usize;
+    let mut bounds: Vec<(usize, usize, Option<f64>)> = Vec::new();
+    for second in first..last.max(first + 1) {
+        let offered = summary.offered_per_second.get(second).copied();
+        match bounds.last_mut() {
+            Some((_, end, o)) if *o == offered => *end = second + 1,
+            _ => bounds.push((second, second + 1, offered)),
+        }
+    }
+    bounds
+        .into_iter()
+        .map(|(from, to, offered)| {
+            let mut h = Histogram::<u64>::new(3).expect("valid precision");
+            for (end, ih) in intervals {
+                let second = end.as_secs_f64().round() as usize;
+                if second > from && second <= to {
+                    let _ = h.add(ih);
+                }
+            }
+            let seconds = summary
+                .per_second
+                .get(from..to.min(summary.per_second.len()));
+            let (replies, errors) = seconds
+                .unwrap_or_default()
+                .iter()
+                .fold((0, 0), |(r, e), s| (r + s[0], e + s[1]));
+            StageRow {
+                from_s: from as f64,
+                to_s: to as f64,
+                offered,
+                achieved: replies as f64 / (to - from).max(1) as f64,
+                errors,
+                latency_ms: Latency::of(&h),
+            }
+        })
+        .collect()
 }
 
 /// Requests per second, over the measured part: what the scenario asked
@@ -259,6 +327,8 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         per_method,
         per_second: s.per_second.iter().map(|&(a, b)| [a, b]).collect(),
         offered_per_second: offered_per_second(scenario),
+        outstanding_per_second: Vec::new(),
+        stages: Vec::new(),
         generator_kept_schedule: lag.p99 <= LAG_P99_LIMIT_MS
             && s.sent_in_window as f64 >= SENT_IN_WINDOW_SHARE * s.sent_measured as f64,
         schedule_lag_ms: lag,
@@ -594,6 +664,50 @@ pub fn svg(
             Series::line("#2ca02c", "p50", &p50),
             Series::line("#1f77b4", "p99", &p99),
         ],
+    );
+    o.push_str("</svg>\n");
+    o
+}
+
+/// A named, coloured line over time: points of seconds since the start.
+pub type Line<'a> = (&'a str, &'a str, &'a [(f64, f64)]);
+
+/// One chart over time, the warm-up shaded, in an SVG of its own.
+pub fn series_svg(title: &str, series: &[Line<'_>], warmup_s: f64) -> String {
+    let (w, h) = (760.0, 250.0);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+    );
+    let chart = Chart {
+        x0: 70.0,
+        y0: 10.0,
+        width: w - 110.0,
+        height: h - 50.0,
+    };
+    let t_max = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.0))
+        .fold(1.0, f64::max);
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
+    let lines: Vec<Series<'_>> = series
+        .iter()
+        .map(|(name, colour, points)| Series::line(colour, name, points))
+        .collect();
+    chart.draw(
+        &mut o,
+        &Axes {
+            x: Scale::Numbers(t_max),
+            y_max,
+            x_title: "seconds since the start",
+            y_title: title,
+            shade: (warmup_s > 0.0).then_some(warmup_s),
+        },
+        &lines,
     );
     o.push_str("</svg>\n");
     o

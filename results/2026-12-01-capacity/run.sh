@@ -3,7 +3,8 @@
 # whether the knee repeats: the mock upstream directly (HTTP, echo), and
 # the embedded gateway pair (mock, origin and edge in the generator's own
 # process, N-PAMP over QUIC). Same SLO, same scenario, same machine, one
-# after the other. Run from the repository root:
+# after the other; then screenshots (headless Chromium) of a capacity
+# report and of a run's report. Run from the repository root:
 #   bash results/2026-12-01-capacity/run.sh [OUT]
 set -euo pipefail
 source results/lib.sh
@@ -27,3 +28,13 @@ for i in 1 2 3; do
     || true
   tail -n 1 "$out/pair-$i/table.txt"
 done
+# Screenshots of the reports, as a browser draws them.
+mkdir -p "$out/run"
+"$LG" run scenarios/ramp-to-saturation.toml --quiet \
+  --out "$out/run" > "$out/run/table.txt" 2>/dev/null || true
+if command -v chromium >/dev/null; then
+  for page in mock-1/report.html run/report.html; do
+    chromium --headless --no-sandbox --disable-gpu --no-first-run --window-size=860,2400 \
+      --screenshot="$out/${page%%/*}.png" "file://$PWD/$out/$page" 2>/dev/null
+  done
+fi
