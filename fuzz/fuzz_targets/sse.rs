@@ -103,7 +103,10 @@ fuzz_target!(|input: &[u8]| {
     let (cut, cut_failed) = decode(data, sizes, max);
     assert_eq!(whole_failed, cut_failed, "failing depends on the cuts");
     assert_eq!(whole, cut, "events depend on the cuts");
-    assert!(whole.iter().all(|e| e.len() <= max), "an event over the bound");
+    assert!(
+        whole.iter().all(|e| e.len() <= max),
+        "an event over the bound"
+    );
     if !whole_failed {
         assert_eq!(whole, reference(data), "events differ from the standard's");
     }

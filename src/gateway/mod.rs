@@ -20,6 +20,7 @@ internal! {
     mod auth;
     mod carry;
     mod context;
+    mod json_stream;
     mod edge;
     mod exec;
     mod ingress;
@@ -162,6 +163,9 @@ pub enum Upstream {
     Ws(String),
     /// A program and its arguments.
     Cmd(Vec<String>),
+    /// A Unix domain socket speaking JSON-RPC values back to back, as
+    /// geth's IPC endpoint does (`unix:///path/geth.ipc`).
+    Ipc(std::path::PathBuf),
 }
 
 /// An upstream as it may be shown to clients, peers and logs: no user
@@ -172,6 +176,7 @@ impl std::fmt::Display for Upstream {
             Upstream::Http(u) => redact::PublicUrl::of_uri(u).fmt(f),
             Upstream::Ws(u) => redact::PublicUrl::of(u).fmt(f),
             Upstream::Cmd(argv) => f.write_str(&redact::program(argv)),
+            Upstream::Ipc(path) => write!(f, "unix://{}", path.display()),
         }
     }
 }

@@ -199,6 +199,7 @@ impl Origin {
     async fn one_upstream(&self, upstream: &Upstream, session: &Session, rx: &mut Inbox) -> String {
         match upstream {
             Upstream::Cmd(argv) => run_child(argv, session, rx, &self.ctx).await,
+            Upstream::Ipc(path) => run_ipc(path, session, rx, &self.ctx).await,
             Upstream::Ws(url) => {
                 run_ws(url, session, rx, &self.ctx, self.tls.clone(), &self.headers).await
             }
@@ -530,6 +531,58 @@ async fn run_child(argv: &[String], session: &Session, rx: &mut Inbox, ctx: &Ctx
             stop_child(&mut child, pid).await;
             SESSION_OVER.to_owned()
         }
+    }
+}
+
+/// A Unix domain socket speaking JSON-RPC values back to back (geth's IPC):
+/// each request goes out as one value and a newline (whitespace between
+/// values, which such a server skips); replies and notifications are read
+/// as values, with or without anything between them.
+async fn run_ipc(path: &std::path::Path, session: &Session, rx: &mut Inbox, ctx: &Ctx) -> String {
+    #[cfg(unix)]
+    {
+        let stream = match tokio::net::UnixStream::connect(path).await {
+            Ok(s) => s,
+            Err(e) => return format!("cannot connect to unix://{}: {e}", path.display()),
+        };
+        info!(path = %path.display(), "upstream socket connected");
+        session.local_up();
+        let (read, mut write) = stream.into_split();
+        let writing = async {
+            while let Some(text) = rx.recv().await {
+                let one = async {
+                    write_line(&mut write, &text).await?;
+                    if rx.is_empty() {
+                        write.flush().await?;
+                    }
+                    Ok::<_, std::io::Error>(())
+                };
+                if let Err(why) = upstream_write(ctx, "its socket", one).await {
+                    return Some(why);
+                }
+            }
+            None
+        };
+        let reading = async {
+            let mut values = super::json_stream::ValueReader::new(read, ctx.limits.max_body);
+            loop {
+                match values.next().await {
+                    Ok(Some(value)) => session.on_local_message(value).await,
+                    Ok(None) => return "the upstream closed its socket".to_owned(),
+                    Err(e) => return format!("reading the upstream's socket: {e}"),
+                }
+            }
+        };
+        tokio::select! {
+            w = writing => w.unwrap_or_else(|| SESSION_OVER.to_owned()),
+            r = reading => r,
+            _ = session.assoc().ended() => SESSION_OVER.to_owned(),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (session, rx, ctx);
+        format!("unix://{}: Unix domain sockets need a Unix system", path.display())
     }
 }
 

@@ -106,6 +106,8 @@ pub enum Up {
     Http,
     Ws,
     Stdio,
+    /// An upstream the test runs itself, at this `--upstream` URL.
+    Url(&'static str),
 }
 
 /// An edge and an origin process, pinned to each other's identities.
@@ -209,6 +211,7 @@ impl Pair {
                     format!("{BIN} mock-upstream --stdio"),
                 ],
             ),
+            Up::Url(url) => (None, vec!["--upstream".into(), url.to_owned()]),
         };
         let listen = format!("{}://127.0.0.1:0", o.transport);
         let mut args: Vec<&str> = vec!["serve", "--listen", &listen];

@@ -356,6 +356,15 @@ impl FromStr for Upstream {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(path) = s.strip_prefix("unix://") {
+            let path = std::path::PathBuf::from(path);
+            if !path.is_absolute() {
+                return Err(format!(
+                    "bad URL {s:?}: expected unix:///PATH, an absolute path (unix:///run/geth.ipc)"
+                ));
+            }
+            return Ok(Upstream::Ipc(path));
+        }
         let uri: hyper::Uri = s.parse().map_err(|e| format!("bad URL {s:?}: {e}"))?;
         if uri.host().is_none() {
             return Err(format!("bad URL {s:?}: no host"));
@@ -364,7 +373,7 @@ impl FromStr for Upstream {
             Some("http" | "https") => Ok(Upstream::Http(uri)),
             Some("ws" | "wss") => Ok(Upstream::Ws(s.to_owned())),
             _ => Err(format!(
-                "bad URL {s:?}: expected http://, https://, ws:// or wss://"
+                "bad URL {s:?}: expected http://, https://, ws://, wss:// or unix:///PATH"
             )),
         }
     }

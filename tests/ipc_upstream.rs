@@ -1,0 +1,159 @@
+//! An upstream on a Unix domain socket in the style of geth's IPC: JSON
+//! values back to back on the stream, no newline required. A small IPC
+//! server written here answers; clients reach it through a gateway pair
+//! over HTTP and WebSocket.
+#![cfg(unix)]
+
+mod support;
+
+use std::time::Duration;
+
+use support::{Client, Pair, PairOptions, Up, post, tempdir};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Answers every request with its params as the result, and pushes a
+/// subscription notification after `eth_subscribe`; replies go out with no
+/// separator, two at a time where it can, one split over two writes.
+async fn ipc_server(listener: tokio::net::UnixListener) {
+    while let Ok((mut socket, _)) = listener.accept().await {
+        tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let Ok(n) = socket.read(&mut chunk).await else {
+                    return;
+                };
+                if n == 0 {
+                    return;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                // Every complete request in the buffer, values back to back.
+                let mut stream =
+                    serde_json::Deserializer::from_slice(&buf).into_iter::<serde_json::Value>();
+                let mut replies = String::new();
+                let mut used = 0;
+                while let Some(Ok(v)) = stream.next() {
+                    used = stream.byte_offset();
+                    let answer = |v: &serde_json::Value| serde_json::json!({"jsonrpc": "2.0", "id": v["id"], "result": v["params"]});
+                    match &v {
+                        serde_json::Value::Array(batch) => {
+                            let all: Vec<_> = batch.iter().map(answer).collect();
+                            replies.push_str(&serde_json::Value::Array(all).to_string());
+                        }
+                        one => {
+                            replies.push_str(&answer(one).to_string());
+                            if one["method"] == "eth_subscribe" {
+                                replies.push_str(
+                                    r#"{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0x1","result":"block"}}"#,
+                                );
+                            }
+                        }
+                    }
+                }
+                buf.drain(..used);
+                // Split the replies in the middle: the gateway must join them.
+                let (a, b) = replies.as_bytes().split_at(replies.len() / 2);
+                if socket.write_all(a).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                if socket.write_all(b).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_geth_style_ipc_upstream_serves_http_and_websocket_clients() {
+    let dir = tempdir::Dir::new();
+    let path = dir.0.join("geth.ipc");
+    let listener = tokio::net::UnixListener::bind(&path).expect("bind the IPC socket");
+    tokio::spawn(ipc_server(listener));
+    let url: &'static str = Box::leak(format!("unix://{}", path.display()).into_boxed_str());
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Url(url),
+        ingresses: &["http", "ws"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    // One request, then a batch, over HTTP.
+    let (status, body) = post(
+        &http,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":["0x10"]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (1.into(), serde_json::json!(["0x10"]))
+    );
+    let (status, body) = post(
+        &http,
+        r#"[{"jsonrpc":"2.0","id":2,"method":"eth_call","params":[2]},{"jsonrpc":"2.0","id":3,"method":"eth_call","params":[3]}]"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let mut ids: Vec<i64> = v
+        .as_array()
+        .expect("a batch reply")
+        .iter()
+        .filter_map(|r| r["id"].as_i64())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [2, 3]);
+    // Many at once: replies arrive back to back and split, each matched.
+    let calls = (10..60).map(|id| {
+        let http = http.clone();
+        tokio::spawn(async move {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_getBalance","params":[{id}]}}"#
+            );
+            let (status, reply) = post(&http, &body).await;
+            let v: serde_json::Value = serde_json::from_str(&reply).expect("JSON");
+            (status, v["id"].as_i64(), v["result"][0].as_i64())
+        })
+    });
+    for (id, call) in (10..60).zip(calls) {
+        assert_eq!(call.await.expect("call"), (200, Some(id), Some(id)));
+    }
+    // A WebSocket client: a reply and the subscription it asked for.
+    let mut ws = Client::ws(&pair.ingress("ws://")).await;
+    ws.send(r#"{"jsonrpc":"2.0","id":7,"method":"eth_subscribe","params":["newHeads"]}"#)
+        .await;
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        got.push(ws.recv().await.expect("a message"));
+    }
+    assert!(
+        got.iter()
+            .any(|v| v["id"] == 7 && v["result"][0] == "newHeads"),
+        "{got:?}"
+    );
+    assert!(
+        got.iter().any(|v| v["method"] == "eth_subscription"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn an_ipc_upstream_is_an_absolute_path() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_npamp-gateway"))
+        .args([
+            "serve",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--insecure-accept-any-peer",
+            "--upstream",
+            "unix://geth.ipc",
+        ])
+        .output()
+        .expect("serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("an absolute path"), "{err}");
+}
