@@ -172,7 +172,7 @@ pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
             .map(|(i, n)| ((i + 1) as f64, *n as f64))
             .collect();
         o.push_str(&report::series_svg(
-            "requests outstanding at the end of each second",
+            "outstanding requests",
             &[("outstanding", "#9467bd", &points)],
             s.warmup_s,
         ));
