@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::Summary;
+use crate::report::{Summary, xml};
 
 /// `--slo "p99<50ms,errors<0.1%"`: every term must hold.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -496,12 +496,6 @@ pub fn svg(c: &Capacity, title: &str) -> String {
     }
     o.push_str("</svg>\n");
     o
-}
-
-fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

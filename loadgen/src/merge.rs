@@ -317,6 +317,25 @@ fn whole_run_slo(parts: &[Measured]) -> Slo {
     slo
 }
 
+/// A per-second series of every shard, each moved by its start relative
+/// to `origin` (ms since the epoch) and added up.
+fn aligned<T>(parts: &[Measured], origin: u64, series: impl Fn(&Summary) -> &Vec<T>) -> Vec<T>
+where
+    T: Copy + Default + std::ops::AddAssign,
+{
+    let mut sum: Vec<T> = Vec::new();
+    for p in parts {
+        let offset = ((p.summary.started_at_ms - origin) as f64 / 1e3).round() as usize;
+        for (i, v) in series(&p.summary).iter().enumerate() {
+            if sum.len() <= i + offset {
+                sum.resize(i + offset + 1, T::default());
+            }
+            sum[i + offset] += *v;
+        }
+    }
+    sum
+}
+
 /// Merges the shards of one run into one result, as if one generator had
 /// measured it.
 pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
@@ -401,32 +420,8 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
             .map(|(m, h)| (m.clone(), Latency::of(h)))
             .collect(),
         per_second,
-        offered_per_second: {
-            let mut sum: Vec<f64> = Vec::new();
-            for p in parts {
-                let offset = ((p.summary.started_at_ms - origin) as f64 / 1e3).round() as usize;
-                for (i, r) in p.summary.offered_per_second.iter().enumerate() {
-                    if sum.len() <= i + offset {
-                        sum.resize(i + offset + 1, 0.0);
-                    }
-                    sum[i + offset] += r;
-                }
-            }
-            sum
-        },
-        outstanding_per_second: {
-            let mut sum: Vec<u64> = Vec::new();
-            for p in parts {
-                let offset = ((p.summary.started_at_ms - origin) as f64 / 1e3).round() as usize;
-                for (i, n) in p.summary.outstanding_per_second.iter().enumerate() {
-                    if sum.len() <= i + offset {
-                        sum.resize(i + offset + 1, 0);
-                    }
-                    sum[i + offset] += n;
-                }
-            }
-            sum
-        },
+        offered_per_second: aligned(parts, origin, |s| &s.offered_per_second),
+        outstanding_per_second: aligned(parts, origin, |s| &s.outstanding_per_second),
         stages: Vec::new(),
         schedule_lag_ms: Latency::of(&schedule_lag),
         generator_kept_schedule: parts.iter().all(|p| p.summary.generator_kept_schedule),

@@ -865,7 +865,8 @@ impl Chart {
     }
 }
 
-fn xml(s: &str) -> String {
+/// `s` as XML text.
+pub(crate) fn xml(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
