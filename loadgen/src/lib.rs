@@ -19,6 +19,7 @@ pub mod compare;
 pub mod engine;
 pub mod flood;
 pub mod html;
+mod http1;
 pub mod impair;
 pub mod merge;
 pub mod report;
