@@ -106,7 +106,12 @@ impl SseDecoder {
         if self.failed {
             return Err(SseError::TooLarge { max: self.max });
         }
-        if self.at_start && !chunk.is_empty() {
+        // An empty chunk (an empty body frame) changes nothing: above all
+        // not a CR just seen, whose LF may come in the next one.
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if self.at_start {
             // The BOM may itself arrive cut: wait for three octets.
             let have = self.line.len() + chunk.len();
             if have < BOM.len() && BOM.starts_with(&[&self.line[..], chunk].concat()) {
@@ -292,6 +297,18 @@ mod tests {
         );
         // A line without its end counts too.
         assert!(push(&mut SseDecoder::new(8), &[b'a'; 9]).is_err());
+    }
+
+    #[test]
+    fn a_crlf_split_by_an_empty_chunk_is_one_line_end() {
+        // Found by the property test below: CR, an empty chunk, then LF
+        // used to end an empty line too, cutting the event in two.
+        let mut d = SseDecoder::new(1 << 10);
+        let mut events = Vec::new();
+        for chunk in [&b"data: \r"[..], b"", b"\ndata: x\n\n"] {
+            d.push(chunk, &mut events).expect("decodes");
+        }
+        assert_eq!(events, [Bytes::from_static(b"\nx")]);
     }
 
     use proptest::prelude::*;
