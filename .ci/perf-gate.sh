@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}; SECS=${SECS:-3}
 FLOOR=${FLOOR:-$(grep -v '^#' .ci/perf-floor | head -n 1)}
-cargo build --release -q -p npamp-gateway -p npamp-loadgen
+cargo build --release -q -p npamp-gateway-cli -p npamp-loadgen
 GW=target/release/npamp-gateway; LG=target/release/npamp-loadgen
 TMP=$(mktemp -d); pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$TMP"; }

@@ -2,7 +2,7 @@
 # the repository root): builds both binaries, names them ($GW, $LG), gives a
 # temporary directory ($TMP) and kills every process `start` began when the
 # script exits.
-cargo build --release -q -p npamp-gateway -p npamp-loadgen
+cargo build --release -q -p npamp-gateway-cli -p npamp-loadgen
 GW=target/release/npamp-gateway
 LG=target/release/npamp-loadgen
 TMP=$(mktemp -d)

@@ -33,16 +33,17 @@
 //!   the untouched octets (NPAMP-CC-JSONRPC), labels effects.
 //!
 //! Under it, crate-private unless the `internals` feature is on (the
-//! `npamp-gateway` command's `cli` feature turns it on; this workspace's
-//! tests, benches, fuzz targets and load generator use it; it is not a
+//! `npamp-gateway` command, in its own package, turns it on, and so do this
+//! workspace's tests, benches, fuzz targets and load generator; it is not a
 //! stable API): `relay`, the sans-IO exchange of one dispatcher on a
 //! virtual clock; the ingress, edge and origin machinery inside `gateway`;
 //! `mock` and `exactly_once`, the mock upstream and the embedded pair of the
 //! tests, the load generator and the main command; `conformance`, the
 //! adapter the N-PAMP conformance runner drives.
 //!
-//! A program that embeds the gateway depends on it with
-//! `default-features = false`: no clap, and only the API above.
+//! A program that embeds the gateway depends on it as it is, with no
+//! features: no clap, and only the API above. The `cli` feature adds clap's
+//! derives to the option structs, for a command line that flattens them.
 
 /// Declares modules under the public API: public with the `internals`
 /// feature (this workspace's command, tests, benches, fuzz targets and load

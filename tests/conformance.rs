@@ -163,7 +163,8 @@ fn build_adapter_if_missing(path: &Path) {
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--example", "conformance_adapter"])
+        .args(["build", "-p", "npamp-gateway", "--features", "internals"])
+        .args(["--example", "conformance_adapter"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .expect("run cargo build --example conformance_adapter");

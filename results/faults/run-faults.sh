@@ -31,7 +31,7 @@ BASE=${PORT_BASE:-27100}
 OUT=${1:-results/faults/$(date -u +%Y-%m-%d)}
 UP=$((BASE + 1)) ORIGIN=$((BASE + 2)) LOSSY=$((BASE + 3)) HTTP=$((BASE + 4)) WS=$((BASE + 5))
 mkdir -p "$OUT"
-cargo build --release -q -p npamp-gateway -p npamp-loadgen
+cargo build --release -q -p npamp-gateway-cli -p npamp-loadgen
 GW=target/release/npamp-gateway
 LG=target/release/npamp-loadgen
 TMP=$(mktemp -d)
