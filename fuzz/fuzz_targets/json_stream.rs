@@ -5,39 +5,12 @@
 //! array whose brackets balance outside strings), until the first error.
 #![no_main]
 
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+#[path = "support/pieces.rs"]
+mod pieces;
 
 use libfuzzer_sys::fuzz_target;
 use npamp_gateway::gateway::json_stream::ValueReader;
-use tokio::io::{AsyncRead, ReadBuf};
-
-/// Hands out the input in pieces of the sizes the fuzzer chose.
-struct Pieces<'a> {
-    data: &'a [u8],
-    sizes: &'a [u8],
-}
-
-impl AsyncRead for Pieces<'_> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let size = match self.sizes.split_first() {
-            Some((&s, rest)) => {
-                self.sizes = rest;
-                usize::from(s).max(1)
-            }
-            None => self.data.len(),
-        };
-        let n = size.min(self.data.len()).min(buf.remaining());
-        buf.put_slice(&self.data[..n]);
-        self.data = &self.data[n..];
-        Poll::Ready(Ok(()))
-    }
-}
+use pieces::Pieces;
 
 /// The values of `data` split at once: a plain bracket count, outside
 /// strings. `None` where the reader must fail.

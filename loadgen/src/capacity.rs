@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{Summary, xml};
+use crate::report::{Axes, Chart, Scale, Series, Summary, label, xml};
 
 /// `--slo "p99<50ms,errors<0.1%"`: every term must hold.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -332,46 +332,13 @@ impl Capacity {
     }
 }
 
-/// Round tick values from 0 to at least `max`: 1, 2 or 5 times a power of
-/// ten apart, about `n` of them.
-pub fn ticks(max: f64, n: usize) -> Vec<f64> {
-    let max = if max.is_finite() && max > 0.0 {
-        max
-    } else {
-        1.0
-    };
-    let n = n.max(1);
-    let power = 10f64.powf((max / n as f64).log10().floor());
-    // The smallest round step that needs at most n + 1 ticks.
-    let step = [1.0, 2.0, 5.0, 10.0, 20.0]
-        .into_iter()
-        .map(|m| m * power)
-        .find(|s| (max / s).ceil() as usize <= n + 1)
-        .unwrap_or(20.0 * power);
-    let count = (max / step).ceil() as usize;
-    (0..=count).map(|i| i as f64 * step).collect()
-}
-
-/// A tick label without needless digits (`2.5`, `10`, `0.05`).
-pub fn label(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
-    }
-    // Three significant digits at most, then no trailing zeros.
-    let digits = (2 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
-    let text = format!("{v:.digits$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_owned()
-    } else {
-        text
-    }
-}
+/// Which of a step's latencies a line shows.
+type Quantile = fn(&Step) -> f64;
 
 /// Latency (p50 and p99) against achieved throughput, one point per step,
 /// the failing steps hollow, the knee marked.
 pub fn svg(c: &Capacity, title: &str) -> String {
     let (w, h) = (760.0, 420.0);
-    let (x0, y0, pw, ph) = (80.0, 40.0, w - 110.0, h - 100.0);
     let mut steps: Vec<&Step> = c.steps.iter().collect();
     steps.sort_by(|a, b| a.rate.total_cmp(&b.rate));
     let xmax = steps
@@ -383,75 +350,59 @@ pub fn svg(c: &Capacity, title: &str) -> String {
         .map(|s| s.p99_ms)
         .chain(c.slo.latency.iter().map(|(_, ms)| *ms))
         .fold(0.001, f64::max);
-    let (xt, yt) = (ticks(xmax, 6), ticks(ymax, 5));
-    let (xtop, ytop) = (*xt.last().unwrap_or(&1.0), *yt.last().unwrap_or(&1.0));
-    let px = |x: f64| x0 + x / xtop * pw;
-    let py = |y: f64| y0 + ph - y / ytop * ph;
     let mut o = String::new();
     let _ = writeln!(
         o,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
     );
+    let chart = Chart {
+        x0: 80.0,
+        y0: 40.0,
+        width: w - 110.0,
+        height: h - 100.0,
+    };
     let _ = writeln!(
         o,
-        r#"<text x="{x0}" y="20" font-size="14">{} — {}</text>"#,
+        r#"<text x="{}" y="20" font-size="14">{} — {}</text>"#,
+        chart.x0,
         xml(title),
         xml(&c.verdict())
     );
-    let _ = writeln!(
-        o,
-        r##"<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
+    let lines: [(&str, &str, Quantile); 2] = [
+        ("p50", "#2ca02c", |s| s.p50_ms),
+        ("p99", "#1f77b4", |s| s.p99_ms),
+    ];
+    let points: Vec<Vec<(f64, f64)>> = lines
+        .iter()
+        .map(|(_, _, of)| steps.iter().map(|s| (s.achieved, of(s))).collect())
+        .collect();
+    let series: Vec<Series<'_>> = lines
+        .iter()
+        .zip(&points)
+        .map(|((name, colour, _), p)| Series::line(colour, name, p))
+        .collect();
+    let axes = Axes {
+        x: Scale::Numbers(xmax),
+        y_max: ymax,
+        x_title: "achieved throughput, replies/s",
+        y_title: "latency, ms",
+        shade: None,
+    };
+    let plot = chart.draw(&mut o, &axes, &series);
+    let (x0, y0, x1, y1) = (
+        chart.x0,
+        chart.y0,
+        chart.x0 + chart.width,
+        chart.y0 + chart.height,
     );
-    for x in &xt {
-        let _ = writeln!(
-            o,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            px(*x),
-            y0 + ph + 16.0,
-            label(*x)
-        );
-    }
-    for y in &yt {
-        let _ = writeln!(
-            o,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end" dominant-baseline="middle">{}</text>"#,
-            x0 - 6.0,
-            py(*y),
-            label(*y)
-        );
-    }
-    let _ = writeln!(
-        o,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">achieved throughput, replies/s</text>"#,
-        x0 + pw / 2.0,
-        h - 30.0
-    );
-    let _ = writeln!(
-        o,
-        r#"<text x="18" y="{:.1}" transform="rotate(-90 18 {:.1})" text-anchor="middle">latency, ms</text>"#,
-        y0 + ph / 2.0,
-        y0 + ph / 2.0
-    );
-    for (name, colour, of) in [
-        ("p50", "#2ca02c", (|s: &Step| s.p50_ms) as fn(&Step) -> f64),
-        ("p99", "#1f77b4", |s: &Step| s.p99_ms),
-    ] {
-        let points: Vec<String> = steps
-            .iter()
-            .map(|s| format!("{:.1},{:.1}", px(s.achieved), py(of(s))))
-            .collect();
-        let _ = writeln!(
-            o,
-            r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{}"/>"#,
-            points.join(" ")
-        );
+    for (name, colour, of) in lines {
         for s in &steps {
             let fill = if s.pass { colour } else { "white" };
             let _ = writeln!(
                 o,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{fill}" stroke="{colour}"><title>{name} {:.3} ms at {:.0}/s offered, {:.0}/s achieved{}</title></circle>"#,
-                px(s.achieved),
-                py(of(s)),
+                plot.x(s.achieved),
+                plot.y(of(s)),
                 of(s),
                 s.rate,
                 s.achieved,
@@ -464,34 +415,21 @@ pub fn svg(c: &Capacity, title: &str) -> String {
     for (q, ms) in &c.slo.latency {
         let _ = writeln!(
             o,
-            r##"<line x1="{x0}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ff7f0e" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#ff7f0e">SLO {q} &lt; {} ms</text>"##,
-            x0 + pw,
-            x0 + pw - 4.0,
-            py(*ms) - 4.0,
+            r##"<line x1="{x0}" y1="{y:.1}" x2="{x1:.1}" y2="{y:.1}" stroke="#ff7f0e" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#ff7f0e">SLO {q} &lt; {} ms</text>"##,
+            x1 - 4.0,
+            plot.y(*ms) - 4.0,
             label(*ms),
-            y = py(*ms)
+            y = plot.y(*ms)
         );
     }
     if let Some(k) = c.knee {
         let _ = writeln!(
             o,
-            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{:.1}" stroke="#d62728" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" fill="#d62728">knee {}/s</text>"##,
-            y0 + ph,
-            px(k) + 4.0,
+            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1:.1}" stroke="#d62728" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" fill="#d62728">knee {}/s</text>"##,
+            plot.x(k) + 4.0,
             y0 + 14.0,
             label(k.round()),
-            x = px(k)
-        );
-    }
-    for (i, (name, colour)) in [("p50", "#2ca02c"), ("p99", "#1f77b4")].iter().enumerate() {
-        let y = y0 + 14.0 + 16.0 * i as f64;
-        let _ = writeln!(
-            o,
-            r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{colour}"/><text x="{:.1}" y="{:.1}" dominant-baseline="middle">{name}</text>"#,
-            x0 + 12.0,
-            y,
-            x0 + 22.0,
-            y
+            x = plot.x(k)
         );
     }
     o.push_str("</svg>\n");
@@ -501,23 +439,6 @@ pub fn svg(c: &Capacity, title: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ticks_are_round_and_cover_the_range() {
-        assert_eq!(
-            ticks(10075.0, 5),
-            vec![0.0, 2000.0, 4000.0, 6000.0, 8000.0, 10000.0, 12000.0]
-        );
-        assert_eq!(ticks(5.0, 5), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
-        assert_eq!(
-            ticks(0.37, 4),
-            vec![0.0, 0.1, 0.2, 0.30000000000000004, 0.4]
-        );
-        assert_eq!(label(0.30000000000000004), "0.3");
-        assert_eq!(label(12000.0), "12000");
-        assert_eq!(label(2.5), "2.5");
-        assert_eq!(label(0.05), "0.05");
-    }
 
     #[test]
     fn slos_parse_as_a_planner_writes_them() {

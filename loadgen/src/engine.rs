@@ -496,7 +496,7 @@ pub async fn run(
                 if intended >= end {
                     break;
                 }
-                let job = new_job(&run, &mut generator, intended, Some(permit));
+                let job = new_job(&run, &mut generator, intended, intended, Some(permit));
                 if !queue.send_async(job).await {
                     break;
                 }
@@ -571,17 +571,20 @@ impl Queue {
     }
 }
 
+/// The next send, counted; `intended` is when the schedule meant it to
+/// leave, `left` when it leaves (the caller has the clock already).
 fn new_job(
     run: &Run,
     generator: &mut Generator,
     intended: Instant,
+    left: Instant,
     permit: Option<OwnedSemaphorePermit>,
 ) -> Job {
     let send = generator.next(|| run.id());
     let requests = send.expects.len() as u64;
     if intended >= run.measure_from {
         run.sent[3].fetch_add(requests, Relaxed);
-        if Instant::now() < run.measure_until {
+        if left < run.measure_until {
             run.sent[4].fetch_add(requests, Relaxed);
         }
     }
@@ -620,7 +623,8 @@ fn open_loop(
         if intended > now {
             std::thread::sleep(intended - now);
         }
-        let job = new_job(run, &mut generator, intended, None);
+        // It leaves on time after the sleep, or now when the schedule is late.
+        let job = new_job(run, &mut generator, intended, now.max(intended), None);
         // A full queue (every connection busy) blocks here: the schedule
         // slips, and the lag below says so; the count of such sends says
         // the target, not the generator, held it back.
@@ -817,7 +821,7 @@ impl Source {
             Source::Queue(rx) => rx.lock().await.recv().await,
             Source::Closed { generator, end } => {
                 let now = Instant::now();
-                (now < *end).then(|| new_job(run, generator, now, None))
+                (now < *end).then(|| new_job(run, generator, now, now, None))
             }
         }
     }

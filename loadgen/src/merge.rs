@@ -318,11 +318,13 @@ fn whole_run_slo(parts: &[Measured]) -> Slo {
 }
 
 /// A per-second series of every shard, each moved by its start relative
-/// to `origin` (ms since the epoch) and added up.
-fn aligned<T>(parts: &[Measured], origin: u64, series: impl Fn(&Summary) -> &Vec<T>) -> Vec<T>
-where
-    T: Copy + Default + std::ops::AddAssign,
-{
+/// to `origin` (ms since the epoch) and added up by `add`.
+fn aligned<T: Copy + Default>(
+    parts: &[Measured],
+    origin: u64,
+    series: impl Fn(&Summary) -> &Vec<T>,
+    add: impl Fn(&mut T, T),
+) -> Vec<T> {
     let mut sum: Vec<T> = Vec::new();
     for p in parts {
         let offset = ((p.summary.started_at_ms - origin) as f64 / 1e3).round() as usize;
@@ -330,7 +332,7 @@ where
             if sum.len() <= i + offset {
                 sum.resize(i + offset + 1, T::default());
             }
-            sum[i + offset] += *v;
+            add(&mut sum[i + offset], *v);
         }
     }
     sum
@@ -351,7 +353,6 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
     let mut per_method: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
     // Seconds since the earliest start, each shard shifted onto it.
     let mut seconds: BTreeMap<u64, Histogram<u64>> = BTreeMap::new();
-    let mut per_second: Vec<[u64; 2]> = Vec::new();
     for p in parts {
         add(&mut overall, &p.overall)?;
         add(&mut schedule_lag, &p.schedule_lag)?;
@@ -362,14 +363,6 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
         for (end, h) in &p.intervals {
             let second = (shift + *end).as_secs_f64().ceil() as u64;
             add(seconds.entry(second).or_insert_with(hist), h)?;
-        }
-        let offset = (shift.as_secs_f64()).round() as usize;
-        for (i, [replies, errors]) in p.summary.per_second.iter().enumerate() {
-            if per_second.len() <= i + offset {
-                per_second.resize(i + offset + 1, [0, 0]);
-            }
-            per_second[i + offset][0] += replies;
-            per_second[i + offset][1] += errors;
         }
     }
     let accounting = sum_accounting(parts);
@@ -419,9 +412,22 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
             .iter()
             .map(|(m, h)| (m.clone(), Latency::of(h)))
             .collect(),
-        per_second,
-        offered_per_second: aligned(parts, origin, |s| &s.offered_per_second),
-        outstanding_per_second: aligned(parts, origin, |s| &s.outstanding_per_second),
+        per_second: aligned(
+            parts,
+            origin,
+            |s| &s.per_second,
+            |a, [replies, errors]| {
+                a[0] += replies;
+                a[1] += errors;
+            },
+        ),
+        offered_per_second: aligned(parts, origin, |s| &s.offered_per_second, |a, v| *a += v),
+        outstanding_per_second: aligned(
+            parts,
+            origin,
+            |s| &s.outstanding_per_second,
+            |a, v| *a += v,
+        ),
         stages: Vec::new(),
         schedule_lag_ms: Latency::of(&schedule_lag),
         generator_kept_schedule: parts.iter().all(|p| p.summary.generator_kept_schedule),

@@ -341,19 +341,10 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
 /// The schedule's requests per second in each second of a run, the
 /// warm-up's included (it runs at the first stage's rate).
 fn offered_per_second(scenario: &Scenario) -> Vec<f64> {
-    let Some(mean) = scenario.offered_rate() else {
+    if scenario.sends_per_second().is_none() {
         return Vec::new();
-    };
-    // Requests per send, as `offered_rate` counts them.
-    let sends = match &scenario.load {
-        crate::scenario::Load::Open { rate, stages } if stages.is_empty() => *rate,
-        crate::scenario::Load::Open { stages, .. } => {
-            let span: f64 = stages.iter().map(|s| s.duration).sum();
-            stages.iter().map(|s| s.rate * s.duration).sum::<f64>() / span.max(1e-9)
-        }
-        crate::scenario::Load::Closed { .. } => return Vec::new(),
-    };
-    let per_send = mean / sends.max(1e-9);
+    }
+    let per_send = scenario.requests_per_send();
     let (warmup, measured) = (scenario.warmup, scenario.measured().as_secs_f64());
     let seconds = (warmup + measured).ceil() as usize;
     (0..seconds)
@@ -714,30 +705,51 @@ pub fn series_svg(title: &str, series: &[Line<'_>], warmup_s: f64) -> String {
 }
 
 /// One chart's frame on the page.
-struct Chart {
+/// A chart's frame on the page.
+pub(crate) struct Chart {
+    pub x0: f64,
+    pub y0: f64,
+    pub width: f64,
+    pub height: f64,
+}
+
+/// Where a drawn chart puts a value, for marks of a caller's own.
+pub(crate) struct Plot {
     x0: f64,
     y0: f64,
     width: f64,
     height: f64,
+    x_top: f64,
+    y_top: f64,
 }
 
-enum Scale {
+impl Plot {
+    pub fn x(&self, x: f64) -> f64 {
+        self.x0 + (x / self.x_top).clamp(0.0, 1.0) * self.width
+    }
+
+    pub fn y(&self, y: f64) -> f64 {
+        self.y0 + self.height - (y / self.y_top).clamp(0.0, 1.0) * self.height
+    }
+}
+
+pub(crate) enum Scale {
     /// Named positions (the spectrum's percentiles) on 0..max.
     Labels(Vec<(f64, String)>, f64),
     /// Round numbers from 0 to at least this.
     Numbers(f64),
 }
 
-struct Axes<'a> {
-    x: Scale,
-    y_max: f64,
-    x_title: &'a str,
-    y_title: &'a str,
+pub(crate) struct Axes<'a> {
+    pub x: Scale,
+    pub y_max: f64,
+    pub x_title: &'a str,
+    pub y_title: &'a str,
     /// Shade 0..this on the x axis (the warm-up).
-    shade: Option<f64>,
+    pub shade: Option<f64>,
 }
 
-struct Series<'a> {
+pub(crate) struct Series<'a> {
     colour: &'a str,
     name: &'a str,
     dashed: bool,
@@ -745,7 +757,7 @@ struct Series<'a> {
 }
 
 impl<'a> Series<'a> {
-    fn line(colour: &'a str, name: &'a str, points: &'a [(f64, f64)]) -> Self {
+    pub fn line(colour: &'a str, name: &'a str, points: &'a [(f64, f64)]) -> Self {
         Self {
             colour,
             name,
@@ -763,8 +775,8 @@ impl<'a> Series<'a> {
 }
 
 impl Chart {
-    fn draw(&self, o: &mut String, axes: &Axes<'_>, series: &[Series<'_>]) {
-        use crate::capacity::{label, ticks};
+    /// Draws the frame, the axes and `series` into `o`.
+    pub fn draw(&self, o: &mut String, axes: &Axes<'_>, series: &[Series<'_>]) -> Plot {
         let Chart {
             x0,
             y0,
@@ -781,8 +793,15 @@ impl Chart {
         };
         let y_ticks = ticks(axes.y_max, 5);
         let y_top = y_ticks.last().copied().unwrap_or(1.0).max(1e-9);
-        let px = |x: f64| x0 + (x / x_top).clamp(0.0, 1.0) * width;
-        let py = |y: f64| y0 + height - (y / y_top).clamp(0.0, 1.0) * height;
+        let plot = Plot {
+            x0,
+            y0,
+            width,
+            height,
+            x_top,
+            y_top,
+        };
+        let (px, py) = (|x| plot.x(x), |y| plot.y(y));
         if let Some(end) = axes.shade {
             let _ = writeln!(
                 o,
@@ -862,6 +881,42 @@ impl Chart {
                 );
             }
         }
+        plot
+    }
+}
+
+/// Round tick values from 0 to at least `max`: 1, 2 or 5 times a power of
+/// ten apart, about `n` of them.
+pub fn ticks(max: f64, n: usize) -> Vec<f64> {
+    let max = if max.is_finite() && max > 0.0 {
+        max
+    } else {
+        1.0
+    };
+    let n = n.max(1);
+    let power = 10f64.powf((max / n as f64).log10().floor());
+    // The smallest round step that needs at most n + 1 ticks.
+    let step = [1.0, 2.0, 5.0, 10.0, 20.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|s| (max / s).ceil() as usize <= n + 1)
+        .unwrap_or(20.0 * power);
+    let count = (max / step).ceil() as usize;
+    (0..=count).map(|i| i as f64 * step).collect()
+}
+
+/// A tick label without needless digits (`2.5`, `10`, `0.05`).
+pub fn label(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    // Three significant digits at most, then no trailing zeros.
+    let digits = (2 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    let text = format!("{v:.digits$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
     }
 }
 
@@ -877,6 +932,23 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+
+    #[test]
+    fn ticks_are_round_and_cover_the_range() {
+        assert_eq!(
+            ticks(10075.0, 5),
+            vec![0.0, 2000.0, 4000.0, 6000.0, 8000.0, 10000.0, 12000.0]
+        );
+        assert_eq!(ticks(5.0, 5), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(
+            ticks(0.37, 4),
+            vec![0.0, 0.1, 0.2, 0.30000000000000004, 0.4]
+        );
+        assert_eq!(label(0.30000000000000004), "0.3");
+        assert_eq!(label(12000.0), "12000");
+        assert_eq!(label(2.5), "2.5");
+        assert_eq!(label(0.05), "0.05");
+    }
 
     const SCENARIO: &str = r#"
 name = "t"

@@ -394,22 +394,32 @@ impl Scenario {
     }
 
     /// Requests per second the schedule asks for, on average over the
-    /// measured part (a notification carries none, a batch `batch_size`
-    /// elements, each a notification at `notification_share`); `None` for
-    /// closed loop.
+    /// measured part; `None` for closed loop.
     pub fn offered_rate(&self) -> Option<f64> {
-        let sends = match &self.load {
-            Load::Closed { .. } => return None,
-            Load::Open { rate, stages } if stages.is_empty() => *rate,
+        Some(self.sends_per_second()? * self.requests_per_send())
+    }
+
+    /// Sends per second the schedule asks for, on average over the measured
+    /// part (a send is one message: a request, a notification or a batch);
+    /// `None` for closed loop.
+    pub fn sends_per_second(&self) -> Option<f64> {
+        match &self.load {
+            Load::Closed { .. } => None,
+            Load::Open { rate, stages } if stages.is_empty() => Some(*rate),
             Load::Open { stages, .. } => {
                 let span: f64 = stages.iter().map(|s| s.duration).sum();
-                stages.iter().map(|s| s.rate * s.duration).sum::<f64>() / span.max(1e-9)
+                Some(stages.iter().map(|s| s.rate * s.duration).sum::<f64>() / span.max(1e-9))
             }
-        };
+        }
+    }
+
+    /// Requests a send carries on average: a notification none, a batch
+    /// `batch_size` elements, each a notification at `notification_share`.
+    pub fn requests_per_send(&self) -> f64 {
         let m = &self.mix;
         let single = (1.0 - m.notification_share - m.batch_share).max(0.0);
         let in_batch = m.batch_size as f64 * (1.0 - m.notification_share);
-        Some(sends * (single + m.batch_share * in_batch))
+        single + m.batch_share * in_batch
     }
 
     /// The offered rate at `t` seconds after the measured part began
