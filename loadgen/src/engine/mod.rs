@@ -1,0 +1,490 @@
+//! Runs a scenario against a target and accounts for every request.
+//!
+//! Open loop: each send has an *intended* time on the schedule; latency is
+//! measured from it, so a target that stalls cannot hide its stall by
+//! slowing the generator down (no coordinated omission, as wrk2). Closed
+//! loop: `concurrency` permits; a send waits for a permit and its intended
+//! time is when it got one.
+//!
+//! Every request ends in exactly one class: replied in time (result or
+//! JSON-RPC error), failed at the transport (connection refused or broken,
+//! HTTP error without a JSON-RPC body), replied late (after its timeout), or
+//! lost (never answered by the end of the run and its drain). `timed_out`
+//! counts late + lost-after-timeout. Replies that match no waiting request
+//! are counted as duplicated (its id was answered already), late (its id
+//! had timed out) or mismatched (no request had that id).
+
+mod exchange;
+mod stats;
+mod stream;
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use npamp_gateway::assoc::Scheme;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
+use crate::scenario::{Load, Scenario};
+use crate::template::{Generator, Outbound};
+pub use stats::{Outcome, Stats};
+
+/// Where the load goes.
+#[derive(Clone)]
+pub enum Target {
+    Http(hyper::Uri),
+    /// An MCP server over Streamable HTTP (`mcp+http://`): each connection
+    /// is an MCP session (initialize, notifications/initialized, then the
+    /// load with its `Mcp-Session-Id`); replies as JSON or event streams.
+    Mcp(hyper::Uri),
+    Ws(String),
+    Tcp(String),
+    /// Bridge frames straight to a gateway's association port.
+    Npamp(Arc<npamp_gateway::gateway::edge::Edge>),
+}
+
+impl Target {
+    pub fn describe(&self) -> String {
+        match self {
+            Target::Http(u) => u.to_string(),
+            Target::Mcp(u) => format!("mcp+{u}"),
+            Target::Ws(u) => u.clone(),
+            Target::Tcp(a) => format!("tcp://{a}"),
+            Target::Npamp(e) => match e.peer.scheme {
+                Scheme::Npamp => e.peer.to_string(),
+                Scheme::Quic | Scheme::Tls => format!("npamp+{}", e.peer),
+            },
+        }
+    }
+
+    /// Whether a connection pipelines (many requests in flight, replies
+    /// matched by id: WebSocket, TCP) instead of exchanging one request at
+    /// a time (HTTP, MCP, N-PAMP).
+    fn pipelines(&self) -> bool {
+        matches!(self, Target::Ws(_) | Target::Tcp(_))
+    }
+
+    /// Starts one connection's worth of load, taking its jobs from
+    /// `source`. HTTP and MCP connections run on the worker threads; N-PAMP
+    /// ones on the main runtime, where the edge's associations run (it
+    /// outlives the run); streaming ones there too.
+    fn start(&self, source: Source, run: Arc<Run>, pool: &mut Pool) {
+        use exchange::{Http, Npamp};
+        match self {
+            Target::Http(uri) => {
+                pool.thread(exchange::worker(Http::connect(uri, false), source, run))
+            }
+            Target::Mcp(uri) => {
+                pool.thread(exchange::worker(Http::connect(uri, true), source, run))
+            }
+            Target::Npamp(edge) => {
+                pool.task(exchange::worker(Ok(Npamp(edge.clone())), source, run));
+            }
+            Target::Ws(url) => pool.task(stream::worker(stream::ws(url.clone()), source, run)),
+            Target::Tcp(addr) => pool.task(stream::worker(stream::tcp(addr.clone()), source, run)),
+        }
+    }
+}
+
+/// The connections of a run: futures for the worker threads, and tasks on
+/// the main runtime.
+#[derive(Default)]
+struct Pool {
+    threads: Vec<Worker>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Pool {
+    fn thread(&mut self, worker: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.threads.push(Box::pin(worker));
+    }
+
+    fn task(&mut self, worker: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.tasks.push(tokio::spawn(worker));
+    }
+}
+
+/// The shared state of a run.
+pub struct Run {
+    pub stats: Mutex<Stats>,
+    /// Requests, notifications and batches sent (counted without the lock),
+    /// then requests of the measured part, and those that left while it
+    /// was scheduled.
+    sent: [AtomicU64; 6],
+    measure_from: Instant,
+    measure_until: Instant,
+    next_id: AtomicU64,
+    timeout: Duration,
+    /// Per message of the mix: check successes against the echo.
+    verify_echo: Vec<bool>,
+}
+
+impl Run {
+    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The stats with the send counters brought up to date.
+    fn stats_now(&self) -> std::sync::MutexGuard<'_, Stats> {
+        let mut s = self.stats();
+        s.sent_requests = self.sent[0].load(Relaxed);
+        s.sent_notifications = self.sent[1].load(Relaxed);
+        s.sent_batches = self.sent[2].load(Relaxed);
+        s.sent_measured = self.sent[3].load(Relaxed);
+        s.sent_in_window = self.sent[4].load(Relaxed);
+        s.held_back = self.sent[5].load(Relaxed);
+        s
+    }
+
+    fn id(&self) -> u64 {
+        self.next_id.fetch_add(1, Relaxed)
+    }
+}
+
+/// One scheduled send.
+struct Job {
+    send: Outbound,
+    intended: Instant,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Runs `scenario` against `target`; returns the run's stats. `progress`
+/// is called about once a second with the stats so far.
+pub async fn run(
+    scenario: &Scenario,
+    target: Target,
+    seed: u64,
+    mut progress: impl FnMut(&mut Stats, Duration) + Send,
+) -> Result<Stats, String> {
+    if target.pipelines() && scenario.mix.messages.iter().any(|m| m.verify_echo) {
+        return Err(
+            "verify_echo is checked on http:// and npamp targets only (a WebSocket or TCP reply is matched by id alone)"
+                .into(),
+        );
+    }
+    let mut generator = Generator::new(scenario, seed)?;
+    let methods = generator.methods().len();
+    let expect_error = scenario
+        .mix
+        .messages
+        .iter()
+        .map(|m| m.expect_error)
+        .collect();
+    let started = Instant::now();
+    let run = Arc::new(Run {
+        stats: Mutex::new(
+            Stats::new(
+                started,
+                scenario.warmup(),
+                scenario.measured(),
+                methods,
+                expect_error,
+            )
+            .with_id_base(scenario.id_base),
+        ),
+        next_id: AtomicU64::new(scenario.id_base + 1),
+        sent: Default::default(),
+        measure_from: started + scenario.warmup(),
+        measure_until: started + scenario.warmup() + scenario.measured(),
+        timeout: scenario.timeout(),
+        verify_echo: scenario
+            .mix
+            .messages
+            .iter()
+            .map(|m| m.verify_echo)
+            .collect(),
+    });
+    let connections = scenario.connections;
+    // Connections: request/response ones take jobs from one shared queue,
+    // pipelining ones each from its own, filled round robin.
+    let pipelines = target.pipelines();
+    let mut queues = Vec::with_capacity(connections);
+    let (shared_tx, shared_rx) = mpsc::channel::<Job>(connections * 64);
+    let shared_rx = Arc::new(tokio::sync::Mutex::new(shared_rx));
+    let mut pool = Pool::default();
+    let warmup = scenario.warmup();
+    let end = started + warmup + scenario.measured();
+    // Closed loop over request/response targets: each worker drives its own
+    // requests, one in flight on its own connection.
+    let closed_workers = match scenario.load {
+        Load::Closed { concurrency } if !pipelines => concurrency,
+        _ => 0,
+    };
+    for i in 0..closed_workers {
+        let generator = Generator::new(scenario, seed.wrapping_add(1 + i as u64))?;
+        target.start(Source::Closed { generator, end }, run.clone(), &mut pool);
+    }
+    let open_connections = if closed_workers > 0 { 0 } else { connections };
+    for _ in 0..open_connections {
+        let source = if pipelines {
+            let (tx, rx) = mpsc::channel::<Job>(1024);
+            queues.push(tx);
+            Source::Own(rx)
+        } else {
+            Source::Shared(shared_rx.clone())
+        };
+        target.start(source, run.clone(), &mut pool);
+    }
+    let Pool { threads, tasks } = pool;
+    let threads = worker_threads(threads)?;
+    // Calls `progress` once a second, when called with the time.
+    let mut next_progress = started + Duration::from_secs(1);
+    let mut tick = |now: Instant| {
+        if now >= next_progress {
+            let mut s = run.stats_now();
+            progress(&mut s, now.duration_since(started));
+            next_progress += Duration::from_secs(1);
+        }
+    };
+    let queue = Queue {
+        shared: (!pipelines).then_some(shared_tx),
+        each: queues,
+        next: 0,
+    };
+    match scenario.load {
+        Load::Open { .. } => {
+            // The schedule runs on a thread of its own: a thread sleep is
+            // precise to tens of microseconds, the runtime's timer to a
+            // millisecond, and every microsecond the generator is late is
+            // added to the measured latency.
+            let (run2, scenario2) = (run.clone(), scenario.clone());
+            let schedule = std::thread::Builder::new()
+                .name("schedule".into())
+                .spawn(move || open_loop(&scenario2, &run2, generator, queue, started, end))
+                .map_err(|e| format!("cannot start the schedule thread: {e}"))?;
+            while !schedule.is_finished() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let now = Instant::now();
+                tick(now);
+            }
+            let _ = schedule.join();
+        }
+        Load::Closed { .. } if closed_workers > 0 => {
+            while Instant::now() < end {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let now = Instant::now();
+                tick(now);
+            }
+        }
+        Load::Closed { concurrency } => {
+            let permits = Arc::new(Semaphore::new(concurrency));
+            let mut queue = queue;
+            loop {
+                let now = Instant::now();
+                tick(now);
+                let acquire = permits.clone().acquire_owned();
+                let wait = end
+                    .saturating_duration_since(now)
+                    .min(Duration::from_millis(100));
+                let permit = match tokio::time::timeout(wait, acquire).await {
+                    Ok(Ok(permit)) => permit,
+                    _ if Instant::now() >= end => break,
+                    _ => continue,
+                };
+                let intended = Instant::now();
+                if intended >= end {
+                    break;
+                }
+                let job = new_job(&run, &mut generator, intended, intended, Some(permit));
+                if !queue.send_async(job).await {
+                    break;
+                }
+            }
+        }
+    }
+    // Drain: no more sends; wait for what is outstanding (bounded by the
+    // timeout), then whatever is left is lost.
+    let drain_until = Instant::now() + run.timeout + Duration::from_secs(1);
+    while run.stats_now().outstanding() > 0 && Instant::now() < drain_until {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let now = Instant::now();
+        tick(now);
+    }
+    for t in &tasks {
+        t.abort();
+    }
+    // Request/response workers end once their source is done and their
+    // last request answered or timed out.
+    let _ = tokio::task::spawn_blocking(move || {
+        for t in threads {
+            let _ = t.join();
+        }
+    })
+    .await;
+    for t in tasks {
+        let _ = t.await;
+    }
+    let mut s = run.stats_now();
+    // Lost: never answered at all — timed out and no late answer either,
+    // or still outstanding when the drain ended.
+    let left = s.outstanding();
+    s.lost += s.timed_out.saturating_sub(s.late) + left;
+    let empty = Stats::new(started, Duration::ZERO, Duration::ZERO, 0, Vec::new());
+    let stats = std::mem::replace(&mut *s, empty);
+    Ok(stats)
+}
+
+/// Where jobs go: one queue all connections take from (HTTP, N-PAMP), or
+/// one per connection, round robin (WebSocket, TCP).
+struct Queue {
+    shared: Option<mpsc::Sender<Job>>,
+    each: Vec<mpsc::Sender<Job>>,
+    next: usize,
+}
+
+impl Queue {
+    fn pick(&mut self) -> Option<&mpsc::Sender<Job>> {
+        if let Some(s) = &self.shared {
+            return Some(s);
+        }
+        self.next = (self.next + 1) % self.each.len().max(1);
+        self.each.get(self.next)
+    }
+
+    async fn send_async(&mut self, job: Job) -> bool {
+        match self.pick() {
+            Some(q) => q.send(job).await.is_ok(),
+            None => false,
+        }
+    }
+
+    /// Sends `job`, waiting while the queue is full; says whether it had
+    /// to wait (every connection busy: the target's backpressure).
+    fn send_blocking(&mut self, job: Job) -> Option<bool> {
+        let q = self.pick()?;
+        match q.try_send(job) {
+            Ok(()) => Some(false),
+            Err(mpsc::error::TrySendError::Full(job)) => q.blocking_send(job).ok().map(|()| true),
+            Err(mpsc::error::TrySendError::Closed(_)) => None,
+        }
+    }
+}
+
+/// The next send, counted; `intended` is when the schedule meant it to
+/// leave, `left` when it leaves (the caller has the clock already).
+fn new_job(
+    run: &Run,
+    generator: &mut Generator,
+    intended: Instant,
+    left: Instant,
+    permit: Option<OwnedSemaphorePermit>,
+) -> Job {
+    let send = generator.next(|| run.id());
+    let requests = send.expects.len() as u64;
+    if intended >= run.measure_from {
+        run.sent[3].fetch_add(requests, Relaxed);
+        if left < run.measure_until {
+            run.sent[4].fetch_add(requests, Relaxed);
+        }
+    }
+    run.sent[0].fetch_add(requests, Relaxed);
+    run.sent[1].fetch_add(u64::from(send.notifications), Relaxed);
+    run.sent[2].fetch_add(u64::from(send.batch), Relaxed);
+    Job {
+        send,
+        intended,
+        _permit: permit,
+    }
+}
+
+/// The open-loop schedule: each send at its intended time, the rate
+/// following the scenario's stages; records how late each send left.
+fn open_loop(
+    scenario: &Scenario,
+    run: &Run,
+    mut generator: Generator,
+    mut queue: Queue,
+    started: Instant,
+    end: Instant,
+) {
+    let measure_from = started + scenario.warmup();
+    let mut intended = started;
+    loop {
+        let t = intended
+            .saturating_duration_since(measure_from)
+            .as_secs_f64();
+        let rate = scenario.rate_at(t).unwrap_or(1.0).max(1e-3);
+        intended += Duration::from_secs_f64(1.0 / rate);
+        if intended >= end {
+            return;
+        }
+        let now = Instant::now();
+        if intended > now {
+            std::thread::sleep(intended - now);
+        }
+        // It leaves on time after the sleep, or now when the schedule is late.
+        let job = new_job(run, &mut generator, intended, now.max(intended), None);
+        // A full queue (every connection busy) blocks here: the schedule
+        // slips, and the lag below says so; the count of such sends says
+        // the target, not the generator, held it back.
+        match queue.send_blocking(job) {
+            None => return,
+            Some(true) => {
+                run.sent[5].fetch_add(1, Relaxed);
+            }
+            Some(false) => {}
+        }
+        let lag = Instant::now().saturating_duration_since(intended);
+        let _ = run
+            .stats()
+            .schedule_lag
+            .record(u64::try_from(lag.as_micros()).unwrap_or(u64::MAX).max(1));
+    }
+}
+
+type Worker = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Runs request/response workers on threads of their own, each a
+/// single-threaded runtime (as wrk runs one event loop per thread): a
+/// worker and its connection share a thread, so no reply crosses threads.
+fn worker_threads(workers: Vec<Worker>) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
+    if workers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(workers.len());
+    let mut shares: Vec<Vec<Worker>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, w) in workers.into_iter().enumerate() {
+        shares[i % n].push(w);
+    }
+    shares
+        .into_iter()
+        .enumerate()
+        .map(|(i, share)| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("worker runtime: {e}"))?;
+            std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(move || {
+                    rt.block_on(futures_util::future::join_all(share));
+                })
+                .map_err(|e| format!("worker thread: {e}"))
+        })
+        .collect()
+}
+
+/// Where a connection gets its jobs: the queue all request/response
+/// connections share, a pipelining connection's own queue, or (closed loop
+/// over request/response) its own generator, one request in flight at a
+/// time, until the end.
+enum Source {
+    Shared(Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>),
+    Own(mpsc::Receiver<Job>),
+    Closed { generator: Generator, end: Instant },
+}
+
+impl Source {
+    async fn next(&mut self, run: &Run) -> Option<Job> {
+        match self {
+            Source::Shared(rx) => rx.lock().await.recv().await,
+            Source::Own(rx) => rx.recv().await,
+            Source::Closed { generator, end } => {
+                let now = Instant::now();
+                (now < *end).then(|| new_job(run, generator, now, now, None))
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Streaming targets: many requests in flight on one connection, each
+//! reply matched to its request by id (WebSocket, newline-delimited TCP).
+//! A connection is its two halves behind two small traits, [`TextOut`] and
+//! [`TextIn`]; one worker drives any pair.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+use super::exchange::{classify, fail_all, reply_id};
+use super::{Job, Outcome, Run, Source};
+use crate::template::Expect;
+
+/// What a streaming connection has sent and not yet had answered.
+struct Pending {
+    by_id: HashMap<u64, (Expect, Instant, Arc<Job>)>,
+}
+
+/// Handles one message from a streaming target.
+fn on_stream_message(run: &Run, pending: &Mutex<Pending>, text: &[u8]) {
+    let Ok(v) = serde_json::from_slice::<Value>(text) else {
+        run.stats().unmatched(None);
+        return;
+    };
+    let objects = match v {
+        Value::Array(a) => a,
+        v => vec![v],
+    };
+    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+    for o in objects {
+        if o.get("method").is_some() {
+            // A notification or request from the server: not an answer.
+            continue;
+        }
+        let id = reply_id(&o);
+        match id.and_then(|id| p.by_id.remove(&id)) {
+            Some((e, intended, _job)) => run.stats().complete(e, intended, classify(&o, None)),
+            None => run.stats().unmatched(id),
+        }
+    }
+}
+
+/// Times out what waited too long; on a broken connection, fails the rest.
+fn expire(run: &Run, pending: &Mutex<Pending>, all: Option<&str>) {
+    let now = Instant::now();
+    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+    let expired: Vec<u64> = p
+        .by_id
+        .iter()
+        .filter(|(_, (_, t, _))| all.is_some() || now.saturating_duration_since(*t) >= run.timeout)
+        .map(|(id, _)| *id)
+        .collect();
+    let mut s = run.stats();
+    for id in expired {
+        if let Some((e, intended, _)) = p.by_id.remove(&id) {
+            let outcome = match all {
+                Some(what) => Outcome::Transport(what.to_owned()),
+                None => Outcome::Timeout,
+            };
+            s.complete(e, intended, outcome);
+        }
+    }
+}
+
+/// Where a streaming connection writes one message.
+pub(super) trait TextOut: Send {
+    fn send(&mut self, text: String) -> impl std::future::Future<Output = bool> + Send;
+}
+
+/// A WebSocket: one text frame per message.
+struct WsOut<S>(S);
+
+impl<S> TextOut for WsOut<S>
+where
+    S: futures_util::Sink<tokio_tungstenite::tungstenite::Message> + Unpin + Send,
+{
+    async fn send(&mut self, text: String) -> bool {
+        use tokio_tungstenite::tungstenite::Message;
+        self.0.send(Message::Text(text.into())).await.is_ok()
+    }
+}
+
+/// Newline-delimited TCP: one line per message.
+struct LineOut<W>(W);
+
+impl<W: tokio::io::AsyncWrite + Unpin + Send> TextOut for LineOut<W> {
+    async fn send(&mut self, text: String) -> bool {
+        let mut line = text.into_bytes();
+        line.push(b'\n');
+        self.0.write_all(&line).await.is_ok()
+    }
+}
+
+/// A streaming connection's sending side: each job is registered, its text
+/// handed to `send` (moved, not copied), and what waits too long is timed
+/// out; after the last send, timing out goes on until the reader is done
+/// (or the run stops this task).
+async fn send_loop(
+    source: &mut Source,
+    run: &Run,
+    pending: &Mutex<Pending>,
+    reader: &tokio::task::JoinHandle<()>,
+    mut out: impl TextOut,
+) {
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            job = source.next(run) => {
+                let Some(mut job) = job else { break };
+                let text = std::mem::take(&mut job.send.text);
+                register(pending, &Arc::new(job));
+                if !out.send(text).await {
+                    expire(run, pending, Some("connection broken"));
+                    break;
+                }
+            }
+            _ = tick.tick() => expire(run, pending, None),
+        }
+    }
+    while !reader.is_finished() {
+        tick.tick().await;
+        expire(run, pending, None);
+    }
+}
+
+fn register(pending: &Mutex<Pending>, job: &Arc<Job>) {
+    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+    for e in &job.send.expects {
+        p.by_id.insert(e.id, (*e, job.intended, job.clone()));
+    }
+}
+
+/// Where a streaming connection reads messages from.
+pub(super) trait TextIn: Send + 'static {
+    /// The next message; `None` once the connection is closed or broken.
+    fn next(&mut self) -> impl Future<Output = Option<Bytes>> + Send;
+}
+
+/// A WebSocket's messages, text or binary (control frames are skipped).
+struct WsIn<S>(S);
+
+impl<S> TextIn for WsIn<S>
+where
+    S: futures_util::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin
+        + Send
+        + 'static,
+{
+    async fn next(&mut self) -> Option<Bytes> {
+        use tokio_tungstenite::tungstenite::Message;
+        loop {
+            match self.0.next().await? {
+                Ok(Message::Text(t)) => return Some(Bytes::from(t)),
+                Ok(Message::Binary(b)) => return Some(b),
+                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+/// Newline-delimited TCP: one message per line.
+struct LinesIn<R>(tokio::io::Lines<R>);
+
+impl<R: tokio::io::AsyncBufRead + Unpin + Send + 'static> TextIn for LinesIn<R> {
+    async fn next(&mut self) -> Option<Bytes> {
+        self.0.next_line().await.ok()?.map(Bytes::from)
+    }
+}
+
+/// Drives one streaming connection once `connect` has opened it: a reader
+/// task settles what comes back, the sender registers and writes each job
+/// of `source`. A connection that could not be opened fails every job
+/// with the reason.
+pub(super) async fn worker<O: TextOut, I: TextIn>(
+    connect: impl Future<Output = Result<(O, I), String>>,
+    mut source: Source,
+    run: Arc<Run>,
+) {
+    let (out, mut input) = match connect.await {
+        Ok(halves) => halves,
+        Err(why) => {
+            while let Some(job) = source.next(&run).await {
+                fail_all(&run, &job, &why);
+            }
+            return;
+        }
+    };
+    let pending = Arc::new(Mutex::new(Pending {
+        by_id: HashMap::new(),
+    }));
+    let reader = {
+        let (pending, run) = (pending.clone(), run.clone());
+        tokio::spawn(async move {
+            while let Some(message) = input.next().await {
+                on_stream_message(&run, &pending, &message);
+            }
+            expire(&run, &pending, Some("connection closed"));
+        })
+    };
+    send_loop(&mut source, &run, &pending, &reader, out).await;
+}
+
+/// Opens a WebSocket to `url`.
+pub(super) async fn ws(url: String) -> Result<(impl TextOut, impl TextIn), String> {
+    // Small reads, as the gateway's own WebSocket connections (tungstenite
+    // zero-fills its whole read buffer, 128 KiB by default, before each read).
+    // Messages as large as a gateway may carry, in one frame (tungstenite's
+    // default frame limit is 16 MiB).
+    let max = npamp_gateway::gateway::MAX_BODY_LIMIT;
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(npamp_gateway::gateway::WS_READ_BUFFER)
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max));
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), false)
+        .await
+        .map_err(|e| format!("WebSocket connect: {e}"))?;
+    let (sink, stream) = ws.split();
+    Ok((WsOut(sink), WsIn(stream)))
+}
+
+/// Opens a TCP connection to `addr` for newline-delimited JSON-RPC.
+pub(super) async fn tcp(addr: String) -> Result<(impl TextOut, impl TextIn), String> {
+    let tcp = tokio::net::TcpStream::connect(addr.as_str())
+        .await
+        .map_err(|e| format!("TCP connect: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let (r, w) = tcp.into_split();
+    Ok((LineOut(w), LinesIn(tokio::io::BufReader::new(r).lines())))
+}
