@@ -1,7 +1,7 @@
-//! An upstream on a Unix domain socket in the style of geth's IPC: JSON
-//! values back to back on the stream, no newline required. A small IPC
-//! server written here answers; clients reach it through a gateway pair
-//! over HTTP and WebSocket.
+//! Upstreams on a Unix domain socket: in the style of geth's IPC (JSON
+//! values back to back on the stream, no newline required), and HTTP over
+//! the socket (`http+unix://`). Small servers written here answer; clients
+//! reach them through a gateway pair.
 #![cfg(unix)]
 
 mod support;
@@ -156,4 +156,155 @@ fn an_ipc_upstream_is_an_absolute_path() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("an absolute path"), "{err}");
+}
+
+/// An HTTP/1.1 JSON-RPC server on a Unix socket: answers each POST with its
+/// params as the result, and sends what it saw (request path and `Host`)
+/// down `seen`.
+async fn http_server(
+    listener: tokio::net::UnixListener,
+    seen: tokio::sync::mpsc::UnboundedSender<(String, String)>,
+) {
+    use http_body_util::{BodyExt, Full};
+    while let Ok((socket, _)) = listener.accept().await {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(
+                move |req: hyper::Request<hyper::body::Incoming>| {
+                    let seen = seen.clone();
+                    async move {
+                        let host = req
+                            .headers()
+                            .get(hyper::header::HOST)
+                            .and_then(|h| h.to_str().ok())
+                            .unwrap_or("")
+                            .to_owned();
+                        let _ = seen.send((req.uri().path().to_owned(), host));
+                        let body = req.into_body().collect().await?.to_bytes();
+                        let v: serde_json::Value =
+                            serde_json::from_slice(&body).unwrap_or_default();
+                        let answer = |v: &serde_json::Value| serde_json::json!({"jsonrpc": "2.0", "id": v["id"], "result": v["params"]});
+                        let reply = match &v {
+                            serde_json::Value::Array(batch) => {
+                                serde_json::Value::Array(batch.iter().map(answer).collect())
+                            }
+                            one => answer(one),
+                        };
+                        Ok::<_, hyper::Error>(hyper::Response::new(Full::new(bytes::Bytes::from(
+                            reply.to_string(),
+                        ))))
+                    }
+                },
+            );
+            let io = hyper_util::rt::TokioIo::new(socket);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_upstream_on_a_unix_socket_serves_through_the_pair() {
+    let dir = tempdir::Dir::new();
+    let path = dir.0.join("rpc.sock");
+    let listener = tokio::net::UnixListener::bind(&path).expect("bind the socket");
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(http_server(listener, seen_tx));
+    // The socket's path percent-encoded as the host, then the request path.
+    let encoded: String = path
+        .display()
+        .to_string()
+        .bytes()
+        .map(|b| match b {
+            b'/' => "%2F".to_owned(),
+            b => char::from(b).to_string(),
+        })
+        .collect();
+    let url: &'static str = Box::leak(format!("http+unix://{encoded}/rpc").into_boxed_str());
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Url(url),
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let (status, body) = post(
+        &http,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":["0x10"]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (1.into(), serde_json::json!(["0x10"]))
+    );
+    let (path_seen, host) = seen.recv().await.expect("the server saw the request");
+    assert_eq!((path_seen.as_str(), host.as_str()), ("/rpc", "localhost"));
+    // Many at once, over the client's pool of socket connections.
+    let calls = (10..60).map(|id| {
+        let http = http.clone();
+        tokio::spawn(async move {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_getBalance","params":[{id}]}}"#
+            );
+            let (status, reply) = post(&http, &body).await;
+            let v: serde_json::Value = serde_json::from_str(&reply).expect("JSON");
+            (status, v["id"].as_i64(), v["result"][0].as_i64())
+        })
+    });
+    for (id, call) in (10..60).zip(calls) {
+        assert_eq!(call.await.expect("call"), (200, Some(id), Some(id)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_unix_socket_is_a_prompt_error_that_names_it() {
+    let dir = tempdir::Dir::new();
+    let path = dir.0.join("nobody-listens.sock");
+    let url: &'static str = Box::leak(format!("http+unix://{}", path.display()).into_boxed_str());
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Url(url),
+        ..PairOptions::default()
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let (status, body) = post(
+        &pair.ingress("http://"),
+        r#"{"jsonrpc":"2.0","id":99,"method":"eth_blockNumber","params":[]}"#,
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_ne!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+    assert_eq!(v["id"], 99, "{body}");
+    let message = v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+        + v["error"]["data"].to_string().as_str();
+    assert!(message.contains(url), "{body}");
+    assert!(!body.contains("%2F"), "{body}");
+}
+
+#[test]
+fn an_http_unix_upstream_is_an_absolute_path() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_npamp-gateway"))
+        .args([
+            "serve",
+            "--listen",
+            "quic://127.0.0.1:0",
+            "--insecure-accept-any-peer",
+            "--upstream",
+            "http+unix://rpc.sock/",
+        ])
+        .output()
+        .expect("serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("http+unix:///PATH"), "{err}");
 }

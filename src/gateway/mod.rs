@@ -32,6 +32,7 @@ internal! {
     mod session;
     mod sse;
     mod stall;
+    mod upstream_http;
 }
 
 use std::collections::HashSet;

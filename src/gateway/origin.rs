@@ -24,7 +24,6 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
@@ -33,6 +32,7 @@ use super::exec::{Exec, ExecSink, Local, Serve};
 use super::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
 use super::session::Session;
+use super::upstream_http::{Connector, UNIX_SCHEME};
 use super::{Ctx, Upstream};
 use crate::assoc::AssocHandle;
 use crate::bridge::ProtocolId;
@@ -45,7 +45,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// How long a WebSocket upstream may take to accept a connection.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub(super) type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub(super) type HttpsClient = Client<Connector, Full<Bytes>>;
 
 /// Why a gateway without an upstream does not deliver a request.
 const NO_UPSTREAM: &str = "this gateway has no upstream (--upstream or --upstream-cmd)";
@@ -90,7 +90,7 @@ impl Origin {
                 let client = Client::builder(hyper_util::rt::TokioExecutor::new())
                     .pool_idle_timeout(Duration::from_secs(90))
                     .pool_max_idle_per_host(ctx.limits.max_in_flight.min(1024))
-                    .build(connector);
+                    .build(Connector(connector));
                 Some(client)
             }
             _ => None,
@@ -408,6 +408,8 @@ fn post_headers(
         _ => None,
     };
     let host = match (uri.host(), uri.port_u16()) {
+        // A Unix socket's host is its encoded path, not a name.
+        _ if uri.scheme_str() == Some(UNIX_SCHEME) => Some(HeaderValue::from_static("localhost")),
         (Some(host), Some(port)) if Some(port) != default_port => {
             HeaderValue::from_str(&format!("{host}:{port}")).ok()
         }

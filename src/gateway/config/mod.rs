@@ -37,9 +37,10 @@ pub struct GatewayOptions {
     /// on one port number (repeatable).
     #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
     pub listen: Vec<PeerAddr>,
-    /// Deliver to this JSON-RPC server: http://, https://, ws:// or wss:// URL,
-    /// or unix:///PATH, a socket speaking JSON values back to back (geth's
-    /// IPC).
+    /// Deliver to this JSON-RPC server: http://, https://, ws:// or wss:// URL;
+    /// http+unix:///PATH, HTTP over a Unix socket (requests to /; for another
+    /// path http+unix://%2FPATH/REQUEST-PATH); or unix:///PATH, a socket
+    /// speaking JSON values back to back (geth's IPC).
     /// With --protocol mcp an http(s) URL is an MCP server's Streamable HTTP
     /// endpoint: one MCP session per association.
     #[cfg_attr(

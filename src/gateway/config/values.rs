@@ -365,6 +365,9 @@ impl FromStr for Upstream {
             }
             return Ok(Upstream::Ipc(path));
         }
+        if let Some(uri) = crate::gateway::upstream_http::parse_unix_url(s) {
+            return uri.map(Upstream::Http);
+        }
         let uri: hyper::Uri = s.parse().map_err(|e| format!("bad URL {s:?}: {e}"))?;
         if uri.host().is_none() {
             return Err(format!("bad URL {s:?}: no host"));
@@ -373,7 +376,7 @@ impl FromStr for Upstream {
             Some("http" | "https") => Ok(Upstream::Http(uri)),
             Some("ws" | "wss") => Ok(Upstream::Ws(s.to_owned())),
             _ => Err(format!(
-                "bad URL {s:?}: expected http://, https://, ws://, wss:// or unix:///PATH"
+                "bad URL {s:?}: expected http://, https://, http+unix:///PATH, ws://, wss:// or unix:///PATH"
             )),
         }
     }
