@@ -37,6 +37,11 @@ fn latency_row(o: &mut String, name: &str, l: &Latency) {
 
 const LATENCY_HEAD: &str = "<tr><th></th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>n</th></tr>";
 
+/// Line colours, in order.
+const PALETTE: [&str; 8] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+];
+
 /// The page of a run (`m`), with a capacity search's curve when given.
 pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
     let s = &m.summary;
@@ -107,6 +112,26 @@ pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
         latency_row(&mut o, method, l);
     }
     o.push_str("</table>");
+    if m.per_method.len() > 1 {
+        // One line per method on one spectrum: where each method's tail is.
+        let spectra: Vec<(String, Vec<(f64, f64)>)> = m
+            .per_method
+            .iter()
+            .map(|(name, h)| (name.clone(), report::spectrum(h)))
+            .collect();
+        let lines: Vec<report::Line<'_>> = spectra
+            .iter()
+            .zip(PALETTE.iter().cycle())
+            .map(|((name, points), colour)| (name.as_str(), *colour, points.as_slice()))
+            .collect();
+        o.push_str(&report::chart_svg(
+            report::spectrum_scale(),
+            "percentile",
+            "latency by method, ms",
+            None,
+            &lines,
+        ));
+    }
     if !s.stages.is_empty() {
         o.push_str("<h2>Stages</h2><table><tr><th>seconds</th><th>offered/s</th><th>achieved/s</th><th>errors</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th></tr>");
         for st in &s.stages {
@@ -193,6 +218,132 @@ pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
             " — the generator did not keep its schedule"
         }
     );
+    o.push_str(DRAWN);
+    o.push_str("</body></html>\n");
+    o
+}
+
+/// One side of `compare`: a run read from its directory (with its
+/// histograms) or from its `summary.json` alone (`histograms` false: the
+/// latency curve is then the summary's percentiles).
+pub struct Compared {
+    pub label: String,
+    pub run: Measured,
+    pub histograms: bool,
+}
+
+impl Compared {
+    /// The latency spectrum: the whole histogram's, or the summary's
+    /// percentiles on the same axis.
+    fn spectrum(&self) -> Vec<(f64, f64)> {
+        if self.histograms {
+            return report::spectrum(&self.run.overall);
+        }
+        let l = &self.run.summary.latency_ms;
+        let x = |q: f64| (1.0 / (1.0 - q)).log10();
+        vec![
+            (x(0.5), l.p50),
+            (x(0.9), l.p90),
+            (x(0.99), l.p99),
+            (x(0.999), l.p999),
+        ]
+    }
+
+    /// Replies per second over time.
+    fn replies(&self) -> Vec<(f64, f64)> {
+        let s = &self.run.summary;
+        let run_s = s.warmup_s + s.measured_span_s;
+        s.per_second
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((i + 1) as f64, r[0] as f64))
+            .filter(|(t, _)| *t <= run_s + 1e-9)
+            .collect()
+    }
+
+    /// The p99 of each second with measured replies (histograms only).
+    fn p99_each_second(&self) -> Vec<(f64, f64)> {
+        self.run
+            .intervals
+            .iter()
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(end, h)| (end.as_secs_f64(), h.value_at_quantile(0.99) as f64 / 1e3))
+            .collect()
+    }
+}
+
+/// The page of `compare`: its verdict and table, and the two runs overlaid
+/// (latency spectrum, replies per second against the offered rates, p99
+/// each second when both runs' histograms were read).
+pub fn compare_page(base: &Compared, new: &Compared, table: &str, regressed: bool) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>{} vs {} — npamp-loadgen</title><style>{STYLE}</style><body>",
+        esc(&base.label),
+        esc(&new.label)
+    );
+    let _ = writeln!(
+        o,
+        "<h1>{} vs {} <span class=\"{}\">{}</span></h1><pre>{}</pre>",
+        esc(&base.label),
+        esc(&new.label),
+        if regressed { "fail" } else { "pass" },
+        if regressed {
+            "REGRESSED"
+        } else {
+            "no regression"
+        },
+        esc(table)
+    );
+    let (b, n) = (base.spectrum(), new.spectrum());
+    let (bl, nl) = (
+        format!("base: {}", base.label),
+        format!("new: {}", new.label),
+    );
+    o.push_str("<h2>Latency</h2>");
+    if !(base.histograms && new.histograms) {
+        o.push_str("<p class=\"note\">A side given as summary.json alone is drawn from its percentiles (p50 to p99.9).</p>");
+    }
+    o.push_str(&report::chart_svg(
+        report::spectrum_scale(),
+        "percentile",
+        "latency, ms",
+        None,
+        &[(&bl, PALETTE[0], &b), (&nl, PALETTE[1], &n)],
+    ));
+    let (br, nr) = (base.replies(), new.replies());
+    let offered = |c: &Compared| -> Vec<(f64, f64)> {
+        c.run
+            .summary
+            .offered_per_second
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((i + 1) as f64, *r))
+            .collect()
+    };
+    let (bo, no) = (offered(base), offered(new));
+    let (bol, nol) = (format!("{bl} offered"), format!("{nl} offered"));
+    o.push_str("<h2>Replies per second</h2>");
+    o.push_str(&report::series_svg(
+        "per second",
+        &[
+            (&bl, PALETTE[0], &br),
+            (&nl, PALETTE[1], &nr),
+            (&bol, PALETTE[0], &bo),
+            (&nol, PALETTE[1], &no),
+        ],
+        0.0,
+    ));
+    if base.histograms && new.histograms {
+        let (bp, np) = (base.p99_each_second(), new.p99_each_second());
+        o.push_str("<h2>p99 each second</h2>");
+        o.push_str(&report::series_svg(
+            "p99, ms",
+            &[(&bl, PALETTE[0], &bp), (&nl, PALETTE[1], &np)],
+            0.0,
+        ));
+    }
     o.push_str(DRAWN);
     o.push_str("</body></html>\n");
     o
@@ -293,5 +444,43 @@ mod tests {
             assert!(!page.contains(fetching), "{fetching}");
         }
         assert!(page.contains("<h2>Rates</h2>") && page.contains("<h2>Capacity</h2>"));
+        // One method: no chart of methods.
+        assert!(!page.contains("latency by method"));
+        let mut two = measured();
+        let h = two.overall.clone();
+        two.per_method.insert("other".into(), h);
+        let page = super::page(&two, None);
+        assert!(page.contains("latency by method"));
+        assert!(page.contains(">echo</text>") && page.contains(">other</text>"));
+    }
+
+    #[test]
+    fn the_comparison_overlays_both_runs_and_says_what_it_drew_from() {
+        use super::{Compared, compare_page};
+        let with = |label: &str, histograms: bool| Compared {
+            label: label.into(),
+            run: if histograms {
+                measured()
+            } else {
+                Measured::of_summary(measured().summary)
+            },
+            histograms,
+        };
+        let page = compare_page(&with("a<b", true), &with("new", true), "the table", false);
+        for fetching in ["src=", "href=", "@import", "url("] {
+            assert!(!page.contains(fetching), "{fetching}");
+        }
+        assert!(page.contains("a&lt;b vs new") && page.contains("<pre>the table</pre>"));
+        assert_eq!(
+            page.matches("<svg").count(),
+            3,
+            "latency, rates, p99 each second"
+        );
+        assert!(page.contains("base: a&lt;b") && page.contains("new: new offered"));
+        assert!(!page.contains("drawn from its percentiles"));
+        // A side known by its summary alone: no per-second p99, and a note.
+        let page = compare_page(&with("a", true), &with("b", false), "t", true);
+        assert_eq!(page.matches("<svg").count(), 2);
+        assert!(page.contains("drawn from its percentiles") && page.contains("REGRESSED"));
     }
 }

@@ -250,6 +250,10 @@ enum Command {
         /// Percent.
         #[arg(long, default_value_t = 10.0)]
         threshold: f64,
+        /// Also write DIR/compare.html: the table and the two runs
+        /// overlaid (latency, replies per second, p99 each second).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -267,7 +271,8 @@ fn main() -> ExitCode {
             base,
             new,
             threshold,
-        } => match compare(&base, &new, threshold) {
+            out,
+        } => match compare(&base, &new, threshold, out.as_deref()) {
             Ok(false) => ExitCode::SUCCESS,
             Ok(true) => ExitCode::from(EXIT_REGRESSION),
             Err(e) => fail(EXIT_USAGE, &e),
@@ -961,16 +966,58 @@ fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn compare(base: &std::path::Path, new: &std::path::Path, threshold: f64) -> anyhow::Result<bool> {
-    let read = |p: &std::path::Path| -> anyhow::Result<Summary> {
+fn compare(
+    base: &std::path::Path,
+    new: &std::path::Path,
+    threshold: f64,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<bool> {
+    use npamp_loadgen::html::Compared;
+    use npamp_loadgen::merge::Measured;
+    // A run directory with its histograms, or a summary.json alone.
+    let read = |p: &std::path::Path| -> anyhow::Result<Compared> {
+        // Named by its directory (a summary.json's too).
+        let named = if p.is_dir() {
+            p
+        } else {
+            p.parent().unwrap_or(p)
+        };
+        let label = named.file_name().map_or_else(
+            || named.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        if p.is_dir() && p.join("histograms.hlog").is_file() {
+            let run = Measured::read(p).map_err(|e| anyhow::anyhow!(e))?;
+            return Ok(Compared {
+                label,
+                run,
+                histograms: true,
+            });
+        }
         let file = p.join("summary.json");
         let p = if p.is_dir() { file.as_path() } else { p };
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a loadgen summary", p.display()))
+        let summary: Summary = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a loadgen summary", p.display()))?;
+        Ok(Compared {
+            label,
+            run: Measured::of_summary(summary),
+            histograms: false,
+        })
     };
-    let (table, regressed) = npamp_loadgen::compare::compare(&read(base)?, &read(new)?, threshold);
+    let (base, new) = (read(base)?, read(new)?);
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let (table, regressed) =
+        npamp_loadgen::compare::compare(&base.run.summary, &new.run.summary, threshold);
     print!("{table}");
+    if let Some(dir) = out {
+        let page = dir.join("compare.html");
+        let html = npamp_loadgen::html::compare_page(&base, &new, &table, regressed);
+        std::fs::write(&page, html).with_context(|| format!("writing {}", page.display()))?;
+        eprintln!("wrote {}", page.display());
+    }
     Ok(regressed)
 }

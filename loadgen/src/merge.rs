@@ -116,6 +116,17 @@ impl Measured {
         )
     }
 
+    /// A run known only by its summary: no histograms (all empty).
+    pub fn of_summary(summary: Summary) -> Self {
+        Self {
+            summary,
+            overall: hist(),
+            schedule_lag: hist(),
+            per_method: BTreeMap::new(),
+            intervals: Vec::new(),
+        }
+    }
+
     /// Reads a run directory written by [`Measured::write`].
     pub fn read(dir: &Path) -> Result<Self, String> {
         let read = |name: &str| {

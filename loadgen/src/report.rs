@@ -554,20 +554,7 @@ pub fn svg(
             .map_or_else(|| "closed loop".to_owned(), |r| format!("{r:.0}/s")),
         summary.latency_ms.p99
     );
-    // Percentile spectrum: x = log10(1/(1-q)) from 0 (p0) to 5 (p99.999).
-    let mut spectrum = Vec::new();
-    if !h.is_empty() {
-        for i in 0..=100 {
-            let x = 5.0 * f64::from(i) / 100.0;
-            let q = 1.0 - 10f64.powf(-x);
-            spectrum.push((x, h.value_at_quantile(q) as f64 / 1e3));
-        }
-    }
-    let quantiles: Vec<(f64, String)> = ["p0", "p90", "p99", "p99.9", "p99.99", "p99.999"]
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (i as f64, (*l).to_owned()))
-        .collect();
+    let spectrum = spectrum(h);
     let mut chart = Chart {
         x0: 70.0,
         y0: 40.0,
@@ -577,7 +564,7 @@ pub fn svg(
     chart.draw(
         &mut o,
         &Axes {
-            x: Scale::Labels(quantiles, 5.0),
+            x: spectrum_scale(),
             y_max: spectrum.iter().map(|p| p.1).fold(0.0, f64::max),
             x_title: "percentile",
             y_title: "latency, ms",
@@ -660,11 +647,58 @@ pub fn svg(
     o
 }
 
-/// A named, coloured line over time: points of seconds since the start.
+/// The latency percentile spectrum of `h`, ms: x = log10(1/(1-q)), from
+/// 0 (p0) to 5 (p99.999); empty for an empty histogram.
+pub fn spectrum(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    (0..=100)
+        .map(|i| {
+            let x = 5.0 * f64::from(i) / 100.0;
+            let q = 1.0 - 10f64.powf(-x);
+            (x, h.value_at_quantile(q) as f64 / 1e3)
+        })
+        .collect()
+}
+
+/// The x axis of [`spectrum`]: its percentiles named.
+pub(crate) fn spectrum_scale() -> Scale {
+    let quantiles = ["p0", "p90", "p99", "p99.9", "p99.99", "p99.999"]
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i as f64, (*l).to_owned()))
+        .collect();
+    Scale::Labels(quantiles, 5.0)
+}
+
+/// A named, coloured line: its points.
 pub type Line<'a> = (&'a str, &'a str, &'a [(f64, f64)]);
 
 /// One chart over time, the warm-up shaded, in an SVG of its own.
 pub fn series_svg(title: &str, series: &[Line<'_>], warmup_s: f64) -> String {
+    let t_max = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.0))
+        .fold(1.0, f64::max);
+    chart_svg(
+        Scale::Numbers(t_max),
+        "seconds since the start",
+        title,
+        (warmup_s > 0.0).then_some(warmup_s),
+        series,
+    )
+}
+
+/// One chart of `series` on the x axis `x`, in an SVG of its own; a line
+/// whose name ends in "offered" is dashed.
+pub(crate) fn chart_svg(
+    x: Scale,
+    x_title: &str,
+    y_title: &str,
+    shade: Option<f64>,
+    series: &[Line<'_>],
+) -> String {
     let (w, h) = (760.0, 250.0);
     let mut o = String::new();
     let _ = writeln!(
@@ -677,26 +711,28 @@ pub fn series_svg(title: &str, series: &[Line<'_>], warmup_s: f64) -> String {
         width: w - 110.0,
         height: h - 50.0,
     };
-    let t_max = series
-        .iter()
-        .flat_map(|s| s.2.iter().map(|p| p.0))
-        .fold(1.0, f64::max);
     let y_max = series
         .iter()
         .flat_map(|s| s.2.iter().map(|p| p.1))
         .fold(0.0, f64::max);
     let lines: Vec<Series<'_>> = series
         .iter()
-        .map(|(name, colour, points)| Series::line(colour, name, points))
+        .map(|(name, colour, points)| {
+            if name.ends_with("offered") {
+                Series::dashed(colour, name, points)
+            } else {
+                Series::line(colour, name, points)
+            }
+        })
         .collect();
     chart.draw(
         &mut o,
         &Axes {
-            x: Scale::Numbers(t_max),
+            x,
             y_max,
-            x_title: "seconds since the start",
-            y_title: title,
-            shade: (warmup_s > 0.0).then_some(warmup_s),
+            x_title,
+            y_title,
+            shade,
         },
         &lines,
     );
@@ -704,7 +740,6 @@ pub fn series_svg(title: &str, series: &[Line<'_>], warmup_s: f64) -> String {
     o
 }
 
-/// One chart's frame on the page.
 /// A chart's frame on the page.
 pub(crate) struct Chart {
     pub x0: f64,
@@ -851,32 +886,53 @@ impl Chart {
             y0 + height / 2.0,
             xml(axes.y_title)
         );
-        for (i, s) in series.iter().enumerate() {
+        let dash = |s: &Series<'_>| {
+            if s.dashed {
+                r#" stroke-dasharray="6 3""#
+            } else {
+                ""
+            }
+        };
+        for s in series {
             let points: Vec<String> = s
                 .points
                 .iter()
                 .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
                 .collect();
-            let dash = if s.dashed {
-                r#" stroke-dasharray="6 3""#
-            } else {
-                ""
-            };
             let _ = writeln!(
                 o,
-                r#"<polyline fill="none" stroke="{}" stroke-width="1.8"{dash} points="{}"/>"#,
+                r#"<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>"#,
                 s.colour,
+                dash(s),
                 points.join(" ")
             );
-            if series.len() > 1 {
+        }
+        // The legend over the lines, inside the frame's top right corner,
+        // as wide as its longest name (about 6.6 px a character at 12 px).
+        if series.len() > 1 {
+            let longest = series
+                .iter()
+                .map(|s| s.name.chars().count())
+                .max()
+                .unwrap_or(0);
+            let box_w = 34.0 + 6.6 * longest as f64;
+            let lx = x0 + width - box_w - 4.0;
+            let _ = writeln!(
+                o,
+                r##"<rect x="{lx:.1}" y="{:.1}" width="{box_w:.1}" height="{:.1}" fill="#fff" fill-opacity="0.85"/>"##,
+                y0 + 4.0,
+                15.0 * series.len() as f64 + 4.0
+            );
+            for (i, s) in series.iter().enumerate() {
                 let ly = y0 + 14.0 + 15.0 * i as f64;
                 let _ = writeln!(
                     o,
-                    r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{}" stroke-width="2"{dash}/><text x="{:.1}" y="{ly:.1}" dominant-baseline="middle">{}</text>"#,
-                    x0 + width - 90.0,
-                    x0 + width - 70.0,
+                    r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{}" stroke-width="2"{}/><text x="{:.1}" y="{ly:.1}" dominant-baseline="middle">{}</text>"#,
+                    lx + 4.0,
+                    lx + 24.0,
                     s.colour,
-                    x0 + width - 64.0,
+                    dash(s),
+                    lx + 30.0,
                     xml(s.name)
                 );
             }

@@ -72,6 +72,32 @@ fn the_report_draws_in_a_browser() {
     // latency per second and outstanding.
     assert!(drawn >= 12, "{drawn} marks laid out");
     assert!(dom.contains("<h2>Stages</h2>") && dom.contains("<h2>Rates</h2>"));
+    // `compare --out`: the run against itself, overlaid, in the browser.
+    let cmp = dir.join("compare");
+    let out = std::process::Command::new(BIN)
+        .arg("compare")
+        .args([&dir, &dir])
+        .arg("--out")
+        .arg(&cmp)
+        .output()
+        .expect("compare");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cmp_page = cmp.join("compare.html");
+    let dom =
+        String::from_utf8_lossy(&browse(&browser, &cmp_page, "--dump-dom").stdout).into_owned();
+    let drawn: usize = dom
+        .split("data-drawn=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the comparison's script did not run: {dom:.400}"));
+    // Three charts: frames, legend boxes and two lines each at least.
+    assert!(drawn >= 9, "{drawn} marks laid out in the comparison");
+    assert!(dom.contains("p99 each second"), "{dom:.400}");
     // A screenshot, for the results run that asks for one.
     if let Ok(shot) = std::env::var("NPAMP_REPORT_SCREENSHOT") {
         let taken = browse(&browser, &page, &format!("--screenshot={shot}"));
