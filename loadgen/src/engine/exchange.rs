@@ -11,7 +11,7 @@ use bytes::Bytes;
 use npamp_gateway::gateway::edge::Edge;
 use serde_json::Value;
 
-use super::{Job, Outcome, Run, Source};
+use super::{Job, Lane, Outcome, Source};
 use crate::http1::HttpConn;
 use crate::template::Expect;
 
@@ -34,7 +34,7 @@ pub(super) trait Exchange: Send {
         &mut self,
         request: &Bytes,
         job: &Job,
-        run: &Run,
+        run: &Lane,
     ) -> impl Future<Output = Answer> + Send;
 
     /// Ends the connection politely, after its last job.
@@ -46,7 +46,7 @@ pub(super) trait Exchange: Send {
 /// Drives one connection: each job of `source` exchanged and settled, until
 /// the source is done. A connection that could not be set up fails every
 /// job with the reason.
-pub(super) async fn worker(conn: Result<impl Exchange, String>, mut source: Source, run: Arc<Run>) {
+pub(super) async fn worker(conn: Result<impl Exchange, String>, mut source: Source, run: Lane) {
     let mut conn = match conn {
         Ok(c) => c,
         Err(why) => {
@@ -93,7 +93,7 @@ impl Http {
 }
 
 impl Exchange for Http {
-    async fn exchange(&mut self, request: &Bytes, job: &Job, run: &Run) -> Answer {
+    async fn exchange(&mut self, request: &Bytes, job: &Job, run: &Lane) -> Answer {
         if !self.session_open {
             match tokio::time::timeout(run.timeout, self.conn.open_mcp_session()).await {
                 Ok(Ok(())) => self.session_open = true,
@@ -148,7 +148,7 @@ impl Exchange for Http {
 pub(super) struct Npamp(pub Arc<Edge>);
 
 impl Exchange for Npamp {
-    async fn exchange(&mut self, text: &Bytes, job: &Job, _: &Run) -> Answer {
+    async fn exchange(&mut self, text: &Bytes, job: &Job, _: &Lane) -> Answer {
         use npamp_gateway::jsonrpc::{Kind, Scanned, scan};
         use npamp_gateway::relay::Reply;
         let edge = &self.0;
@@ -195,7 +195,7 @@ impl Exchange for Npamp {
 }
 
 /// Every request of `job` failed at the transport, for `what`.
-pub(super) fn fail_all(run: &Run, job: &Job, what: &str) {
+pub(super) fn fail_all(run: &Lane, job: &Job, what: &str) {
     let mut s = run.stats();
     for e in &job.send.expects {
         s.complete(*e, job.intended, Outcome::Transport(what.to_owned()));
@@ -253,7 +253,7 @@ fn echoes(request: &[u8], id: u64, v: &Value) -> bool {
 
 /// Matches the objects of a reply (one, or a batch array) to what the send
 /// expected.
-fn settle(run: &Run, job: &Job, request: &[u8], body: &[u8], status: Option<u16>) {
+fn settle(run: &Lane, job: &Job, request: &[u8], body: &[u8], status: Option<u16>) {
     let verifies = |e: &Expect| run.verify_echo.get(e.message).copied().unwrap_or(false);
     // With `verify_echo`, a success is judged against its request's params.
     let judge = |e: &Expect, v: &Value| match classify(v, status) {

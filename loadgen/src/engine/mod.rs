@@ -68,7 +68,7 @@ impl Target {
     /// `source`. HTTP and MCP connections run on the worker threads; N-PAMP
     /// ones on the main runtime, where the edge's associations run (it
     /// outlives the run); streaming ones there too.
-    fn start(&self, source: Source, run: Arc<Run>, pool: &mut Pool) {
+    fn start(&self, source: Source, run: Lane, pool: &mut Pool) {
         use exchange::{Http, Npamp};
         match self {
             Target::Http(uri) => {
@@ -106,7 +106,13 @@ impl Pool {
 
 /// The shared state of a run.
 pub struct Run {
-    pub stats: Mutex<Stats>,
+    /// The counts, in shares: each connection settles its replies into its
+    /// lane's share (one per worker thread, about), never into one lock
+    /// for all; the last share is the schedule's. Added up once a second
+    /// and at the end ([`Run::snapshot`]).
+    shares: Vec<Mutex<Stats>>,
+    /// What a snapshot starts from: the run's clock and sizes, no counts.
+    blank: Stats,
     /// Requests, notifications and batches sent (counted without the lock),
     /// then requests of the measured part, and those that left while it
     /// was scheduled.
@@ -120,13 +126,24 @@ pub struct Run {
 }
 
 impl Run {
-    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
-        self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    fn share(&self, i: usize) -> std::sync::MutexGuard<'_, Stats> {
+        self.shares[i % self.shares.len()]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The stats with the send counters brought up to date.
-    fn stats_now(&self) -> std::sync::MutexGuard<'_, Stats> {
-        let mut s = self.stats();
+    /// The share the schedule records its own lag in.
+    fn schedule_share(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.share(self.shares.len() - 1)
+    }
+
+    /// The shares added up, with the send counters brought up to date; each
+    /// share's progress interval moves into it (and starts anew).
+    fn snapshot(&self) -> Stats {
+        let mut s = self.blank.clone();
+        for i in 0..self.shares.len() {
+            s.absorb(&mut self.share(i));
+        }
         s.sent_requests = self.sent[0].load(Relaxed);
         s.sent_notifications = self.sent[1].load(Relaxed);
         s.sent_batches = self.sent[2].load(Relaxed);
@@ -136,8 +153,49 @@ impl Run {
         s
     }
 
+    /// Requests that got no reply of any kind yet (the counts alone, no
+    /// histograms added).
+    fn outstanding(&self) -> u64 {
+        let done: u64 = (0..self.shares.len())
+            .map(|i| {
+                let s = self.share(i);
+                s.answered() + s.transport.values().sum::<u64>() + s.timed_out + s.lost
+            })
+            .sum();
+        self.sent[0].load(Relaxed).saturating_sub(done)
+    }
+
     fn id(&self) -> u64 {
         self.next_id.fetch_add(1, Relaxed)
+    }
+}
+
+/// The run as one connection sees it: its counts go to its lane's share.
+#[derive(Clone)]
+struct Lane {
+    run: Arc<Run>,
+    share: usize,
+}
+
+impl Lane {
+    /// The lane of the `i`-th connection, of `lanes` shares.
+    fn new(run: &Arc<Run>, i: usize, lanes: usize) -> Self {
+        Self {
+            run: run.clone(),
+            share: i % lanes,
+        }
+    }
+
+    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.run.share(self.share)
+    }
+}
+
+impl std::ops::Deref for Lane {
+    type Target = Run;
+
+    fn deref(&self) -> &Run {
+        &self.run
     }
 }
 
@@ -171,17 +229,21 @@ pub async fn run(
         .map(|m| m.expect_error)
         .collect();
     let started = Instant::now();
+    let blank = Stats::new(
+        started,
+        scenario.warmup(),
+        scenario.measured(),
+        methods,
+        expect_error,
+    )
+    .with_id_base(scenario.id_base);
+    // A share per worker thread's worth of connections, and the schedule's.
+    let lanes = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(scenario.connections.max(1));
     let run = Arc::new(Run {
-        stats: Mutex::new(
-            Stats::new(
-                started,
-                scenario.warmup(),
-                scenario.measured(),
-                methods,
-                expect_error,
-            )
-            .with_id_base(scenario.id_base),
-        ),
+        shares: (0..=lanes).map(|_| Mutex::new(blank.clone())).collect(),
+        blank,
         next_id: AtomicU64::new(scenario.id_base + 1),
         sent: Default::default(),
         measure_from: started + scenario.warmup(),
@@ -212,10 +274,11 @@ pub async fn run(
     };
     for i in 0..closed_workers {
         let generator = Generator::new(scenario, seed.wrapping_add(1 + i as u64))?;
-        target.start(Source::Closed { generator, end }, run.clone(), &mut pool);
+        let lane = Lane::new(&run, i, lanes);
+        target.start(Source::Closed { generator, end }, lane, &mut pool);
     }
     let open_connections = if closed_workers > 0 { 0 } else { connections };
-    for _ in 0..open_connections {
+    for i in 0..open_connections {
         let source = if pipelines {
             let (tx, rx) = mpsc::channel::<Job>(1024);
             queues.push(tx);
@@ -223,7 +286,7 @@ pub async fn run(
         } else {
             Source::Shared(shared_rx.clone())
         };
-        target.start(source, run.clone(), &mut pool);
+        target.start(source, Lane::new(&run, i, lanes), &mut pool);
     }
     let Pool { threads, tasks } = pool;
     let threads = worker_threads(threads)?;
@@ -231,7 +294,7 @@ pub async fn run(
     let mut next_progress = started + Duration::from_secs(1);
     let mut tick = |now: Instant| {
         if now >= next_progress {
-            let mut s = run.stats_now();
+            let mut s = run.snapshot();
             progress(&mut s, now.duration_since(started));
             next_progress += Duration::from_secs(1);
         }
@@ -295,7 +358,7 @@ pub async fn run(
     // Drain: no more sends; wait for what is outstanding (bounded by the
     // timeout), then whatever is left is lost.
     let drain_until = Instant::now() + run.timeout + Duration::from_secs(1);
-    while run.stats_now().outstanding() > 0 && Instant::now() < drain_until {
+    while run.outstanding() > 0 && Instant::now() < drain_until {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let now = Instant::now();
         tick(now);
@@ -314,14 +377,12 @@ pub async fn run(
     for t in tasks {
         let _ = t.await;
     }
-    let mut s = run.stats_now();
+    let mut s = run.snapshot();
     // Lost: never answered at all — timed out and no late answer either,
     // or still outstanding when the drain ended.
     let left = s.outstanding();
     s.lost += s.timed_out.saturating_sub(s.late) + left;
-    let empty = Stats::new(started, Duration::ZERO, Duration::ZERO, 0, Vec::new());
-    let stats = std::mem::replace(&mut *s, empty);
-    Ok(stats)
+    Ok(s)
 }
 
 /// Where jobs go: one queue all connections take from (HTTP, N-PAMP), or
@@ -426,7 +487,7 @@ fn open_loop(
         }
         let lag = Instant::now().saturating_duration_since(intended);
         let _ = run
-            .stats()
+            .schedule_share()
             .schedule_lag
             .record(u64::try_from(lag.as_micros()).unwrap_or(u64::MAX).max(1));
     }

@@ -8,6 +8,13 @@ use hdrhistogram::Histogram;
 
 use crate::template::Expect;
 
+/// Adds `from` into `into`; every histogram here resizes itself (see
+/// [`hist`]), so no count is out of its range.
+fn add(into: &mut Histogram<u64>, from: &Histogram<u64>) {
+    into.add(from)
+        .expect("an auto-resizing histogram takes any other's counts");
+}
+
 fn hist() -> Histogram<u64> {
     Histogram::new(3).expect("3 significant digits is a valid precision")
 }
@@ -29,7 +36,9 @@ pub enum Outcome {
     Lost,
 }
 
-/// Every count of a run; shared by the connections, under one lock.
+/// Every count of a run, or of one share of its connections (see
+/// [`Stats::absorb`]).
+#[derive(Clone)]
 pub struct Stats {
     pub started: Instant,
     /// `started` on the wall clock, milliseconds since the Unix epoch.
@@ -229,6 +238,50 @@ impl Stats {
         }
     }
 
+    /// Adds the counts of `other` (another share of the same run's
+    /// connections) to these, and moves its current progress interval here,
+    /// so that `other` starts a new one. The id bitmaps stay: they only
+    /// tell, within a share, a duplicate or late reply from a stray one.
+    pub(super) fn absorb(&mut self, other: &mut Stats) {
+        self.last_measured_reply = self.last_measured_reply.max(other.last_measured_reply);
+        for (into, from) in [
+            (&mut self.ok, other.ok),
+            (&mut self.expected_errors, other.expected_errors),
+            (&mut self.unexpected_errors, other.unexpected_errors),
+            (&mut self.timed_out, other.timed_out),
+            (&mut self.lost, other.lost),
+            (&mut self.duplicated, other.duplicated),
+            (&mut self.late, other.late),
+            (&mut self.mismatched, other.mismatched),
+            (&mut self.wrong_result, other.wrong_result),
+        ] {
+            *into += from;
+        }
+        for (code, n) in &other.error_codes {
+            *self.error_codes.entry(*code).or_default() += n;
+        }
+        for (status, n) in &other.http_status {
+            *self.http_status.entry(*status).or_default() += n;
+        }
+        for (what, n) in &other.transport {
+            *self.transport.entry(what.clone()).or_default() += n;
+        }
+        add(&mut self.overall, &other.overall);
+        add(&mut self.schedule_lag, &other.schedule_lag);
+        add(&mut self.interval, &other.interval);
+        other.interval.reset();
+        for (into, from) in self.per_method.iter_mut().zip(&other.per_method) {
+            add(into, from);
+        }
+        if self.per_second.len() < other.per_second.len() {
+            self.per_second.resize(other.per_second.len(), (0, 0));
+        }
+        for (into, from) in self.per_second.iter_mut().zip(&other.per_second) {
+            into.0 += from.0;
+            into.1 += from.1;
+        }
+    }
+
     pub fn answered(&self) -> u64 {
         self.ok + self.expected_errors + self.unexpected_errors + self.wrong_result
     }
@@ -238,5 +291,79 @@ impl Stats {
         let done =
             self.answered() + self.transport.values().sum::<u64>() + self.timed_out + self.lost;
         self.sent_requests.saturating_sub(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_to_what_one_would_have_counted() {
+        let started = Instant::now() - Duration::from_secs(2);
+        let blank = Stats::new(
+            started,
+            Duration::ZERO,
+            Duration::from_secs(5),
+            2,
+            vec![false, true],
+        );
+        let (mut one, mut a, mut b) = (blank.clone(), blank.clone(), blank.clone());
+        let outcomes = [
+            Outcome::Ok,
+            Outcome::Error {
+                code: -32000,
+                status: Some(500),
+            },
+            Outcome::Transport("refused".into()),
+            Outcome::Timeout,
+            Outcome::WrongResult,
+            Outcome::Ok,
+        ];
+        for (i, outcome) in outcomes.iter().enumerate() {
+            let e = Expect {
+                id: i as u64 + 1,
+                message: i % 2,
+            };
+            let intended = Instant::now() - Duration::from_millis(1 + i as u64);
+            one.complete(e, intended, outcome.clone());
+            let share = if i % 2 == 0 { &mut a } else { &mut b };
+            share.complete(e, intended, outcome.clone());
+        }
+        // A late answer to the request that timed out, in its own share.
+        one.unmatched(Some(4));
+        b.unmatched(Some(4));
+        let mut sum = blank.clone();
+        sum.absorb(&mut a);
+        sum.absorb(&mut b);
+        let counts = |s: &Stats| {
+            (
+                (s.ok, s.expected_errors, s.unexpected_errors, s.wrong_result),
+                (s.timed_out, s.late, s.lost, s.duplicated, s.mismatched),
+                (
+                    s.error_codes.clone(),
+                    s.http_status.clone(),
+                    s.transport.clone(),
+                ),
+                s.per_second.clone(),
+                (
+                    s.overall.len(),
+                    s.per_method[0].len(),
+                    s.per_method[1].len(),
+                ),
+            )
+        };
+        assert_eq!(counts(&sum), counts(&one));
+        // Latency is read at each completion: the same within the test's
+        // own time, at least the 6 ms the last request was late by.
+        let max_ms = |s: &Stats| s.overall.max() / 1000;
+        assert!(max_ms(&sum) >= 6 && max_ms(&sum).abs_diff(max_ms(&one)) <= 50);
+        assert_eq!(sum.interval.len(), one.interval.len());
+        // The shares' intervals moved into the sum and start anew.
+        assert_eq!((a.interval.len(), b.interval.len()), (0, 0));
+        assert_eq!(
+            sum.last_measured_reply.is_some(),
+            one.last_measured_reply.is_some()
+        );
     }
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use super::exchange::{classify, fail_all, reply_id};
-use super::{Job, Outcome, Run, Source};
+use super::{Job, Lane, Outcome, Source};
 use crate::template::Expect;
 
 /// What a streaming connection has sent and not yet had answered.
@@ -23,7 +23,7 @@ struct Pending {
 }
 
 /// Handles one message from a streaming target.
-fn on_stream_message(run: &Run, pending: &Mutex<Pending>, text: &[u8]) {
+fn on_stream_message(run: &Lane, pending: &Mutex<Pending>, text: &[u8]) {
     let Ok(v) = serde_json::from_slice::<Value>(text) else {
         run.stats().unmatched(None);
         return;
@@ -47,7 +47,7 @@ fn on_stream_message(run: &Run, pending: &Mutex<Pending>, text: &[u8]) {
 }
 
 /// Times out what waited too long; on a broken connection, fails the rest.
-fn expire(run: &Run, pending: &Mutex<Pending>, all: Option<&str>) {
+fn expire(run: &Lane, pending: &Mutex<Pending>, all: Option<&str>) {
     let now = Instant::now();
     let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
     let expired: Vec<u64> = p
@@ -103,7 +103,7 @@ impl<W: tokio::io::AsyncWrite + Unpin + Send> TextOut for LineOut<W> {
 /// (or the run stops this task).
 async fn send_loop(
     source: &mut Source,
-    run: &Run,
+    run: &Lane,
     pending: &Mutex<Pending>,
     reader: &tokio::task::JoinHandle<()>,
     mut out: impl TextOut,
@@ -185,7 +185,7 @@ impl<R: tokio::io::AsyncBufRead + Unpin + Send + 'static> TextIn for LinesIn<R> 
 pub(super) async fn worker<O: TextOut, I: TextIn>(
     connect: impl Future<Output = Result<(O, I), String>>,
     mut source: Source,
-    run: Arc<Run>,
+    run: Lane,
 ) {
     let (out, mut input) = match connect.await {
         Ok(halves) => halves,
