@@ -122,6 +122,30 @@ pub struct Step {
 }
 
 impl Step {
+    /// One verdict from several trials of one rate: it passes when most of
+    /// them pass (so one noisy trial does not move the knee), and its
+    /// numbers are the median trial's by p99. `None` for no trials.
+    pub fn of_trials(mut trials: Vec<Step>) -> Option<Step> {
+        let n = trials.len();
+        let passed = trials.iter().filter(|s| s.pass).count();
+        let bound = trials.iter().filter(|s| s.generator_bound).count();
+        let failing_why = trials.iter().find_map(|s| s.why.clone());
+        trials.sort_by(|a, b| a.p99_ms.total_cmp(&b.p99_ms));
+        let mut step = trials.into_iter().nth(n / 2)?;
+        step.pass = 2 * passed > n;
+        step.generator_bound = 2 * bound > n;
+        step.why = match (step.pass, n) {
+            (true, _) => None,
+            (false, 1) => failing_why,
+            (false, _) => Some(format!(
+                "{} of {n} trials failed ({})",
+                n - passed,
+                failing_why.unwrap_or_else(|| "the generator fell behind".into())
+            )),
+        };
+        Some(step)
+    }
+
     /// Judges a step's summary against `slo`.
     pub fn judge(rate: f64, summary: &Summary, slo: &Slo) -> Self {
         let a = &summary.accounting;
@@ -188,6 +212,9 @@ impl Step {
 /// How the search goes.
 #[derive(Clone, Copy, Debug)]
 pub struct Search {
+    /// Times each rate is measured; the rate passes when most of them do
+    /// (see [`Step::of_trials`]).
+    pub trials: usize,
     /// The first rate tried.
     pub start: f64,
     /// No rate above this is tried.
@@ -476,9 +503,48 @@ mod tests {
     }
 
     #[test]
+    fn most_trials_decide_and_the_median_one_is_shown() {
+        let trial = |p99_ms: f64, pass: bool| Step {
+            rate: 1000.0,
+            achieved: 1000.0,
+            p50_ms: 1.0,
+            p99_ms,
+            p999_ms: p99_ms,
+            error_share: 0.0,
+            generator_bound: false,
+            pass,
+            why: (!pass).then(|| "p99".into()),
+        };
+        // One noisy trial does not fail the rate.
+        let s = Step::of_trials(vec![
+            trial(9.0, true),
+            trial(80.0, false),
+            trial(11.0, true),
+        ]);
+        let s = s.expect("a step");
+        assert!(s.pass && s.why.is_none());
+        assert_eq!(s.p99_ms, 11.0, "the median trial's p99");
+        // Two failures of three do.
+        let s = Step::of_trials(vec![
+            trial(60.0, false),
+            trial(9.0, true),
+            trial(70.0, false),
+        ]);
+        let s = s.expect("a step");
+        assert!(!s.pass);
+        assert_eq!(s.why.as_deref(), Some("2 of 3 trials failed (p99)"));
+        assert_eq!(s.p99_ms, 60.0);
+        // One trial is the step itself.
+        let s = Step::of_trials(vec![trial(60.0, false)]).expect("a step");
+        assert_eq!((s.pass, s.why.as_deref()), (false, Some("p99")));
+        assert!(Step::of_trials(Vec::new()).is_none());
+    }
+
+    #[test]
     fn the_search_brackets_the_knee_within_the_precision() {
         let slo: Slo = "p99<50ms".parse().unwrap();
         let how = Search {
+            trials: 1,
             start: 100.0,
             max: 1e6,
             precision: 0.05,

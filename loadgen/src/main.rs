@@ -122,6 +122,11 @@ enum Command {
         /// passing one.
         #[arg(long, default_value_t = 5.0)]
         precision: f64,
+        /// Times each rate is measured; it passes when most of them do, and
+        /// shows the median one (3 makes a knee repeat on a noisy machine,
+        /// at 3 times the run time).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=9))]
+        trials: u64,
         /// Time measured at each step (500ms, 5s, or seconds).
         #[arg(long, value_name = "TIME", default_value = "5s", value_parser = npamp_loadgen::scenario::parse_time)]
         step: f64,
@@ -464,6 +469,7 @@ fn main() -> ExitCode {
             start,
             max,
             precision,
+            trials,
             step,
             warmup,
             connections,
@@ -495,6 +501,7 @@ fn main() -> ExitCode {
                 return fail(EXIT_USAGE, &e);
             }
             let how = npamp_loadgen::capacity::Search {
+                trials: trials as usize,
                 start,
                 max,
                 precision: precision / 100.0,
@@ -775,7 +782,7 @@ async fn capacity(
     );
     let mut n = 0u64;
     let rt = tokio::runtime::Handle::current();
-    let mut measure = |rate: f64| -> anyhow::Result<Step> {
+    let mut trial = |rate: f64| -> anyhow::Result<Step> {
         let mut s = scenario.clone();
         s.load = Load::Open {
             rate,
@@ -807,6 +814,13 @@ async fn capacity(
         );
         Ok(step)
     };
+    let trials = how.trials.max(1);
+    let mut measure = |rate: f64| -> anyhow::Result<Step> {
+        let steps = (0..trials)
+            .map(|_| trial(rate))
+            .collect::<anyhow::Result<Vec<Step>>>()?;
+        Step::of_trials(steps).ok_or_else(|| anyhow::anyhow!("no trial at {rate}/s"))
+    };
     let found = Capacity::search(&slo, how, &mut measure)?;
     print!("{}", found.table());
     if let Some(pair) = pair {
@@ -821,6 +835,7 @@ async fn capacity(
             "connections": scenario.connections,
             "step_s": scenario.duration,
             "warmup_s": scenario.warmup,
+            "trials": trials,
             "capacity": found,
         });
         std::fs::write(
