@@ -194,6 +194,9 @@ impl McpSession {
         if !body.is_empty() {
             req = req.header(CONTENT_TYPE, "application/json");
         }
+        if let Some(host) = super::upstream_http::host_override(&self.uri) {
+            req = req.header(hyper::header::HOST, host);
+        }
         for (name, value) in self.headers.iter() {
             req = req.header(name, value);
         }

@@ -32,7 +32,7 @@ use super::exec::{Exec, ExecSink, Local, Serve};
 use super::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
 use super::session::Session;
-use super::upstream_http::{Connector, UNIX_SCHEME};
+use super::upstream_http::{Connector, host_override};
 use super::{Ctx, Upstream};
 use crate::assoc::AssocHandle;
 use crate::bridge::ProtocolId;
@@ -407,15 +407,13 @@ fn post_headers(
         Some("http") => Some(80),
         _ => None,
     };
-    let host = match (uri.host(), uri.port_u16()) {
-        // A Unix socket's host is its encoded path, not a name.
-        _ if uri.scheme_str() == Some(UNIX_SCHEME) => Some(HeaderValue::from_static("localhost")),
+    let host = host_override(uri).or_else(|| match (uri.host(), uri.port_u16()) {
         (Some(host), Some(port)) if Some(port) != default_port => {
             HeaderValue::from_str(&format!("{host}:{port}")).ok()
         }
         (Some(host), _) => HeaderValue::from_str(host).ok(),
         (None, _) => None,
-    };
+    });
     if let Some(host) = host {
         map.entry(HOST).or_insert(host);
     }
@@ -859,6 +857,8 @@ mod tests {
             ("https://rpc.example:8443/", "rpc.example:8443"),
             ("http://[::1]:9000/", "[::1]:9000"),
             ("http://user:pass@rpc.example:81/", "rpc.example:81"),
+            // A Unix socket's URI carries the path in hex as its host.
+            ("http+unix://2f72756e2f6170702e736f636b/rpc", "localhost"),
         ] {
             assert_eq!(
                 host(uri, &[]),

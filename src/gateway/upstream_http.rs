@@ -78,6 +78,15 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// The `Host` a request to `uri` carries when the URI's own host is not a
+/// name: `localhost` for a Unix socket (its host is the socket's path in
+/// hex, which a server checking `Host`, as MCP servers do against DNS
+/// rebinding, would refuse).
+pub fn host_override(uri: &Uri) -> Option<hyper::header::HeaderValue> {
+    (uri.scheme_str() == Some(UNIX_SCHEME))
+        .then(|| hyper::header::HeaderValue::from_static("localhost"))
+}
+
 /// `uri` as it may be shown: `http+unix:///run/app.sock` (a socket's path
 /// is no secret, and the request path is left out as for any upstream).
 pub fn shown(uri: &Uri) -> Option<String> {
