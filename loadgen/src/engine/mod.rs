@@ -109,7 +109,7 @@ pub struct Run {
     /// The counts, in shares: each connection settles its replies into its
     /// lane's share (one per worker thread, about), never into one lock
     /// for all; the last share is the schedule's. Added up once a second
-    /// and at the end ([`Run::snapshot`]).
+    /// and at the end (`snapshot`).
     shares: Vec<Mutex<Stats>>,
     /// What a snapshot starts from: the run's clock and sizes, no counts.
     blank: Stats,

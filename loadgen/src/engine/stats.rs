@@ -36,8 +36,8 @@ pub enum Outcome {
     Lost,
 }
 
-/// Every count of a run, or of one share of its connections (see
-/// [`Stats::absorb`]).
+/// Every count of a run, or of one share of its connections (the shares
+/// are added up into the run's).
 #[derive(Clone)]
 pub struct Stats {
     pub started: Instant,
