@@ -65,6 +65,39 @@ async fn ipc_server(listener: tokio::net::UnixListener) {
     }
 }
 
+/// One request through `http`, answered with its params.
+async fn one_request(http: &str) {
+    let (status, body) = post(
+        http,
+        r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":["0x10"]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (1.into(), serde_json::json!(["0x10"]))
+    );
+}
+
+/// Fifty requests through `http` at once, each answered with its own.
+async fn fifty_at_once(http: &str) {
+    let calls = (10..60).map(|id| {
+        let http = http.to_owned();
+        tokio::spawn(async move {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_getBalance","params":[{id}]}}"#
+            );
+            let (status, reply) = post(&http, &body).await;
+            let v: serde_json::Value = serde_json::from_str(&reply).expect("JSON");
+            (status, v["id"].as_i64(), v["result"][0].as_i64())
+        })
+    });
+    for (id, call) in (10..60).zip(calls) {
+        assert_eq!(call.await.expect("call"), (200, Some(id), Some(id)));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_geth_style_ipc_upstream_serves_http_and_websocket_clients() {
     let dir = tempdir::Dir::new();
@@ -80,17 +113,7 @@ async fn a_geth_style_ipc_upstream_serves_http_and_websocket_clients() {
     .await;
     let http = pair.ingress("http://");
     // One request, then a batch, over HTTP.
-    let (status, body) = post(
-        &http,
-        r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":["0x10"]}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-    assert_eq!(
-        (v["id"].clone(), v["result"].clone()),
-        (1.into(), serde_json::json!(["0x10"]))
-    );
+    one_request(&http).await;
     let (status, body) = post(
         &http,
         r#"[{"jsonrpc":"2.0","id":2,"method":"eth_call","params":[2]},{"jsonrpc":"2.0","id":3,"method":"eth_call","params":[3]}]"#,
@@ -107,20 +130,7 @@ async fn a_geth_style_ipc_upstream_serves_http_and_websocket_clients() {
     ids.sort_unstable();
     assert_eq!(ids, [2, 3]);
     // Many at once: replies arrive back to back and split, each matched.
-    let calls = (10..60).map(|id| {
-        let http = http.clone();
-        tokio::spawn(async move {
-            let body = format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_getBalance","params":[{id}]}}"#
-            );
-            let (status, reply) = post(&http, &body).await;
-            let v: serde_json::Value = serde_json::from_str(&reply).expect("JSON");
-            (status, v["id"].as_i64(), v["result"][0].as_i64())
-        })
-    });
-    for (id, call) in (10..60).zip(calls) {
-        assert_eq!(call.await.expect("call"), (200, Some(id), Some(id)));
-    }
+    fifty_at_once(&http).await;
     // A WebSocket client: a reply and the subscription it asked for.
     let mut ws = Client::ws(&pair.ingress("ws://")).await;
     ws.send(r#"{"jsonrpc":"2.0","id":7,"method":"eth_subscribe","params":["newHeads"]}"#)
@@ -228,34 +238,11 @@ async fn an_http_upstream_on_a_unix_socket_serves_through_the_pair() {
     })
     .await;
     let http = pair.ingress("http://");
-    let (status, body) = post(
-        &http,
-        r#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":["0x10"]}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-    assert_eq!(
-        (v["id"].clone(), v["result"].clone()),
-        (1.into(), serde_json::json!(["0x10"]))
-    );
+    one_request(&http).await;
     let (path_seen, host) = seen.recv().await.expect("the server saw the request");
     assert_eq!((path_seen.as_str(), host.as_str()), ("/rpc", "localhost"));
     // Many at once, over the client's pool of socket connections.
-    let calls = (10..60).map(|id| {
-        let http = http.clone();
-        tokio::spawn(async move {
-            let body = format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"method":"eth_getBalance","params":[{id}]}}"#
-            );
-            let (status, reply) = post(&http, &body).await;
-            let v: serde_json::Value = serde_json::from_str(&reply).expect("JSON");
-            (status, v["id"].as_i64(), v["result"][0].as_i64())
-        })
-    });
-    for (id, call) in (10..60).zip(calls) {
-        assert_eq!(call.await.expect("call"), (200, Some(id), Some(id)));
-    }
+    fifty_at_once(&http).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -249,18 +249,6 @@ impl Compared {
         ]
     }
 
-    /// Replies per second over time.
-    fn replies(&self) -> Vec<(f64, f64)> {
-        let s = &self.run.summary;
-        let run_s = s.warmup_s + s.measured_span_s;
-        s.per_second
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((i + 1) as f64, r[0] as f64))
-            .filter(|(t, _)| *t <= run_s + 1e-9)
-            .collect()
-    }
-
     /// The p99 of each second with measured replies (histograms only).
     fn p99_each_second(&self) -> Vec<(f64, f64)> {
         self.run
@@ -312,17 +300,9 @@ pub fn compare_page(base: &Compared, new: &Compared, table: &str, regressed: boo
         None,
         &[(&bl, PALETTE[0], &b), (&nl, PALETTE[1], &n)],
     ));
-    let (br, nr) = (base.replies(), new.replies());
-    let offered = |c: &Compared| -> Vec<(f64, f64)> {
-        c.run
-            .summary
-            .offered_per_second
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((i + 1) as f64, *r))
-            .collect()
-    };
-    let (bo, no) = (offered(base), offered(new));
+    let (b_run, n_run) = (&base.run.summary, &new.run.summary);
+    let (br, nr) = (b_run.replies_points(), n_run.replies_points());
+    let (bo, no) = (b_run.offered_points(), n_run.offered_points());
     let (bol, nol) = (format!("{bl} offered"), format!("{nl} offered"));
     o.push_str("<h2>Replies per second</h2>");
     o.push_str(&report::series_svg(

@@ -129,6 +129,35 @@ pub struct Summary {
     pub pass: bool,
 }
 
+impl Summary {
+    /// Replies in each whole second of the run, as (its end, count): the
+    /// last, partial second left out.
+    pub fn replies_points(&self) -> Vec<(f64, f64)> {
+        self.whole_seconds(0)
+    }
+
+    /// Errors in each whole second of the run, likewise.
+    pub fn errors_points(&self) -> Vec<(f64, f64)> {
+        self.whole_seconds(1)
+    }
+
+    /// The offered rate of each second, as (its end, requests/s).
+    pub fn offered_points(&self) -> Vec<(f64, f64)> {
+        let seconds = self.offered_per_second.iter().enumerate();
+        seconds.map(|(i, r)| ((i + 1) as f64, *r)).collect()
+    }
+
+    fn whole_seconds(&self, column: usize) -> Vec<(f64, f64)> {
+        let run_s = self.warmup_s + self.measured_span_s;
+        self.per_second
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((i + 1) as f64, r[column] as f64))
+            .filter(|(t, _)| *t <= run_s + 1e-9)
+            .collect()
+    }
+}
+
 /// One stage of the measured part: the seconds `from_s..to_s` since the
 /// start in which the schedule asked for one rate.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -575,26 +604,8 @@ pub fn svg(
     // Replies per second (whole seconds only) against the offered rate.
     let run_s = summary.warmup_s + summary.measured_span_s;
     let whole = |second_end: f64| second_end <= run_s + 1e-9;
-    let replies: Vec<(f64, f64)> = summary
-        .per_second
-        .iter()
-        .enumerate()
-        .map(|(i, r)| ((i + 1) as f64, r[0] as f64))
-        .filter(|(t, _)| whole(*t))
-        .collect();
-    let errors: Vec<(f64, f64)> = summary
-        .per_second
-        .iter()
-        .enumerate()
-        .map(|(i, r)| ((i + 1) as f64, r[1] as f64))
-        .filter(|(t, _)| whole(*t))
-        .collect();
-    let offered: Vec<(f64, f64)> = summary
-        .offered_per_second
-        .iter()
-        .enumerate()
-        .map(|(i, r)| ((i + 1) as f64, *r))
-        .collect();
+    let (replies, errors) = (summary.replies_points(), summary.errors_points());
+    let offered = summary.offered_points();
     let t_max = replies.len().max(offered.len()).max(1) as f64;
     let warmup = (summary.warmup_s > 0.0).then_some(summary.warmup_s);
     chart.y0 += panel + 30.0;

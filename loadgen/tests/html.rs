@@ -35,6 +35,24 @@ fn browse(browser: &str, page: &Path, what: &str) -> std::process::Output {
         .expect("chromium runs")
 }
 
+/// The page as the browser laid it out, and how many chart marks its
+/// script counted with a size.
+fn laid_out(browser: &str, page: &Path) -> (String, usize) {
+    let dom = String::from_utf8_lossy(&browse(browser, page, "--dump-dom").stdout).into_owned();
+    let drawn = dom
+        .split("data-drawn=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: the page's script did not run: {dom:.400}",
+                page.display()
+            )
+        });
+    (dom, drawn)
+}
+
 #[test]
 fn the_report_draws_in_a_browser() {
     let Some(browser) = chromium() else {
@@ -61,13 +79,7 @@ fn the_report_draws_in_a_browser() {
     for fetching in ["src=", "href=", "@import", "url("] {
         assert!(!html.contains(fetching), "the page fetches: {fetching}");
     }
-    let dom = String::from_utf8_lossy(&browse(&browser, &page, "--dump-dom").stdout).into_owned();
-    let drawn: usize = dom
-        .split("data-drawn=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("the page's script did not run: {dom:.400}"));
+    let (dom, drawn) = laid_out(&browser, &page);
     // Four charts: frames, the warm-up, lines of the spectrum, rates,
     // latency per second and outstanding.
     assert!(drawn >= 12, "{drawn} marks laid out");
@@ -87,14 +99,7 @@ fn the_report_draws_in_a_browser() {
         String::from_utf8_lossy(&out.stderr)
     );
     let cmp_page = cmp.join("compare.html");
-    let dom =
-        String::from_utf8_lossy(&browse(&browser, &cmp_page, "--dump-dom").stdout).into_owned();
-    let drawn: usize = dom
-        .split("data-drawn=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("the comparison's script did not run: {dom:.400}"));
+    let (dom, drawn) = laid_out(&browser, &cmp_page);
     // Three charts: frames, legend boxes and two lines each at least.
     assert!(drawn >= 9, "{drawn} marks laid out in the comparison");
     assert!(dom.contains("p99 each second"), "{dom:.400}");

@@ -49,12 +49,7 @@ pub(super) trait Exchange: Send {
 pub(super) async fn worker(conn: Result<impl Exchange, String>, mut source: Source, run: Lane) {
     let mut conn = match conn {
         Ok(c) => c,
-        Err(why) => {
-            while let Some(job) = source.next(&run).await {
-                fail_all(&run, &job, &why);
-            }
-            return;
-        }
+        Err(why) => return source.fail_every_job(&run, &why).await,
     };
     while let Some(mut job) = source.next(&run).await {
         let request = Bytes::from(std::mem::take(&mut job.send.text));

@@ -548,4 +548,12 @@ impl Source {
             }
         }
     }
+
+    /// Fails every job still to come with `why` (a connection that could
+    /// not be set up), so each is counted.
+    async fn fail_every_job(&mut self, run: &Lane, why: &str) {
+        while let Some(job) = self.next(run).await {
+            exchange::fail_all(run, &job, why);
+        }
+    }
 }

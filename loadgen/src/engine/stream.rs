@@ -13,7 +13,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-use super::exchange::{classify, fail_all, reply_id};
+use super::exchange::{classify, reply_id};
 use super::{Job, Lane, Outcome, Source};
 use crate::template::Expect;
 
@@ -189,12 +189,7 @@ pub(super) async fn worker<O: TextOut, I: TextIn>(
 ) {
     let (out, mut input) = match connect.await {
         Ok(halves) => halves,
-        Err(why) => {
-            while let Some(job) = source.next(&run).await {
-                fail_all(&run, &job, &why);
-            }
-            return;
-        }
+        Err(why) => return source.fail_every_job(&run, &why).await,
     };
     let pending = Arc::new(Mutex::new(Pending {
         by_id: HashMap::new(),
