@@ -99,7 +99,7 @@ async fn setup(scheme: Scheme) -> (Listener, Arc<Edge>) {
     .expect("origin");
     let options = GatewayOptions {
         insecure_accept_any_peer: true,
-        peer: Some(listener.local_addr),
+        peer: vec![listener.local_addr],
         pool_size: Some("1".parse().expect("a count")),
         ..Default::default()
     };

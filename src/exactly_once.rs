@@ -214,7 +214,7 @@ impl EmbeddedPair {
             .ok_or("the origin has no listener")?;
         let edge = Gateway::start(GatewayConfig {
             ingress: vec![IngressUrl::http(loopback())],
-            peer: Some(peer),
+            peers: vec![peer],
             ..base(edge_seed, public(&origin_seed)?)
         })
         .await

@@ -274,11 +274,15 @@ async fn serve(matches: clap::ArgMatches) -> anyhow::Result<()> {
 
 async fn connect(matches: clap::ArgMatches) -> anyhow::Result<()> {
     let config = Sourced::from_matches(&matches)?.resolve_for(config::Command::Connect)?;
-    let peer = config
-        .peer
-        .context("connect needs --peer quic://ADDR, tls://ADDR or npamp://ADDR")?;
+    if config.peers.is_empty() {
+        anyhow::bail!("connect needs --peer quic://ADDR, tls://ADDR or npamp://ADDR");
+    }
     let ctx = Arc::new(Ctx::new(&config, Arc::new(Metrics::default())));
-    let edge = Arc::new(Edge::new(peer, config.endpoint.clone(), ctx));
+    let edge = Arc::new(Edge::with_peers(
+        &config.peers,
+        config.endpoint.clone(),
+        ctx,
+    ));
     npamp_gateway::gateway::ingress::stdio::serve(edge).await;
     Ok(())
 }

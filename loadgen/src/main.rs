@@ -695,7 +695,7 @@ async fn target_of(url: &str, npamp: &GatewayFlags) -> anyhow::Result<Target> {
             trust: npamp.trust.clone(),
             insecure_accept_any_peer: npamp.insecure_accept_any_peer,
             max_body: npamp.max_body,
-            peer: Some(peer),
+            peer: vec![peer],
             ..GatewayOptions::default()
         };
         let config = options.resolve()?;

@@ -106,6 +106,12 @@ impl Effect {
             _ => None,
         }
     }
+
+    /// Executing it twice has the effect of executing it once: a request
+    /// of this class whose fate is unknown may be sent again.
+    pub const fn resend_safe(self) -> bool {
+        matches!(self, Self::ReadOnly | Self::IdempotentWrite)
+    }
 }
 
 /// The SafetyLabel TLV value: an effect class and an advisory scope.

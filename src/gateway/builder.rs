@@ -53,9 +53,10 @@ impl GatewayBuilder {
         self
     }
 
-    /// The origin an edge carries its clients to.
+    /// An origin an edge carries its clients to; repeatable (see
+    /// `--peer`).
     pub fn peer(mut self, addr: PeerAddr) -> Self {
-        self.options.peer = Some(addr);
+        self.options.peer.push(addr);
         self
     }
 

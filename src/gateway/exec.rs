@@ -26,7 +26,7 @@ use super::outbox::Outbox;
 use crate::assoc::{AssocHandle, BridgeSink, End};
 use crate::bridge::{ProtocolId, TransportError};
 use crate::relay::{
-    Action, Config, Corr, Exchange, Failure, Observer, Reply, ReplyClass, Role, ToPeer, receive,
+    Action, Config, Corr, Exchange, Observer, Reply, ReplyClass, Role, ToPeer, receive,
 };
 use crate::wire::FrameType;
 
@@ -334,11 +334,15 @@ pub struct Counting {
     metrics: Arc<Metrics>,
     /// Where the edge's clients came in; `None` at the origin.
     ingress: Option<Ingress>,
+    /// Requests and their answers are counted here, not by the caller. (An
+    /// HTTP request may be tried at several origins: the edge counts it
+    /// once, with its final answer.)
+    counts_requests: bool,
 }
 
 impl Observer for Counting {
     fn request(&self) {
-        if let Some(i) = self.ingress {
+        if let Some(i) = self.ingress.filter(|_| self.counts_requests) {
             self.metrics.request(i);
         }
     }
@@ -350,6 +354,9 @@ impl Observer for Counting {
     }
 
     fn answered(&self, class: ReplyClass, latency: Option<Duration>) {
+        if !self.counts_requests {
+            return;
+        }
         self.metrics.reply(class);
         if let Some(l) = latency {
             self.metrics.latency.observe(l);
@@ -415,6 +422,7 @@ impl Ctx {
             observer: Arc::new(Counting {
                 metrics: self.metrics.clone(),
                 ingress,
+                counts_requests: role != Role::EdgePool,
             }),
         })
     }
@@ -431,8 +439,3 @@ impl crate::relay::Gate for Ctx {
     }
 }
 
-/// A failure before any exchange (no association could be made).
-pub fn refused(ctx: &Ctx, f: Failure) -> Reply {
-    ctx.metrics.reply(f.class());
-    Reply::Failed(f)
-}

@@ -108,9 +108,16 @@ pub struct Metrics {
     /// What peers did wrong (drops, errors by class, refused handshakes):
     /// the endpoint's counters, shared by all its associations.
     pub assoc: std::sync::Arc<crate::assoc::stats::AssocStats>,
+    /// An edge's origins: their health, retries and hedges.
+    origins: std::sync::OnceLock<std::sync::Arc<super::edge::Origins>>,
 }
 
 impl Metrics {
+    /// Shows these origins in [`Metrics::render`] (the first edge's only).
+    pub fn show_origins(&self, origins: std::sync::Arc<super::edge::Origins>) {
+        let _ = self.origins.set(origins);
+    }
+
     /// Metrics that also report the association counters of an endpoint.
     pub fn with_assoc_stats(assoc: std::sync::Arc<crate::assoc::stats::AssocStats>) -> Self {
         Self {
@@ -384,6 +391,9 @@ impl Metrics {
         ] {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");
             h.render(&mut o, name, "");
+        }
+        if let Some(origins) = self.origins.get() {
+            origins.render(&mut o);
         }
         o
     }

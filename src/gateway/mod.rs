@@ -100,6 +100,12 @@ pub struct Limits {
     pub session_buffer: usize,
     /// On SIGTERM: how long in-flight requests may take to finish.
     pub drain_timeout: Duration,
+    /// Edge: retries and hedges, in percent of requests (plus a small
+    /// reserve), at most.
+    pub retry_budget: u32,
+    /// Edge: a read-only request with no reply after this long is sent to a
+    /// second origin too (the first reply wins); `None`: never.
+    pub hedge_after: Option<Duration>,
     /// Octets of JSON-RPC text the whole gateway holds in flight between
     /// the two sides: past this a session's messages wait, and an HTTP
     /// request is answered Unavailable.
@@ -153,6 +159,8 @@ impl Default for Limits {
             session_buffer: 256 << 10,
             drain_timeout: Duration::from_secs(10),
             memory_budget: 64 << 20,
+            retry_budget: 20,
+            hedge_after: None,
         }
     }
 }
@@ -198,8 +206,9 @@ pub struct GatewayConfig {
     pub upstream_headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     /// Accept clients here (edge role) ...
     pub ingress: Vec<IngressUrl>,
-    /// ... and carry them to this peer.
-    pub peer: Option<PeerAddr>,
+    /// ... and carry them to these origins (the healthiest, least loaded
+    /// for each HTTP request; each session stays with the one it began on).
+    pub peers: Vec<PeerAddr>,
     pub metrics: Option<SocketAddr>,
     pub protocol: ProtocolId,
     pub effects: EffectTable,
@@ -237,7 +246,7 @@ impl GatewayConfig {
             upstream_ca: None,
             upstream_headers: Vec::new(),
             ingress: Vec::new(),
-            peer: None,
+            peers: Vec::new(),
             metrics: None,
             protocol: ProtocolId::JSONRPC_EXPERIMENTAL,
             effects: EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
@@ -261,7 +270,7 @@ impl std::fmt::Debug for GatewayConfig {
             .field("listen", &self.listen)
             .field("upstream", &self.upstream)
             .field("ingress", &self.ingress)
-            .field("peer", &self.peer)
+            .field("peers", &self.peers)
             .field("metrics", &self.metrics)
             .field("protocol", &self.protocol)
             .field("policy", &self.policy)
@@ -276,6 +285,21 @@ pub use context::{
 };
 #[cfg(not(feature = "internals"))]
 pub(crate) use context::{Ctx, Io, Live, tls_roots_client_config, ws_config, ws_connect};
+
+/// Origins as a log shows them: `quic://a, quic://b`.
+struct Peers<'a>(&'a [PeerAddr]);
+
+impl std::fmt::Display for Peers<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            p.fmt(f)?;
+        }
+        Ok(())
+    }
+}
 
 /// What a reload did.
 #[derive(Debug, PartialEq, Eq)]
@@ -362,12 +386,17 @@ impl Gateway {
         }
         let mut ingress = Vec::new();
         if !config.ingress.is_empty() {
-            let peer = config.peer.ok_or_else(|| {
-                GatewayError::Config(
+            if config.peers.is_empty() {
+                return Err(GatewayError::Config(
                     "--ingress needs --peer quic://ADDR, tls://ADDR or npamp://ADDR".into(),
-                )
-            })?;
-            let edge = Arc::new(edge::Edge::new(peer, config.endpoint.clone(), ctx.clone()));
+                ));
+            }
+            let edge = Arc::new(edge::Edge::with_peers(
+                &config.peers,
+                config.endpoint.clone(),
+                ctx.clone(),
+            ));
+            let peer = Peers(&config.peers);
             let tls = config
                 .ingress_tls
                 .as_ref()
@@ -434,7 +463,7 @@ impl Gateway {
         };
         differs("listen", old.listen == new.listen);
         differs("ingress", old.ingress == new.ingress);
-        differs("peer", old.peer == new.peer);
+        differs("peer", old.peers == new.peers);
         differs("metrics", old.metrics == new.metrics);
         differs("upstream", old.upstream == new.upstream);
         differs("upstream-ca", old.upstream_ca == new.upstream_ca);

@@ -260,6 +260,10 @@ struct Pending<T> {
     batch: Option<u64>,
     ticket: Option<T>,
     serial: u64,
+    /// Sending it twice does what sending it once does (read-only or
+    /// idempotent-write): if the association ends before its reply, it
+    /// may be sent again elsewhere.
+    resend_safe: bool,
 }
 
 /// A local message not yet sent: no room, or its id is outstanding.
@@ -708,6 +712,7 @@ impl<T> Exchange<T> {
         };
         let serial = self.serial();
         let octets = q.text.len();
+        let resend_safe = q.label.as_ref().is_some_and(|l| l.effect.resend_safe());
         let begin = self.outgoing.begin(
             &q.text[id.clone()],
             id_kind,
@@ -718,6 +723,7 @@ impl<T> Exchange<T> {
                 batch: q.batch,
                 ticket: q.ticket,
                 serial,
+                resend_safe,
             },
         );
         let Begin::Assigned(corr) = begin else {
@@ -1207,8 +1213,18 @@ impl<T> Exchange<T> {
     /// party still waiting gets its answer, at once and from now on.
     pub fn peer_ended(&mut self, now: Instant, f: Failure) {
         self.closed = Some(f.clone());
+        // A request that was sent and must not be sent twice has an
+        // unknown fate: the client is told so (never "not delivered").
+        let unknown = match &f {
+            Failure::Lost(why) => Failure::MayHaveExecuted(format!(
+                "{why}; the request had been sent and is not read-only or idempotent: \
+                 the upstream may have executed it, and it is not sent again"
+            )),
+            other => other.clone(),
+        };
         let pending: Vec<Pending<T>> = self.outgoing.drain().map(|(_, p)| p).collect();
         for p in pending {
+            let f = if p.resend_safe { &f } else { &unknown };
             self.finish(now, p, Err(f.clone()));
         }
         self.out_deadlines.0.clear();

@@ -60,8 +60,14 @@ pub enum Failure {
     /// The edge refused: too many requests in flight, or no association
     /// to the peer could be established.
     Unavailable(String),
-    /// The association ended before the reply came.
+    /// The association ended before the reply came: the request was not
+    /// sent, or it was and re-sending it is safe (read-only or
+    /// idempotent-write), so an edge with another origin tries that one.
     Lost(String),
+    /// The association ended after a non-idempotent or destructive request
+    /// was sent and before its reply came: the upstream may have executed
+    /// it, and the gateway will not send it again (-32014, HTTP 502).
+    MayHaveExecuted(String),
     /// The message cannot be carried (-32600 from the edge, HTTP 200 as
     /// for any invalid request).
     Invalid(String),
@@ -78,6 +84,7 @@ impl Failure {
             Self::Timeout => "Timeout",
             Self::Unavailable(_) => "Unavailable",
             Self::Lost(_) => "NotDelivered",
+            Self::MayHaveExecuted(_) => "MayHaveExecuted",
             Self::Invalid(_) => "Invalid",
             Self::RateLimited(..) => "RateLimited",
         }
@@ -92,13 +99,14 @@ impl Failure {
             Self::Unavailable(_) => -32011,
             Self::Invalid(_) => -32600,
             Self::RateLimited(..) => -32013,
+            Self::MayHaveExecuted(_) => -32014,
         }
     }
 
     /// HTTP status at an HTTP ingress.
     pub fn http_status(&self) -> u16 {
         match self {
-            Self::Transport(..) | Self::Lost(_) => 502,
+            Self::Transport(..) | Self::Lost(_) | Self::MayHaveExecuted(_) => 502,
             Self::Unavailable(_) => 503,
             Self::Timeout => 504,
             Self::Invalid(_) => 200,
@@ -108,7 +116,9 @@ impl Failure {
 
     pub fn class(&self) -> ReplyClass {
         match self {
-            Self::Transport(..) | Self::Lost(_) => ReplyClass::Transport,
+            Self::Transport(..) | Self::Lost(_) | Self::MayHaveExecuted(_) => {
+                ReplyClass::Transport
+            }
             Self::Timeout => ReplyClass::Timeout,
             Self::Unavailable(_) => ReplyClass::Unavailable,
             Self::Invalid(_) => ReplyClass::Invalid,
@@ -121,6 +131,7 @@ impl Failure {
             Self::Transport(_, d)
             | Self::Unavailable(d)
             | Self::Lost(d)
+            | Self::MayHaveExecuted(d)
             | Self::Invalid(d)
             | Self::RateLimited(d, _) => d,
             Self::Timeout => "no reply within the request timeout",

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::bridge::{ProtocolId, TransportError};
+use crate::bridge::{Effect, ProtocolId, TransportError};
 use crate::jsonrpc::{EffectTable, Labeler, Limits, Scanned, scan};
 
 const PROTOCOL: ProtocolId = ProtocolId::JSONRPC_EXPERIMENTAL;
@@ -75,7 +75,12 @@ fn config(role: Role, l: Room, shared: Arc<Shared>, counts: Arc<Counts>) -> Conf
         max_incoming: l.max_incoming,
         budget: l.budget,
         local_name: if role.is_edge() { "client" } else { "upstream" }.into(),
-        labeler: Arc::new(Labeler::new(PROTOCOL, EffectTable::for_protocol(PROTOCOL))),
+        labeler: Arc::new(Labeler::new(
+            PROTOCOL,
+            EffectTable::for_protocol(PROTOCOL)
+                .with("read", Effect::ReadOnly)
+                .with("put", Effect::IdempotentWrite),
+        )),
         gate: None,
         shared,
         observer: counts,
@@ -460,15 +465,37 @@ fn an_association_that_ends_answers_everything_that_waits() {
     p.drive();
     let got = p.edge.take_local();
     assert_eq!(got.len(), 130, "the 128 in flight and the 2 that waited");
-    assert!(
-        got.iter().all(|g| g["error"]["code"] == -32004),
-        "{:?}",
-        got[0]
-    );
+    // `never` is not read-only: what was sent may have been executed; what
+    // waited was not sent.
+    let codes = |code: i64| got.iter().filter(|g| g["error"]["code"] == code).count();
+    assert_eq!((codes(-32014), codes(-32004)), (128, 2), "{:?}", got[0]);
+    assert!(got[0]["error"]["data"]["detail"].as_str().unwrap().contains("may have executed"));
     assert_eq!(p.edge.counts.in_flight.load(Relaxed), 0);
     // From now on a request is answered at once.
     p.client(&req(500, "late", json!([])));
     assert_eq!(p.edge.take_local()[0]["error"]["code"], -32004);
+}
+
+#[test]
+fn a_lost_request_that_may_be_sent_again_is_not_delivered_and_the_others_may_have_executed() {
+    let mut p = session_pair();
+    for (i, method) in ["read", "put", "never"].into_iter().enumerate() {
+        p.client(&req(i, method, json!([])));
+    }
+    let now = p.now;
+    p.edge.x.peer_ended(now, Failure::Lost("gone".into()));
+    p.drive();
+    let mut codes: Vec<_> = p
+        .edge
+        .take_local()
+        .iter()
+        .map(|g| (g["id"].as_i64(), g["error"]["code"].as_i64()))
+        .collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [(Some(0), Some(-32004)), (Some(1), Some(-32004)), (Some(2), Some(-32014))]
+    );
 }
 
 #[test]

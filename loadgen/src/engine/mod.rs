@@ -50,9 +50,9 @@ impl Target {
             Target::Mcp(u) => format!("mcp+{u}"),
             Target::Ws(u) => u.clone(),
             Target::Tcp(a) => format!("tcp://{a}"),
-            Target::Npamp(e) => match e.peer.scheme {
-                Scheme::Npamp => e.peer.to_string(),
-                Scheme::Quic | Scheme::Tls => format!("npamp+{}", e.peer),
+            Target::Npamp(e) => match e.peer().scheme {
+                Scheme::Npamp => e.peer().to_string(),
+                Scheme::Quic | Scheme::Tls => format!("npamp+{}", e.peer()),
             },
         }
     }

@@ -17,7 +17,17 @@ use crate::jsonrpc::{EffectTable, SafetyPolicy};
 impl GatewayOptions {
     pub(super) fn build(&self, src: &Sourced) -> Result<GatewayConfig, ConfigError> {
         let upstream = self.upstream(src)?;
-        if !self.ingress.is_empty() && self.peer.is_none() {
+        if self.peer.len() > super::super::edge::MAX_PEERS {
+            return Err(src.error(
+                "peer",
+                format!(
+                    "{} origins: an edge carries to {} at most",
+                    self.peer.len(),
+                    super::super::edge::MAX_PEERS
+                ),
+            ));
+        }
+        if !self.ingress.is_empty() && self.peer.is_empty() {
             return Err(src.error(
                 "ingress",
                 "accepting clients needs a peer gateway: --peer quic://ADDR, tls://ADDR or npamp://ADDR",
@@ -71,7 +81,7 @@ impl GatewayOptions {
                 .map(|h| (h.0.clone(), h.1.clone()))
                 .collect(),
             ingress: self.ingress.clone(),
-            peer: self.peer,
+            peers: self.peer.clone(),
             metrics: self.metrics.map(|m| m.0),
             protocol,
             effects,
@@ -261,6 +271,13 @@ impl GatewayOptions {
         set(&mut l.idle_timeout, self.idle_timeout.map(|s| s.0));
         set(&mut l.stall_timeout, self.stall_timeout.map(|s| s.0));
         set(&mut l.drain_timeout, self.drain_timeout.map(|s| s.0));
+        if let Some(p) = self.retry_budget {
+            if p > 100 {
+                return Err(src.error("retry-budget", format!("{p}: a percent, 0 to 100")));
+            }
+            l.retry_budget = p;
+        }
+        l.hedge_after = self.hedge_after.map(|s| s.0);
         Ok(limits)
     }
 

@@ -37,6 +37,7 @@ pub fn of(id: &str) -> Option<String> {
         "idle_timeout" => time(limits.idle_timeout),
         "stall_timeout" => time(limits.stall_timeout),
         "drain_timeout" => time(limits.drain_timeout),
+        "retry_budget" => limits.retry_budget.to_string(),
         "pool_size" => format!("the worker threads, {} here", limits.pool_size),
         "rate_limit_burst" => "a tenth of a second's worth, at least 1".to_owned(),
         _ => return None,

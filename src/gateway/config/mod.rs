@@ -68,10 +68,13 @@ pub struct GatewayOptions {
     /// (newline-delimited); repeatable. Needs --peer.
     #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
     pub ingress: Vec<IngressUrl>,
-    /// The peer gateway clients are carried to: quic://ADDR, tls://ADDR, or
-    /// npamp://ADDR (QUIC, falling back to TCP + TLS).
+    /// The origin gateway clients are carried to: quic://ADDR, tls://ADDR,
+    /// or npamp://ADDR (QUIC, falling back to TCP + TLS). Repeatable: each
+    /// HTTP request goes to the healthiest, least loaded origin, and one
+    /// not delivered goes to another when that cannot execute it twice.
     #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
-    pub peer: Option<PeerAddr>,
+    #[serde(deserialize_with = "values::one_or_many")]
+    pub peer: Vec<PeerAddr>,
     /// Serve Prometheus /metrics and /healthz on this address.
     #[cfg_attr(feature = "cli", arg(long, value_name = "ADDR"))]
     pub metrics: Option<HostPort>,
@@ -234,6 +237,15 @@ pub struct GatewayOptions {
     /// Time in-flight requests may take to finish on SIGTERM.
     #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
     pub drain_timeout: Option<Seconds>,
+    /// Edge: retries and hedges may add at most this percent of requests
+    /// (0 to 100), plus a reserve of 100.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "PERCENT"))]
+    pub retry_budget: Option<u32>,
+    /// Edge: a read-only request with no reply after this long is also
+    /// sent to a second origin (or over a second association to the only
+    /// one); the first reply wins. Off unless given.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub hedge_after: Option<Seconds>,
 }
 
 /// A bad option: names the flag, or the key and line in the file.

@@ -192,7 +192,7 @@ impl Sourced {
                     "belongs to `serve`: connect carries its stdin and stdout to --peer and \
                      nothing else",
                 )),
-                None if o.peer.is_none() => Err(self.error(
+                None if o.peer.is_empty() => Err(self.error(
                     "peer",
                     "connect needs --peer quic://ADDR, tls://ADDR or npamp://ADDR",
                 )),

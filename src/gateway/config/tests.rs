@@ -194,7 +194,7 @@ fn options_set_in_code_name_their_flag_and_refuse_a_file() {
         insecure_accept_any_peer: true,
         ingress: vec!["http://127.0.0.1:0".parse().unwrap()],
         memory_budget: Some(1000),
-        peer: Some("quic://127.0.0.1:7000".parse().unwrap()),
+        peer: vec!["quic://127.0.0.1:7000".parse().unwrap()],
         ..Default::default()
     };
     assert_eq!(o.resolve().unwrap_err().at, "--memory-budget");
@@ -479,4 +479,48 @@ fn the_help_shows_the_defaults_the_gateway_runs_with() {
             "{h}"
         );
     }
+}
+
+#[test]
+fn an_edge_takes_one_origin_or_several_from_flags_and_from_a_file() {
+    let c = edge(&["--peer", "tls://127.0.0.1:7001"]).unwrap();
+    let shown: Vec<String> = c.peers.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["quic://127.0.0.1:7000", "tls://127.0.0.1:7001"]);
+    for (text, n) in [
+        ("peer = \"quic://127.0.0.1:1\"\n", 1),
+        (
+            "peer = [\"quic://127.0.0.1:1\", \"quic://127.0.0.1:2\"]\n",
+            2,
+        ),
+    ] {
+        let path = file(
+            &format!("peers{n}"),
+            &format!("insecure-accept-any-peer = true\ningress = [\"http://127.0.0.1:0\"]\n{text}"),
+        );
+        assert_eq!(resolve(&["--config", &path]).unwrap().peers.len(), n);
+    }
+    // A bad one in a list: its own error, with the line.
+    let path = file(
+        "peers-bad",
+        "insecure-accept-any-peer = true\ningress = [\"http://127.0.0.1:0\"]\npeer = [\"quic://127.0.0.1:1\", \"udp://x\"]\n",
+    );
+    let e = resolve(&["--config", &path]).unwrap_err();
+    assert!(
+        e.to_string().contains("line 3") && e.message.contains("udp"),
+        "{e}"
+    );
+}
+
+#[test]
+fn retries_and_hedging_are_set_and_checked() {
+    let c = edge(&[]).unwrap();
+    assert_eq!((c.limits.retry_budget, c.limits.hedge_after), (20, None));
+    let c = edge(&["--retry-budget", "5", "--hedge-after", "30ms"]).unwrap();
+    assert_eq!(
+        (c.limits.retry_budget, c.limits.hedge_after),
+        (5, Some(Duration::from_millis(30)))
+    );
+    let e = edge(&["--retry-budget", "101"]).unwrap_err();
+    assert_eq!(e.at, "--retry-budget");
+    assert!(e.message.contains("0 to 100"), "{e}");
 }

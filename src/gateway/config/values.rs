@@ -436,6 +436,38 @@ impl<'de> Deserialize<'de> for Count {
     }
 }
 
+/// A key that takes one value or a list of them (`peer = "quic://…"` or
+/// `peer = ["quic://…", "quic://…"]`), each value's own error kept.
+pub(super) fn one_or_many<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct OneOrMany<T>(std::marker::PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for OneOrMany<T> {
+        type Value = Vec<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string or a list of strings")
+        }
+
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<Vec<T>, E> {
+            T::deserialize(de::value::StrDeserializer::<E>::new(s)).map(|v| vec![v])
+        }
+
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut all = Vec::new();
+            while let Some(v) = seq.next_element()? {
+                all.push(v);
+            }
+            Ok(all)
+        }
+    }
+
+    d.deserialize_any(OneOrMany(std::marker::PhantomData))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,377 @@
+//! One edge, two origins, one upstream that counts how often it executed
+//! each request id. An origin is killed with SIGKILL under steady load and
+//! started again: read-only requests never fail; a method that may not run
+//! twice is never executed twice, and only the requests caught at the
+//! killed origin fail, each with -32014 (may have executed). A slow
+//! upstream's tail is hedged.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use support::{Proc, http_get, keygen, tempdir};
+
+/// What the test's upstream executed: id → times.
+#[derive(Default)]
+struct Executions(Mutex<HashMap<String, u32>>);
+
+impl Executions {
+    fn of(&self, id: &str) -> u32 {
+        self.lock().get(id).copied().unwrap_or(0)
+    }
+
+    fn total(&self) -> u64 {
+        self.lock().values().map(|&n| u64::from(n)).sum()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// An HTTP JSON-RPC upstream on 127.0.0.1: answers each request with the
+/// number of times it has executed that id; every `slow_every`-th execution
+/// (0: none) first sleeps 200 ms.
+async fn upstream(slow_every: u64) -> (String, Arc<Executions>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Executions::default());
+    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let executions = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let (seen, counter) = (seen.clone(), counter.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (seen, counter) = (seen.clone(), counter.clone());
+                        async move {
+                            let body = req.into_body().collect().await?.to_bytes();
+                            let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                            let id = v["id"].as_str().unwrap_or("").to_owned();
+                            let n = {
+                                let mut m = seen.lock();
+                                let n = m.entry(id).or_insert(0);
+                                *n += 1;
+                                *n
+                            };
+                            let k = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                            if slow_every > 0 && k % slow_every == 0 {
+                                tokio::time::sleep(Duration::from_millis(200)).await;
+                            }
+                            let reply = json!({"jsonrpc": "2.0", "id": v["id"], "result": n});
+                            Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::from(
+                                reply.to_string(),
+                            ))))
+                        }
+                    },
+                );
+                let io = hyper_util::rt::TokioIo::new(socket);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            });
+        }
+    });
+    (url, executions)
+}
+
+/// Two origins delivering to `upstream`, and edges in front of both.
+struct Trio {
+    origins: Vec<Proc>,
+    origin_args: Vec<Vec<String>>,
+    keys: tempdir::Dir,
+    origin_pub: String,
+}
+
+impl Trio {
+    async fn start(transport: &str, upstream: &str) -> Trio {
+        let keys = tempdir::Dir::new();
+        let (origin_key, edge_key) = (keys.0.join("origin.key"), keys.0.join("edge.key"));
+        let (origin_pub, edge_pub) = (keygen(&origin_key), keygen(&edge_key));
+        let origin_key = origin_key.to_string_lossy().into_owned();
+        let mut origins = Vec::new();
+        let mut origin_args = Vec::new();
+        for _ in 0..2 {
+            let listen = format!("{transport}://127.0.0.1:0");
+            let mut args: Vec<String> = ["serve", "--listen", &listen, "--upstream", upstream]
+                .map(String::from)
+                .to_vec();
+            args.extend(["--identity", &origin_key, "--trust", &edge_pub].map(String::from));
+            let p = Proc::start(&as_strs(&args), "listening on").await;
+            args[2] = p.printed("listening on ");
+            origins.push(p);
+            origin_args.push(args);
+        }
+        Trio {
+            origins,
+            origin_args,
+            keys,
+            origin_pub,
+        }
+    }
+
+    fn peer(&self, i: usize) -> &str {
+        &self.origin_args[i][2]
+    }
+
+    /// An edge with an HTTP ingress and metrics, carrying to both origins.
+    async fn edge(&self, extra: &[&str]) -> (Proc, String) {
+        let key = self.keys.0.join("edge.key").to_string_lossy().into_owned();
+        let mut args = vec![
+            "serve",
+            "--ingress",
+            "http://127.0.0.1:0",
+            "--peer",
+            self.peer(0),
+            "--peer",
+            self.peer(1),
+            "--identity",
+            &key,
+            "--trust",
+            &self.origin_pub,
+            "--metrics",
+            "127.0.0.1:0",
+            "--effect",
+            "get=read-only",
+        ];
+        args.extend(extra);
+        let edge = Proc::start(&args, "metrics").await;
+        let http = edge.printed("ingress ");
+        (edge, http)
+    }
+
+    fn kill(&mut self, i: usize) {
+        let pid = self.origins[i].pid().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status();
+    }
+
+    async fn restart(&mut self, i: usize) {
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.origins[i].child.wait()).await;
+        self.origins[i] = Proc::start(&as_strs(&self.origin_args[i]), "listening on").await;
+    }
+}
+
+fn as_strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// One reply as the client saw it.
+#[derive(Debug)]
+struct Seen {
+    id: String,
+    status: u16,
+    body: Value,
+    latency: Duration,
+}
+
+/// POSTs `method` at `rate` per second for `seconds` (open loop: each
+/// request on its own task at its own time); every reply once all are in
+/// (each within 40 s).
+async fn steady_load(http: &str, method: &str, rate: u32, seconds: f64, prefix: &str) -> Vec<Seen> {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let total = (f64::from(rate) * seconds) as u64;
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(total as usize);
+    for n in 0..total {
+        let at = start + Duration::from_secs_f64(n as f64 / f64::from(rate));
+        tokio::time::sleep_until(at.into()).await;
+        let id = format!("{prefix}-{n}");
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": []});
+        let req = hyper::Request::post(http)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .expect("request");
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            let resp = tokio::time::timeout(Duration::from_secs(40), client.request(req))
+                .await
+                .expect("an answer within 40 s")
+                .expect("an HTTP answer");
+            let status = resp.status().as_u16();
+            let body = resp.into_body().collect().await.expect("body").to_bytes();
+            Seen {
+                id,
+                status,
+                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                latency: sent.elapsed(),
+            }
+        }));
+    }
+    let mut seen = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        seen.push(t.await.expect("request task"));
+    }
+    seen
+}
+
+/// A labelled metric's value, `name{origin="peer"}`.
+async fn origin_metric(edge: &Proc, name: &str, peer: &str) -> f64 {
+    let (status, text) = http_get(&edge.printed("metrics ")).await;
+    assert_eq!(status, 200, "{text}");
+    let line = format!("{name}{{origin=\"{peer}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&line)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {line} in /metrics"))
+}
+
+/// Kills origin 0 at 1.5 s into a 5 s steady load and starts it again at
+/// 3 s; the replies.
+async fn load_through_a_kill(trio: &mut Trio, http: &str, method: &str) -> Vec<Seen> {
+    let load = steady_load(http, method, 1000, 5.0, method);
+    tokio::pin!(load);
+    tokio::select! {
+        _ = &mut load => panic!("the load ended early"),
+        () = tokio::time::sleep(Duration::from_millis(1500)) => {}
+    }
+    trio.kill(0);
+    tokio::select! {
+        _ = &mut load => panic!("the load ended early"),
+        () = tokio::time::sleep(Duration::from_millis(1500)) => {}
+    }
+    trio.restart(0).await;
+    load.await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn read_only_requests_never_fail_when_an_origin_is_killed_and_comes_back() {
+    let (url, executions) = upstream(0).await;
+    let mut trio = Trio::start("quic", &url).await;
+    let (edge, http) = trio.edge(&[]).await;
+    let seen = load_through_a_kill(&mut trio, &http, "get").await;
+    let failed: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.status != 200 || s.body.get("result").is_none())
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed, first {:?}",
+        failed.len(),
+        seen.len(),
+        failed.first()
+    );
+    let killed = trio.peer(0).to_owned();
+    let retried = origin_metric(&edge, "npamp_origin_retries_total", &killed).await;
+    assert!(
+        retried >= 1.0,
+        "requests caught at the killed origin were retried"
+    );
+    assert!(executions.total() >= seen.len() as u64);
+    // Back in rotation after its restart (its backoff is at most 8 s): it
+    // carries requests again.
+    let before = origin_metric(&edge, "npamp_origin_requests_total", &killed).await;
+    let deadline = Instant::now() + Duration::from_secs(12);
+    let mut after = before;
+    for n in 0.. {
+        let body = json!({"jsonrpc": "2.0", "id": format!("after-{n}"), "method": "get"});
+        let (status, text) = support::post(&http, &body.to_string()).await;
+        assert_eq!(status, 200, "{text}");
+        after = origin_metric(&edge, "npamp_origin_requests_total", &killed).await;
+        if after > before || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        after > before,
+        "the restarted origin is used again ({before} → {after})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_that_may_not_run_twice_is_never_executed_twice() {
+    let (url, executions) = upstream(0).await;
+    // Over TLS the kill is seen at once (the kernel resets the
+    // connections); over QUIC when the associations time out.
+    let mut trio = Trio::start("tls", &url).await;
+    let (edge, http) = trio.edge(&[]).await;
+    let seen = load_through_a_kill(&mut trio, &http, "send").await;
+    let mut unknown = 0;
+    for s in &seen {
+        if s.status == 200 && s.body.get("result").is_some() {
+            assert_eq!(s.body["result"], 1, "{} executed once, answered once", s.id);
+            continue;
+        }
+        assert_eq!(
+            (s.status, s.body["error"]["code"].as_i64()),
+            (502, Some(-32014)),
+            "a failure is 'may have executed': {s:?}"
+        );
+        assert!(executions.of(&s.id) <= 1);
+        unknown += 1;
+    }
+    for s in &seen {
+        assert!(executions.of(&s.id) <= 1, "{} executed twice", s.id);
+    }
+    // Only what was on its way through the killed origin: a few at 1000/s.
+    assert!(
+        unknown <= 50,
+        "{unknown} of {} may have executed",
+        seen.len()
+    );
+    let killed = trio.peer(0).to_owned();
+    let ejections = origin_metric(&edge, "npamp_origin_ejections_total", &killed).await;
+    assert!(ejections >= 1.0, "the killed origin was ejected");
+}
+
+/// p-th percentile (0–100) of the latencies.
+fn percentile(seen: &[Seen], p: f64) -> Duration {
+    let mut l: Vec<Duration> = seen.iter().map(|s| s.latency).collect();
+    l.sort_unstable();
+    let rank = ((p / 100.0) * l.len() as f64).ceil() as usize;
+    l[rank.clamp(1, l.len()) - 1]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_read_only_request_is_hedged_and_the_first_reply_wins() {
+    // Every 20th execution takes 200 ms: a p99 of 200 ms unhedged.
+    let (url, executions) = upstream(20).await;
+    let trio = Trio::start("quic", &url).await;
+    let (plain, plain_http) = trio.edge(&[]).await;
+    let (hedging, hedging_http) = trio.edge(&["--hedge-after", "20ms"]).await;
+    // Associations up before anything is timed (a handshake is slower
+    // than the hedge delay).
+    for http in [&plain_http, &hedging_http] {
+        steady_load(http, "get", 100, 0.5, "warm").await;
+    }
+    // Side by side, interleaved: the same upstream, the same moments.
+    let mut without = Vec::new();
+    let mut with = Vec::new();
+    for round in 0..4 {
+        without.extend(steady_load(&plain_http, "get", 200, 1.0, &format!("p{round}")).await);
+        let before = executions.total();
+        let hedged = steady_load(&hedging_http, "get", 200, 1.0, &format!("h{round}")).await;
+        let extra = executions.total() - before - hedged.len() as u64;
+        assert!(
+            extra <= hedged.len() as u64 / 10,
+            "{extra} extra executions"
+        );
+        with.extend(hedged);
+    }
+    for s in without.iter().chain(&with) {
+        assert_eq!(s.status, 200, "{s:?}");
+    }
+    let (p99_without, p99_with) = (percentile(&without, 99.0), percentile(&with, 99.0));
+    assert!(p99_without >= Duration::from_millis(150), "{p99_without:?}");
+    assert!(
+        p99_with * 3 < p99_without,
+        "hedged p99 {p99_with:?}, unhedged {p99_without:?}"
+    );
+    let mut won = 0.0;
+    for i in 0..2 {
+        won += origin_metric(&hedging, "npamp_origin_hedges_won_total", trio.peer(i)).await;
+    }
+    assert!(won >= 1.0, "hedges answered first");
+    drop(plain);
+}

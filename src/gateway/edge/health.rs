@@ -1,0 +1,431 @@
+//! How the edge judges its origins and spends retries, without I/O: each
+//! origin's [`Health`] (counters a request updates as it goes), the
+//! choice of an origin for a stateless request ([`choose`]), and the
+//! [`RetryBudget`] that keeps failover from multiplying an outage.
+//!
+//! - An origin is **ejected** when an association to it cannot be made or
+//!   one ends under its requests, and after [`EJECT_AFTER_FAILURES`]
+//!   failed answers in a row. It is re-admitted when its backoff has passed
+//!   ([`EJECT_BASE`], doubling to [`EJECT_MAX`]), and a reply from it clears
+//!   the backoff.
+//! - An origin is **stalled** while requests wait on it and none has been
+//!   answered for [`STALL_AFTER`]: a killed peer over QUIC is silent until
+//!   its associations time out, and new requests must not queue behind it.
+//! - Retries and hedges together stay within `--retry-budget` percent of
+//!   the requests of the last ten seconds, plus a reserve.
+//! - Of the origins in the best state, the one with the least
+//!   outstanding requests weighted by its smoothed latency is chosen;
+//!   ties go round robin.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
+use std::time::{Duration, Instant};
+
+/// Failed answers in a row (not delivered, lost) that eject an origin.
+pub const EJECT_AFTER_FAILURES: u32 = 3;
+/// The first ejection's length; each one after without a reply doubles it.
+pub const EJECT_BASE: Duration = Duration::from_millis(250);
+/// The longest ejection.
+pub const EJECT_MAX: Duration = Duration::from_secs(8);
+/// Requests outstanding and none answered for this long: the origin is
+/// stalled.
+pub const STALL_AFTER: Duration = Duration::from_secs(1);
+
+/// An origin's standing, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Standing {
+    Admitted = 0,
+    Stalled = 1,
+    Ejected = 2,
+}
+
+/// What the edge knows of one origin. Times are milliseconds since the
+/// edge's `epoch` (0: never).
+#[derive(Debug, Default)]
+pub struct Health {
+    outstanding: AtomicI64,
+    /// When `outstanding` last went from 0 to 1.
+    busy_since: AtomicU64,
+    /// When the last answer came (a reply or a failure from the peer).
+    answered_at: AtomicU64,
+    /// Smoothed reply latency, µs (weight 1/8; 0: none yet).
+    latency_us: AtomicU64,
+    /// Failed answers in a row.
+    failures: AtomicU32,
+    /// Ejections since the last reply: sets the backoff.
+    strikes: AtomicU32,
+    /// Ejected until this time (0: admitted).
+    ejected_until: AtomicU64,
+    /// Requests sent here (tries, hedges included).
+    pub requests: AtomicU64,
+    pub ejections: AtomicU64,
+    /// Requests that failed here and were sent to another origin.
+    pub retries: AtomicU64,
+    /// Second copies of slow read-only requests sent here.
+    pub hedges: AtomicU64,
+    /// Hedges sent here that answered first.
+    pub hedges_won: AtomicU64,
+}
+
+/// How one request went, for its origin's health.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The upstream's reply (a result or its JSON-RPC error).
+    Replied(Duration),
+    /// The origin answered that it could not deliver.
+    NotDelivered,
+    /// No association: it could not be made, or it ended under the request.
+    Unreachable,
+    /// Nothing that says anything about the origin (a timeout, a refusal
+    /// of this gateway's own, a request cancelled by a hedge).
+    Neutral,
+}
+
+impl Health {
+    /// A request is sent to this origin.
+    pub fn start(&self, now: u64) {
+        self.requests.fetch_add(1, Relaxed);
+        if self.outstanding.fetch_add(1, Relaxed) == 0 {
+            self.busy_since.store(now, Relaxed);
+        }
+    }
+
+    /// A request sent with [`Health::start`] is over.
+    pub fn finish(&self, now: u64, outcome: Outcome) {
+        self.outstanding.fetch_sub(1, Relaxed);
+        match outcome {
+            Outcome::Replied(latency) => {
+                self.answered_at.store(now, Relaxed);
+                self.failures.store(0, Relaxed);
+                self.strikes.store(0, Relaxed);
+                self.ejected_until.store(0, Relaxed);
+                let sample = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).max(1);
+                let old = self.latency_us.load(Relaxed);
+                let new = if old == 0 {
+                    sample
+                } else {
+                    old - old / 8 + sample / 8
+                };
+                self.latency_us.store(new, Relaxed);
+            }
+            Outcome::NotDelivered => {
+                self.answered_at.store(now, Relaxed);
+                if self.failures.fetch_add(1, Relaxed) + 1 >= EJECT_AFTER_FAILURES {
+                    self.eject(now);
+                }
+            }
+            Outcome::Unreachable => self.eject(now),
+            Outcome::Neutral => {}
+        }
+    }
+
+    /// Takes the origin out of rotation for its backoff.
+    pub fn eject(&self, now: u64) {
+        // Once per backoff, however many requests saw it fail.
+        if self.ejected_until.load(Relaxed) > now {
+            return;
+        }
+        let strikes = self.strikes.fetch_add(1, Relaxed).min(16);
+        let backoff = EJECT_BASE.saturating_mul(1 << strikes).min(EJECT_MAX);
+        let until = now + u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX);
+        self.failures.store(0, Relaxed);
+        self.ejected_until.store(until, Relaxed);
+        self.ejections.fetch_add(1, Relaxed);
+    }
+
+    pub fn standing(&self, now: u64) -> Standing {
+        if self.ejected_until.load(Relaxed) > now {
+            return Standing::Ejected;
+        }
+        if self.outstanding.load(Relaxed) > 0 {
+            let heard = self
+                .answered_at
+                .load(Relaxed)
+                .max(self.busy_since.load(Relaxed));
+            if now.saturating_sub(heard) >= STALL_AFTER.as_millis() as u64 {
+                return Standing::Stalled;
+            }
+        }
+        Standing::Admitted
+    }
+
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding.load(Relaxed).max(0) as u64
+    }
+
+    /// The smoothed reply latency (zero before the first reply).
+    pub fn latency(&self) -> Duration {
+        Duration::from_micros(self.latency_us.load(Relaxed))
+    }
+
+    /// What choosing it costs: its outstanding requests (one more with
+    /// this one) times its latency, so a slow origin gets fewer.
+    fn load(&self) -> u128 {
+        u128::from(self.outstanding() + 1) * u128::from(self.latency_us.load(Relaxed).max(1))
+    }
+}
+
+/// The origin for the next request: of those not in `tried` (a bit per
+/// origin, so at most 64), the best standing, then the least load; `start` breaks ties
+/// (a counter, for round robin). `None` when every origin was tried.
+pub fn choose<'a>(
+    n: usize,
+    health: impl Fn(usize) -> &'a Health,
+    tried: u64,
+    now: u64,
+    start: usize,
+) -> Option<usize> {
+    (0..n)
+        .map(|k| (start + k) % n)
+        .filter(|&i| tried & (1 << i) == 0)
+        .min_by_key(|&i| (health(i).standing(now), health(i).load()))
+}
+
+/// Milliseconds from `epoch` to `now` (at least 1, so 0 can mean never).
+pub fn millis(epoch: Instant, now: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(epoch).as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// Retries (and hedges) as a share of requests: over the last
+/// [`RetryBudget::WINDOW`], at most `percent` % of the requests plus
+/// [`RetryBudget::RESERVE`]. Counted in one slot per second; a retry the
+/// budget refuses is counted in `exhausted`.
+#[derive(Debug)]
+pub struct RetryBudget {
+    percent: u64,
+    slots: [Second; Self::SECONDS],
+    pub exhausted: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Second {
+    /// Which second (since the edge's epoch) the counts are of.
+    second: AtomicU64,
+    requests: AtomicU64,
+    retries: AtomicU64,
+}
+
+impl RetryBudget {
+    const SECONDS: usize = 10;
+    /// How far back requests earn retries.
+    pub const WINDOW: Duration = Duration::from_secs(Self::SECONDS as u64);
+    /// Retries allowed per window beyond the share: the requests in flight
+    /// at an origin that dies while traffic is light.
+    pub const RESERVE: u64 = 100;
+
+    pub fn new(percent: u32) -> Self {
+        Self {
+            percent: u64::from(percent.min(100)),
+            slots: Default::default(),
+            exhausted: AtomicU64::new(0),
+        }
+    }
+
+    /// The slot of the second `now` (ms) falls in, emptied when it last
+    /// counted an older second. (Two threads starting a second at once may
+    /// lose a count: the budget is approximate by that much.)
+    fn slot(&self, now: u64) -> &Second {
+        let second = now / 1000 + 1;
+        let slot = &self.slots[second as usize % Self::SECONDS];
+        let was = slot.second.load(Relaxed);
+        if was != second
+            && slot
+                .second
+                .compare_exchange(was, second, Relaxed, Relaxed)
+                .is_ok()
+        {
+            slot.requests.store(0, Relaxed);
+            slot.retries.store(0, Relaxed);
+        }
+        slot
+    }
+
+    /// A request came in at `now` (ms).
+    pub fn deposit(&self, now: u64) {
+        self.slot(now).requests.fetch_add(1, Relaxed);
+    }
+
+    /// A retry at `now` (ms): false (and counted) when the window's share
+    /// is spent.
+    pub fn withdraw(&self, now: u64) -> bool {
+        let current = self.slot(now);
+        let second = now / 1000 + 1;
+        let (mut requests, mut retries) = (0, 0);
+        for s in &self.slots {
+            if second - s.second.load(Relaxed) < Self::SECONDS as u64 {
+                requests += s.requests.load(Relaxed);
+                retries += s.retries.load(Relaxed);
+            }
+        }
+        if retries < Self::RESERVE + requests * self.percent / 100 {
+            current.retries.fetch_add(1, Relaxed);
+            true
+        } else {
+            self.exhausted.fetch_add(1, Relaxed);
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(d: Duration) -> u64 {
+        d.as_millis() as u64
+    }
+
+    fn pick(h: &[&Health], tried: u64, now: u64, start: usize) -> Option<usize> {
+        choose(h.len(), |i| h[i], tried, now, start)
+    }
+
+    #[test]
+    fn least_load_wins_and_ties_go_round_robin() {
+        let (a, b) = (Health::default(), Health::default());
+        assert_eq!(pick(&[&a, &b], 0, 10, 0), Some(0));
+        assert_eq!(pick(&[&a, &b], 0, 10, 1), Some(1));
+        a.start(10);
+        assert_eq!(pick(&[&a, &b], 0, 10, 0), Some(1), "b has none outstanding");
+        assert_eq!(pick(&[&a, &b], 0b10, 10, 0), Some(0), "b was tried");
+        assert_eq!(pick(&[&a, &b], 0b11, 10, 0), None);
+    }
+
+    #[test]
+    fn a_slow_origin_gets_fewer_requests() {
+        let (fast, slow) = (Health::default(), Health::default());
+        for h in [&fast, &slow] {
+            h.start(1);
+        }
+        fast.finish(2, Outcome::Replied(Duration::from_millis(1)));
+        slow.finish(2, Outcome::Replied(Duration::from_millis(20)));
+        // Up to 19 outstanding at the fast one cost less than 1 at the slow.
+        for _ in 0..10 {
+            fast.start(3);
+        }
+        slow.start(3);
+        assert_eq!(pick(&[&fast, &slow], 0, 3, 1), Some(0));
+    }
+
+    #[test]
+    fn a_silent_origin_stalls_and_a_reply_brings_it_back() {
+        let (dead, live) = (Health::default(), Health::default());
+        let t0 = 1000;
+        dead.start(t0);
+        dead.start(t0);
+        assert_eq!(dead.standing(t0 + 10), Standing::Admitted);
+        // More outstanding at the live one, but the dead one said nothing.
+        for _ in 0..5 {
+            live.start(t0);
+        }
+        let later = t0 + ms(STALL_AFTER);
+        live.finish(later - 1, Outcome::Replied(Duration::from_millis(1)));
+        assert_eq!(dead.standing(later), Standing::Stalled);
+        assert_eq!(live.standing(later), Standing::Admitted);
+        assert_eq!(pick(&[&dead, &live], 0, later, 0), Some(1));
+        dead.finish(later, Outcome::Replied(Duration::from_millis(1)));
+        assert_eq!(dead.standing(later), Standing::Admitted);
+    }
+
+    #[test]
+    fn an_idle_origin_is_not_stalled_by_its_first_request() {
+        let h = Health::default();
+        h.start(5);
+        h.finish(6, Outcome::Replied(Duration::from_millis(1)));
+        let much_later = 6 + 60_000;
+        h.start(much_later);
+        assert_eq!(h.standing(much_later + 10), Standing::Admitted);
+    }
+
+    #[test]
+    fn ejection_backs_off_doubling_and_a_reply_clears_it() {
+        let h = Health::default();
+        let t = 100;
+        h.finish_unreachable(t);
+        assert_eq!(h.standing(t + ms(EJECT_BASE) - 1), Standing::Ejected);
+        assert_eq!(h.standing(t + ms(EJECT_BASE)), Standing::Admitted);
+        // Re-admitted, and unreachable again: twice as long.
+        let t2 = t + ms(EJECT_BASE);
+        h.finish_unreachable(t2);
+        assert_eq!(h.standing(t2 + 2 * ms(EJECT_BASE) - 1), Standing::Ejected);
+        assert_eq!(h.ejections.load(Relaxed), 2);
+        // Many requests failing at once count as one ejection.
+        h.finish_unreachable(t2 + 1);
+        assert_eq!(h.ejections.load(Relaxed), 2);
+        assert_eq!(h.standing(t2 + 2 * ms(EJECT_BASE)), Standing::Admitted);
+        h.start(t2 + 600);
+        h.finish(t2 + 601, Outcome::Replied(Duration::from_millis(1)));
+        h.finish_unreachable(t2 + 700);
+        assert_eq!(h.standing(t2 + 700 + ms(EJECT_BASE)), Standing::Admitted);
+        // Never longer than the most.
+        for k in 0..40 {
+            h.eject(10_000 + k * ms(EJECT_MAX));
+        }
+        assert_eq!(h.standing(20_000 + 40 * ms(EJECT_MAX)), Standing::Admitted);
+    }
+
+    #[test]
+    fn failed_answers_in_a_row_eject_and_a_reply_resets_the_count() {
+        let h = Health::default();
+        for _ in 0..EJECT_AFTER_FAILURES - 1 {
+            h.start(1);
+            h.finish(1, Outcome::NotDelivered);
+        }
+        h.start(1);
+        h.finish(1, Outcome::Replied(Duration::from_millis(1)));
+        h.start(1);
+        h.finish(1, Outcome::NotDelivered);
+        assert_eq!(h.standing(2), Standing::Admitted);
+        for _ in 0..EJECT_AFTER_FAILURES - 1 {
+            h.start(2);
+            h.finish(2, Outcome::NotDelivered);
+        }
+        assert_eq!(h.standing(3), Standing::Ejected);
+    }
+
+    #[test]
+    fn an_ejected_origin_is_still_chosen_when_every_one_is() {
+        let (a, b) = (Health::default(), Health::default());
+        a.eject(10);
+        b.eject(10);
+        assert!(pick(&[&a, &b], 0, 11, 0).is_some());
+    }
+
+    #[test]
+    fn the_budget_allows_its_share_plus_the_reserve_per_window() {
+        let b = RetryBudget::new(20);
+        let mut allowed = 0;
+        // 1000 requests a second for 5 s, every one wanting a retry.
+        for n in 0..5000u64 {
+            let now = 5 + n;
+            b.deposit(now);
+            if b.withdraw(now) {
+                allowed += 1;
+            }
+        }
+        assert_eq!(allowed, RetryBudget::RESERVE + 1000, "the reserve and 20 %");
+        assert_eq!(b.exhausted.load(Relaxed), 5000 - allowed);
+        // An outage after quiet traffic: the requests of the window back.
+        let b = RetryBudget::new(20);
+        for n in 0..5000u64 {
+            b.deposit(n);
+        }
+        let burst = (0..5000).filter(|_| b.withdraw(5000)).count() as u64;
+        assert_eq!(burst, RetryBudget::RESERVE + 1000);
+        // Ten seconds on, those requests earn nothing.
+        let later = 5000 + ms(RetryBudget::WINDOW);
+        let after = (0..5000).filter(|_| b.withdraw(later)).count() as u64;
+        assert_eq!(after, RetryBudget::RESERVE);
+        let none = RetryBudget::new(0);
+        none.deposit(1);
+        assert_eq!((0..500).filter(|_| none.withdraw(1)).count() as u64, RetryBudget::RESERVE);
+    }
+
+    impl Health {
+        fn finish_unreachable(&self, now: u64) {
+            self.start(now);
+            self.finish(now, Outcome::Unreachable);
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The edge's side of the bridge: associations to the origin gateways.
+//!
+//! - Stateless traffic (HTTP ingress) shares a pool of associations per
+//!   origin with opaque correlation ids, so two clients using the same `id`
+//!   at the same time are never cross-wired. Each request goes to the
+//!   healthiest, least loaded origin ([`health`]); one that could not be
+//!   delivered goes to another when that cannot execute it twice, and a
+//!   slow read-only one may be hedged (`--hedge-after`).
+//! - Session traffic (WebSocket, TCP, stdio clients) gets an association of
+//!   its own per client ([`Edge::session`]), so what the upstream sends on
+//!   its own finds the right client. A session stays with the origin it
+//!   started on; when that association ends, the client's connection does.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::Ctx;
+use super::metrics::Ingress;
+use super::outbox::Outbox;
+use super::session::Session;
+use crate::assoc::{Endpoint, PeerAddr, SharedClientEndpoint};
+use crate::bridge::{Effect, TransportError};
+use crate::jsonrpc::Kind;
+use crate::relay::{Failure, Reply, label_of};
+
+pub mod health;
+mod pool;
+
+use health::{Health, Outcome, RetryBudget};
+use pool::{NotSent, Peer};
+
+/// The edge: the origins and how to reach them.
+pub struct Edge {
+    pub endpoint: Endpoint,
+    pub ctx: Arc<Ctx>,
+    origins: Arc<Origins>,
+    /// `endpoint` for session associations: a QUIC receive window of
+    /// twice `--session-buffer`, so a client that does not read holds that
+    /// much of its replies in transit at most.
+    session_endpoint: Endpoint,
+    /// The one QUIC client endpoint of all session associations (one per
+    /// client: they must not each cost a socket and its buffers). Pooled
+    /// associations keep endpoints of their own, to spread over cores.
+    sessions: SharedClientEndpoint,
+}
+
+/// The origins, their health and the retry budget (also what `/metrics`
+/// shows of them).
+pub struct Origins {
+    peers: Vec<Arc<Peer>>,
+    /// Where health times count from.
+    epoch: Instant,
+    /// Round robin among equals.
+    next: AtomicUsize,
+    budget: RetryBudget,
+}
+
+impl Origins {
+    fn now(&self) -> u64 {
+        health::millis(self.epoch, Instant::now())
+    }
+
+    /// Whether a request may go elsewhere after this one: retries, hedges.
+    fn can_retry(&self, hedging: bool) -> bool {
+        self.peers.len() > 1 || hedging
+    }
+
+    /// The origin for the next request among those not in `tried`.
+    fn choose(&self, tried: u64) -> Option<usize> {
+        if self.peers.len() == 1 {
+            // No choice to make: no clock, no shared counter.
+            return (tried & 1 == 0).then_some(0);
+        }
+        let start = self.next.fetch_add(1, Relaxed);
+        let health = |i: usize| &self.peers[i].health;
+        health::choose(self.peers.len(), health, tried, self.now(), start)
+    }
+
+    /// The origins' lines of `/metrics`.
+    pub fn render(&self, o: &mut String) {
+        use std::fmt::Write;
+        let now = self.now();
+        let mut family = |name: &str, kind: &str, help: &str, value: &dyn Fn(&Health) -> String| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for p in &self.peers {
+                let _ = writeln!(o, "{name}{{origin=\"{}\"}} {}", p.addr, value(&p.health));
+            }
+        };
+        family(
+            "npamp_origin_up",
+            "gauge",
+            "1 while new requests go to this origin; 0 while it is ejected or stalled.",
+            &|h| u8::from(h.standing(now) == health::Standing::Admitted).to_string(),
+        );
+        family(
+            "npamp_origin_outstanding",
+            "gauge",
+            "Requests sent to this origin and not yet answered.",
+            &|h| h.outstanding().to_string(),
+        );
+        family(
+            "npamp_origin_latency_seconds",
+            "gauge",
+            "Smoothed reply latency of this origin.",
+            &|h| format!("{:.6}", h.latency().as_secs_f64()),
+        );
+        type Count = fn(&Health) -> u64;
+        let counters: [(&str, &str, Count); 5] = [
+            ("npamp_origin_requests_total", "Requests sent to this origin (retries and hedges included).", |h| h.requests.load(Relaxed)),
+            ("npamp_origin_ejections_total", "Times this origin was taken out of rotation.", |h| h.ejections.load(Relaxed)),
+            ("npamp_origin_retries_total", "Requests not delivered by this origin and sent to another.", |h| h.retries.load(Relaxed)),
+            ("npamp_origin_hedges_total", "Second copies of slow read-only requests sent to this origin.", |h| h.hedges.load(Relaxed)),
+            ("npamp_origin_hedges_won_total", "Hedges sent to this origin that answered first.", |h| h.hedges_won.load(Relaxed)),
+        ];
+        for (name, help, value) in counters {
+            family(name, "counter", help, &|h| value(h).to_string());
+        }
+        let name = "npamp_retries_refused_total";
+        let _ = writeln!(
+            o,
+            "# HELP {name} Retries and hedges the retry budget refused.\n# TYPE {name} counter\n{name} {}",
+            self.budget.exhausted.load(Relaxed)
+        );
+    }
+}
+
+/// The most origins one edge carries to (a bit each in a request's
+/// tried-set).
+pub const MAX_PEERS: usize = 64;
+
+impl Edge {
+    /// An edge with one origin.
+    pub fn new(peer: PeerAddr, endpoint: Endpoint, ctx: Arc<Ctx>) -> Self {
+        Self::with_peers(&[peer], endpoint, ctx)
+    }
+
+    /// An edge with these origins (at least one, at most [`MAX_PEERS`];
+    /// the configuration checks both).
+    pub fn with_peers(peers: &[PeerAddr], endpoint: Endpoint, ctx: Arc<Ctx>) -> Self {
+        let size = ctx.limits.pool_size.max(1);
+        let window = (2 * ctx.limits.session_buffer).clamp(64 << 10, u32::MAX as usize);
+        let session_endpoint = Endpoint {
+            receive_window: Some(u32::try_from(window).unwrap_or(u32::MAX)),
+            ..endpoint.clone()
+        };
+        let epoch = Instant::now();
+        let origins = Arc::new(Origins {
+            peers: peers
+                .iter()
+                .take(MAX_PEERS)
+                .map(|a| Arc::new(Peer::new(*a, size, epoch)))
+                .collect(),
+            epoch,
+            next: AtomicUsize::new(0),
+            budget: RetryBudget::new(ctx.limits.retry_budget),
+        });
+        ctx.metrics.show_origins(origins.clone());
+        Self {
+            endpoint,
+            session_endpoint,
+            origins,
+            ctx,
+            sessions: SharedClientEndpoint::default(),
+        }
+    }
+
+    /// The first origin (the only one, mostly).
+    pub fn peer(&self) -> PeerAddr {
+        self.origins.peers[0].addr
+    }
+
+    fn now(&self) -> u64 {
+        self.origins.now()
+    }
+
+    fn choose(&self, tried: u64) -> Option<usize> {
+        self.origins.choose(tried)
+    }
+
+    fn peer_at(&self, i: usize) -> &Arc<Peer> {
+        &self.origins.peers[i]
+    }
+
+    /// Establishes an association and the session of one client that came
+    /// in at `ingress`, with the best origin that takes it.
+    pub async fn session(&self, ingress: Ingress, to_local: Outbox) -> Result<Session, Failure> {
+        let mut tried = 0;
+        let link = loop {
+            let i = self.choose(tried).unwrap_or(0);
+            tried |= 1 << i;
+            let peer = self.peer_at(i);
+            match peer
+                .connect(&self.ctx, &self.session_endpoint, Some(&self.sessions))
+                .await
+            {
+                Ok(link) => break link,
+                // Nothing was sent: another origin may take the session.
+                Err(f) => {
+                    peer.health.eject(self.now());
+                    if self.choose(tried).is_none() {
+                        return Err(f);
+                    }
+                }
+            }
+        };
+        let mut session = None;
+        let handle = link.spawn(|h| {
+            let s = Session::edge(ingress, h, self.ctx.clone(), to_local);
+            let sink = s.sink();
+            session = Some(s);
+            sink
+        });
+        self.ctx.track(&handle);
+        session.ok_or_else(|| Failure::Unavailable("session not created".into()))
+    }
+
+    /// Carries one request and waits for its reply: to the best origin,
+    /// then, when that one could not deliver it and sending it again cannot
+    /// execute it twice, to the next (within the retry budget).
+    pub async fn call(self: &Arc<Self>, text: Bytes, kind: Kind) -> Reply {
+        let metrics = &self.ctx.metrics;
+        metrics.request(Ingress::HTTP);
+        if self.origins.can_retry(self.ctx.limits.hedge_after.is_some()) {
+            // Only requests that can be tried again earn retries.
+            self.origins.budget.deposit(self.now());
+        }
+        let started = Instant::now();
+        let mut effect = None;
+        let hedge = self
+            .ctx
+            .limits
+            .hedge_after
+            .filter(|_| self.effect(&mut effect, &text, &kind) == Some(Effect::ReadOnly));
+        let mut tried = 0u64;
+        let reply = loop {
+            let Some(i) = self.choose(tried) else {
+                break Reply::Failed(Failure::Unavailable("no origin to carry to".into()));
+            };
+            tried |= 1 << i;
+            let tried_one = match hedge {
+                Some(after) => self.hedged(i, after, &mut tried, &text, &kind).await,
+                None => self.attempt(i, tried, text.clone(), kind.clone()).await,
+            };
+            let reply = match tried_one {
+                Ok(reply) => reply,
+                // Not sent: the next origin takes it as it is (no load
+                // added anywhere, so no retry budget spent).
+                Err(_) if self.choose(tried).is_some() => continue,
+                Err(NotSent::Connecting) => {
+                    Reply::Failed(Failure::Unavailable("no association to an origin".into()))
+                }
+                Err(NotSent::Failed(f)) => Reply::Failed(f),
+            };
+            if !self.retry(&reply, &mut effect, &text, &kind, tried) {
+                break reply;
+            }
+            self.peer_at(i).health.retries.fetch_add(1, Relaxed);
+        };
+        match &reply {
+            Reply::Message { is_error, .. } => {
+                let class = if *is_error {
+                    crate::relay::ReplyClass::Error
+                } else {
+                    crate::relay::ReplyClass::Success
+                };
+                metrics.reply(class);
+                metrics.latency.observe(started.elapsed());
+            }
+            Reply::Failed(f) => metrics.reply(f.class()),
+        }
+        reply
+    }
+
+    /// One try at origin `i`, with its health kept (also when the try is
+    /// given up, as the slower of a hedged pair is). It waits for an
+    /// association only when no origin is left to try after it.
+    async fn attempt(&self, i: usize, tried: u64, text: Bytes, kind: Kind) -> Result<Reply, NotSent> {
+        let peer = self.peer_at(i);
+        let wait = self.choose(tried | 1 << i).is_none();
+        let mut guard = Attempt {
+            health: &peer.health,
+            origins: &self.origins,
+            outcome: Outcome::Neutral,
+        };
+        peer.health.start(self.now());
+        let started = Instant::now();
+        let r = peer.call(&self.ctx, &self.endpoint, wait, text, kind).await;
+        // Not sent: the pool ejected the origin if it could not connect.
+        if let Ok(reply) = &r {
+            guard.outcome = outcome(reply, started.elapsed());
+        }
+        r
+    }
+
+    /// A read-only request at origin `first`, and a second copy at another
+    /// (or the same, when it is the only one) if no reply came within
+    /// `after`: the first reply wins, the other is abandoned.
+    async fn hedged(
+        &self,
+        first: usize,
+        after: Duration,
+        tried: &mut u64,
+        text: &Bytes,
+        kind: &Kind,
+    ) -> Result<Reply, NotSent> {
+        let a = self.attempt(first, *tried, text.clone(), kind.clone());
+        tokio::pin!(a);
+        tokio::select! {
+            r = &mut a => return r,
+            () = tokio::time::sleep(after) => {}
+        }
+        let second = self.choose(*tried).unwrap_or(first);
+        if !self.origins.budget.withdraw(self.now()) {
+            return a.await;
+        }
+        *tried |= 1 << second;
+        let health = &self.peer_at(second).health;
+        health.hedges.fetch_add(1, Relaxed);
+        let b = self.attempt(second, *tried, text.clone(), kind.clone());
+        tokio::pin!(b);
+        // The first reply wins; a failure waits for the other.
+        tokio::select! {
+            r = &mut a => match r {
+                Ok(Reply::Message { .. }) => r,
+                _ => b.await.or(r),
+            },
+            r = &mut b => match r {
+                Ok(Reply::Message { .. }) => {
+                    health.hedges_won.fetch_add(1, Relaxed);
+                    r
+                }
+                _ => a.await,
+            },
+        }
+    }
+
+    /// Whether a request that got `reply` goes to another origin: it was
+    /// not delivered, sending it again cannot execute it twice, an origin
+    /// is left to try, and the budget allows it.
+    fn retry(
+        &self,
+        reply: &Reply,
+        effect: &mut Option<Option<Effect>>,
+        text: &[u8],
+        kind: &Kind,
+        tried: u64,
+    ) -> bool {
+        let Reply::Failed(f) = reply else {
+            return false;
+        };
+        let again = match f {
+            // Never sent (no association), or the exchange found it safe
+            // to send again (Lost is only for those).
+            Failure::Unavailable(_) | Failure::Lost(_) => true,
+            // The origin could not deliver it: perhaps after its upstream
+            // began executing it.
+            Failure::Transport(code, _) if *code == TransportError::NOT_DELIVERED => self
+                .effect(effect, text, kind)
+                .is_some_and(Effect::resend_safe),
+            _ => false,
+        };
+        again && self.choose(tried).is_some() && self.origins.budget.withdraw(self.now())
+    }
+
+    /// The request's effect class, labelled once.
+    fn effect(
+        &self,
+        effect: &mut Option<Option<Effect>>,
+        text: &[u8],
+        kind: &Kind,
+    ) -> Option<Effect> {
+        *effect.get_or_insert_with(|| {
+            label_of(text, kind, &self.ctx.labeler)
+                .ok()
+                .flatten()
+                .map(|l| l.effect)
+        })
+    }
+
+    /// Carries one notification to the best origin.
+    pub async fn notify(self: &Arc<Self>, text: Bytes, kind: Kind) -> Result<(), Failure> {
+        let i = self.choose(0).unwrap_or(0);
+        let peer = self.peer_at(i);
+        let sent = peer.notify(&self.ctx, &self.endpoint, text, kind).await;
+        if sent.is_err() {
+            peer.health.eject(self.now());
+        }
+        sent
+    }
+}
+
+/// A try in progress; its end, however it comes, goes into the health.
+struct Attempt<'a> {
+    health: &'a Health,
+    origins: &'a Origins,
+    outcome: Outcome,
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        self.health.finish(self.origins.now(), self.outcome);
+    }
+}
+
+/// What a reply says about the origin that gave it.
+fn outcome(reply: &Reply, latency: Duration) -> Outcome {
+    match reply {
+        Reply::Message { .. } => Outcome::Replied(latency),
+        Reply::Failed(f) => match f {
+            Failure::Transport(code, _) if *code == TransportError::NOT_DELIVERED => {
+                Outcome::NotDelivered
+            }
+            // The origin answered: it is there.
+            Failure::Transport(..) => Outcome::Replied(latency),
+            // The association ended under the request.
+            Failure::Lost(_) | Failure::MayHaveExecuted(_) => Outcome::Unreachable,
+            // A timeout, or a refusal of this gateway's own (full).
+            _ => Outcome::Neutral,
+        },
+    }
+}
