@@ -375,3 +375,123 @@ async fn a_slow_read_only_request_is_hedged_and_the_first_reply_wins() {
     assert!(won >= 1.0, "hedges answered first");
     drop(plain);
 }
+
+/// Latency percentiles of `seen`, for a results table: p50, p99, p99.9, max.
+fn spread(seen: &[Seen]) -> String {
+    let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+    format!(
+        "{} | {} | {} | {}",
+        ms(percentile(seen, 50.0)),
+        ms(percentile(seen, 99.0)),
+        ms(percentile(seen, 99.9)),
+        ms(percentile(seen, 100.0))
+    )
+}
+
+/// Appends `line` to `$FAILOVER_OUT` (when set) and prints it.
+fn record(line: &str) {
+    println!("{line}");
+    if let Ok(path) = std::env::var("FAILOVER_OUT") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("FAILOVER_OUT");
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// The committed runs (`results/2026-12-02-failover/`): 1000 requests a
+/// second for 20 s through an edge with two origins, origin 0 killed with
+/// SIGKILL at 5 s and started again at 10 s, over QUIC and TLS, for a
+/// read-only and a destructive method; then hedging against an upstream
+/// whose every 100th execution takes 200 ms. Not in CI (about 2 minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a full run: cargo test -p npamp-gateway-cli --test failover -- --ignored"]
+async fn full_runs() {
+    record(
+        "| transport | method | requests | answered 200 | -32014 | other failures | executed twice | p50 ms | p99 ms | p99.9 ms | max ms | retries | ejections | retries refused |",
+    );
+    record("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for transport in ["quic", "tls"] {
+        for method in ["get", "send"] {
+            let (url, executions) = upstream(0).await;
+            let mut trio = Trio::start(transport, &url).await;
+            let (edge, http) = trio.edge(&[]).await;
+            steady_load(&http, method, 100, 0.5, "warm").await;
+            let load = steady_load(&http, method, 1000, 20.0, method);
+            tokio::pin!(load);
+            for (at, step) in [(5, "kill"), (10, "restart")] {
+                let wait = Duration::from_secs(if step == "kill" { at } else { 5 });
+                tokio::select! {
+                    _ = &mut load => panic!("the load ended early"),
+                    () = tokio::time::sleep(wait) => {}
+                }
+                match step {
+                    "kill" => trio.kill(0),
+                    _ => trio.restart(0).await,
+                }
+            }
+            let seen = load.await;
+            let ok = seen
+                .iter()
+                .filter(|s| s.status == 200 && s.body.get("result").is_some())
+                .count();
+            let unknown = seen
+                .iter()
+                .filter(|s| s.body["error"]["code"] == -32014)
+                .count();
+            let twice = seen.iter().filter(|s| executions.of(&s.id) > 1).count();
+            let killed = trio.peer(0).to_owned();
+            let m = |name: &'static str| {
+                let (edge, killed) = (&edge, killed.clone());
+                async move { origin_metric(edge, name, &killed).await }
+            };
+            let retries = m("npamp_origin_retries_total").await;
+            let ejections = m("npamp_origin_ejections_total").await;
+            let refused = support::metric(&edge, "npamp_retries_refused_total").await;
+            record(&format!(
+                "| {transport} | {method} | {} | {ok} | {unknown} | {} | {twice} | {} | {retries} | {ejections} | {refused} |",
+                seen.len(),
+                seen.len() - ok - unknown,
+                spread(&seen)
+            ));
+        }
+    }
+    // Hedging: side by side, interleaved, 1 % of executions 200 ms.
+    let (url, executions) = upstream(100).await;
+    let trio = Trio::start("quic", &url).await;
+    let (_plain, plain_http) = trio.edge(&[]).await;
+    let (_hedging, hedging_http) = trio.edge(&["--hedge-after", "20ms"]).await;
+    for http in [&plain_http, &hedging_http] {
+        steady_load(http, "get", 100, 0.5, "warm").await;
+    }
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let (mut plain_exec, mut hedged_exec) = (0, 0);
+    for round in 0..10 {
+        let before = executions.total();
+        without.extend(steady_load(&plain_http, "get", 200, 2.0, &format!("p{round}")).await);
+        let middle = executions.total();
+        with.extend(steady_load(&hedging_http, "get", 200, 2.0, &format!("h{round}")).await);
+        plain_exec += middle - before;
+        hedged_exec += executions.total() - middle;
+    }
+    record("");
+    record(
+        "| edge | requests | upstream executions | extra | p50 ms | p99 ms | p99.9 ms | max ms |",
+    );
+    record("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (name, seen, exec) in [
+        ("plain", &without, plain_exec),
+        ("--hedge-after 20ms", &with, hedged_exec),
+    ] {
+        let extra = exec as f64 / seen.len() as f64 - 1.0;
+        record(&format!(
+            "| {name} | {} | {exec} | {:.2} % | {} |",
+            seen.len(),
+            extra * 100.0,
+            spread(seen)
+        ));
+    }
+}

@@ -96,9 +96,16 @@ impl Health {
         match outcome {
             Outcome::Replied(latency) => {
                 self.answered_at.store(now, Relaxed);
-                self.failures.store(0, Relaxed);
-                self.strikes.store(0, Relaxed);
-                self.ejected_until.store(0, Relaxed);
+                // Written only when set: every reply of every request comes
+                // here, and a shared line written by all cores costs.
+                for flag in [&self.failures, &self.strikes] {
+                    if flag.load(Relaxed) != 0 {
+                        flag.store(0, Relaxed);
+                    }
+                }
+                if self.ejected_until.load(Relaxed) != 0 {
+                    self.ejected_until.store(0, Relaxed);
+                }
                 let sample = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).max(1);
                 let old = self.latency_us.load(Relaxed);
                 let new = if old == 0 {

@@ -223,41 +223,16 @@ impl Edge {
     pub async fn call(self: &Arc<Self>, text: Bytes, kind: Kind) -> Reply {
         let metrics = &self.ctx.metrics;
         metrics.request(Ingress::HTTP);
-        if self.origins.can_retry(self.ctx.limits.hedge_after.is_some()) {
-            // Only requests that can be tried again earn retries.
-            self.origins.budget.deposit(self.now());
-        }
         let started = Instant::now();
-        let mut effect = None;
-        let hedge = self
-            .ctx
-            .limits
-            .hedge_after
-            .filter(|_| self.effect(&mut effect, &text, &kind) == Some(Effect::ReadOnly));
-        let mut tried = 0u64;
-        let reply = loop {
-            let Some(i) = self.choose(tried) else {
-                break Reply::Failed(Failure::Unavailable("no origin to carry to".into()));
-            };
-            tried |= 1 << i;
-            let tried_one = match hedge {
-                Some(after) => self.hedged(i, after, &mut tried, &text, &kind).await,
-                None => self.attempt(i, tried, text.clone(), kind.clone()).await,
-            };
-            let reply = match tried_one {
+        let reply = if self.origins.can_retry(self.ctx.limits.hedge_after.is_some()) {
+            // Boxed: one origin without hedging, the common case, keeps a
+            // request's future (copied as it is set up) as small as one try.
+            Box::pin(self.carry(text, kind)).await
+        } else {
+            match self.attempt(0, 0, text, kind).await {
                 Ok(reply) => reply,
-                // Not sent: the next origin takes it as it is (no load
-                // added anywhere, so no retry budget spent).
-                Err(_) if self.choose(tried).is_some() => continue,
-                Err(NotSent::Connecting) => {
-                    Reply::Failed(Failure::Unavailable("no association to an origin".into()))
-                }
-                Err(NotSent::Failed(f)) => Reply::Failed(f),
-            };
-            if !self.retry(&reply, &mut effect, &text, &kind, tried) {
-                break reply;
+                Err(not_sent) => not_sent.into_reply(),
             }
-            self.peer_at(i).health.retries.fetch_add(1, Relaxed);
         };
         match &reply {
             Reply::Message { is_error, .. } => {
@@ -274,23 +249,58 @@ impl Edge {
         reply
     }
 
+    /// [`Edge::call`] where a request may be tried more than once.
+    async fn carry(&self, text: Bytes, kind: Kind) -> Reply {
+        // Only requests that can be tried again earn retries.
+        self.origins.budget.deposit(self.now());
+        let mut effect = None;
+        let hedge = self
+            .ctx
+            .limits
+            .hedge_after
+            .filter(|_| self.effect(&mut effect, &text, &kind) == Some(Effect::ReadOnly));
+        let mut tried = 0u64;
+        loop {
+            let Some(i) = self.choose(tried) else {
+                return Reply::Failed(Failure::Unavailable("no origin to carry to".into()));
+            };
+            tried |= 1 << i;
+            let tried_one = match hedge {
+                Some(after) => self.hedged(i, after, &mut tried, &text, &kind).await,
+                None => self.attempt(i, tried, text.clone(), kind.clone()).await,
+            };
+            let reply = match tried_one {
+                Ok(reply) => reply,
+                // Not sent: the next origin takes it as it is (no load
+                // added anywhere, so no retry budget spent).
+                Err(_) if self.choose(tried).is_some() => continue,
+                Err(not_sent) => not_sent.into_reply(),
+            };
+            if !self.retry(&reply, &mut effect, &text, &kind, tried) {
+                return reply;
+            }
+            self.peer_at(i).health.retries.fetch_add(1, Relaxed);
+        }
+    }
+
     /// One try at origin `i`, with its health kept (also when the try is
     /// given up, as the slower of a hedged pair is). It waits for an
     /// association only when no origin is left to try after it.
     async fn attempt(&self, i: usize, tried: u64, text: Bytes, kind: Kind) -> Result<Reply, NotSent> {
         let peer = self.peer_at(i);
         let wait = self.choose(tried | 1 << i).is_none();
+        let started = Instant::now();
         let mut guard = Attempt {
             health: &peer.health,
-            origins: &self.origins,
+            epoch: self.origins.epoch,
+            started,
             outcome: Outcome::Neutral,
         };
-        peer.health.start(self.now());
-        let started = Instant::now();
+        peer.health.start(health::millis(self.origins.epoch, started));
         let r = peer.call(&self.ctx, &self.endpoint, wait, text, kind).await;
         // Not sent: the pool ejected the origin if it could not connect.
         if let Ok(reply) = &r {
-            guard.outcome = outcome(reply, started.elapsed());
+            guard.outcome = outcome(reply);
         }
         r
     }
@@ -395,18 +405,27 @@ impl Edge {
 /// A try in progress; its end, however it comes, goes into the health.
 struct Attempt<'a> {
     health: &'a Health,
-    origins: &'a Origins,
+    epoch: Instant,
+    started: Instant,
+    /// `Replied` with its latency filled in at the end.
     outcome: Outcome,
 }
 
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
-        self.health.finish(self.origins.now(), self.outcome);
+        let now = Instant::now();
+        let outcome = match self.outcome {
+            Outcome::Replied(_) => Outcome::Replied(now.saturating_duration_since(self.started)),
+            other => other,
+        };
+        self.health.finish(health::millis(self.epoch, now), outcome);
     }
 }
 
-/// What a reply says about the origin that gave it.
-fn outcome(reply: &Reply, latency: Duration) -> Outcome {
+/// What a reply says about the origin that gave it (a reply's latency is
+/// the try's, filled in by [`Attempt`]).
+fn outcome(reply: &Reply) -> Outcome {
+    let latency = Duration::ZERO;
     match reply {
         Reply::Message { .. } => Outcome::Replied(latency),
         Reply::Failed(f) => match f {
@@ -420,5 +439,37 @@ fn outcome(reply: &Reply, latency: Duration) -> Outcome {
             // A timeout, or a refusal of this gateway's own (full).
             _ => Outcome::Neutral,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request's future is moved (copied) as it is set up: what only a
+    /// hedge or a handshake needs stays out of it.
+    #[test]
+    fn a_request_future_stays_small() {
+        let endpoint = Endpoint::new([7; 32], crate::handshake::Trust::InsecureAcceptAny);
+        let config = crate::gateway::GatewayConfig::new(endpoint.clone());
+        let ctx = Arc::new(Ctx::new(&config, Default::default()));
+        let edge = Arc::new(Edge::new(
+            "quic://127.0.0.1:1".parse().expect("addr"),
+            endpoint,
+            ctx,
+        ));
+        let text = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"m"}"#);
+        let Ok(crate::jsonrpc::Scanned::Single(kind)) =
+            crate::jsonrpc::scan(&text, &crate::jsonrpc::Limits::default())
+        else {
+            panic!("scanned");
+        };
+        let peer = edge.peer_at(0).clone();
+        let one = peer.call(&edge.ctx, &edge.endpoint, true, text.clone(), kind.clone());
+        let one = std::mem::size_of_val(&one);
+        let size = std::mem::size_of_val(&edge.call(text, kind));
+        // Retries and the health add a little to one try at the pool; two
+        // tries (a hedge) inline would double it.
+        assert!(size < one + 512, "{size} octets, one try {one}");
     }
 }

@@ -39,6 +39,18 @@ pub enum NotSent {
     Failed(Failure),
 }
 
+impl NotSent {
+    /// The answer when no origin is left to try.
+    pub fn into_reply(self) -> Reply {
+        Reply::Failed(match self {
+            NotSent::Connecting => {
+                Failure::Unavailable("no association to an origin yet: connecting".into())
+            }
+            NotSent::Failed(f) => f,
+        })
+    }
+}
+
 impl Peer {
     pub fn new(addr: PeerAddr, pool_size: usize, epoch: Instant) -> Self {
         Self {
@@ -141,7 +153,9 @@ impl Peer {
         }
         let live = (1..n).find_map(|i| self.slots[(first + i) % n].live());
         if live.is_none() && wait {
-            return self.reconnect(first, ctx, endpoint).await.map_err(NotSent::Failed);
+            // Boxed: a handshake's future is large, and rare.
+            let reconnect = Box::pin(self.reconnect(first, ctx, endpoint));
+            return reconnect.await.map_err(NotSent::Failed);
         }
         let (me, ctx, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
         tokio::spawn(async move {
