@@ -42,7 +42,7 @@ impl GatewayBuilder {
 
     /// Deliver to this upstream (an origin).
     pub fn upstream(mut self, upstream: Upstream) -> Self {
-        self.options.upstream = Some(upstream);
+        self.options.upstream = vec![upstream];
         self
     }
 

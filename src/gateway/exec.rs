@@ -47,9 +47,10 @@ impl Ticket for oneshot::Sender<Reply> {
 }
 
 /// Serves one request (`Some(corr)`) or notification of the peer on its
-/// own; it tells its exchange what came of a request ([`Exec::start_with`]
-/// gives it a handle to it).
-pub type Serve = Box<dyn Fn(Bytes, Option<Corr>) + Send + Sync>;
+/// own, and whether sending it twice is safe (`Action::Serve`); it tells
+/// its exchange what came of a request ([`Exec::start_with`] gives it a
+/// handle to it).
+pub type Serve = Box<dyn Fn(Bytes, Option<Corr>, bool) + Send + Sync>;
 
 /// The local party of an exchange, as its executor reaches it.
 pub enum Local {
@@ -207,16 +208,20 @@ impl<T: Ticket> Exec<T> {
                     }
                 },
                 Action::Answer(ticket, reply) => ticket.answer(reply),
-                Action::Serve { text, corr } => self.serve(text, corr),
+                Action::Serve {
+                    text,
+                    corr,
+                    resend_safe,
+                } => self.serve(text, corr, resend_safe),
                 Action::ResumeLocal => self.local_resumed.notify_waiters(),
                 Action::ResumePeer => self.peer_resumed.notify_waiters(),
             }
         }
     }
 
-    fn serve(&self, text: Bytes, corr: Option<Corr>) {
+    fn serve(&self, text: Bytes, corr: Option<Corr>, resend_safe: bool) {
         match &self.local {
-            Local::Served(serve) => serve(text, corr),
+            Local::Served(serve) => serve(text, corr, resend_safe),
             _ => {
                 self.ctx.metrics.dropped.fetch_add(1, Relaxed);
             }

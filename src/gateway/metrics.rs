@@ -110,12 +110,19 @@ pub struct Metrics {
     pub assoc: std::sync::Arc<crate::assoc::stats::AssocStats>,
     /// An edge's origins: their health, retries and hedges.
     origins: std::sync::OnceLock<std::sync::Arc<super::edge::Origins>>,
+    /// An origin's group of HTTP upstreams.
+    upstreams: std::sync::OnceLock<std::sync::Arc<super::upstream_group::Group>>,
 }
 
 impl Metrics {
     /// Shows these origins in [`Metrics::render`] (the first edge's only).
     pub fn show_origins(&self, origins: std::sync::Arc<super::edge::Origins>) {
         let _ = self.origins.set(origins);
+    }
+
+    /// Shows an origin's upstream group in [`Metrics::render`].
+    pub fn show_upstreams(&self, group: std::sync::Arc<super::upstream_group::Group>) {
+        let _ = self.upstreams.set(group);
     }
 
     /// Metrics that also report the association counters of an endpoint.
@@ -394,6 +401,9 @@ impl Metrics {
         }
         if let Some(origins) = self.origins.get() {
             origins.render(&mut o);
+        }
+        if let Some(group) = self.upstreams.get() {
+            group.render(&mut o);
         }
         o
     }

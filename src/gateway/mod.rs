@@ -33,6 +33,7 @@ internal! {
     mod sse;
     mod stall;
     mod upstream_http;
+    mod upstream_group;
 }
 
 use std::collections::HashSet;
@@ -199,6 +200,12 @@ pub struct GatewayConfig {
     /// Accept associations here (origin role).
     pub listen: Vec<PeerAddr>,
     pub upstream: Option<Upstream>,
+    /// Origin: HTTP upstreams served as a group (`--upstream` repeated, or
+    /// with routes; the first is `upstream`). Empty: `upstream` alone.
+    pub upstream_group: Vec<hyper::Uri>,
+    /// Origin: methods matching a glob go to these HTTP upstreams
+    /// (`--route GLOB=URL`), in order.
+    pub routes: Vec<(String, hyper::Uri)>,
     /// Extra CA certificates (PEM) for an HTTPS / WSS upstream.
     pub upstream_ca: Option<std::path::PathBuf>,
     /// Sent with every request to an HTTP(S) / WS(S) upstream (values
@@ -243,6 +250,8 @@ impl GatewayConfig {
             endpoint,
             listen: Vec::new(),
             upstream: None,
+            upstream_group: Vec::new(),
+            routes: Vec::new(),
             upstream_ca: None,
             upstream_headers: Vec::new(),
             ingress: Vec::new(),
@@ -360,12 +369,7 @@ impl Gateway {
                      and every request that arrives over them is answered NotDelivered"
                 );
             }
-            let origin = Arc::new(origin::Origin::new(
-                ctx.clone(),
-                config.upstream.clone(),
-                config.upstream_ca.as_deref(),
-                config.upstream_headers.clone(),
-            )?);
+            let origin = Arc::new(origin::Origin::new(ctx.clone(), &config)?);
             for addr in &config.listen {
                 let origin = origin.clone();
                 let l = Listener::bind_with(
@@ -465,7 +469,12 @@ impl Gateway {
         differs("ingress", old.ingress == new.ingress);
         differs("peer", old.peers == new.peers);
         differs("metrics", old.metrics == new.metrics);
-        differs("upstream", old.upstream == new.upstream);
+        differs(
+            "upstream",
+            old.upstream == new.upstream
+                && old.upstream_group == new.upstream_group
+                && old.routes == new.routes,
+        );
         differs("upstream-ca", old.upstream_ca == new.upstream_ca);
         differs(
             "upstream-header",

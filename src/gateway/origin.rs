@@ -32,12 +32,14 @@ use super::exec::{Exec, ExecSink, Local, Serve};
 use super::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
 use super::session::Session;
+use super::edge::health;
+use super::upstream_group::{Group, Member, PostFailed};
 use super::upstream_http::{Connector, host_override};
-use super::{Ctx, Upstream};
+use super::{Ctx, GatewayConfig, Upstream};
 use crate::assoc::AssocHandle;
 use crate::bridge::ProtocolId;
 use crate::jsonrpc::{Kind, Scanned, scan};
-use crate::relay::{Corr, Role, Served};
+use crate::relay::{Corr, MAY_HAVE_EXECUTED, Role, Served};
 
 /// The longest pause between upstream restarts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -69,16 +71,15 @@ pub struct Origin {
     /// What every POST to an HTTP upstream carries, built once (see
     /// [`post_headers`]).
     post_headers: hyper::HeaderMap,
+    /// Several HTTP upstreams, or routes (`None`: `upstream` alone).
+    group: Option<Arc<Group>>,
 }
 
 impl Origin {
-    pub fn new(
-        ctx: Arc<Ctx>,
-        upstream: Option<Upstream>,
-        upstream_ca: Option<&std::path::Path>,
-        headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
-    ) -> Result<Self, super::GatewayError> {
-        let tls = Arc::new(super::tls_roots_client_config(upstream_ca)?);
+    pub fn new(ctx: Arc<Ctx>, config: &GatewayConfig) -> Result<Self, super::GatewayError> {
+        let upstream = config.upstream.clone();
+        let headers = config.upstream_headers.clone();
+        let tls = Arc::new(super::tls_roots_client_config(config.upstream_ca.as_deref())?);
         let http = match &upstream {
             Some(Upstream::Http(_)) => {
                 let tls = (*tls).clone();
@@ -97,10 +98,36 @@ impl Origin {
         };
         let permits = Arc::new(Semaphore::new(ctx.limits.max_in_flight));
         let replies = Arc::new(Semaphore::new(reply_budget(&ctx)));
-        let post_headers = match &upstream {
+        let single_headers = match &upstream {
             Some(Upstream::Http(uri)) => post_headers(uri, &headers),
             _ => hyper::HeaderMap::new(),
         };
+        let group = (!config.upstream_group.is_empty() || !config.routes.is_empty()).then(|| {
+            let mut uris = config.upstream_group.clone();
+            let routes = config
+                .routes
+                .iter()
+                .map(|(glob, uri)| {
+                    let i = uris.iter().position(|u| u == uri).unwrap_or_else(|| {
+                        uris.push(uri.clone());
+                        uris.len() - 1
+                    });
+                    (glob.clone(), i)
+                })
+                .collect();
+            let members = uris
+                .into_iter()
+                .map(|uri| Member {
+                    post_headers: post_headers(&uri, &headers),
+                    uri,
+                    health: Default::default(),
+                })
+                .collect();
+            let default = config.upstream_group.len();
+            let group = Arc::new(Group::new(members, default, routes, ctx.limits.retry_budget));
+            ctx.metrics.show_upstreams(group.clone());
+            group
+        });
         Ok(Self {
             ctx,
             upstream,
@@ -109,7 +136,8 @@ impl Origin {
             permits,
             replies,
             headers: headers.into(),
-            post_headers,
+            post_headers: single_headers,
+            group,
         })
     }
 
@@ -133,12 +161,14 @@ impl Origin {
                 let origin = self.clone();
                 let exec = Exec::start_with(exchange, assoc, self.ctx.clone(), |me| {
                     let me = me.clone();
-                    let serve: Serve = Box::new(move |text, corr| {
+                    let serve: Serve = Box::new(move |text, corr, resend_safe| {
                         let Some(exec) = me.upgrade() else {
                             return;
                         };
                         let origin = origin.clone();
-                        tokio::spawn(async move { origin.serve(exec, text, corr).await });
+                        tokio::spawn(
+                            async move { origin.serve(exec, text, corr, resend_safe).await },
+                        );
                     });
                     Local::Served(serve)
                 });
@@ -214,12 +244,12 @@ impl Origin {
     /// room under `--max-in-flight` (backpressure, for as long as a stalled
     /// party may hold a reader up), posts it, and tells the exchange what
     /// came of it.
-    async fn serve(&self, exec: Arc<Exec<()>>, text: Bytes, corr: Option<Corr>) {
+    async fn serve(&self, exec: Arc<Exec<()>>, text: Bytes, corr: Option<Corr>, resend_safe: bool) {
         let ctx = &self.ctx;
         let stall = ctx.limits.stall_timeout;
         let permit = tokio::time::timeout(stall, self.permits.clone().acquire_owned()).await;
         let (outcome, _room) = match permit {
-            Ok(Ok(_permit)) => self.post(text).await,
+            Ok(Ok(_permit)) => self.post(text, resend_safe).await,
             Ok(Err(_)) => return,
             Err(_) => (Err(in_flight_full(ctx)), None),
         };
@@ -236,18 +266,94 @@ impl Origin {
         }
     }
 
-    /// One POST to the HTTP upstream: the reply (one JSON-RPC response,
-    /// scanned), or why there is none, and the room its octets hold in the
-    /// reply budget. A notification's reply is not read.
-    async fn post(&self, text: Bytes) -> (Served, Option<OwnedSemaphorePermit>) {
+    /// One request to the HTTP upstream (or the group's best member, then
+    /// another when that cannot execute it twice): the reply (one JSON-RPC
+    /// response, scanned), or why there is none, and the room its octets
+    /// hold in the reply budget. A notification's reply is not read.
+    async fn post(&self, text: Bytes, resend_safe: bool) -> (Served, Option<OwnedSemaphorePermit>) {
         let mut room = None;
-        let served = self.post_into(text, &mut room).await;
-        (served, room)
+        let failed = match &self.group {
+            None => match &self.upstream {
+                Some(Upstream::Http(uri)) => {
+                    match self.post_to(uri, &self.post_headers, text, &mut room).await {
+                        Ok(reply) => return (Ok(reply), room),
+                        Err(f) => f,
+                    }
+                }
+                _ => return (Err(NO_UPSTREAM.into()), None),
+            },
+            Some(group) => match self.post_grouped(group, text, resend_safe, &mut room).await {
+                Ok(reply) => return (Ok(reply), room),
+                Err(f) => f,
+            },
+        };
+        let why = match failed {
+            PostFailed::Unknown(why) if !resend_safe => format!("{MAY_HAVE_EXECUTED}{why}"),
+            PostFailed::NotSent(why) | PostFailed::Unknown(why) | PostFailed::Final(why) => why,
+        };
+        (Err(why), room)
     }
 
-    async fn post_into(&self, text: Bytes, room: &mut Option<OwnedSemaphorePermit>) -> Served {
-        let (Some(Upstream::Http(uri)), Some(client)) = (&self.upstream, &self.http) else {
-            return Err(NO_UPSTREAM.into());
+    /// [`Origin::post`] over the group: the best member the request's
+    /// method may go to, then others while the failure allows.
+    async fn post_grouped(
+        &self,
+        group: &Group,
+        text: Bytes,
+        resend_safe: bool,
+        room: &mut Option<OwnedSemaphorePermit>,
+    ) -> Result<(Bytes, Kind), PostFailed> {
+        group.budget.deposit(group.now());
+        let allowed = if group.has_routes() {
+            match scan(&text, &self.ctx.scan) {
+                Ok(Scanned::Single(Kind::Request { method, .. } | Kind::Notification { method })) => {
+                    let name = crate::jsonrpc::carriage::method_of(&text, &method);
+                    group.candidates(name.as_deref())
+                }
+                _ => group.candidates(None),
+            }
+        } else {
+            group.candidates(None)
+        };
+        let mut tried = 0;
+        let mut last = PostFailed::NotSent("no upstream takes this method".into());
+        while let Some(i) = group.choose(allowed, tried) {
+            tried |= 1 << i;
+            let m = &group.members[i];
+            m.health.start(group.now());
+            let started = Instant::now();
+            let r = self.post_to(&m.uri, &m.post_headers, text.clone(), room).await;
+            let outcome = match &r {
+                Ok(_) => health::Outcome::Replied(started.elapsed()),
+                Err(PostFailed::Final(_)) => health::Outcome::NotDelivered,
+                Err(_) => health::Outcome::Unreachable,
+            };
+            m.health.finish(group.now(), outcome);
+            match r {
+                Ok(reply) => return Ok(reply),
+                Err(f) => {
+                    let again = group.again(&f, resend_safe);
+                    last = f;
+                    if !again {
+                        break;
+                    }
+                    m.health.retries.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// One POST to the HTTP upstream `uri`.
+    async fn post_to(
+        &self,
+        uri: &hyper::Uri,
+        headers: &hyper::HeaderMap,
+        text: Bytes,
+        room: &mut Option<OwnedSemaphorePermit>,
+    ) -> Result<(Bytes, Kind), PostFailed> {
+        let Some(client) = &self.http else {
+            return Err(PostFailed::Final(NO_UPSTREAM.into()));
         };
         let ctx = &self.ctx;
         let started = Instant::now();
@@ -257,13 +363,18 @@ impl Origin {
         let mut req = hyper::Request::new(Full::new(text));
         *req.method_mut() = hyper::Method::POST;
         *req.uri_mut() = uri.clone();
-        *req.headers_mut() = self.post_headers.clone();
+        *req.headers_mut() = headers.clone();
         let limit = ctx.limits.max_body;
         let result = tokio::time::timeout(ctx.limits.request_timeout, async {
-            let resp = client
-                .request(req)
-                .await
-                .map_err(|e| format!("upstream {}: {}", shown(), error_chain(&e)))?;
+            let resp = client.request(req).await.map_err(|e| {
+                let why = format!("upstream {}: {}", shown(), error_chain(&e));
+                // A connection that could not be made carried nothing.
+                if e.is_connect() {
+                    PostFailed::NotSent(why)
+                } else {
+                    PostFailed::Unknown(why)
+                }
+            })?;
             let status = resp.status();
             let budget = Budget {
                 room: &self.replies,
@@ -272,29 +383,33 @@ impl Origin {
             };
             let (body, held) = collect_within(resp.into_body(), limit, &budget)
                 .await
-                .map_err(|e| match e {
-                    Collect::Body(e) => super::carry::reading_reply_failed(&shown(), &*e, limit),
-                    Collect::NoRoom => reply_budget_full(&shown(), ctx),
+                .map_err(|e| {
+                    PostFailed::Final(match e {
+                        Collect::Body(e) => {
+                            super::carry::reading_reply_failed(&shown(), &*e, limit)
+                        }
+                        Collect::NoRoom => reply_budget_full(&shown(), ctx),
+                    })
                 })?;
             *room = held;
-            Ok::<_, String>((status, body))
+            Ok::<_, PostFailed>((status, body))
         })
         .await;
         ctx.metrics.upstream_latency.observe(started.elapsed());
         let (status, body) = result.map_err(|_| {
-            format!(
+            PostFailed::Final(format!(
                 "upstream {} did not answer within {:?}",
                 shown(),
                 ctx.limits.request_timeout
-            )
+            ))
         })??;
         match scan(&body, &ctx.scan) {
             Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => Ok((body, k)),
-            _ => Err(format!(
+            _ => Err(PostFailed::Final(format!(
                 "upstream {} answered HTTP {status} without a JSON-RPC response ({} octets)",
                 shown(),
                 body.len()
-            )),
+            ))),
         }
     }
 }

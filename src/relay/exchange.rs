@@ -34,8 +34,8 @@ use crate::jsonrpc::carriage::{
     write_transport_error,
 };
 use crate::jsonrpc::{
-    Begin, CorrelationError, CorrelationMode, Correlator, IdKind, Kind, Label, Labeler, ScanError,
-    Scanned, ShortBytes, response_id, same_id,
+    Begin, CorrelationError, CorrelationMode, Correlator, IdKind, Kind, Label, Labeler,
+    SafetyPolicy, ScanError, Scanned, ShortBytes, response_id, same_id,
 };
 use crate::wire::FrameType;
 
@@ -178,8 +178,14 @@ pub enum Action<T> {
     /// The answer to the caller of this ticket.
     Answer(T, Reply),
     /// Serve a request of the peer (`corr`: answer it with
-    /// [`Exchange::served`]) or a notification (`None`).
-    Serve { text: Bytes, corr: Option<Corr> },
+    /// [`Exchange::served`]) or a notification (`None`); `resend_safe`:
+    /// its effect (the label, else this side's table) is read-only or
+    /// idempotent-write, so it may be sent to the upstream twice.
+    Serve {
+        text: Bytes,
+        corr: Option<Corr>,
+        resend_safe: bool,
+    },
     /// The local party may be read again.
     ResumeLocal,
     /// The peer may be read again.
@@ -290,6 +296,7 @@ struct HeldIn {
     text: Bytes,
     key: Corr,
     incoming: Incoming,
+    resend_safe: bool,
 }
 
 struct Batch {
@@ -976,6 +983,12 @@ impl<T> Exchange<T> {
                         self.transport_error(correlation_id.into(), code, detail);
                         return;
                     }
+                    let resend_safe = SafetyPolicy::effective_effect(
+                        safety,
+                        name.as_deref().unwrap_or_default(),
+                        self.config.labeler.table(),
+                    )
+                    .resend_safe();
                     let text = Bytes::copy_from_slice(text);
                     let incoming = Incoming {
                         corr: correlation_id.into(),
@@ -994,6 +1007,7 @@ impl<T> Exchange<T> {
                         text,
                         key,
                         incoming,
+                        resend_safe,
                     });
                     self.deliver_held(now);
                 }
@@ -1008,7 +1022,11 @@ impl<T> Exchange<T> {
                     }
                     let text = Bytes::copy_from_slice(text);
                     match self.party {
-                        Party::Served => self.push(Action::Serve { text, corr: None }),
+                        Party::Served => self.push(Action::Serve {
+                            text,
+                            corr: None,
+                            resend_safe: false,
+                        }),
                         _ => self.push(Action::Deliver(text)),
                     }
                 }
@@ -1049,7 +1067,7 @@ impl<T> Exchange<T> {
                 match self.outgoing.abandon(correlation_id) {
                     Some(p) => {
                         let detail = String::from_utf8_lossy(detail).into_owned();
-                        self.finish(now, p, Err(Failure::Transport(code, detail)));
+                        self.finish(now, p, Err(Failure::from_peer(code, detail)));
                     }
                     None => self.config.observer.dropped(),
                 }
@@ -1140,6 +1158,7 @@ impl<T> Exchange<T> {
                 Some(corr) => self.push(Action::Serve {
                     text: h.text,
                     corr: Some(corr),
+                    resend_safe: h.resend_safe,
                 }),
                 None => self.push(Action::Deliver(h.text)),
             }

@@ -76,7 +76,21 @@ pub enum Failure {
     RateLimited(String, std::time::Duration),
 }
 
+/// How a gateway of this project starts the NotDelivered detail of a
+/// request its upstream may have executed (sent, then the connection
+/// failed before the reply): the edge answers it -32014 `MayHaveExecuted`.
+pub const MAY_HAVE_EXECUTED: &str = "may have executed: ";
+
 impl Failure {
+    /// A transport error the peer answered with.
+    pub fn from_peer(code: TransportError, detail: String) -> Self {
+        if code == TransportError::NOT_DELIVERED && detail.starts_with(MAY_HAVE_EXECUTED) {
+            Self::MayHaveExecuted(detail)
+        } else {
+            Self::Transport(code, detail)
+        }
+    }
+
     /// The transport error named in the answer.
     pub fn name(&self) -> &'static str {
         match self {

@@ -25,5 +25,7 @@ pub use budget::{Full, Shared};
 pub use exchange::{
     Action, Config, Corr, Exchange, Gate, Observer, Role, Served, ToPeer, Unobserved, label_of,
 };
-pub use failure::{Failure, Reply, ReplyClass, Uncarriable, reply_over_max_body};
+pub use failure::{
+    Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, Uncarriable, reply_over_max_body,
+};
 pub use peer::{Received, receive};

@@ -124,7 +124,7 @@ impl<T> Side<T> {
                 Action::Send(msg) => wire.push(encode(&msg)),
                 Action::Deliver(text) => self.local.push(parse(&text)),
                 Action::Answer(t, r) => self.answers.push((t, r)),
-                Action::Serve { text, corr } => self.served.push((text, corr)),
+                Action::Serve { text, corr, .. } => self.served.push((text, corr)),
                 Action::ResumeLocal | Action::ResumePeer => {}
             }
         }

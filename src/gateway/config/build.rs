@@ -74,6 +74,8 @@ impl GatewayOptions {
         Ok(GatewayConfig {
             listen: self.listen.clone(),
             upstream,
+            upstream_group: self.group().0,
+            routes: self.group().1,
             upstream_ca: self.upstream_ca.clone(),
             upstream_headers: self
                 .upstream_header
@@ -102,7 +104,7 @@ impl GatewayOptions {
     /// Where an origin delivers: `--upstream` or `--upstream-cmd`, and the
     /// headers that go with an HTTP or WebSocket one.
     fn upstream(&self, src: &Sourced) -> Result<Option<Upstream>, ConfigError> {
-        let upstream = match (&self.upstream, &self.upstream_cmd) {
+        let upstream = match (self.upstream.first(), &self.upstream_cmd) {
             (Some(_), Some(_)) => {
                 return Err(src.error("upstream", "give --upstream or --upstream-cmd, not both"));
             }
@@ -124,7 +126,50 @@ impl GatewayOptions {
                 "headers go to an http(s):// or ws(s):// --upstream; there is none",
             ));
         }
+        let mcp = self.protocol.unwrap_or_default().id() == crate::bridge::ProtocolId::MCP;
+        if self.upstream.len() > 1 || !self.route.is_empty() {
+            let stateless = self.upstream.iter().all(|u| matches!(u, Upstream::Http(_)));
+            if !stateless || mcp {
+                let key = if self.upstream.len() > 1 {
+                    "upstream"
+                } else {
+                    "route"
+                };
+                return Err(src.error(
+                    key,
+                    "several upstreams and routes are for HTTP JSON-RPC upstreams \
+                     (http://, https://, http+unix://) without --protocol mcp: a WebSocket, \
+                     IPC, child-process or MCP upstream is a session, and takes one --upstream",
+                ));
+            }
+        }
+        if self.upstream.len() > super::super::edge::MAX_PEERS {
+            return Err(src.error(
+                "upstream",
+                format!("at most {} upstreams", super::super::edge::MAX_PEERS),
+            ));
+        }
         Ok(upstream)
+    }
+
+    /// The HTTP upstream group (all of `--upstream` when there are several
+    /// or routes), and the routes.
+    fn group(&self) -> (Vec<hyper::Uri>, Vec<(String, hyper::Uri)>) {
+        let uri = |u: &Upstream| match u {
+            Upstream::Http(uri) => Some(uri.clone()),
+            _ => None,
+        };
+        let group = if self.upstream.len() > 1 || !self.route.is_empty() {
+            self.upstream.iter().filter_map(uri).collect()
+        } else {
+            Vec::new()
+        };
+        let routes = self
+            .route
+            .iter()
+            .filter_map(|r| Some((r.methods.clone(), uri(&r.upstream)?)))
+            .collect();
+        (group, routes)
     }
 
     /// The bearer tokens of the ingresses: every ingress must have a way

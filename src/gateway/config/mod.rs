@@ -18,7 +18,8 @@ mod values;
 
 pub use sources::Sourced;
 pub use values::{
-    Count, EffectClass, EffectRule, HostPort, PeerKey, Protocol, Rate, Seconds, UpstreamHeader,
+    Count, EffectClass, EffectRule, HostPort, PeerKey, Protocol, Rate, RouteRule, Seconds,
+    UpstreamHeader,
 };
 
 /// The flags of `serve` and `connect` (and the keys of `--config`).
@@ -43,11 +44,21 @@ pub struct GatewayOptions {
     /// speaking JSON values back to back (geth's IPC).
     /// With --protocol mcp an http(s) URL is an MCP server's Streamable HTTP
     /// endpoint: one MCP session per association.
+    /// Repeatable for HTTP upstreams (a group): each request goes to the
+    /// healthiest, least loaded one, and one not delivered goes to another
+    /// when that cannot execute it twice.
     #[cfg_attr(
         feature = "cli",
         arg(long, value_name = "URL", conflicts_with = "upstream_cmd")
     )]
-    pub upstream: Option<Upstream>,
+    #[serde(deserialize_with = "values::one_or_many")]
+    pub upstream: Vec<Upstream>,
+    /// Origin: requests whose method matches GLOB (`*` for any run of
+    /// characters) go to this HTTP upstream instead of the --upstream group
+    /// (repeatable; several for one GLOB form its group; the first rule
+    /// that matches wins), e.g. "eth_getLogs=http://archive:8545".
+    #[cfg_attr(feature = "cli", arg(long, value_name = "GLOB=URL"))]
+    pub route: Vec<RouteRule>,
     /// Extra CA certificates (PEM) trusted for an https:// or wss://
     /// upstream, besides the Mozilla root set.
     #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
@@ -289,6 +300,7 @@ macro_rules! serve_only {
 serve_only!(
     listen,
     upstream,
+    route,
     upstream_ca,
     upstream_header,
     upstream_cmd,

@@ -524,3 +524,65 @@ fn retries_and_hedging_are_set_and_checked() {
     assert_eq!(e.at, "--retry-budget");
     assert!(e.message.contains("0 to 100"), "{e}");
 }
+
+#[test]
+fn several_upstreams_and_routes_are_http_ones() {
+    let origin = |more: &[&str]| {
+        let mut args = vec![
+            "--insecure-accept-any-peer",
+            "--listen",
+            "quic://127.0.0.1:0",
+        ];
+        args.extend_from_slice(more);
+        resolve(&args)
+    };
+    let c = origin(&[
+        "--upstream",
+        "http://127.0.0.1:8545",
+        "--upstream",
+        "http://127.0.0.1:8546",
+        "--route",
+        "debug_*=http://127.0.0.1:8547",
+    ])
+    .unwrap();
+    assert_eq!(c.upstream_group.len(), 2);
+    assert_eq!(c.routes.len(), 1);
+    assert_eq!(c.routes[0].0, "debug_*");
+    // One upstream alone: no group.
+    assert!(
+        origin(&["--upstream", "http://127.0.0.1:8545"])
+            .unwrap()
+            .upstream_group
+            .is_empty()
+    );
+    for bad in [
+        &[
+            "--upstream",
+            "ws://127.0.0.1:8545",
+            "--upstream",
+            "http://127.0.0.1:8546",
+        ][..],
+        &[
+            "--upstream",
+            "http://127.0.0.1:8545",
+            "--route",
+            "a*=ws://127.0.0.1:1",
+        ][..],
+        &[
+            "--protocol",
+            "mcp",
+            "--upstream",
+            "http://a:1/mcp",
+            "--upstream",
+            "http://b:1/mcp",
+        ][..],
+    ] {
+        let e = origin(bad).unwrap_err();
+        assert!(
+            e.to_string().contains("upstream") || e.to_string().contains("route"),
+            "{e}"
+        );
+    }
+    let e = origin(&["--upstream", "http://127.0.0.1:8545", "--route", "nothing"]).unwrap_err();
+    assert!(e.to_string().contains("GLOB=URL"), "{e}");
+}

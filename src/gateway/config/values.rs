@@ -36,6 +36,7 @@ deserialize_from_str!(
     Protocol,
     EffectRule,
     EffectClass,
+    RouteRule,
     UpstreamHeader,
     PeerKey,
     HostPort,
@@ -272,6 +273,34 @@ impl FromStr for EffectRule {
         Ok(Self {
             method: method.trim().to_owned(),
             effect: class.parse::<EffectClass>()?.0,
+        })
+    }
+}
+
+/// `--route GLOB=URL`: methods matching GLOB (`*` matches any run of
+/// characters) go to the HTTP upstream URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteRule {
+    pub methods: String,
+    pub upstream: Upstream,
+}
+
+impl FromStr for RouteRule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (methods, url) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?}: expected GLOB=URL (eth_getLogs=http://archive:8545)"))?;
+        let upstream: Upstream = url.trim().parse()?;
+        if !matches!(upstream, Upstream::Http(_)) {
+            return Err(format!(
+                "{s:?}: a route goes to an http(s):// or http+unix:// upstream"
+            ));
+        }
+        Ok(Self {
+            methods: methods.trim().to_owned(),
+            upstream,
         })
     }
 }

@@ -30,6 +30,8 @@ pub const EJECT_MAX: Duration = Duration::from_secs(8);
 /// Requests outstanding and none answered for this long: the origin is
 /// stalled.
 pub const STALL_AFTER: Duration = Duration::from_secs(1);
+/// An idle origin's latency older than this is not weighed.
+pub const LATENCY_STALE: Duration = Duration::from_secs(2);
 
 /// An origin's standing, best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -166,9 +168,20 @@ impl Health {
     }
 
     /// What choosing it costs: its outstanding requests (one more with
-    /// this one) times its latency, so a slow origin gets fewer.
-    fn load(&self) -> u128 {
-        u128::from(self.outstanding() + 1) * u128::from(self.latency_us.load(Relaxed).max(1))
+    /// this one) times its latency, so a slow origin gets fewer. A latency
+    /// not refreshed for [`LATENCY_STALE`] while idle no longer counts: an
+    /// origin that was slow once (or just came back) is tried again rather
+    /// than passed over for good.
+    fn load(&self, now: u64) -> u128 {
+        let idle = self.outstanding.load(Relaxed) <= 0;
+        let stale = now.saturating_sub(self.answered_at.load(Relaxed))
+            >= LATENCY_STALE.as_millis() as u64;
+        let latency = if idle && stale {
+            1
+        } else {
+            self.latency_us.load(Relaxed).max(1)
+        };
+        u128::from(self.outstanding() + 1) * u128::from(latency)
     }
 }
 
@@ -185,7 +198,7 @@ pub fn choose<'a>(
     (0..n)
         .map(|k| (start + k) % n)
         .filter(|&i| tried & (1 << i) == 0)
-        .min_by_key(|&i| (health(i).standing(now), health(i).load()))
+        .min_by_key(|&i| (health(i).standing(now), health(i).load(now)))
 }
 
 /// Milliseconds from `epoch` to `now` (at least 1, so 0 can mean never).
@@ -276,6 +289,63 @@ impl RetryBudget {
     }
 }
 
+/// The `/metrics` lines of these (name, health) pairs of `what` (origin,
+/// upstream), as `{family}_up{{{what}="name"}}` and so on, and the budget's
+/// refusals.
+pub fn render(
+    o: &mut String,
+    family: &str,
+    what: &str,
+    shown: &[(String, &Health)],
+    now: u64,
+    budget: &RetryBudget,
+) {
+    use std::fmt::Write;
+    let prefix = family;
+    let mut family = |suffix: &str, kind: &str, help: &str, value: &dyn Fn(&Health) -> String| {
+        let name = format!("{prefix}_{suffix}");
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (shown, h) in shown {
+            let _ = writeln!(o, "{name}{{{what}=\"{shown}\"}} {}", value(h));
+        }
+    };
+    family(
+        "up",
+        "gauge",
+        &format!("1 while new requests go to this {what}; 0 while it is ejected or stalled."),
+        &|h| u8::from(h.standing(now) == Standing::Admitted).to_string(),
+    );
+    family(
+        "outstanding",
+        "gauge",
+        &format!("Requests sent to this {what} and not yet answered."),
+        &|h| h.outstanding().to_string(),
+    );
+    family(
+        "latency_seconds",
+        "gauge",
+        &format!("Smoothed reply latency of this {what}."),
+        &|h| format!("{:.6}", h.latency().as_secs_f64()),
+    );
+    type Count = fn(&Health) -> u64;
+    let counters: [(&str, &str, Count); 5] = [
+        ("requests_total", "Requests sent to this {} (retries and hedges included).", |h| h.requests.load(Relaxed)),
+        ("ejections_total", "Times this {} was taken out of rotation.", |h| h.ejections.load(Relaxed)),
+        ("retries_total", "Requests not delivered by this {} and sent to another.", |h| h.retries.load(Relaxed)),
+        ("hedges_total", "Second copies of slow read-only requests sent to this {}.", |h| h.hedges.load(Relaxed)),
+        ("hedges_won_total", "Hedges sent to this {} that answered first.", |h| h.hedges_won.load(Relaxed)),
+    ];
+    for (suffix, help, value) in counters {
+        family(suffix, "counter", &help.replace("{}", what), &|h| value(h).to_string());
+    }
+    let name = format!("{prefix}_retries_refused_total");
+    let _ = writeln!(
+        o,
+        "# HELP {name} Retries and hedges the retry budget refused.\n# TYPE {name} counter\n{name} {}",
+        budget.exhausted.load(Relaxed)
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,6 +403,23 @@ mod tests {
         assert_eq!(pick(&[&dead, &live], 0, later, 0), Some(1));
         dead.finish(later, Outcome::Replied(Duration::from_millis(1)));
         assert_eq!(dead.standing(later), Standing::Admitted);
+    }
+
+    #[test]
+    fn an_origin_slow_once_is_tried_again_once_its_latency_is_stale() {
+        let (slow, fast) = (Health::default(), Health::default());
+        for (h, ms) in [(&slow, 20), (&fast, 1)] {
+            h.start(10);
+            h.finish(10, Outcome::Replied(Duration::from_millis(ms)));
+        }
+        // One request at a time: the fast one, while the slow one's
+        // latency is fresh...
+        assert_eq!(pick(&[&slow, &fast], 0, 11, 0), Some(1));
+        fast.start(500);
+        fast.finish(500, Outcome::Replied(Duration::from_millis(1)));
+        // ... and the idle slow one when its latency is old.
+        let later = 10 + ms(LATENCY_STALE);
+        assert_eq!(pick(&[&slow, &fast], 0, later, 0), Some(0));
     }
 
     #[test]

@@ -81,49 +81,9 @@ impl Origins {
 
     /// The origins' lines of `/metrics`.
     pub fn render(&self, o: &mut String) {
-        use std::fmt::Write;
-        let now = self.now();
-        let mut family = |name: &str, kind: &str, help: &str, value: &dyn Fn(&Health) -> String| {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for p in &self.peers {
-                let _ = writeln!(o, "{name}{{origin=\"{}\"}} {}", p.addr, value(&p.health));
-            }
-        };
-        family(
-            "npamp_origin_up",
-            "gauge",
-            "1 while new requests go to this origin; 0 while it is ejected or stalled.",
-            &|h| u8::from(h.standing(now) == health::Standing::Admitted).to_string(),
-        );
-        family(
-            "npamp_origin_outstanding",
-            "gauge",
-            "Requests sent to this origin and not yet answered.",
-            &|h| h.outstanding().to_string(),
-        );
-        family(
-            "npamp_origin_latency_seconds",
-            "gauge",
-            "Smoothed reply latency of this origin.",
-            &|h| format!("{:.6}", h.latency().as_secs_f64()),
-        );
-        type Count = fn(&Health) -> u64;
-        let counters: [(&str, &str, Count); 5] = [
-            ("npamp_origin_requests_total", "Requests sent to this origin (retries and hedges included).", |h| h.requests.load(Relaxed)),
-            ("npamp_origin_ejections_total", "Times this origin was taken out of rotation.", |h| h.ejections.load(Relaxed)),
-            ("npamp_origin_retries_total", "Requests not delivered by this origin and sent to another.", |h| h.retries.load(Relaxed)),
-            ("npamp_origin_hedges_total", "Second copies of slow read-only requests sent to this origin.", |h| h.hedges.load(Relaxed)),
-            ("npamp_origin_hedges_won_total", "Hedges sent to this origin that answered first.", |h| h.hedges_won.load(Relaxed)),
-        ];
-        for (name, help, value) in counters {
-            family(name, "counter", help, &|h| value(h).to_string());
-        }
-        let name = "npamp_retries_refused_total";
-        let _ = writeln!(
-            o,
-            "# HELP {name} Retries and hedges the retry budget refused.\n# TYPE {name} counter\n{name} {}",
-            self.budget.exhausted.load(Relaxed)
-        );
+        let shown: Vec<(String, &Health)> =
+            self.peers.iter().map(|p| (p.addr.to_string(), &p.health)).collect();
+        health::render(o, "npamp_origin", "origin", &shown, self.now(), &self.budget);
     }
 }
 
