@@ -248,8 +248,8 @@ pub struct GatewayOptions {
     /// Time in-flight requests may take to finish on SIGTERM.
     #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
     pub drain_timeout: Option<Seconds>,
-    /// Edge: retries and hedges may add at most this percent of requests
-    /// (0 to 100), plus a reserve of 100.
+    /// Edge and origin: retries and hedges may add at most this percent
+    /// (0 to 100) of the last 10 s of requests, plus 100.
     #[cfg_attr(feature = "cli", arg(long, value_name = "PERCENT"))]
     pub retry_budget: Option<u32>,
     /// Edge: a read-only request with no reply after this long is also
