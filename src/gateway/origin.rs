@@ -165,10 +165,13 @@ impl Origin {
                         let Some(exec) = me.upgrade() else {
                             return;
                         };
+                        // Room is taken now, in the order requests arrive,
+                        // when there is some (else the task waits for it).
+                        let room = origin.permits.clone().try_acquire_owned().ok();
                         let origin = origin.clone();
-                        tokio::spawn(
-                            async move { origin.serve(exec, text, corr, resend_safe).await },
-                        );
+                        tokio::spawn(async move {
+                            origin.serve(exec, text, corr, resend_safe, room).await
+                        });
                     });
                     Local::Served(serve)
                 });
@@ -244,10 +247,20 @@ impl Origin {
     /// room under `--max-in-flight` (backpressure, for as long as a stalled
     /// party may hold a reader up), posts it, and tells the exchange what
     /// came of it.
-    async fn serve(&self, exec: Arc<Exec<()>>, text: Bytes, corr: Option<Corr>, resend_safe: bool) {
+    async fn serve(
+        &self,
+        exec: Arc<Exec<()>>,
+        text: Bytes,
+        corr: Option<Corr>,
+        resend_safe: bool,
+        room: Option<OwnedSemaphorePermit>,
+    ) {
         let ctx = &self.ctx;
         let stall = ctx.limits.stall_timeout;
-        let permit = tokio::time::timeout(stall, self.permits.clone().acquire_owned()).await;
+        let permit = match room {
+            Some(p) => Ok(Ok(p)),
+            None => tokio::time::timeout(stall, self.permits.clone().acquire_owned()).await,
+        };
         let (outcome, _room) = match permit {
             Ok(Ok(_permit)) => self.post(text, resend_safe).await,
             Ok(Err(_)) => return,
