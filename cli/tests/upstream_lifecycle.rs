@@ -202,8 +202,9 @@ async fn on_sigterm_the_origin_waits_for_its_child_to_exit() {
 /// A child that stops reading its stdin holds up, in turn, its queue at the
 /// origin, the association's reader, and the PONGs the edge waits for. The
 /// origin gives such an upstream up after the stall timeout and restarts
-/// it: what waited for it is answered NotDelivered, and the association and
-/// the client's session live on past the peer timeout.
+/// it: what waited for it is answered NotDelivered (or MayHaveExecuted),
+/// and the association and the client's session live on past the peer
+/// timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_stops_reading_is_restarted_before_the_peer_gives_up() {
     let dir = tempdir::Dir::new();
@@ -249,7 +250,11 @@ async fn an_upstream_that_stops_reading_is_restarted_before_the_peer_gives_up() 
             let detail = r["error"]["data"]["detail"].as_str().unwrap_or_default();
             assert!(detail.contains("--stall-timeout"), "{r}");
         } else {
-            assert_eq!(r["error"]["data"]["npamp_error"], "NotDelivered", "{r}");
+            // Handed to the child (`echo` is a plain method, so it must not
+            // be sent twice): it may have executed. Still queued at the
+            // origin: not delivered.
+            let code = &r["error"]["data"]["npamp_error"];
+            assert!(code == "MayHaveExecuted" || code == "NotDelivered", "{r}");
             not_delivered += 1;
         }
     }

@@ -26,7 +26,7 @@ use bytes::Bytes;
 use tracing::{debug, warn};
 
 use super::budget::{Full, Shared};
-use super::failure::{Failure, Reply, ReplyClass, Uncarriable};
+use super::failure::{Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, Uncarriable};
 use super::peer::Received;
 use crate::bridge::{self, Effect, ProtocolId, SafetyLabel, TransportError};
 use crate::jsonrpc::carriage::{
@@ -288,6 +288,8 @@ struct Incoming {
     kind: IdKind,
     octets: usize,
     serial: u64,
+    /// Read-only or idempotent-write: may be sent to the local party again.
+    resend_safe: bool,
 }
 
 /// A request of the peer not yet delivered: no room, or the local party
@@ -296,7 +298,6 @@ struct HeldIn {
     text: Bytes,
     key: Corr,
     incoming: Incoming,
-    resend_safe: bool,
 }
 
 struct Batch {
@@ -919,9 +920,14 @@ impl<T> Exchange<T> {
             "the {} went away before replying: {why}",
             self.config.local_name
         );
+        // What was handed to the local party and must not be sent twice
+        // has an unknown fate: the detail says so (the edge answers it
+        // MayHaveExecuted).
+        let unknown = format!("{MAY_HAVE_EXECUTED}{detail}");
         let owed: Vec<Incoming> = self.incoming.drain().map(|(_, i)| i).collect();
         for i in owed {
             self.config.shared.give(false, i.octets);
+            let detail = if i.resend_safe { &detail } else { &unknown };
             self.not_delivered(i.corr, detail.clone());
         }
         for h in std::mem::take(&mut self.held_in) {
@@ -996,6 +1002,7 @@ impl<T> Exchange<T> {
                         kind: id.kind,
                         octets: text.len(),
                         serial: 0,
+                        resend_safe,
                     };
                     let key = match self.party {
                         Party::Served => incoming.corr.clone(),
@@ -1007,7 +1014,6 @@ impl<T> Exchange<T> {
                         text,
                         key,
                         incoming,
-                        resend_safe,
                     });
                     self.deliver_held(now);
                 }
@@ -1152,13 +1158,14 @@ impl<T> Exchange<T> {
                 h.key.clone(),
             ));
             let corr = (self.party == Party::Served).then(|| h.incoming.corr.clone());
+            let resend_safe = h.incoming.resend_safe;
             self.incoming.insert(h.key, h.incoming);
             self.config.observer.delivered();
             match corr {
                 Some(corr) => self.push(Action::Serve {
                     text: h.text,
                     corr: Some(corr),
-                    resend_safe: h.resend_safe,
+                    resend_safe,
                 }),
                 None => self.push(Action::Deliver(h.text)),
             }
