@@ -281,9 +281,14 @@ async fn steady_load(http: &str, method: &str, rate: u32, seconds: f64, prefix: 
 
 /// A labelled metric's value, `name{origin="peer"}`.
 async fn origin_metric(edge: &Proc, name: &str, peer: &str) -> f64 {
+    gauge(edge, &format!("{name}{{origin=\"{peer}\"}}")).await
+}
+
+/// The value of the metric whose line starts with `name` and a space.
+async fn gauge(edge: &Proc, name: &str) -> f64 {
     let (status, text) = http_get(&edge.printed("metrics ")).await;
     assert_eq!(status, 200, "{text}");
-    let line = format!("{name}{{origin=\"{peer}\"}} ");
+    let line = format!("{name} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&line)?.parse().ok())
         .unwrap_or_else(|| panic!("no {line} in /metrics"))
@@ -507,39 +512,58 @@ async fn a_slow_read_only_request_is_hedged_and_the_first_reply_wins() {
     let trio = Trio::start("quic", &url).await;
     let (plain, plain_http) = trio.edge(&[]).await;
     let (hedging, hedging_http) = trio.edge(&["--hedge-after", "20ms"]).await;
+    // After the 90th percentile of what it has seen: about 10 % hedged.
+    let (by_percentile, by_percentile_http) = trio.edge(&["--hedge-after", "p90"]).await;
     // Associations up before anything is timed (a handshake is slower
-    // than the hedge delay).
-    for http in [&plain_http, &hedging_http] {
-        steady_load(http, "get", 100, 0.5, "warm").await;
+    // than the hedge delay); the percentile edge learns its latencies.
+    for http in [&plain_http, &hedging_http, &by_percentile_http] {
+        steady_load(http, "get", 100, 1.5, "warm").await;
     }
+    let delay = gauge(&by_percentile, "npamp_hedge_delay_seconds").await;
+    assert!(
+        delay > 0.0 && delay < 0.1,
+        "p90 is a fast reply's latency: {delay} s"
+    );
     // Side by side, interleaved: the same upstream, the same moments.
     let mut without = Vec::new();
-    let mut with = Vec::new();
+    let mut with = [Vec::new(), Vec::new()];
     for round in 0..4 {
         without.extend(steady_load(&plain_http, "get", 200, 1.0, &format!("p{round}")).await);
-        let before = executions.total();
-        let hedged = steady_load(&hedging_http, "get", 200, 1.0, &format!("h{round}")).await;
-        let extra = executions.total() - before - hedged.len() as u64;
-        assert!(
-            extra <= hedged.len() as u64 / 10,
-            "{extra} extra executions"
-        );
-        with.extend(hedged);
+        for (k, (http, most)) in [(&hedging_http, 10), (&by_percentile_http, 5)]
+            .into_iter()
+            .enumerate()
+        {
+            let before = executions.total();
+            let hedged = steady_load(http, "get", 200, 1.0, &format!("h{k}-{round}")).await;
+            let extra = executions.total() - before - hedged.len() as u64;
+            // At most a tenth (20ms) or a fifth (p90, the retry budget's
+            // share) more executions.
+            assert!(
+                extra <= hedged.len() as u64 / most,
+                "edge {k}: {extra} extra executions"
+            );
+            with[k].extend(hedged);
+        }
     }
-    for s in without.iter().chain(&with) {
+    for s in without.iter().chain(with.iter().flatten()) {
         assert_eq!(s.status, 200, "{s:?}");
     }
-    let (p99_without, p99_with) = (percentile(&without, 99.0), percentile(&with, 99.0));
+    let p99_without = percentile(&without, 99.0);
     assert!(p99_without >= Duration::from_millis(150), "{p99_without:?}");
-    assert!(
-        p99_with * 3 < p99_without,
-        "hedged p99 {p99_with:?}, unhedged {p99_without:?}"
-    );
-    let mut won = 0.0;
-    for i in 0..2 {
-        won += origin_metric(&hedging, "npamp_origin_hedges_won_total", trio.peer(i)).await;
+    for (k, with) in with.iter().enumerate() {
+        let p99_with = percentile(with, 99.0);
+        assert!(
+            p99_with * 3 < p99_without,
+            "edge {k}: hedged p99 {p99_with:?}, unhedged {p99_without:?}"
+        );
     }
-    assert!(won >= 1.0, "hedges answered first");
+    for edge in [&hedging, &by_percentile] {
+        let mut won = 0.0;
+        for i in 0..2 {
+            won += origin_metric(edge, "npamp_origin_hedges_won_total", trio.peer(i)).await;
+        }
+        assert!(won >= 1.0, "hedges answered first");
+    }
     drop(plain);
 }
 
@@ -572,8 +596,10 @@ fn record(line: &str) {
 /// The committed runs (`results/2026-12-02-failover/`): 1000 requests a
 /// second for 20 s through an edge with two origins, origin 0 killed with
 /// SIGKILL at 5 s and started again at 10 s, over QUIC and TLS, for a
-/// read-only and a destructive method; then hedging against an upstream
-/// whose every 100th execution takes 200 ms. Not in CI (about 2 minutes).
+/// read-only and a destructive method; the same with two upstreams behind
+/// one origin; then hedging (after 20 ms, after the p95) against an
+/// upstream whose every 100th, then every 50th, execution takes 200 ms.
+/// Not in CI (about 4 minutes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "a full run: cargo test -p npamp-gateway-cli --test failover -- --ignored"]
 async fn full_runs() {
@@ -647,39 +673,52 @@ async fn full_runs() {
             spread(&seen)
         ));
     }
-    // Hedging: side by side, interleaved, 1 % of executions 200 ms.
-    let (url, executions) = upstream(100).await;
-    let trio = Trio::start("quic", &url).await;
-    let (_plain, plain_http) = trio.edge(&[]).await;
-    let (_hedging, hedging_http) = trio.edge(&["--hedge-after", "20ms"]).await;
-    for http in [&plain_http, &hedging_http] {
-        steady_load(http, "get", 100, 0.5, "warm").await;
-    }
-    let (mut without, mut with) = (Vec::new(), Vec::new());
-    let (mut plain_exec, mut hedged_exec) = (0, 0);
-    for round in 0..10 {
-        let before = executions.total();
-        without.extend(steady_load(&plain_http, "get", 200, 2.0, &format!("p{round}")).await);
-        let middle = executions.total();
-        with.extend(steady_load(&hedging_http, "get", 200, 2.0, &format!("h{round}")).await);
-        plain_exec += middle - before;
-        hedged_exec += executions.total() - middle;
-    }
-    record("");
-    record(
-        "| edge | requests | upstream executions | extra | p50 ms | p99 ms | p99.9 ms | max ms |",
-    );
-    record("|---|---:|---:|---:|---:|---:|---:|---:|");
-    for (name, seen, exec) in [
-        ("plain", &without, plain_exec),
-        ("--hedge-after 20ms", &with, hedged_exec),
-    ] {
-        let extra = exec as f64 / seen.len() as f64 - 1.0;
+    // Hedging: side by side, interleaved, 1 % and then 2 % of executions
+    // 200 ms; a plain edge, one hedging after 20 ms, one after its p95.
+    for slow_every in [100, 50] {
+        let (url, executions) = upstream(slow_every).await;
+        let trio = Trio::start("quic", &url).await;
+        let hedges = [
+            &[][..],
+            &["--hedge-after", "20ms"],
+            &["--hedge-after", "p95"],
+        ];
+        let mut edges = Vec::new();
+        for args in hedges {
+            let (edge, http) = trio.edge(args).await;
+            steady_load(&http, "get", 100, 1.5, "warm").await;
+            edges.push((edge, http, Vec::new(), 0));
+        }
+        for round in 0..10 {
+            for (k, (_, http, seen, exec)) in edges.iter_mut().enumerate() {
+                let before = executions.total();
+                seen.extend(steady_load(http, "get", 200, 2.0, &format!("e{k}-{round}")).await);
+                *exec += executions.total() - before;
+            }
+        }
+        record("");
         record(&format!(
-            "| {name} | {} | {exec} | {:.2} % | {} |",
-            seen.len(),
-            extra * 100.0,
-            spread(seen)
+            "{} % of executions take 200 ms (every {slow_every}th):",
+            100 / slow_every
         ));
+        record("");
+        record(
+            "| edge | requests | upstream executions | extra | p50 ms | p99 ms | p99.9 ms | max ms |",
+        );
+        record("|---|---:|---:|---:|---:|---:|---:|---:|");
+        for (args, (_, _, seen, exec)) in hedges.iter().zip(&edges) {
+            let name = if args.is_empty() {
+                "plain".to_owned()
+            } else {
+                args.join(" ")
+            };
+            let extra = *exec as f64 / seen.len() as f64 - 1.0;
+            record(&format!(
+                "| {name} | {} | {exec} | {:.2} % | {} |",
+                seen.len(),
+                extra * 100.0,
+                spread(seen)
+            ));
+        }
     }
 }

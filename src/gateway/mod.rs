@@ -106,7 +106,7 @@ pub struct Limits {
     pub retry_budget: u32,
     /// Edge: a read-only request with no reply after this long is sent to a
     /// second origin too (the first reply wins); `None`: never.
-    pub hedge_after: Option<Duration>,
+    pub hedge_after: Option<HedgeAfter>,
     /// Octets of JSON-RPC text the whole gateway holds in flight between
     /// the two sides: past this a session's messages wait, and an HTTP
     /// request is answered Unavailable.
@@ -164,6 +164,18 @@ impl Default for Limits {
             hedge_after: None,
         }
     }
+}
+
+/// When the edge sends a second copy of a read-only request
+/// (`--hedge-after`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HedgeAfter {
+    /// After a fixed time.
+    Delay(Duration),
+    /// After this percentile of the recent read-only latencies, in
+    /// hundredths of a percent (`p95` is 9500): about that share of
+    /// requests is never hedged.
+    Percentile(u32),
 }
 
 /// Where the origin delivers.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::gateway::Upstream;
+use crate::gateway::{HedgeAfter, Upstream};
 
 /// A command line of `serve`'s options, read as `serve` reads it.
 fn cli(args: &[&str]) -> Result<Sourced, ConfigError> {
@@ -518,8 +518,29 @@ fn retries_and_hedging_are_set_and_checked() {
     let c = edge(&["--retry-budget", "5", "--hedge-after", "30ms"]).unwrap();
     assert_eq!(
         (c.limits.retry_budget, c.limits.hedge_after),
-        (5, Some(Duration::from_millis(30)))
+        (5, Some(HedgeAfter::Delay(Duration::from_millis(30))))
     );
+    for (given, hundredths) in [
+        ("p95", 9500),
+        ("p99.5", 9950),
+        ("P99.99", 9999),
+        ("p1", 100),
+    ] {
+        let c = edge(&["--hedge-after", given]).unwrap();
+        assert_eq!(
+            c.limits.hedge_after,
+            Some(HedgeAfter::Percentile(hundredths)),
+            "{given}"
+        );
+        let shown = HedgeAfterArg(HedgeAfter::Percentile(hundredths)).to_string();
+        assert_eq!(shown, given.to_lowercase());
+    }
+    for bad in ["p100", "p0", "p0.5", "p99.999", "pxx", "p-5", "fast", "0ms"] {
+        let e = edge(&["--hedge-after", bad]).unwrap_err();
+        assert!(e.to_string().contains("--hedge-after"), "{bad}: {e}");
+    }
+    let e = edge(&["--hedge-after", "p100"]).unwrap_err();
+    assert!(e.message.contains("p1 to below p100"), "{e}");
     let e = edge(&["--retry-budget", "101"]).unwrap_err();
     assert_eq!(e.at, "--retry-budget");
     assert!(e.message.contains("0 to 100"), "{e}");

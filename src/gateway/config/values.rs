@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 
-use super::super::{IngressUrl, Upstream};
+use super::super::{HedgeAfter, IngressUrl, Upstream};
 use crate::assoc::PeerAddr;
 use crate::assoc::endpoint::Congestion;
 use crate::bridge::{Effect, ProtocolId};
@@ -103,6 +103,65 @@ impl<'de> Deserialize<'de> for Seconds {
         d.deserialize_any(NumberOrText::<Seconds>::new(
             "a time (500ms, 5s, 2m) or seconds",
         ))
+    }
+}
+
+/// `--hedge-after`: a time (`20ms`), or a percentile of the recent
+/// read-only latencies (`p95`, `p99.5`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HedgeAfterArg(pub HedgeAfter);
+
+impl FromStr for HedgeAfterArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let Some(p) = t.strip_prefix(['p', 'P']) else {
+            return t
+                .parse::<Seconds>()
+                .map(|d| Self(HedgeAfter::Delay(d.0)))
+                .map_err(|e| format!("{e}, or a percentile such as p95"));
+        };
+        // Hundredths of a percent: at most two decimals.
+        let hundredths = p
+            .parse::<f64>()
+            .ok()
+            .map(|v| v * 100.0)
+            .filter(|h| h.is_finite() && (h - h.round()).abs() < 1e-6)
+            .map(|h| h.round() as i64);
+        match hundredths {
+            Some(h @ 100..10_000) => Ok(Self(HedgeAfter::Percentile(h as u32))),
+            _ => Err(format!(
+                "{s:?}: expected a percentile from p1 to below p100 (p95, p99.5)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for HedgeAfterArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            HedgeAfter::Delay(d) => Seconds(d).fmt(f),
+            HedgeAfter::Percentile(h) if h % 100 == 0 => write!(f, "p{}", h / 100),
+            HedgeAfter::Percentile(h) => {
+                let fraction = format!("{:02}", h % 100);
+                write!(f, "p{}.{}", h / 100, fraction.trim_end_matches('0'))
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for HedgeAfterArg {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumberOrText::<HedgeAfterArg>::new(
+            "a time (20ms, 1s), seconds, or a percentile (p95)",
+        ))
+    }
+}
+
+impl FromNumber for HedgeAfterArg {
+    fn from_number(v: f64) -> Result<Self, String> {
+        Seconds::from_number(v).map(|d| Self(HedgeAfter::Delay(d.0)))
     }
 }
 

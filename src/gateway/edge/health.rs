@@ -289,6 +289,144 @@ impl RetryBudget {
     }
 }
 
+/// A percentile of recent latencies (`--hedge-after p95`), without locks:
+/// latencies are counted in buckets an eighth of an octave wide (within
+/// 9 %), in two windows of [`Percentile::WINDOW`] each, the current one
+/// and the one before; the percentile is taken from both, again at most
+/// every [`Percentile::REFRESH`], and is `None` before
+/// [`Percentile::MIN_SAMPLES`] latencies.
+#[derive(Debug)]
+pub struct Percentile {
+    /// Hundredths of a percent (`p95` is 9500).
+    hundredths: u64,
+    windows: [Window; 2],
+    /// The last percentile taken, µs (0: none).
+    value_us: AtomicU64,
+    /// When to take it again (ms since the epoch).
+    refresh_at: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Window {
+    /// Which window (since the epoch, from 1) the counts are of.
+    number: AtomicU64,
+    counts: [AtomicU64; Percentile::BUCKETS],
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Self {
+            number: AtomicU64::new(0),
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Percentile {
+    pub const WINDOW: Duration = Duration::from_secs(5);
+    pub const REFRESH: Duration = Duration::from_millis(100);
+    pub const MIN_SAMPLES: u64 = 100;
+    /// Eight buckets per octave of microseconds, up to 2^27 µs (134 s).
+    const OCTAVES: usize = 28;
+    const BUCKETS: usize = 8 + (Self::OCTAVES - 3) * 8;
+
+    pub fn new(hundredths: u32) -> Self {
+        Self {
+            hundredths: u64::from(hundredths.min(9999)),
+            windows: Default::default(),
+            value_us: AtomicU64::new(0),
+            refresh_at: AtomicU64::new(0),
+        }
+    }
+
+    /// The bucket of `us` microseconds: below 8, one per value; above, the
+    /// octave and its top three bits after the leading one.
+    fn bucket(us: u64) -> usize {
+        let us = us.clamp(1, (1 << Self::OCTAVES) - 1);
+        if us < 8 {
+            return us as usize;
+        }
+        let octave = 63 - us.leading_zeros() as usize;
+        let eighth = ((us >> (octave - 3)) & 7) as usize;
+        8 + (octave - 3) * 8 + eighth
+    }
+
+    /// The largest value in bucket `b` (what a percentile reports, so that
+    /// a hedge waits at least as long as the percentile asks).
+    fn upper(b: usize) -> u64 {
+        if b < 8 {
+            return b as u64;
+        }
+        let (octave, eighth) = ((b - 8) / 8 + 3, ((b - 8) % 8) as u64);
+        ((8 + eighth + 1) << (octave - 3)) - 1
+    }
+
+    fn number(now: u64) -> u64 {
+        now / Self::WINDOW.as_millis() as u64 + 1
+    }
+
+    /// The window for `now` (ms), emptied when it last counted an older
+    /// one. (A count racing the emptying may be lost: an estimate.)
+    fn window(&self, now: u64) -> &Window {
+        let number = Self::number(now);
+        let w = &self.windows[number as usize % 2];
+        let was = w.number.load(Relaxed);
+        if was != number && w.number.compare_exchange(was, number, Relaxed, Relaxed).is_ok() {
+            for c in &w.counts {
+                c.store(0, Relaxed);
+            }
+        }
+        w
+    }
+
+    /// A latency seen at `now` (ms).
+    pub fn record(&self, now: u64, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.window(now).counts[Self::bucket(us)].fetch_add(1, Relaxed);
+    }
+
+    /// The percentile at `now` (ms), as last taken.
+    pub fn get(&self, now: u64) -> Option<Duration> {
+        let due = self.refresh_at.load(Relaxed);
+        if now >= due
+            && self
+                .refresh_at
+                .compare_exchange(due, now + Self::REFRESH.as_millis() as u64, Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.value_us.store(self.take(now).unwrap_or(0), Relaxed);
+        }
+        match self.value_us.load(Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// The percentile of the current and the last window, µs.
+    fn take(&self, now: u64) -> Option<u64> {
+        let number = Self::number(now);
+        let recent: Vec<&Window> = self
+            .windows
+            .iter()
+            .filter(|w| number.saturating_sub(w.number.load(Relaxed)) <= 1)
+            .collect();
+        let count = |b: usize| recent.iter().map(|w| w.counts[b].load(Relaxed)).sum::<u64>();
+        let counts: Vec<u64> = (0..Self::BUCKETS).map(count).collect();
+        let total: u64 = counts.iter().sum();
+        if total < Self::MIN_SAMPLES {
+            return None;
+        }
+        // The smallest latency at or above which fewer than (100 - p) %
+        // of them lie: rank ⌈total × p⌉.
+        let rank = (total * self.hundredths).div_ceil(10_000).max(1);
+        let mut seen = 0;
+        counts.iter().enumerate().find_map(|(b, &c)| {
+            seen += c;
+            (seen >= rank).then(|| Self::upper(b).max(1))
+        })
+    }
+}
+
 /// The `/metrics` lines of these (name, health) pairs of `what` (origin,
 /// upstream), as `{family}_up{{{what}="name"}}` and so on, and the budget's
 /// refusals.
@@ -356,6 +494,46 @@ mod tests {
 
     fn pick(h: &[&Health], tried: u64, now: u64, start: usize) -> Option<usize> {
         choose(h.len(), |i| h[i], tried, now, start)
+    }
+
+    #[test]
+    fn a_percentile_is_within_a_bucket_of_the_exact_one_and_forgets_old_windows() {
+        // Every bucket's values lie in it, and its upper bound is its last.
+        for us in 1..5000u64 {
+            let b = Percentile::bucket(us);
+            assert!(Percentile::upper(b) >= us, "{us}");
+            assert!(b == 0 || Percentile::upper(b - 1) < us, "{us}");
+            assert!(Percentile::upper(b) as f64 <= us as f64 * 1.125 + 1.0, "{us}");
+        }
+        let p = Percentile::new(9500);
+        assert_eq!(p.get(1), None, "nothing seen");
+        // 99 latencies are too few: no hedging yet.
+        for i in 1..=99 {
+            p.record(1, Duration::from_micros(i * 100));
+        }
+        assert_eq!(p.take(1), None);
+        // 1000 latencies, 0.1 to 100 ms: the exact p95 is 95 ms.
+        for i in 100..=1000 {
+            p.record(1, Duration::from_micros(i * 100));
+        }
+        let got = p.take(1).expect("a percentile") as f64;
+        assert!((95_000.0..=95_000.0 * 1.125).contains(&got), "{got}");
+        // `get` takes it again only once REFRESH has passed (the first
+        // `get`, at 1, took it: none then).
+        let refresh = ms(Percentile::REFRESH);
+        assert_eq!(p.get(refresh).map(|d| d.as_micros() as f64), None, "not yet due");
+        assert_eq!(p.get(1 + refresh).map(|d| d.as_micros() as f64), Some(got));
+        for _ in 0..100_000 {
+            p.record(3, Duration::from_micros(10));
+        }
+        assert_eq!(p.get(2 * refresh).map(|d| d.as_micros() as f64), Some(got), "not yet due");
+        let soon = p.get(1 + 2 * refresh).expect("taken again");
+        assert!(soon <= Duration::from_micros(12), "{soon:?}");
+        // Two windows later, nothing recent is left.
+        let later = 3 + 2 * ms(Percentile::WINDOW);
+        assert_eq!(p.take(later), None);
+        p.record(later, Duration::from_millis(7));
+        assert_eq!(p.take(later), None, "one sample is too few");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::Ctx;
+use super::{Ctx, HedgeAfter};
 use super::metrics::Ingress;
 use super::outbox::Outbox;
 use super::session::Session;
@@ -56,6 +56,14 @@ pub struct Origins {
     /// Round robin among equals.
     next: AtomicUsize,
     budget: RetryBudget,
+    hedging: Option<Hedging>,
+}
+
+/// When a read-only request gets a second copy (`--hedge-after`).
+enum Hedging {
+    After(Duration),
+    /// After this percentile of the recent read-only latencies.
+    Percentile(Box<health::Percentile>),
 }
 
 impl Origins {
@@ -79,11 +87,30 @@ impl Origins {
         health::choose(self.peers.len(), health, tried, self.now(), start)
     }
 
+    /// How long a read-only request waits before it is hedged now; `None`
+    /// for a percentile not known yet.
+    fn hedge_delay(&self, hedging: &Hedging) -> Option<Duration> {
+        match hedging {
+            Hedging::After(d) => Some(*d),
+            Hedging::Percentile(p) => p.get(self.now()),
+        }
+    }
+
     /// The origins' lines of `/metrics`.
     pub fn render(&self, o: &mut String) {
         let shown: Vec<(String, &Health)> =
             self.peers.iter().map(|p| (p.addr.to_string(), &p.health)).collect();
         health::render(o, "npamp_origin", "origin", &shown, self.now(), &self.budget);
+        if let Some(hedging) = &self.hedging {
+            use std::fmt::Write;
+            let delay = self.hedge_delay(hedging).unwrap_or_default();
+            let name = "npamp_hedge_delay_seconds";
+            let _ = writeln!(
+                o,
+                "# HELP {name} How long a read-only request waits before it is hedged (0: a percentile not known yet).\n# TYPE {name} gauge\n{name} {:.6}",
+                delay.as_secs_f64()
+            );
+        }
     }
 }
 
@@ -116,6 +143,10 @@ impl Edge {
             epoch,
             next: AtomicUsize::new(0),
             budget: RetryBudget::new(ctx.limits.retry_budget),
+            hedging: ctx.limits.hedge_after.map(|h| match h {
+                HedgeAfter::Delay(d) => Hedging::After(d),
+                HedgeAfter::Percentile(p) => Hedging::Percentile(Box::new(health::Percentile::new(p))),
+            }),
         });
         ctx.metrics.show_origins(origins.clone());
         Self {
@@ -213,12 +244,11 @@ impl Edge {
     async fn carry(&self, text: Bytes, kind: Kind) -> Reply {
         // Only requests that can be tried again earn retries.
         self.origins.budget.deposit(self.now());
+        let started = Instant::now();
         let mut effect = None;
-        let hedge = self
-            .ctx
-            .limits
-            .hedge_after
+        let hedging = (self.origins.hedging.as_ref())
             .filter(|_| self.effect(&mut effect, &text, &kind) == Some(Effect::ReadOnly));
+        let hedge = hedging.and_then(|h| self.origins.hedge_delay(h));
         let mut tried = 0u64;
         loop {
             let Some(i) = self.choose(tried) else {
@@ -237,6 +267,9 @@ impl Edge {
                 Err(not_sent) => not_sent.into_reply(),
             };
             if !self.retry(&reply, &mut effect, &text, &kind, tried) {
+                if let (Some(Hedging::Percentile(p)), Reply::Message { .. }) = (hedging, &reply) {
+                    p.record(self.now(), started.elapsed());
+                }
                 return reply;
             }
             self.peer_at(i).health.retries.fetch_add(1, Relaxed);
