@@ -579,6 +579,21 @@ fn spread(seen: &[Seen]) -> String {
     )
 }
 
+/// Of `seen`: the requests answered with a result, those answered -32014,
+/// and those the upstream executed more than once.
+fn tally(seen: &[Seen], executions: &Executions) -> (usize, usize, usize) {
+    let ok = seen
+        .iter()
+        .filter(|s| s.status == 200 && s.body.get("result").is_some())
+        .count();
+    let unknown = seen
+        .iter()
+        .filter(|s| s.body["error"]["code"] == -32014)
+        .count();
+    let twice = seen.iter().filter(|s| executions.of(&s.id) > 1).count();
+    (ok, unknown, twice)
+}
+
 /// Appends `line` to `$FAILOVER_OUT` (when set) and prints it.
 fn record(line: &str) {
     println!("{line}");
@@ -628,15 +643,7 @@ async fn full_runs() {
                 }
             }
             let seen = load.await;
-            let ok = seen
-                .iter()
-                .filter(|s| s.status == 200 && s.body.get("result").is_some())
-                .count();
-            let unknown = seen
-                .iter()
-                .filter(|s| s.body["error"]["code"] == -32014)
-                .count();
-            let twice = seen.iter().filter(|s| executions.of(&s.id) > 1).count();
+            let (ok, unknown, twice) = tally(&seen, &executions);
             let killed = trio.peer(0).to_owned();
             let m = |name: &'static str| {
                 let (edge, killed) = (&edge, killed.clone());
@@ -657,15 +664,7 @@ async fn full_runs() {
     // started again at 10 s.
     for method in ["get", "send"] {
         let (seen, executions, _ups, _pair) = group_through_a_kill(method, [20.0, 5.0, 10.0]).await;
-        let ok = seen
-            .iter()
-            .filter(|s| s.status == 200 && s.body.get("result").is_some())
-            .count();
-        let unknown = seen
-            .iter()
-            .filter(|s| s.body["error"]["code"] == -32014)
-            .count();
-        let twice = seen.iter().filter(|s| executions.of(&s.id) > 1).count();
+        let (ok, unknown, twice) = tally(&seen, &executions);
         record(&format!(
             "| quic, upstream killed | {method} | {} | {ok} | {unknown} | {} | {twice} | {} | | | |",
             seen.len(),

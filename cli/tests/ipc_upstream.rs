@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Client, Pair, PairOptions, Up, post, tempdir};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 /// Answers every request with its params as the result, and pushes a
 /// subscription notification after `eth_subscribe`; replies go out with no
@@ -294,4 +294,120 @@ fn an_http_unix_upstream_is_an_absolute_path() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("http+unix:///PATH"), "{err}");
+}
+
+/// An IPC upstream that answers every request with its own `name`, until
+/// the sender is dropped or sends `true`: then it stops accepting and
+/// drops every connection (as a killed node would).
+async fn named_ipc_server(
+    path: std::path::PathBuf,
+    name: &'static str,
+) -> tokio::sync::watch::Sender<bool> {
+    let listener = tokio::net::UnixListener::bind(&path).expect("bind the IPC socket");
+    let (kill, killed) = tokio::sync::watch::channel(false);
+    let mut accepting = killed.clone();
+    tokio::spawn(async move {
+        loop {
+            let socket = tokio::select! {
+                a = listener.accept() => match a {
+                    Ok((s, _)) => s,
+                    Err(_) => return,
+                },
+                _ = accepting.changed() => return,
+            };
+            let mut killed = killed.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = socket.into_split();
+                let mut lines = tokio::io::BufReader::new(read).lines();
+                loop {
+                    let line = tokio::select! {
+                        l = lines.next_line() => match l {
+                            Ok(Some(l)) => l,
+                            _ => return,
+                        },
+                        _ = killed.changed() => return,
+                    };
+                    let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                        continue;
+                    };
+                    let reply =
+                        serde_json::json!({"jsonrpc": "2.0", "id": v["id"], "result": name});
+                    if write.write_all(reply.to_string().as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    kill
+}
+
+/// Two IPC upstreams behind one origin: the WebSocket clients' sessions are
+/// spread over both; when one upstream dies, the sessions on it move to the
+/// other at once, and every client is answered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_spread_over_two_ipc_upstreams_and_move_when_one_dies() {
+    let dir = tempdir::Dir::new();
+    let (path_a, path_b) = (dir.0.join("a.ipc"), dir.0.join("b.ipc"));
+    let kill_a = named_ipc_server(path_a.clone(), "a").await;
+    let _b = named_ipc_server(path_b.clone(), "b").await;
+    let url: &'static str = Box::leak(format!("unix://{}", path_a.display()).into_boxed_str());
+    let b = format!("unix://{}", path_b.display());
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Url(url),
+        origin_extra: &["--upstream", &b],
+        ingresses: &["ws"],
+        ..PairOptions::default()
+    })
+    .await;
+    let mut clients = Vec::new();
+    let mut on = Vec::new();
+    for id in 0..4 {
+        let mut ws = Client::ws(&pair.ingress("ws://")).await;
+        let r = ws
+            .call(serde_json::json!({"jsonrpc":"2.0","id":id,"method":"eth_chainId"}))
+            .await;
+        on.push(r["result"].as_str().expect("a result").to_owned());
+        clients.push(ws);
+    }
+    assert!(
+        on.iter().any(|n| n == "a") && on.iter().any(|n| n == "b"),
+        "{on:?}"
+    );
+
+    kill_a.send(true).expect("kill a");
+    // Every client, those whose session was on `a` too, is answered by `b`
+    // within a second or two (a request that raced the kill may be told it
+    // was not delivered, or may have executed: never a hang).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    for (k, ws) in clients.iter_mut().enumerate() {
+        let mut id = 100 + 10 * k as i64;
+        loop {
+            id += 1;
+            let r = ws
+                .call(serde_json::json!({"jsonrpc":"2.0","id":id,"method":"eth_chainId"}))
+                .await;
+            if r["result"] == "b" {
+                break;
+            }
+            let code = r["error"]["data"]["npamp_error"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(
+                ["NotDelivered", "MayHaveExecuted"].contains(&code),
+                "client {k}: {r}"
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "client {k} still not answered: {r}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // A new client starts on the one left.
+    let mut ws = Client::ws(&pair.ingress("ws://")).await;
+    let r = ws
+        .call(serde_json::json!({"jsonrpc":"2.0","id":1,"method":"eth_chainId"}))
+        .await;
+    assert_eq!(r["result"], "b", "{r}");
 }

@@ -112,6 +112,8 @@ pub struct Metrics {
     origins: std::sync::OnceLock<std::sync::Arc<super::edge::Origins>>,
     /// An origin's group of HTTP upstreams.
     upstreams: std::sync::OnceLock<std::sync::Arc<super::upstream_group::Group>>,
+    /// An origin's group of session upstreams.
+    session_upstreams: std::sync::OnceLock<std::sync::Arc<super::upstream_group::Sessions>>,
 }
 
 impl Metrics {
@@ -123,6 +125,11 @@ impl Metrics {
     /// Shows an origin's upstream group in [`Metrics::render`].
     pub fn show_upstreams(&self, group: std::sync::Arc<super::upstream_group::Group>) {
         let _ = self.upstreams.set(group);
+    }
+
+    /// Shows an origin's session upstream group in [`Metrics::render`].
+    pub fn show_session_upstreams(&self, group: std::sync::Arc<super::upstream_group::Sessions>) {
+        let _ = self.session_upstreams.set(group);
     }
 
     /// Metrics that also report the association counters of an endpoint.
@@ -403,6 +410,9 @@ impl Metrics {
             origins.render(&mut o);
         }
         if let Some(group) = self.upstreams.get() {
+            group.render(&mut o);
+        }
+        if let Some(group) = self.session_upstreams.get() {
             group.render(&mut o);
         }
         o

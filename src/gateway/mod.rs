@@ -218,6 +218,11 @@ pub struct GatewayConfig {
     /// Origin: methods matching a glob go to these HTTP upstreams
     /// (`--route GLOB=URL`), in order.
     pub routes: Vec<(String, hyper::Uri)>,
+    /// Origin: session upstreams served as a group (WebSocket, IPC, child
+    /// processes, MCP servers: `--upstream` or `--upstream-cmd` repeated;
+    /// the first is `upstream`): each association's upstream session runs
+    /// on one, and moves to another when it fails. Empty: `upstream` alone.
+    pub session_group: Vec<Upstream>,
     /// Extra CA certificates (PEM) for an HTTPS / WSS upstream.
     pub upstream_ca: Option<std::path::PathBuf>,
     /// Sent with every request to an HTTP(S) / WS(S) upstream (values
@@ -263,6 +268,7 @@ impl GatewayConfig {
             listen: Vec::new(),
             upstream: None,
             upstream_group: Vec::new(),
+            session_group: Vec::new(),
             routes: Vec::new(),
             upstream_ca: None,
             upstream_headers: Vec::new(),
@@ -485,7 +491,8 @@ impl Gateway {
             "upstream",
             old.upstream == new.upstream
                 && old.upstream_group == new.upstream_group
-                && old.routes == new.routes,
+                && old.routes == new.routes
+                && old.session_group == new.session_group,
         );
         differs("upstream-ca", old.upstream_ca == new.upstream_ca);
         differs(

@@ -4,9 +4,11 @@
 //! - HTTP(S) upstream: each request is one POST on a pooled keep-alive
 //!   HTTP/1.1 client ([`Role::OriginStateless`]); its reply goes back on the
 //!   request's correlation_id.
-//! - WebSocket upstream or child process (stdio): one upstream session per
-//!   association ([`Session::origin`]), reconnected or restarted with
-//!   backoff when it goes away.
+//! - WebSocket, IPC or MCP upstream, or child process (stdio): one upstream
+//!   session per association ([`Session::origin`]), reconnected or
+//!   restarted with backoff when it goes away; with several (a
+//!   [`Sessions`] group), started on the best member and moved to another
+//!   when it fails.
 //!
 //! - No upstream (`serve --listen` alone: associations for `ping` and
 //!   benchmarks): every request is answered NotDelivered, saying so.
@@ -33,7 +35,7 @@ use super::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
 use super::session::Session;
 use super::edge::health;
-use super::upstream_group::{Group, Member, PostFailed};
+use super::upstream_group::{Group, Member, PostFailed, Sessions};
 use super::upstream_http::{Connector, host_override};
 use super::{Ctx, GatewayConfig, Upstream};
 use crate::assoc::AssocHandle;
@@ -73,6 +75,8 @@ pub struct Origin {
     post_headers: hyper::HeaderMap,
     /// Several HTTP upstreams, or routes (`None`: `upstream` alone).
     group: Option<Arc<Group>>,
+    /// Several session upstreams (`None`: `upstream` alone).
+    sessions: Option<Arc<Sessions>>,
 }
 
 impl Origin {
@@ -128,9 +132,15 @@ impl Origin {
             ctx.metrics.show_upstreams(group.clone());
             group
         });
+        let sessions = (!config.session_group.is_empty()).then(|| {
+            let sessions = Arc::new(Sessions::new(config.session_group.clone()));
+            ctx.metrics.show_session_upstreams(sessions.clone());
+            sessions
+        });
         Ok(Self {
             ctx,
             upstream,
+            sessions,
             http,
             tls,
             permits,
@@ -182,22 +192,31 @@ impl Origin {
                 let session = Session::origin(assoc, self.ctx.clone(), tx);
                 let sink = session.sink();
                 let (origin, upstream) = (self.clone(), upstream.clone());
-                tokio::spawn(async move { origin.run_upstream(&upstream, session, rx).await });
+                tokio::spawn(async move { origin.run_upstream(upstream, session, rx).await });
                 sink
             }
         }
     }
 
-    /// Keeps one upstream session up for as long as the association lives.
-    async fn run_upstream(&self, upstream: &Upstream, session: Session, mut rx: Inbox) {
+    /// Keeps one upstream session up for as long as the association lives:
+    /// on `single`, or on a member of the session group, moving to another
+    /// member (at once, when one is admitted) when it fails.
+    async fn run_upstream(&self, single: Upstream, session: Session, mut rx: Inbox) {
         let _counted = Counted::new(&self.ctx.metrics.upstream_sessions);
+        let group = self.sessions.as_deref();
         let mut backoff = FIRST_BACKOFF;
         let mut first = true;
+        let mut failed = None;
         loop {
             if !first {
                 self.ctx.metrics.upstream_restarts.fetch_add(1, Relaxed);
             }
             first = false;
+            let on = group.map(|g| g.enter(failed));
+            let upstream = match (group, &on) {
+                (Some(g), Some(on)) => &g.members[on.index].upstream,
+                _ => &single,
+            };
             let started = Instant::now();
             // Watches the association itself: when it ends, it closes the
             // upstream politely before returning.
@@ -216,11 +235,25 @@ impl Origin {
             if started.elapsed() > MAX_BACKOFF * 2 {
                 backoff = FIRST_BACKOFF;
             }
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = session.assoc().ended() => return,
+            let another = match (group, &on) {
+                (Some(g), Some(on)) => {
+                    failed = Some(on.index);
+                    g.failed(on, started.elapsed())
+                }
+                _ => false,
+            };
+            drop(on);
+            if another {
+                // The session's state (subscriptions, an MCP session) does
+                // not move with it: the next member starts afresh.
+                info!(from = %upstream, "upstream session moves to another upstream of the group");
+            } else {
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = session.assoc().ended() => return,
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
             // What was queued while the upstream was down was answered
             // NotDelivered already: it must not reach the next upstream.
             while rx.try_recv().is_some() {}

@@ -1,12 +1,13 @@
 //! An origin's HTTP upstreams as a group (`--upstream` repeated) and its
 //! method routes (`--route GLOB=URL`): which upstreams may take a request,
 //! which of them is chosen (the edge's health and choice,
-//! [`super::edge::health`]), and whether a failed POST may go to another.
+//! [`super::edge::health`]), and whether a failed POST may go to another;
+//! and its session upstreams as a group ([`Sessions`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::time::Instant;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::time::Duration;
 
-use super::edge::health::{self, Health, RetryBudget};
+use super::edge::health::{self, Chooser, Health, RetryBudget};
 
 /// One HTTP upstream of the group.
 pub struct Member {
@@ -27,8 +28,7 @@ pub struct Group {
     routes: Vec<Route>,
     /// The members of `--upstream` (what no route takes).
     default: u64,
-    epoch: Instant,
-    next: AtomicUsize,
+    chooser: Chooser,
     pub budget: RetryBudget,
 }
 
@@ -66,8 +66,7 @@ impl Group {
             members,
             routes: grouped,
             default: (0..default).fold(0, |m, i| m | 1 << i),
-            epoch: Instant::now(),
-            next: AtomicUsize::new(0),
+            chooser: Chooser::default(),
             budget: RetryBudget::new(retry_budget),
         }
     }
@@ -96,14 +95,13 @@ impl Group {
     }
 
     pub fn now(&self) -> u64 {
-        health::millis(self.epoch, Instant::now())
+        self.chooser.now()
     }
 
     /// The member for a request among `allowed` and not `tried` (bits).
     pub fn choose(&self, allowed: u64, tried: u64) -> Option<usize> {
-        let start = self.next.fetch_add(1, Relaxed);
         let n = self.members.len();
-        health::choose(n, |i| &self.members[i].health, tried | !allowed, self.now(), start)
+        self.chooser.choose(n, |i| &self.members[i].health, tried | !allowed)
     }
 
     /// Whether a request that failed so may go to another member: not sent
@@ -114,6 +112,116 @@ impl Group {
             PostFailed::NotSent(_) => true,
             PostFailed::Unknown(_) => resend_safe && self.budget.withdraw(self.now()),
             PostFailed::Final(_) => false,
+        }
+    }
+}
+
+/// Several session upstreams (WebSocket, IPC, child processes, MCP
+/// servers): each association's upstream session runs on one member, the
+/// best standing with the fewest sessions (ties round robin), and its next
+/// start after a failure is on another when one is admitted. A member is
+/// ejected when its session fails (backoff as [`health`]'s), and a session
+/// that ran long clears its strikes first.
+pub struct Sessions {
+    pub members: Vec<SessionMember>,
+    chooser: Chooser,
+}
+
+pub struct SessionMember {
+    pub upstream: super::Upstream,
+    health: Health,
+    /// Upstream sessions running here now.
+    sessions: AtomicI64,
+}
+
+/// A session on a member; counted until dropped.
+pub struct OnMember<'a> {
+    member: &'a SessionMember,
+    pub index: usize,
+}
+
+impl Drop for OnMember<'_> {
+    fn drop(&mut self) {
+        self.member.sessions.fetch_sub(1, Relaxed);
+    }
+}
+
+impl Sessions {
+    /// A session that ran this long before failing starts its member's
+    /// backoff over.
+    pub const RAN_LONG: Duration = Duration::from_secs(10);
+
+    pub fn new(upstreams: Vec<super::Upstream>) -> Self {
+        let members = upstreams
+            .into_iter()
+            .map(|upstream| SessionMember {
+                upstream,
+                health: Health::default(),
+                sessions: AtomicI64::new(0),
+            })
+            .collect();
+        Self {
+            members,
+            chooser: Chooser::default(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.chooser.now()
+    }
+
+    /// The member for the next upstream session, `avoid` (the one that
+    /// just failed) last among equals; counted as running there.
+    pub fn enter(&self, avoid: Option<usize>) -> OnMember<'_> {
+        let (now, n) = (self.now(), self.members.len());
+        let start = self.chooser.turn();
+        let index = (0..n)
+            .map(|k| (start + k) % n)
+            .min_by_key(|&i| {
+                let m = &self.members[i];
+                (m.health.standing(now), Some(i) == avoid, m.sessions.load(Relaxed))
+            })
+            .unwrap_or(0);
+        let member = &self.members[index];
+        member.sessions.fetch_add(1, Relaxed);
+        OnMember { member, index }
+    }
+
+    /// The session on `on` failed after running for `ran`: the member is
+    /// ejected. Whether another member is admitted now (the next start
+    /// need not wait).
+    pub fn failed(&self, on: &OnMember<'_>, ran: Duration) -> bool {
+        let now = self.now();
+        if ran >= Self::RAN_LONG {
+            on.member.health.clear();
+        }
+        on.member.health.eject(now);
+        (self.members.iter().enumerate())
+            .any(|(i, m)| i != on.index && m.health.standing(now) == health::Standing::Admitted)
+    }
+
+    /// The members' lines of `/metrics`.
+    pub fn render(&self, o: &mut String) {
+        use std::fmt::Write;
+        let now = self.now();
+        type Value = fn(&SessionMember, u64) -> String;
+        let families: [(&str, &str, &str, Value); 3] = [
+            ("up", "gauge", "1 while new upstream sessions start on this upstream; 0 while it is ejected.", |m, now| {
+                u8::from(m.health.standing(now) == health::Standing::Admitted).to_string()
+            }),
+            ("sessions", "gauge", "Upstream sessions (one per association) running on this upstream.", |m, _| {
+                m.sessions.load(Relaxed).to_string()
+            }),
+            ("ejections_total", "counter", "Times a session on this upstream failed and it was taken out of rotation for its backoff.", |m, _| {
+                m.health.ejections.load(Relaxed).to_string()
+            }),
+        ];
+        for (suffix, kind, help, value) in families {
+            let name = format!("npamp_session_upstream_{suffix}");
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for m in &self.members {
+                let _ = writeln!(o, "{name}{{upstream=\"{}\"}} {}", m.upstream, value(m, now));
+            }
         }
     }
 }
@@ -149,6 +257,43 @@ mod tests {
             post_headers: hyper::HeaderMap::new(),
             health: Health::default(),
         }
+    }
+
+    #[test]
+    fn sessions_spread_over_members_and_move_off_one_that_failed() {
+        let ws = |port: u16| super::super::Upstream::Ws(format!("ws://127.0.0.1:{port}"));
+        let g = Sessions::new(vec![ws(1), ws(2), ws(3)]);
+        // Four sessions: the fewest first, so 2-1-1 in some order.
+        let on: Vec<OnMember<'_>> = (0..4).map(|_| g.enter(None)).collect();
+        let mut count = [0; 3];
+        for s in &on {
+            count[s.index] += 1;
+        }
+        count.sort_unstable();
+        assert_eq!(count, [1, 1, 2]);
+        // One fails: ejected, and another is admitted, so no waiting.
+        let failed = on[0].index;
+        assert!(g.failed(&on[0], Duration::from_secs(1)));
+        drop(on);
+        // The next sessions avoid it while it is ejected.
+        let next: Vec<OnMember<'_>> = (0..3).map(|_| g.enter(Some(failed))).collect();
+        assert!(next.iter().all(|s| s.index != failed));
+        let mut shown = String::new();
+        g.render(&mut shown);
+        let up = format!("npamp_session_upstream_up{{upstream=\"ws://127.0.0.1:{}\"}} 0", failed + 1);
+        assert!(shown.contains(&up), "{shown}");
+        assert!(shown.contains("npamp_session_upstream_sessions{"), "{shown}");
+        let ejected = format!("npamp_session_upstream_ejections_total{{upstream=\"ws://127.0.0.1:{}\"}} 1", failed + 1);
+        assert!(shown.contains(&ejected), "{shown}");
+        // With every other member ejected too, the last failure waits.
+        for s in &next {
+            g.failed(s, Duration::ZERO);
+        }
+        let last = g.enter(None);
+        assert!(!g.failed(&last, Duration::ZERO), "no member is admitted");
+        // Sessions are counted off when they end.
+        drop((next, last));
+        assert!(g.members.iter().all(|m| m.sessions.load(Relaxed) == 0));
     }
 
     #[test]

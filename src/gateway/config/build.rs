@@ -76,6 +76,7 @@ impl GatewayOptions {
             upstream,
             upstream_group: self.group().0,
             routes: self.group().1,
+            session_group: self.session_group()?,
             upstream_ca: self.upstream_ca.clone(),
             upstream_headers: self
                 .upstream_header
@@ -101,23 +102,45 @@ impl GatewayOptions {
         })
     }
 
+    /// Every `--upstream`, or every `--upstream-cmd` as a program and its
+    /// arguments.
+    fn upstreams(&self) -> Result<Vec<Upstream>, (&'static str, String)> {
+        if !self.upstream.is_empty() && !self.upstream_cmd.is_empty() {
+            return Err((
+                "upstream",
+                "give --upstream or --upstream-cmd, not both".into(),
+            ));
+        }
+        let cmds = self.upstream_cmd.iter().map(|cmd| {
+            let argv: Vec<String> = cmd.split_whitespace().map(str::to_owned).collect();
+            match argv.is_empty() {
+                true => Err(("upstream-cmd", "empty command".to_owned())),
+                false => Ok(Upstream::Cmd(argv)),
+            }
+        });
+        self.upstream.iter().cloned().map(Ok).chain(cmds).collect()
+    }
+
+    /// Several upstreams served as sessions (WebSocket, IPC, child
+    /// processes, MCP), checked by [`Self::upstream`].
+    fn session_group(&self) -> Result<Vec<Upstream>, ConfigError> {
+        let all = self.upstreams().unwrap_or_default();
+        let sessions = all.len() > 1 && !self.http_group(&all);
+        Ok(if sessions { all } else { Vec::new() })
+    }
+
+    /// Whether these upstreams are HTTP JSON-RPC ones, served request by
+    /// request (not MCP sessions).
+    fn http_group(&self, all: &[Upstream]) -> bool {
+        let mcp = self.protocol.unwrap_or_default().id() == crate::bridge::ProtocolId::MCP;
+        !mcp && all.iter().all(|u| matches!(u, Upstream::Http(_)))
+    }
+
     /// Where an origin delivers: `--upstream` or `--upstream-cmd`, and the
     /// headers that go with an HTTP or WebSocket one.
     fn upstream(&self, src: &Sourced) -> Result<Option<Upstream>, ConfigError> {
-        let upstream = match (self.upstream.first(), &self.upstream_cmd) {
-            (Some(_), Some(_)) => {
-                return Err(src.error("upstream", "give --upstream or --upstream-cmd, not both"));
-            }
-            (Some(url), None) => Some(url.clone()),
-            (None, Some(cmd)) => {
-                let argv: Vec<String> = cmd.split_whitespace().map(str::to_owned).collect();
-                if argv.is_empty() {
-                    return Err(src.error("upstream-cmd", "empty command"));
-                }
-                Some(Upstream::Cmd(argv))
-            }
-            (None, None) => None,
-        };
+        let all = self.upstreams().map_err(|(key, m)| src.error(key, m))?;
+        let upstream = all.first().cloned();
         if !self.upstream_header.is_empty()
             && !matches!(upstream, Some(Upstream::Http(_) | Upstream::Ws(_)))
         {
@@ -126,26 +149,33 @@ impl GatewayOptions {
                 "headers go to an http(s):// or ws(s):// --upstream; there is none",
             ));
         }
-        let mcp = self.protocol.unwrap_or_default().id() == crate::bridge::ProtocolId::MCP;
-        if self.upstream.len() > 1 || !self.route.is_empty() {
-            let stateless = self.upstream.iter().all(|u| matches!(u, Upstream::Http(_)));
-            if !stateless || mcp {
-                let key = if self.upstream.len() > 1 {
-                    "upstream"
-                } else {
-                    "route"
-                };
-                return Err(src.error(
-                    key,
-                    "several upstreams and routes are for HTTP JSON-RPC upstreams \
-                     (http://, https://, http+unix://) without --protocol mcp: a WebSocket, \
-                     IPC, child-process or MCP upstream is a session, and takes one --upstream",
-                ));
-            }
+        let http = self.http_group(&all);
+        if !self.route.is_empty() && !http {
+            return Err(src.error(
+                "route",
+                "routes are for HTTP JSON-RPC upstreams (http://, https://, http+unix://) \
+                 without --protocol mcp: a WebSocket, IPC, child-process or MCP upstream is a \
+                 session, whose requests all go to one upstream",
+            ));
         }
-        if self.upstream.len() > super::super::edge::MAX_PEERS {
+        let mcp = self.protocol.unwrap_or_default().id() == crate::bridge::ProtocolId::MCP;
+        let session = |u: &Upstream| mcp || !matches!(u, Upstream::Http(_));
+        if all.len() > 1 && !http && !all.iter().all(session) {
             return Err(src.error(
                 "upstream",
+                "several upstreams are all HTTP JSON-RPC ones (http://, https://, http+unix://), \
+                 or all sessions (ws://, wss://, unix://, --upstream-cmd, MCP servers with \
+                 --protocol mcp), not a mix",
+            ));
+        }
+        if all.len() > super::super::edge::MAX_PEERS {
+            let key = if self.upstream.is_empty() {
+                "upstream-cmd"
+            } else {
+                "upstream"
+            };
+            return Err(src.error(
+                key,
                 format!("at most {} upstreams", super::super::edge::MAX_PEERS),
             ));
         }
@@ -159,7 +189,8 @@ impl GatewayOptions {
             Upstream::Http(uri) => Some(uri.clone()),
             _ => None,
         };
-        let group = if self.upstream.len() > 1 || !self.route.is_empty() {
+        let all = self.upstreams().unwrap_or_default();
+        let group = if (all.len() > 1 || !self.route.is_empty()) && self.http_group(&all) {
             self.upstream.iter().filter_map(uri).collect()
         } else {
             Vec::new()

@@ -44,9 +44,11 @@ pub struct GatewayOptions {
     /// speaking JSON values back to back (geth's IPC).
     /// With --protocol mcp an http(s) URL is an MCP server's Streamable HTTP
     /// endpoint: one MCP session per association.
-    /// Repeatable for HTTP upstreams (a group): each request goes to the
+    /// Repeatable (a group): for HTTP upstreams each request goes to the
     /// healthiest, least loaded one, and one not delivered goes to another
-    /// when that cannot execute it twice.
+    /// when that cannot execute it twice; for WebSocket, unix:// and MCP
+    /// upstreams each association's upstream session runs on the healthiest
+    /// with the fewest sessions, and moves to another when it fails.
     #[cfg_attr(
         feature = "cli",
         arg(long, value_name = "URL", conflicts_with = "upstream_cmd")
@@ -72,9 +74,12 @@ pub struct GatewayOptions {
     pub upstream_header: Vec<UpstreamHeader>,
     /// Deliver to a child process speaking newline-delimited JSON-RPC on
     /// stdio, e.g. an MCP server ("PROGRAM ARGS…", split on whitespace;
-    /// restarted with backoff when it exits).
+    /// one per association, restarted with backoff when it exits).
+    /// Repeatable (a group, as for --upstream): each association's process
+    /// is one of them, and the next start after an exit is another's.
     #[cfg_attr(feature = "cli", arg(long, value_name = "COMMAND"))]
-    pub upstream_cmd: Option<String>,
+    #[serde(deserialize_with = "values::one_or_many")]
+    pub upstream_cmd: Vec<String>,
     /// Accept JSON-RPC clients: http://ADDR, ws://ADDR or tcp://ADDR
     /// (newline-delimited); repeatable. Needs --peer.
     #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]

@@ -547,7 +547,7 @@ fn retries_and_hedging_are_set_and_checked() {
 }
 
 #[test]
-fn several_upstreams_and_routes_are_http_ones() {
+fn several_upstreams_form_a_group_of_http_ones_or_of_sessions_and_routes_are_http_ones() {
     let origin = |more: &[&str]| {
         let mut args = vec![
             "--insecure-accept-any-peer",
@@ -567,42 +567,92 @@ fn several_upstreams_and_routes_are_http_ones() {
     ])
     .unwrap();
     assert_eq!(c.upstream_group.len(), 2);
+    assert!(c.session_group.is_empty());
     assert_eq!(c.routes.len(), 1);
     assert_eq!(c.routes[0].0, "debug_*");
     // One upstream alone: no group.
-    assert!(
-        origin(&["--upstream", "http://127.0.0.1:8545"])
-            .unwrap()
-            .upstream_group
-            .is_empty()
-    );
-    for bad in [
-        &[
-            "--upstream",
+    let one = origin(&["--upstream", "http://127.0.0.1:8545"]).unwrap();
+    assert!(one.upstream_group.is_empty() && one.session_group.is_empty());
+    // Sessions: WebSocket and IPC, MCP servers over HTTP, child processes.
+    for (args, first) in [
+        (
+            &[
+                "--upstream",
+                "ws://127.0.0.1:8545",
+                "--upstream",
+                "unix:///run/geth.ipc",
+            ][..],
             "ws://127.0.0.1:8545",
-            "--upstream",
-            "http://127.0.0.1:8546",
-        ][..],
-        &[
-            "--upstream",
-            "http://127.0.0.1:8545",
-            "--route",
-            "a*=ws://127.0.0.1:1",
-        ][..],
-        &[
-            "--protocol",
-            "mcp",
-            "--upstream",
-            "http://a:1/mcp",
-            "--upstream",
-            "http://b:1/mcp",
-        ][..],
+        ),
+        (
+            &[
+                "--protocol",
+                "mcp",
+                "--upstream",
+                "http://a:1/mcp",
+                "--upstream",
+                "http://b:1/mcp",
+            ][..],
+            "http://a:1",
+        ),
+        (
+            &[
+                "--upstream-cmd",
+                "server --one",
+                "--upstream-cmd",
+                "server --two",
+            ][..],
+            "command server",
+        ),
+    ] {
+        let c = origin(args).unwrap();
+        assert_eq!(c.session_group.len(), 2, "{args:?}");
+        assert!(c.upstream_group.is_empty(), "{args:?}");
+        assert_eq!(c.upstream.as_ref(), Some(&c.session_group[0]));
+        assert_eq!(c.session_group[0].to_string(), first, "{args:?}");
+    }
+    let c = origin(&["--upstream-cmd", "a", "--upstream-cmd", "b --x"]).unwrap();
+    assert_eq!(
+        c.session_group[1],
+        Upstream::Cmd(vec!["b".into(), "--x".into()])
+    );
+    for (bad, says) in [
+        (
+            &[
+                "--upstream",
+                "ws://127.0.0.1:8545",
+                "--upstream",
+                "http://127.0.0.1:8546",
+            ][..],
+            "not a mix",
+        ),
+        (
+            &[
+                "--upstream",
+                "http://127.0.0.1:8545",
+                "--route",
+                "a*=ws://127.0.0.1:1",
+            ][..],
+            "a route goes to an http",
+        ),
+        (
+            &[
+                "--protocol",
+                "mcp",
+                "--upstream",
+                "http://a:1/mcp",
+                "--route",
+                "tools/*=http://b:1/mcp",
+            ][..],
+            "routes are for HTTP",
+        ),
+        (
+            &["--upstream-cmd", "a", "--upstream-cmd", "  "][..],
+            "empty command",
+        ),
     ] {
         let e = origin(bad).unwrap_err();
-        assert!(
-            e.to_string().contains("upstream") || e.to_string().contains("route"),
-            "{e}"
-        );
+        assert!(e.to_string().contains(says), "{bad:?}: {e}");
     }
     let e = origin(&["--upstream", "http://127.0.0.1:8545", "--route", "nothing"]).unwrap_err();
     assert!(e.to_string().contains("GLOB=URL"), "{e}");

@@ -18,7 +18,7 @@
 //!   ties go round robin.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
 
 /// Failed answers in a row (not delivered, lost) that eject an origin.
@@ -128,6 +128,13 @@ impl Health {
         }
     }
 
+    /// Forgets past failures: the next ejection is the shortest.
+    pub fn clear(&self) {
+        self.failures.store(0, Relaxed);
+        self.strikes.store(0, Relaxed);
+        self.ejected_until.store(0, Relaxed);
+    }
+
     /// Takes the origin out of rotation for its backoff.
     pub fn eject(&self, now: u64) {
         // Once per backoff, however many requests saw it fail.
@@ -199,6 +206,50 @@ pub fn choose<'a>(
         .map(|k| (start + k) % n)
         .filter(|&i| tried & (1 << i) == 0)
         .min_by_key(|&i| (health(i).standing(now), health(i).load(now)))
+}
+
+/// What every chooser of origins or upstreams keeps: the clock its
+/// healths count in, and the turn that breaks ties round robin.
+#[derive(Debug)]
+pub struct Chooser {
+    epoch: Instant,
+    turn: AtomicUsize,
+}
+
+impl Default for Chooser {
+    fn default() -> Self {
+        Self {
+            epoch: Instant::now(),
+            turn: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Chooser {
+    /// Where the clock counts from.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// Milliseconds since the epoch (at least 1).
+    pub fn now(&self) -> u64 {
+        millis(self.epoch, Instant::now())
+    }
+
+    /// Where the next round-robin scan starts.
+    pub fn turn(&self) -> usize {
+        self.turn.fetch_add(1, Relaxed)
+    }
+
+    /// [`choose`] now, from the next turn.
+    pub fn choose<'a>(
+        &self,
+        n: usize,
+        health: impl Fn(usize) -> &'a Health,
+        tried: u64,
+    ) -> Option<usize> {
+        choose(n, health, tried, self.now(), self.turn())
+    }
 }
 
 /// Milliseconds from `epoch` to `now` (at least 1, so 0 can mean never).

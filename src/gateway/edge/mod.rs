@@ -12,7 +12,7 @@
 //!   started on; when that association ends, the client's connection does.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -29,7 +29,7 @@ use crate::relay::{Failure, Reply, label_of};
 pub mod health;
 mod pool;
 
-use health::{Health, Outcome, RetryBudget};
+use health::{Chooser, Health, Outcome, RetryBudget};
 use pool::{NotSent, Peer};
 
 /// The edge: the origins and how to reach them.
@@ -51,10 +51,8 @@ pub struct Edge {
 /// shows of them).
 pub struct Origins {
     peers: Vec<Arc<Peer>>,
-    /// Where health times count from.
-    epoch: Instant,
-    /// Round robin among equals.
-    next: AtomicUsize,
+    /// The healths' clock, and the turn among equals.
+    chooser: Chooser,
     budget: RetryBudget,
     hedging: Option<Hedging>,
 }
@@ -68,12 +66,17 @@ enum Hedging {
 
 impl Origins {
     fn now(&self) -> u64 {
-        health::millis(self.epoch, Instant::now())
+        self.chooser.now()
     }
 
     /// Whether a request may go elsewhere after this one: retries, hedges.
     fn can_retry(&self, hedging: bool) -> bool {
         self.peers.len() > 1 || hedging
+    }
+
+    /// Whether an origin not in `tried` is left.
+    fn left(&self, tried: u64) -> bool {
+        (tried.count_ones() as usize) < self.peers.len()
     }
 
     /// The origin for the next request among those not in `tried`.
@@ -82,9 +85,8 @@ impl Origins {
             // No choice to make: no clock, no shared counter.
             return (tried & 1 == 0).then_some(0);
         }
-        let start = self.next.fetch_add(1, Relaxed);
         let health = |i: usize| &self.peers[i].health;
-        health::choose(self.peers.len(), health, tried, self.now(), start)
+        self.chooser.choose(self.peers.len(), health, tried)
     }
 
     /// How long a read-only request waits before it is hedged now; `None`
@@ -133,15 +135,15 @@ impl Edge {
             receive_window: Some(u32::try_from(window).unwrap_or(u32::MAX)),
             ..endpoint.clone()
         };
-        let epoch = Instant::now();
+        let chooser = Chooser::default();
+        let epoch = chooser.epoch();
         let origins = Arc::new(Origins {
             peers: peers
                 .iter()
                 .take(MAX_PEERS)
                 .map(|a| Arc::new(Peer::new(*a, size, epoch)))
                 .collect(),
-            epoch,
-            next: AtomicUsize::new(0),
+            chooser,
             budget: RetryBudget::new(ctx.limits.retry_budget),
             hedging: ctx.limits.hedge_after.map(|h| match h {
                 HedgeAfter::Delay(d) => Hedging::After(d),
@@ -191,7 +193,7 @@ impl Edge {
                 // Nothing was sent: another origin may take the session.
                 Err(f) => {
                     peer.health.eject(self.now());
-                    if self.choose(tried).is_none() {
+                    if !self.origins.left(tried) {
                         return Err(f);
                     }
                 }
@@ -263,7 +265,7 @@ impl Edge {
                 Ok(reply) => reply,
                 // Not sent: the next origin takes it as it is (no load
                 // added anywhere, so no retry budget spent).
-                Err(_) if self.choose(tried).is_some() => continue,
+                Err(_) if self.origins.left(tried) => continue,
                 Err(not_sent) => not_sent.into_reply(),
             };
             if !self.retry(&reply, &mut effect, &text, &kind, tried) {
@@ -281,15 +283,15 @@ impl Edge {
     /// association only when no origin is left to try after it.
     async fn attempt(&self, i: usize, tried: u64, text: Bytes, kind: Kind) -> Result<Reply, NotSent> {
         let peer = self.peer_at(i);
-        let wait = self.choose(tried | 1 << i).is_none();
+        let wait = !self.origins.left(tried | 1 << i);
         let started = Instant::now();
         let mut guard = Attempt {
             health: &peer.health,
-            epoch: self.origins.epoch,
+            epoch: self.origins.chooser.epoch(),
             started,
             outcome: Outcome::Neutral,
         };
-        peer.health.start(health::millis(self.origins.epoch, started));
+        peer.health.start(health::millis(self.origins.chooser.epoch(), started));
         let r = peer.call(&self.ctx, &self.endpoint, wait, text, kind).await;
         // Not sent: the pool ejected the origin if it could not connect.
         if let Ok(reply) = &r {
@@ -365,7 +367,7 @@ impl Edge {
                 .is_some_and(Effect::resend_safe),
             _ => false,
         };
-        again && self.choose(tried).is_some() && self.origins.budget.withdraw(self.now())
+        again && self.origins.left(tried) && self.origins.budget.withdraw(self.now())
     }
 
     /// The request's effect class, labelled once.

@@ -40,14 +40,19 @@ pub enum NotSent {
 }
 
 impl NotSent {
-    /// The answer when no origin is left to try.
-    pub fn into_reply(self) -> Reply {
-        Reply::Failed(match self {
+    /// Why it was not sent.
+    pub fn into_failure(self) -> Failure {
+        match self {
             NotSent::Connecting => {
                 Failure::Unavailable("no association to an origin yet: connecting".into())
             }
             NotSent::Failed(f) => f,
-        })
+        }
+    }
+
+    /// The answer when no origin is left to try.
+    pub fn into_reply(self) -> Reply {
+        Reply::Failed(self.into_failure())
     }
 }
 
@@ -124,11 +129,7 @@ impl Peer {
         text: Bytes,
         kind: Kind,
     ) -> Result<(), Failure> {
-        let pooled = match self.pooled(ctx, endpoint, true).await {
-            Ok(p) => p,
-            Err(NotSent::Failed(f)) => return Err(f),
-            Err(NotSent::Connecting) => return Err(Failure::Unavailable("connecting".into())),
-        };
+        let pooled = (self.pooled(ctx, endpoint, true).await).map_err(NotSent::into_failure)?;
         pooled
             .exec
             .with(|x, now| x.handle_local(now, text, Ok(Scanned::Single(kind)), None))
