@@ -1,4 +1,4 @@
-//! `npamp-loadgen compare BASE NEW`: two summaries side by side, each a
+//! `npamp-loadgen compare BASE NEW…`: each NEW summary beside BASE, each a
 //! `summary.json` or the run directory that holds one.
 
 use std::fmt::Write as _;

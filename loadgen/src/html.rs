@@ -260,73 +260,78 @@ impl Compared {
     }
 }
 
-/// The page of `compare`: its verdict and table, and the two runs overlaid
-/// (latency spectrum, replies per second against the offered rates, p99
-/// each second when both runs' histograms were read).
-pub fn compare_page(base: &Compared, new: &Compared, table: &str, regressed: bool) -> String {
+/// `compare --out`: the tables (each later run against the first) and the
+/// runs overlaid: latency spectrum, replies against offered rate each
+/// second, and p99 each second when every run has its histograms.
+pub fn compare_page(runs: &[Compared], tables: &str, regressed: bool) -> String {
     let mut o = String::new();
+    let names: Vec<String> = runs.iter().map(|r| esc(&r.label)).collect();
+    let title = names.join(" vs ");
     let _ = writeln!(
         o,
-        "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>{} vs {} — npamp-loadgen</title><style>{STYLE}</style><body>",
-        esc(&base.label),
-        esc(&new.label)
+        "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>{title} — npamp-loadgen</title><style>{STYLE}</style><body>"
     );
     let _ = writeln!(
         o,
-        "<h1>{} vs {} <span class=\"{}\">{}</span></h1><pre>{}</pre>",
-        esc(&base.label),
-        esc(&new.label),
+        "<h1>{title} <span class=\"{}\">{}</span></h1><pre>{}</pre>",
         if regressed { "fail" } else { "pass" },
         if regressed {
             "REGRESSED"
         } else {
             "no regression"
         },
-        esc(table)
+        esc(tables)
     );
-    let (b, n) = (base.spectrum(), new.spectrum());
-    let (bl, nl) = (
-        format!("base: {}", base.label),
-        format!("new: {}", new.label),
-    );
+    // The first run is the base; each colour is one run in every chart.
+    let labels: Vec<String> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| match i {
+            0 => format!("base: {}", r.label),
+            _ if runs.len() == 2 => format!("new: {}", r.label),
+            _ => format!("{i}: {}", r.label),
+        })
+        .collect();
     o.push_str("<h2>Latency</h2>");
-    if !(base.histograms && new.histograms) {
-        o.push_str("<p class=\"note\">A side given as summary.json alone is drawn from its percentiles (p50 to p99.9).</p>");
+    if !runs.iter().all(|r| r.histograms) {
+        o.push_str("<p class=\"note\">A run given as summary.json alone is drawn from its percentiles (p50 to p99.9).</p>");
     }
+    let spectra: Vec<_> = runs.iter().map(Compared::spectrum).collect();
     o.push_str(&report::chart_svg(
         report::spectrum_scale(),
         "percentile",
         "latency, ms",
         None,
-        &[(&bl, PALETTE[0], &b), (&nl, PALETTE[1], &n)],
+        &overlay(&labels, &spectra),
     ));
-    let (b_run, n_run) = (&base.run.summary, &new.run.summary);
-    let (br, nr) = (b_run.replies_points(), n_run.replies_points());
-    let (bo, no) = (b_run.offered_points(), n_run.offered_points());
-    let (bol, nol) = (format!("{bl} offered"), format!("{nl} offered"));
+    let replies: Vec<_> = runs
+        .iter()
+        .map(|r| r.run.summary.replies_points())
+        .collect();
+    let offered: Vec<_> = runs
+        .iter()
+        .map(|r| r.run.summary.offered_points())
+        .collect();
+    let offered_labels: Vec<String> = labels.iter().map(|l| format!("{l} offered")).collect();
+    let mut rates = overlay(&labels, &replies);
+    rates.extend(overlay(&offered_labels, &offered));
     o.push_str("<h2>Replies per second</h2>");
-    o.push_str(&report::series_svg(
-        "per second",
-        &[
-            (&bl, PALETTE[0], &br),
-            (&nl, PALETTE[1], &nr),
-            (&bol, PALETTE[0], &bo),
-            (&nol, PALETTE[1], &no),
-        ],
-        0.0,
-    ));
-    if base.histograms && new.histograms {
-        let (bp, np) = (base.p99_each_second(), new.p99_each_second());
+    o.push_str(&report::series_svg("per second", &rates, 0.0));
+    if runs.iter().all(|r| r.histograms) {
+        let p99: Vec<_> = runs.iter().map(Compared::p99_each_second).collect();
         o.push_str("<h2>p99 each second</h2>");
-        o.push_str(&report::series_svg(
-            "p99, ms",
-            &[(&bl, PALETTE[0], &bp), (&nl, PALETTE[1], &np)],
-            0.0,
-        ));
+        o.push_str(&report::series_svg("p99, ms", &overlay(&labels, &p99), 0.0));
     }
     o.push_str(DRAWN);
     o.push_str("</body></html>\n");
     o
+}
+
+/// One line per run, run `i` in colour `i`.
+fn overlay<'a>(labels: &'a [String], points: &'a [Vec<(f64, f64)>]) -> Vec<report::Line<'a>> {
+    (labels.iter().zip(points).enumerate())
+        .map(|(i, (l, p))| (l.as_str(), PALETTE[i % PALETTE.len()], p.as_slice()))
+        .collect()
 }
 
 /// Counts the chart marks the browser laid out with a size.
@@ -436,7 +441,7 @@ mod tests {
 
     #[test]
     fn the_comparison_overlays_both_runs_and_says_what_it_drew_from() {
-        use super::{Compared, compare_page};
+        use super::{Compared, PALETTE, compare_page};
         let with = |label: &str, histograms: bool| Compared {
             label: label.into(),
             run: if histograms {
@@ -446,7 +451,7 @@ mod tests {
             },
             histograms,
         };
-        let page = compare_page(&with("a<b", true), &with("new", true), "the table", false);
+        let page = compare_page(&[with("a<b", true), with("new", true)], "the table", false);
         for fetching in ["src=", "href=", "@import", "url("] {
             assert!(!page.contains(fetching), "{fetching}");
         }
@@ -459,8 +464,22 @@ mod tests {
         assert!(page.contains("base: a&lt;b") && page.contains("new: new offered"));
         assert!(!page.contains("drawn from its percentiles"));
         // A side known by its summary alone: no per-second p99, and a note.
-        let page = compare_page(&with("a", true), &with("b", false), "t", true);
+        let page = compare_page(&[with("a", true), with("b", false)], "t", true);
         assert_eq!(page.matches("<svg").count(), 2);
         assert!(page.contains("drawn from its percentiles") && page.contains("REGRESSED"));
+        // Three runs: each later one numbered, in a colour of its own.
+        let page = compare_page(
+            &[with("a", true), with("b", true), with("c", true)],
+            "t",
+            false,
+        );
+        assert!(page.contains("a vs b vs c"));
+        for label in ["base: a", "1: b", "2: c", "2: c offered"] {
+            assert!(page.contains(label), "{label}");
+        }
+        for colour in &PALETTE[..3] {
+            assert!(page.contains(colour), "{colour}");
+        }
+        assert!(!page.contains(PALETTE[3]), "only three runs' colours");
     }
 }

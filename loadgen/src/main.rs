@@ -246,17 +246,20 @@ enum Command {
         #[arg(long)]
         source: Option<std::net::IpAddr>,
     },
-    /// Compare two runs (each a summary.json or its run directory); exit 5
-    /// when NEW regressed in a gated row: throughput down or p99 up by more
-    /// than the threshold, or more lost. The other rows are shown only.
+    /// Compare runs (each a summary.json or its run directory): each NEW
+    /// against BASE; exit 5 when one regressed in a gated row: throughput
+    /// down or p99 up by more than the threshold, or more lost. The other
+    /// rows are shown only.
     Compare {
         base: PathBuf,
-        new: PathBuf,
+        /// One run or more.
+        #[arg(required = true, num_args = 1..)]
+        new: Vec<PathBuf>,
         /// Percent.
         #[arg(long, default_value_t = 10.0)]
         threshold: f64,
-        /// Also write DIR/compare.html: the table and the two runs
-        /// overlaid (latency, replies per second, p99 each second).
+        /// Also write DIR/compare.html: the tables and the runs overlaid
+        /// (latency, replies per second, p99 each second).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
@@ -983,7 +986,7 @@ fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
 
 fn compare(
     base: &std::path::Path,
-    new: &std::path::Path,
+    new: &[PathBuf],
     threshold: f64,
     out: Option<&std::path::Path>,
 ) -> anyhow::Result<bool> {
@@ -1021,16 +1024,28 @@ fn compare(
             histograms: false,
         })
     };
-    let (base, new) = (read(base)?, read(new)?);
+    let mut runs = vec![read(base)?];
+    for p in new {
+        runs.push(read(p)?);
+    }
     if let Some(dir) = out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let (table, regressed) =
-        npamp_loadgen::compare::compare(&base.run.summary, &new.run.summary, threshold);
-    print!("{table}");
+    let (mut tables, mut regressed) = (String::new(), false);
+    let base = &runs[0];
+    for new in &runs[1..] {
+        if runs.len() > 2 {
+            tables.push_str(&format!("== {} against {} ==\n", new.label, base.label));
+        }
+        let (table, worse) =
+            npamp_loadgen::compare::compare(&base.run.summary, &new.run.summary, threshold);
+        tables.push_str(&table);
+        regressed |= worse;
+    }
+    print!("{tables}");
     if let Some(dir) = out {
         let page = dir.join("compare.html");
-        let html = npamp_loadgen::html::compare_page(&base, &new, &table, regressed);
+        let html = npamp_loadgen::html::compare_page(&runs, &tables, regressed);
         std::fs::write(&page, html).with_context(|| format!("writing {}", page.display()))?;
         eprintln!("wrote {}", page.display());
     }

@@ -84,11 +84,12 @@ fn the_report_draws_in_a_browser() {
     // latency per second and outstanding.
     assert!(drawn >= 12, "{drawn} marks laid out");
     assert!(dom.contains("<h2>Stages</h2>") && dom.contains("<h2>Rates</h2>"));
-    // `compare --out`: the run against itself, overlaid, in the browser.
+    // `compare --out`: the run against itself twice, the three overlaid, in
+    // the browser.
     let cmp = dir.join("compare");
     let out = std::process::Command::new(BIN)
         .arg("compare")
-        .args([&dir, &dir])
+        .args([&dir, &dir, &dir])
         .arg("--out")
         .arg(&cmp)
         .output()
@@ -100,9 +101,10 @@ fn the_report_draws_in_a_browser() {
     );
     let cmp_page = cmp.join("compare.html");
     let (dom, drawn) = laid_out(&browser, &cmp_page);
-    // Three charts: frames, legend boxes and two lines each at least.
-    assert!(drawn >= 9, "{drawn} marks laid out in the comparison");
+    // Three charts: frames, legend boxes and three lines each at least.
+    assert!(drawn >= 12, "{drawn} marks laid out in the comparison");
     assert!(dom.contains("p99 each second"), "{dom:.400}");
+    assert!(dom.contains("2: "), "the third run is labelled: {dom:.400}");
     // A screenshot, for the results run that asks for one.
     if let Ok(shot) = std::env::var("NPAMP_REPORT_SCREENSHOT") {
         let taken = browse(&browser, &page, &format!("--screenshot={shot}"));

@@ -481,6 +481,16 @@ fn exit_codes_say_what_went_wrong() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(0));
+    // Three runs: each later one against the first; one regressed is enough.
+    let out = std::process::Command::new(BIN)
+        .arg("compare")
+        .args([&base, &base, &new])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert_eq!(text.matches(" against ").count(), 2, "{text}");
+    assert_eq!(text.matches("REGRESSION:").count(), 1, "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
