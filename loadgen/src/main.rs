@@ -15,9 +15,8 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use npamp_gateway::assoc::{PeerAddr, Scheme};
 use npamp_gateway::exactly_once::EmbeddedPair;
+use npamp_gateway::gateway::Client;
 use npamp_gateway::gateway::config::{Count, GatewayOptions, PeerKey};
-use npamp_gateway::gateway::edge::Edge;
-use npamp_gateway::gateway::metrics::Metrics;
 use npamp_gateway::gateway::{Limits, MAX_BODY_LIMIT};
 use npamp_gateway::mock::{self, MockAddr};
 use npamp_loadgen::engine::{self, Stats, Target};
@@ -702,15 +701,7 @@ async fn target_of(url: &str, npamp: &GatewayFlags) -> anyhow::Result<Target> {
             ..GatewayOptions::default()
         };
         let config = options.resolve()?;
-        let ctx = Arc::new(npamp_gateway::gateway::Ctx::new(
-            &config,
-            Arc::new(Metrics::default()),
-        ));
-        return Ok(Target::Npamp(Arc::new(Edge::new(
-            peer,
-            config.endpoint,
-            ctx,
-        ))));
+        return Ok(Target::Npamp(Arc::new(Client::new(&config)?)));
     }
     if let Some(addr) = url.strip_prefix("tcp://") {
         return Ok(Target::Tcp(addr.trim_end_matches('/').to_owned()));

@@ -499,9 +499,7 @@ fn exit_codes_say_what_went_wrong() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npamp_targets_send_frames_straight_to_an_origin() {
     use npamp_gateway::assoc::PeerAddr;
-    use npamp_gateway::gateway::edge::Edge;
-    use npamp_gateway::gateway::metrics::Metrics;
-    use npamp_gateway::gateway::{Ctx, Gateway, Upstream};
+    use npamp_gateway::gateway::{Client, Gateway, Upstream};
     use std::sync::Arc;
 
     let bound = mock::spawn(
@@ -531,9 +529,8 @@ async fn npamp_targets_send_frames_straight_to_an_origin() {
             .peer(peer)
             .config()
             .expect("edge");
-        let ctx = Arc::new(Ctx::new(&edge_config, Arc::new(Metrics::default())));
-        let edge = Arc::new(Edge::new(peer, edge_config.endpoint.clone(), ctx));
-        let summary = run(Target::Npamp(edge)).await;
+        let client = Arc::new(Client::new(&edge_config).expect("client"));
+        let summary = run(Target::Npamp(client)).await;
         exact(&summary);
         let prefix = match scheme {
             Scheme::Npamp => "npamp://",

@@ -10,10 +10,12 @@
 //! `upstream`), or both. See `docs/gateway.md` for the edge semantics.
 
 mod builder;
+mod client;
 pub mod config;
 pub mod metrics;
 
 pub use builder::GatewayBuilder;
+pub use client::Client;
 pub(crate) mod quiet;
 
 internal! {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use npamp_gateway::gateway::edge::Edge;
+use npamp_gateway::gateway::Client;
 use serde_json::Value;
 
 use super::{Job, Lane, Outcome, Source};
@@ -137,54 +137,14 @@ impl Exchange for Http {
     }
 }
 
-/// Bridge frames through an edge's association, with no client protocol
-/// around them: each element of a send is called (or notified) on its own,
-/// and a batch's replies are put back into one array.
-pub(super) struct Npamp(pub Arc<Edge>);
+/// Bridge frames through a [`Client`]'s associations, with no client
+/// protocol around them: what it answers is what an edge's HTTP client
+/// would get (a batch's replies in one array).
+pub(super) struct Npamp(pub Arc<Client>);
 
 impl Exchange for Npamp {
-    async fn exchange(&mut self, text: &Bytes, job: &Job, _: &Lane) -> Answer {
-        use npamp_gateway::jsonrpc::{Kind, Scanned, scan};
-        use npamp_gateway::relay::Reply;
-        let edge = &self.0;
-        let kinds: Vec<(Bytes, Kind)> = match scan(text, &edge.ctx.scan) {
-            Ok(Scanned::Single(k)) => vec![(text.clone(), k)],
-            Ok(Scanned::Batch(elements)) => elements
-                .into_iter()
-                .filter_map(|e| {
-                    let start = e.range.start;
-                    e.kind
-                        .ok()
-                        .map(|k| (text.slice(e.range), k.relative_to(start)))
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        let mut bodies = Vec::new();
-        for (t, k) in kinds {
-            match k {
-                Kind::Request { .. } => match edge.call(t, k).await {
-                    Reply::Message { text, .. } => bodies.push(text),
-                    Reply::Failed(f) => bodies.push(Bytes::from(f.response(None))),
-                },
-                _ => {
-                    let _ = edge.notify(t, k).await;
-                }
-            }
-        }
-        let body = if job.send.batch {
-            let mut b = vec![b'['];
-            for (i, x) in bodies.iter().enumerate() {
-                if i > 0 {
-                    b.push(b',');
-                }
-                b.extend_from_slice(x);
-            }
-            b.push(b']');
-            Bytes::from(b)
-        } else {
-            bodies.into_iter().next().unwrap_or_default()
-        };
+    async fn exchange(&mut self, text: &Bytes, _: &Job, _: &Lane) -> Answer {
+        let body = self.0.call(text.clone()).await.unwrap_or_default();
         Answer::Reply { body, status: None }
     }
 }

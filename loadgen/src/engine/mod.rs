@@ -40,7 +40,7 @@ pub enum Target {
     Ws(String),
     Tcp(String),
     /// Bridge frames straight to a gateway's association port.
-    Npamp(Arc<npamp_gateway::gateway::edge::Edge>),
+    Npamp(Arc<npamp_gateway::gateway::Client>),
 }
 
 impl Target {

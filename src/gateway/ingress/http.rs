@@ -25,7 +25,7 @@ use crate::gateway::edge::Edge;
 use crate::gateway::metrics::ReplyClass;
 use crate::gateway::stall::stalled;
 use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
-use crate::jsonrpc::{Kind as Message, ScanError, Scanned, scan};
+use crate::jsonrpc::{Element, Kind as Message, ScanError, Scanned, scan};
 use crate::relay::{Failure, Reply};
 
 /// `http://` and `https://`: JSON-RPC over HTTP POST (HTTP/1.1, and
@@ -380,38 +380,47 @@ async fn answer(
             {
                 return a;
             }
-            single_answer(ctx, http_one(edge, body, kind).await)
+            single_answer(ctx, answer_one(edge, body, kind).await)
         }
         Ok(Scanned::Batch(_)) if is_mcp && let Some(a) = mcp.batch(&parts.headers) => a,
-        Ok(Scanned::Batch(elements)) => {
-            let answers = futures_util::future::join_all(elements.into_iter().map(|e| {
-                let start = e.range.start;
-                let elem = body.slice(e.range);
-                async move {
-                    match e.kind {
-                        Ok(kind) => match http_one(edge, elem, kind.relative_to(start)).await {
-                            HttpAnswer::Reply(text) => Some(text),
-                            HttpAnswer::Failed(f, id) => Some(f.response(id.as_deref()).into()),
-                            HttpAnswer::None => None,
-                        },
-                        Err(invalid) => {
-                            ctx.metrics.reply(ReplyClass::Invalid);
-                            Some(scan_error_response(&ScanError::Invalid(invalid)).into())
-                        }
-                    }
+        Ok(Scanned::Batch(elements)) => match answer_batch(edge, &body, elements).await {
+            Some(array) => json_response(200, array),
+            None => nothing_to_answer(ctx),
+        },
+    }
+}
+
+/// A batch's elements carried at once, their answers joined in one array
+/// (`None`: notifications only, nothing to answer).
+pub(crate) async fn answer_batch(
+    edge: &Arc<Edge>,
+    body: &Bytes,
+    elements: Vec<Element>,
+) -> Option<Bytes> {
+    let ctx = &edge.ctx;
+    let answers = futures_util::future::join_all(elements.into_iter().map(|e| {
+        let start = e.range.start;
+        let elem = body.slice(e.range);
+        async move {
+            match e.kind {
+                Ok(kind) => match answer_one(edge, elem, kind.relative_to(start)).await {
+                    Answer::Reply(text) => Some(text),
+                    Answer::Failed(f, id) => Some(f.response(id.as_deref()).into()),
+                    Answer::None => None,
+                },
+                Err(invalid) => {
+                    ctx.metrics.reply(ReplyClass::Invalid);
+                    Some(scan_error_response(&ScanError::Invalid(invalid)).into())
                 }
-            }))
-            .await;
-            let mut join = BatchJoin::with_capacity(body.len());
-            for a in answers.iter().flatten() {
-                join.push(a);
-            }
-            match join.finish() {
-                Some(array) => json_response(200, array),
-                None => nothing_to_answer(ctx),
             }
         }
+    }))
+    .await;
+    let mut join = BatchJoin::with_capacity(body.len());
+    for a in answers.iter().flatten() {
+        join.push(a);
     }
+    join.finish().map(Bytes::from)
 }
 
 /// 429 with `Retry-After`, and the JSON-RPC error (with the request's id
@@ -427,11 +436,11 @@ fn rate_limited(f: &Failure, id: Option<&[u8]>) -> HttpResponse {
 }
 
 /// The HTTP answer to one message.
-fn single_answer(ctx: &Ctx, a: HttpAnswer) -> HttpResponse {
+fn single_answer(ctx: &Ctx, a: Answer) -> HttpResponse {
     match a {
-        HttpAnswer::Reply(text) => json_response(200, text),
-        HttpAnswer::Failed(f, id) => json_response(f.http_status(), f.response(id.as_deref())),
-        HttpAnswer::None => nothing_to_answer(ctx),
+        Answer::Reply(text) => json_response(200, text),
+        Answer::Failed(f, id) => json_response(f.http_status(), f.response(id.as_deref())),
+        Answer::None => nothing_to_answer(ctx),
     }
 }
 
@@ -445,7 +454,8 @@ fn nothing_to_answer(ctx: &Ctx) -> HttpResponse {
     })
 }
 
-enum HttpAnswer {
+/// What carrying one message over the edge came to.
+pub(crate) enum Answer {
     Reply(Bytes),
     /// The failure and the request's id token (to answer with).
     Failed(Failure, Option<Bytes>),
@@ -453,27 +463,29 @@ enum HttpAnswer {
     None,
 }
 
-async fn http_one(edge: &Arc<Edge>, text: Bytes, kind: Message) -> HttpAnswer {
+/// Carries one message: a request waits for its reply, a notification is
+/// sent; a response is not for the edge to carry.
+pub(crate) async fn answer_one(edge: &Arc<Edge>, text: Bytes, kind: Message) -> Answer {
     let ctx = &edge.ctx;
     match &kind {
         Message::Request { id, .. } => {
             let id_token = text.slice(id.token.clone());
             match edge.call(text, kind).await {
-                Reply::Message { text, .. } => HttpAnswer::Reply(text),
-                Reply::Failed(f) => HttpAnswer::Failed(f, Some(id_token)),
+                Reply::Message { text, .. } => Answer::Reply(text),
+                Reply::Failed(f) => Answer::Failed(f, Some(id_token)),
             }
         }
         Message::Notification { .. } => match edge.notify(text, kind).await {
-            Ok(()) => HttpAnswer::None,
+            Ok(()) => Answer::None,
             Err(f) => {
                 ctx.metrics.notification(Ingress::HTTP);
-                HttpAnswer::Failed(f, None)
+                Answer::Failed(f, None)
             }
         },
         Message::Success { .. } | Message::Error { .. } => {
             ctx.metrics.reply(ReplyClass::Invalid);
             let id = id_of(&kind).map(|i| &text[i.token.clone()]);
-            HttpAnswer::Reply(
+            Answer::Reply(
                 local_error(
                     id,
                     -32600,
