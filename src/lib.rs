@@ -31,23 +31,25 @@
 //!   listen (with flood defences), keepalive, key update, close.
 //! - [`jsonrpc`]: finds `method` and `id` without re-serializing, carries
 //!   the untouched octets (NPAMP-CC-JSONRPC), labels effects.
+//! - [`sse`]: Server-Sent Events as MCP's Streamable HTTP carries JSON-RPC
+//!   in them: one message as an event, and a sans-IO decoder.
 //!
 //! Under it, crate-private unless the `internals` feature is on (the
 //! `npamp-gateway` command, in its own package, turns it on, and so do this
-//! workspace's tests, benches, fuzz targets and load generator; it is not a
-//! stable API): `relay`, the sans-IO exchange of one dispatcher on a
+//! workspace's tests, benches and fuzz targets; it is not a stable API): `relay`, the sans-IO exchange of one dispatcher on a
 //! virtual clock; the ingress, edge and origin machinery inside `gateway`;
-//! `mock` and `exactly_once`, the mock upstream and the embedded pair of the
-//! tests, the load generator and the main command; `conformance`, the
-//! adapter the N-PAMP conformance runner drives.
+//! `conformance`, the adapter the N-PAMP conformance runner drives. The mock
+//! upstream and the embedded pair of the tests, the load generator and the
+//! main command are a crate of their own (`npamp-testkit`), built on the
+//! public API alone.
 //!
 //! A program that embeds the gateway depends on it as it is, with no
 //! features: no clap, and only the API above. The `cli` feature adds clap's
 //! derives to the option structs, for a command line that flattens them.
 
 /// Declares modules under the public API: public with the `internals`
-/// feature (this workspace's command, tests, benches, fuzz targets and load
-/// generator), crate-private without it.
+/// feature (this workspace's command, tests, benches and fuzz targets),
+/// crate-private without it.
 macro_rules! internal {
     ($($(#[$meta:meta])* mod $name:ident;)*) => {$(
         $(#[$meta])*
@@ -66,11 +68,10 @@ pub mod gateway;
 pub mod handshake;
 pub mod jsonrpc;
 pub mod record;
+pub mod sse;
 pub mod wire;
 
 internal! {
     mod conformance;
-    mod exactly_once;
-    mod mock;
     mod relay;
 }

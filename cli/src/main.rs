@@ -25,7 +25,6 @@ use npamp_gateway::assoc::{Endpoint, Link, PeerAddr, Scheme, TlsFiles};
 use npamp_gateway::bridge::{
     self, BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
 };
-use npamp_gateway::exactly_once::EmbeddedPair;
 use npamp_gateway::gateway::config::{
     self, GatewayOptions, PeerKey, Seconds, Sourced, random_identity, read_identity,
 };
@@ -33,9 +32,10 @@ use npamp_gateway::gateway::edge::Edge;
 use npamp_gateway::gateway::metrics::Metrics;
 use npamp_gateway::gateway::{Ctx, Gateway};
 use npamp_gateway::handshake::{Identity, Trust};
-use npamp_gateway::mock::{self, MockAddr};
 use npamp_gateway::record::{Direction, HashAlg, Suite, TrafficKeys, hkdf_extract};
 use npamp_gateway::wire::{ChannelId, Deframer, Flags};
+use npamp_testkit::exactly_once::EmbeddedPair;
+use npamp_testkit::mock::{self, MockAddr};
 use tracing::warn;
 
 #[global_allocator]
@@ -319,7 +319,7 @@ async fn exactly_once(
     println!(
         "{clients} clients, {seconds} s, closed loop: echo requests with unique ids, each reply checked against its request"
     );
-    let t = npamp_gateway::exactly_once::run(&url, clients, duration)
+    let t = npamp_testkit::exactly_once::run(&url, clients, duration)
         .await
         .map_err(|e| anyhow::anyhow!(e))?;
     let errors: u64 = t.errors.values().sum();

@@ -10,10 +10,10 @@ use std::time::Duration;
 use support::*;
 
 /// 16 closed-loop HTTP clients for `secs` through the pair's edge.
-fn load(pair: &Pair, secs: u64) -> tokio::task::JoinHandle<npamp_gateway::exactly_once::Tally> {
+fn load(pair: &Pair, secs: u64) -> tokio::task::JoinHandle<npamp_testkit::exactly_once::Tally> {
     let url = pair.ingress("http://");
     tokio::spawn(async move {
-        npamp_gateway::exactly_once::run(&url, 16, Duration::from_secs(secs))
+        npamp_testkit::exactly_once::run(&url, 16, Duration::from_secs(secs))
             .await
             .expect("run")
     })

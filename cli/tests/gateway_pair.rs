@@ -538,7 +538,7 @@ async fn metrics_count_what_happened() {
 async fn sixty_four_http_clients_get_exactly_their_own_replies() {
     let pair = Pair::start(PairOptions::default()).await;
     let tally =
-        npamp_gateway::exactly_once::run(&pair.ingress("http://"), 64, Duration::from_secs(3))
+        npamp_testkit::exactly_once::run(&pair.ingress("http://"), 64, Duration::from_secs(3))
             .await
             .expect("run");
     assert!(tally.sent > 64, "{tally:?}");

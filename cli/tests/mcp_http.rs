@@ -600,7 +600,7 @@ mod http_client {
     use bytes::Bytes;
     use http_body_util::{BodyExt, Full};
     use hyper::body::Incoming;
-    use npamp_gateway::gateway::sse::SseDecoder;
+    use npamp_gateway::sse::SseDecoder;
     use serde_json::Value;
 
     pub const BOTH: &str = "application/json, text/event-stream";

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use npamp_gateway::gateway::sse::SseDecoder;
+use npamp_gateway::sse::SseDecoder;
 
 /// The standard read plainly, all input at once, without a bound.
 fn reference(mut data: &[u8]) -> Vec<Vec<u8>> {

@@ -46,7 +46,7 @@ impl HttpReply {
             return self.body.clone();
         }
         use npamp_gateway::jsonrpc::{Kind, Limits, Scanned, scan};
-        let mut decoder = npamp_gateway::gateway::sse::SseDecoder::new(usize::MAX);
+        let mut decoder = npamp_gateway::sse::SseDecoder::new(usize::MAX);
         let mut events = Vec::new();
         let _ = decoder.push(&self.body, &mut events);
         if events.len() == 1 {

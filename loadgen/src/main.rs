@@ -14,15 +14,15 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use npamp_gateway::assoc::{PeerAddr, Scheme};
-use npamp_gateway::exactly_once::EmbeddedPair;
 use npamp_gateway::gateway::Client;
 use npamp_gateway::gateway::config::{Count, GatewayOptions, PeerKey};
 use npamp_gateway::gateway::{Limits, MAX_BODY_LIMIT};
-use npamp_gateway::mock::{self, MockAddr};
 use npamp_loadgen::engine::{self, Stats, Target};
 use npamp_loadgen::merge::{self, Measured};
 use npamp_loadgen::report::{self, Summary};
 use npamp_loadgen::scenario::{Load, Scenario, Shard};
+use npamp_testkit::exactly_once::EmbeddedPair;
+use npamp_testkit::mock::{self, MockAddr};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -726,13 +726,23 @@ async fn target_of(url: &str, npamp: &GatewayFlags) -> anyhow::Result<Target> {
     )
 }
 
-/// The scenario's target, or an embedded gateway pair when it has none.
+/// What an embedded pair is called in a run's summary: the same in every
+/// run, whatever ports it listened on, so runs of it compare as runs of one
+/// target (the ports are printed when it starts).
+const EMBEDDED_PAIR: &str = "embedded gateway pair (HTTP ingress, N-PAMP over QUIC, mock upstream)";
+
+/// The scenario's target, or an embedded gateway pair when it has none;
+/// and the target's name in the summary.
 async fn prepare(
     scenario: &Scenario,
     npamp: &GatewayFlags,
-) -> anyhow::Result<(Option<EmbeddedPair>, Target)> {
+) -> anyhow::Result<(Option<EmbeddedPair>, Target, String)> {
     Ok(match &scenario.target {
-        Some(url) => (None, target_of(url, npamp).await?),
+        Some(url) => {
+            let target = target_of(url, npamp).await?;
+            let described = target.describe();
+            (None, target, described)
+        }
         None => {
             // The embedded pair carries what the scenario sends (4 MiB
             // messages, say): --max-body if given, else the largest a
@@ -753,7 +763,7 @@ async fn prepare(
                 pair.ingress, pair.upstream
             );
             let t = Target::Http(pair.ingress.parse()?);
-            (Some(pair), t)
+            (Some(pair), t, EMBEDDED_PAIR.to_owned())
         }
     })
 }
@@ -768,8 +778,7 @@ async fn capacity(
     npamp: GatewayFlags,
 ) -> anyhow::Result<npamp_loadgen::capacity::Capacity> {
     use npamp_loadgen::capacity::{Capacity, Step};
-    let (pair, target) = prepare(&scenario, &npamp).await?;
-    let described = target.describe();
+    let (pair, target, described) = prepare(&scenario, &npamp).await?;
     eprintln!(
         "capacity of {described} ({}, {} connections, {:.1} s per step after {:.1} s warm-up) for {slo}",
         scenario.name, scenario.connections, scenario.duration, scenario.warmup
@@ -859,8 +868,7 @@ async fn run(
     quiet: bool,
     npamp: GatewayFlags,
 ) -> anyhow::Result<Summary> {
-    let (pair, target) = prepare(&scenario, &npamp).await?;
-    let described = target.describe();
+    let (pair, target, described) = prepare(&scenario, &npamp).await?;
     eprintln!(
         "{}: {} loop, {} connections, {:.1} s (+{:.1} s warm-up) against {described}",
         scenario.name,

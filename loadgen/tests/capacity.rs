@@ -3,7 +3,7 @@
 //! requests a second (Little's law); past that, requests queue and the p99
 //! grows without bound.
 
-use npamp_gateway::mock::{self, MockAddr, MockOptions};
+use npamp_testkit::mock::{self, MockAddr, MockOptions};
 
 const BIN: &str = env!("CARGO_BIN_EXE_npamp-loadgen");
 

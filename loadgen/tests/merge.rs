@@ -123,8 +123,8 @@ fn four_workers_merged_are_the_sum_of_their_shards() {
     let dir = temp("workers");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let bound = rt
-        .block_on(npamp_gateway::mock::spawn(
-            npamp_gateway::mock::MockAddr::Http("127.0.0.1:0".parse().expect("addr")),
+        .block_on(npamp_testkit::mock::spawn(
+            npamp_testkit::mock::MockAddr::Http("127.0.0.1:0".parse().expect("addr")),
             None,
             Default::default(),
         ))

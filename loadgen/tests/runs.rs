@@ -3,11 +3,11 @@
 //! every shipped scenario parsing, and the exit codes.
 
 use npamp_gateway::assoc::Scheme;
-use npamp_gateway::exactly_once::EmbeddedPair;
-use npamp_gateway::mock::{self, MockAddr};
 use npamp_loadgen::engine::{self, Target};
 use npamp_loadgen::report::{self, Summary};
 use npamp_loadgen::scenario::Scenario;
+use npamp_testkit::exactly_once::EmbeddedPair;
+use npamp_testkit::mock::{self, MockAddr};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -165,6 +165,54 @@ fn four_mib_messages_cross_the_embedded_pair() {
         "{text}"
     );
     assert!(!replied.trim_start().starts_with("0 "), "{text}");
+}
+
+/// Two runs of the embedded pair are runs of one target: its name in the
+/// summary does not carry the ports it happened to listen on, so `compare`
+/// does not call them different targets.
+#[test]
+fn runs_of_the_embedded_pair_compare_as_one_target() {
+    let dir = std::env::temp_dir().join(format!("npamp-loadgen-pair-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let scenario = dir.join("pair.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"pair\"\nduration = \"500ms\"\n[load]\nmodel = \"open\"\nrate = 100\n[mix]\n[[mix.message]]\nmethod = \"echo\"\n",
+    )
+    .expect("write");
+    let mut targets = Vec::new();
+    for run in ["a", "b"] {
+        let out = std::process::Command::new(BIN)
+            .args(["run", "--quiet", "--out"])
+            .arg(dir.join(run))
+            .arg(&scenario)
+            .output()
+            .expect("run the binary");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: Value = serde_json::from_slice(
+            &std::fs::read(dir.join(run).join("summary.json")).expect("summary"),
+        )
+        .expect("JSON");
+        targets.push(summary["target"].as_str().expect("a target").to_owned());
+    }
+    assert_eq!(targets[0], targets[1]);
+    assert!(
+        targets[0].starts_with("embedded gateway pair"),
+        "{targets:?}"
+    );
+    let out = std::process::Command::new(BIN)
+        .arg("compare")
+        .args([dir.join("a"), dir.join("b")])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("targets differ"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -545,7 +593,7 @@ async fn npamp_targets_send_frames_straight_to_an_origin() {
 /// answers 1 % with a wrong id) is reported with the exact counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_faulty_upstream_is_reported_with_exact_counts() {
-    use npamp_gateway::mock::{Behavior, Faults};
+    use npamp_testkit::mock::{Behavior, Faults};
     use std::sync::Arc;
     let faults = Faults {
         drop: 1,
@@ -597,7 +645,7 @@ params = '[{seq}]'
 /// the accounting stays exact around them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_pushes_do_not_disturb_the_accounting() {
-    use npamp_gateway::mock::Behavior;
+    use npamp_testkit::mock::Behavior;
     use std::sync::Arc;
     let mut b = Behavior::new(Default::default(), 0.0, 0, Default::default());
     b.push_every = 5;
@@ -660,7 +708,7 @@ async fn the_svg_report_has_its_three_charts() {
 /// the true echo passes, single and in batches.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_echo_catches_successes_that_are_not_the_echo() {
-    use npamp_gateway::mock::Behavior;
+    use npamp_testkit::mock::Behavior;
     use std::sync::Arc;
     let s = Scenario::parse(
         r#"

@@ -37,7 +37,7 @@ use super::Ctx;
 use super::origin::{HttpsClient, Origin, SESSION_OVER, error_chain, in_flight_full};
 use super::outbox::Inbox;
 use super::session::Session;
-use super::sse::SseDecoder;
+use crate::sse::SseDecoder;
 use crate::jsonrpc::carriage::method_of;
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
 
@@ -329,7 +329,7 @@ impl McpSession {
                 let mut complete = Vec::new();
                 let pushed = events.push(&data, &mut complete);
                 for event in complete {
-                    if !super::sse::carries_a_message(&event) {
+                    if !crate::sse::carries_a_message(&event) {
                         continue;
                     }
                     if self.deliver(event.clone(), asked).await {
@@ -343,7 +343,7 @@ impl McpSession {
                         break;
                     }
                     // The decoder's only error: an event over --max-body.
-                    let super::sse::SseError::TooLarge { max } = e;
+                    let crate::sse::SseError::TooLarge { max } = e;
                     return Err(super::carry::reply_over_max_body(
                         &format!("upstream {uri}"),
                         None,
@@ -505,7 +505,7 @@ impl McpSession {
             let pushed = events.push(&data, &mut complete);
             for event in complete
                 .into_iter()
-                .filter(|e| super::sse::carries_a_message(e))
+                .filter(|e| crate::sse::carries_a_message(e))
             {
                 self.session.on_local_message(event).await;
             }

@@ -32,7 +32,6 @@ internal! {
     mod outbox;
     mod redact;
     mod session;
-    mod sse;
     mod stall;
     mod upstream_http;
     mod upstream_group;
@@ -309,11 +308,9 @@ impl std::fmt::Debug for GatewayConfig {
 }
 
 #[cfg(feature = "internals")]
-pub use context::{
-    Ctx, Io, Live, WS_READ_BUFFER, WsClient, tls_roots_client_config, ws_config, ws_connect,
-};
+pub use context::{Ctx, Io, Live, WsClient, tls_roots_client_config, ws_config, ws_connect};
 #[cfg(not(feature = "internals"))]
-pub(crate) use context::{Ctx, Io, Live, tls_roots_client_config, ws_config, ws_connect};
+pub(crate) use context::{Ctx, Live, tls_roots_client_config, ws_config, ws_connect};
 
 /// Origins as a log shows them: `quic://a, quic://b`.
 struct Peers<'a>(&'a [PeerAddr]);

@@ -206,15 +206,18 @@ pub(super) async fn worker<O: TextOut, I: TextIn>(
     send_loop(&mut source, &run, &pending, &reader, out).await;
 }
 
+/// The read buffer of a WebSocket connection: small, as the gateway's own
+/// (tungstenite zero-fills its whole read buffer, 128 KiB by default, before
+/// each read).
+const WS_READ_BUFFER: usize = 16 << 10;
+
 /// Opens a WebSocket to `url`.
 pub(super) async fn ws(url: String) -> Result<(impl TextOut, impl TextIn), String> {
-    // Small reads, as the gateway's own WebSocket connections (tungstenite
-    // zero-fills its whole read buffer, 128 KiB by default, before each read).
     // Messages as large as a gateway may carry, in one frame (tungstenite's
     // default frame limit is 16 MiB).
     let max = npamp_gateway::gateway::MAX_BODY_LIMIT;
     let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .read_buffer_size(npamp_gateway::gateway::WS_READ_BUFFER)
+        .read_buffer_size(WS_READ_BUFFER)
         .max_message_size(Some(max))
         .max_frame_size(Some(max));
     let (ws, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), false)

@@ -1,11 +1,36 @@
 //! The HTTP answers an HTTP ingress gives: a JSON body, an event stream
 //! (MCP), or a status alone.
 
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use bytes::Bytes;
 use http_body_util::{Either, Full};
+use hyper::body::Frame;
 use hyper::{Response, StatusCode};
+use tokio::sync::mpsc;
 
-use crate::gateway::sse::EventBody;
+use crate::sse::event;
+
+/// An HTTP body that is an event stream: each message received becomes one
+/// event; the stream ends when every sender is gone.
+#[derive(Debug)]
+pub struct EventBody(pub mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for EventBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|m| m.map(|m| Ok(Frame::data(event(&m)))))
+    }
+}
 
 /// An HTTP ingress's answer: one body, or an event stream (MCP).
 pub type HttpResponse = Response<Either<Full<Bytes>, EventBody>>;

@@ -11,14 +11,12 @@
 //! as the standard says. One event's data, with the line being read, is
 //! bounded: a stream that exceeds it is an error, and the decoder takes no
 //! more.
-
-use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+//!
+//! [`event`] writes one message as an event, as a server (the gateway's MCP
+//! ingress) sends it; [`SseDecoder`] reads them, as a client (the gateway's
+//! MCP upstream, or a load generator) does.
 
 use bytes::{Bytes, BytesMut};
-use hyper::body::Frame;
-use tokio::sync::mpsc;
 
 /// One message as an event of the default type (`event: message`); a line
 /// break in it starts another `data` line, so any octets survive.
@@ -40,25 +38,6 @@ pub fn event(message: &[u8]) -> Bytes {
 /// stream): no message, and no fault, so it is skipped without a word.
 pub fn carries_a_message(data: &[u8]) -> bool {
     data.iter().any(|b| !b.is_ascii_whitespace())
-}
-
-/// An HTTP body that is an event stream: each message received becomes one
-/// event; the stream ends when every sender is gone.
-#[derive(Debug)]
-pub struct EventBody(pub mpsc::Receiver<Bytes>);
-
-impl hyper::body::Body for EventBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|m| m.map(|m| Ok(Frame::data(event(&m)))))
-    }
 }
 
 /// A stream that cannot be decoded further.

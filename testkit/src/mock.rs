@@ -33,8 +33,14 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::gateway::Io;
-use crate::gateway::lines::{LineReader, write_line};
+use npamp_gateway::assoc::SchemeAddr;
+use npamp_gateway::sse;
+
+use crate::lines::{LineReader, write_line};
+
+/// A byte stream: TCP, or TLS over TCP.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
 
 /// What the mock does with one message, given a way to push messages to
 /// the client (sessions only).
@@ -229,32 +235,28 @@ pub struct Behavior {
 }
 
 /// The mock's flags (`npamp-gateway mock-upstream`, `npamp-loadgen upstream`).
-#[derive(Clone, Debug, Default)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct MockOptions {
     /// Latency before answering plain methods: fixed:MS, uniform:MIN:MAX or
     /// exp:MEAN (milliseconds).
-    #[cfg_attr(feature = "cli", arg(long, value_name = "DIST"))]
+    #[arg(long, value_name = "DIST")]
     pub latency: Option<Latency>,
     /// Share of plain requests answered with error -32050 (0 to 1).
-    #[cfg_attr(
-        feature = "cli",
-        arg(long, value_name = "SHARE", default_value_t = 0.0)
-    )]
+    #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
     pub error_share: f64,
     /// Pad each plain result with this many octets.
-    #[cfg_attr(feature = "cli", arg(long, value_name = "OCTETS", default_value_t = 0))]
+    #[arg(long, value_name = "OCTETS", default_value_t = 0)]
     pub result_size: usize,
     /// Faults in percent of replies, exact by count: drop=P,dup=P,wrong-id=P.
-    #[cfg_attr(feature = "cli", arg(long, value_name = "LIST"))]
+    #[arg(long, value_name = "LIST")]
     pub faults: Option<Faults>,
     /// Sessions (WebSocket, TCP, stdio): push a `mock/tick` notification
     /// after every N replies (0: never).
-    #[cfg_attr(feature = "cli", arg(long, value_name = "N", default_value_t = 0))]
+    #[arg(long, value_name = "N", default_value_t = 0)]
     pub push_every: u64,
     /// HTTP: answer as an MCP server over Streamable HTTP does, each reply
     /// one `text/event-stream` event and notifications 202 Accepted.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[arg(long)]
     pub event_stream: bool,
 }
 
@@ -488,9 +490,7 @@ pub async fn serve_http(
                                 Replies::Dropped => std::future::pending().await,
                                 // HTTP cannot answer twice: the first copy goes.
                                 Replies::Some(reply, _) if events => {
-                                    let mut r = hyper::Response::new(Full::new(
-                                        crate::gateway::sse::event(&reply),
-                                    ));
+                                    let mut r = hyper::Response::new(Full::new(sse::event(&reply)));
                                     r.headers_mut().insert(
                                         hyper::header::CONTENT_TYPE,
                                         hyper::header::HeaderValue::from_static(
@@ -635,7 +635,7 @@ impl std::str::FromStr for MockAddr {
                 "bad address {s:?}: {why}: expected http://, https://, ws://, wss:// or tcp://HOST:PORT"
             )
         };
-        let crate::assoc::SchemeAddr { scheme, addr } = s.parse().map_err(bad)?;
+        let SchemeAddr { scheme, addr } = s.parse().map_err(bad)?;
         match scheme.as_str() {
             "http" => Ok(Self::Http(addr)),
             "ws" => Ok(Self::Ws(addr)),

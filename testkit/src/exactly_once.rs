@@ -17,13 +17,14 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
-use crate::assoc::{Endpoint, PeerAddr, Scheme};
-use crate::bridge::ProtocolId;
-use crate::gateway::config::random_seed;
-use crate::gateway::{Gateway, GatewayConfig, IngressUrl, Limits, Upstream};
-use crate::handshake::{Identity, Trust};
-use crate::jsonrpc::EffectTable;
-use crate::mock::MockAddr;
+use npamp_gateway::assoc::{Endpoint, PeerAddr, Scheme};
+use npamp_gateway::bridge::ProtocolId;
+use npamp_gateway::gateway::config::random_seed;
+use npamp_gateway::gateway::{Gateway, GatewayConfig, IngressUrl, Limits, Upstream};
+use npamp_gateway::handshake::{Identity, Trust};
+use npamp_gateway::jsonrpc::EffectTable;
+
+use crate::mock::{self, MockAddr};
 
 /// What happened to every request of a run.
 #[derive(Debug, Clone)]
@@ -173,12 +174,12 @@ impl EmbeddedPair {
         limits: Limits,
         protocol: ProtocolId,
     ) -> Result<Self, String> {
-        let behavior = crate::mock::MockOptions {
+        let behavior = mock::MockOptions {
             event_stream: protocol == ProtocolId::MCP,
             ..Default::default()
         }
         .behavior();
-        let upstream = crate::mock::spawn(MockAddr::Http(loopback()), None, behavior)
+        let upstream = mock::spawn(MockAddr::Http(loopback()), None, behavior)
             .await
             .map_err(|e| format!("mock upstream: {e}"))?;
         let (origin_seed, edge_seed) = (random_seed()?, random_seed()?);
@@ -188,37 +189,32 @@ impl EmbeddedPair {
                 .try_into()
                 .map_err(|_| "identity key is not 32 octets".to_owned())
         };
-        let base = |seed, peer_key| GatewayConfig {
-            limits: limits.clone(),
-            protocol,
-            effects: EffectTable::for_protocol(protocol),
-            ..GatewayConfig::new(Endpoint::new(seed, Trust::Pinned(vec![peer_key])))
+        let base = |seed, peer_key| {
+            let mut c = GatewayConfig::new(Endpoint::new(seed, Trust::Pinned(vec![peer_key])));
+            c.limits = limits.clone();
+            c.protocol = protocol;
+            c.effects = EffectTable::for_protocol(protocol);
+            c
         };
         let upstream_uri = upstream
             .to_string()
             .parse()
             .map_err(|e| format!("{upstream}: {e}"))?;
-        let origin = Gateway::start(GatewayConfig {
-            listen: vec![PeerAddr {
-                scheme: transport,
-                addr: loopback(),
-            }],
-            upstream: Some(Upstream::Http(upstream_uri)),
-            ..base(origin_seed, public(&edge_seed)?)
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+        let mut origin = base(origin_seed, public(&edge_seed)?);
+        origin.listen = vec![PeerAddr {
+            scheme: transport,
+            addr: loopback(),
+        }];
+        origin.upstream = Some(Upstream::Http(upstream_uri));
+        let origin = Gateway::start(origin).await.map_err(|e| e.to_string())?;
         let peer = *origin
             .listening
             .first()
             .ok_or("the origin has no listener")?;
-        let edge = Gateway::start(GatewayConfig {
-            ingress: vec![IngressUrl::http(loopback())],
-            peers: vec![peer],
-            ..base(edge_seed, public(&origin_seed)?)
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+        let mut edge = base(edge_seed, public(&origin_seed)?);
+        edge.ingress = vec![IngressUrl::http(loopback())];
+        edge.peers = vec![peer];
+        let edge = Gateway::start(edge).await.map_err(|e| e.to_string())?;
         let ingress = match edge.ingress.first() {
             Some(url) => format!("{url}/"),
             None => return Err("the edge has no HTTP ingress".into()),
