@@ -16,7 +16,9 @@ use crate::jsonrpc::{EffectTable, SafetyPolicy};
 
 impl GatewayOptions {
     pub(super) fn build(&self, src: &Sourced) -> Result<GatewayConfig, ConfigError> {
-        let upstream = self.upstream(src)?;
+        // Every upstream, built once for the checks and groups below.
+        let all = self.upstreams().map_err(|(key, m)| src.error(key, m))?;
+        let upstream = self.upstream(&all, src)?;
         if self.peer.len() > super::super::edge::MAX_PEERS {
             return Err(src.error(
                 "peer",
@@ -71,12 +73,14 @@ impl GatewayOptions {
             ));
         }
         let rate_limit = self.rate_limit(limits.max_body, src)?;
+        let (upstream_group, routes) = self.group(&all);
+        let session_group = self.session_group(all);
         Ok(GatewayConfig {
             listen: self.listen.clone(),
             upstream,
-            upstream_group: self.group().0,
-            routes: self.group().1,
-            session_group: self.session_group()?,
+            upstream_group,
+            routes,
+            session_group,
             upstream_ca: self.upstream_ca.clone(),
             upstream_headers: self
                 .upstream_header
@@ -123,10 +127,9 @@ impl GatewayOptions {
 
     /// Several upstreams served as sessions (WebSocket, IPC, child
     /// processes, MCP), checked by [`Self::upstream`].
-    fn session_group(&self) -> Result<Vec<Upstream>, ConfigError> {
-        let all = self.upstreams().unwrap_or_default();
+    fn session_group(&self, all: Vec<Upstream>) -> Vec<Upstream> {
         let sessions = all.len() > 1 && !self.http_group(&all);
-        Ok(if sessions { all } else { Vec::new() })
+        if sessions { all } else { Vec::new() }
     }
 
     /// Whether these upstreams are HTTP JSON-RPC ones, served request by
@@ -138,8 +141,7 @@ impl GatewayOptions {
 
     /// Where an origin delivers: `--upstream` or `--upstream-cmd`, and the
     /// headers that go with an HTTP or WebSocket one.
-    fn upstream(&self, src: &Sourced) -> Result<Option<Upstream>, ConfigError> {
-        let all = self.upstreams().map_err(|(key, m)| src.error(key, m))?;
+    fn upstream(&self, all: &[Upstream], src: &Sourced) -> Result<Option<Upstream>, ConfigError> {
         let upstream = all.first().cloned();
         if !self.upstream_header.is_empty()
             && !matches!(upstream, Some(Upstream::Http(_) | Upstream::Ws(_)))
@@ -149,7 +151,7 @@ impl GatewayOptions {
                 "headers go to an http(s):// or ws(s):// --upstream; there is none",
             ));
         }
-        let http = self.http_group(&all);
+        let http = self.http_group(all);
         if !self.route.is_empty() && !http {
             return Err(src.error(
                 "route",
@@ -184,13 +186,12 @@ impl GatewayOptions {
 
     /// The HTTP upstream group (all of `--upstream` when there are several
     /// or routes), and the routes.
-    fn group(&self) -> (Vec<hyper::Uri>, Vec<(String, hyper::Uri)>) {
+    fn group(&self, all: &[Upstream]) -> (Vec<hyper::Uri>, Vec<(String, hyper::Uri)>) {
         let uri = |u: &Upstream| match u {
             Upstream::Http(uri) => Some(uri.clone()),
             _ => None,
         };
-        let all = self.upstreams().unwrap_or_default();
-        let group = if (all.len() > 1 || !self.route.is_empty()) && self.http_group(&all) {
+        let group = if (all.len() > 1 || !self.route.is_empty()) && self.http_group(all) {
             self.upstream.iter().filter_map(uri).collect()
         } else {
             Vec::new()
