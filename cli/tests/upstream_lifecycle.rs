@@ -298,7 +298,10 @@ async fn a_request_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeo
     let slow = |id: u32| {
         let http = http.clone();
         tokio::spawn(async move {
-            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"sleep","params":[3000]}}"#);
+            // Long enough that the third request cannot come after they
+            // finish, however loaded the machine (at 3 s it once did, with
+            // the whole suite running on 2 cores).
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"sleep","params":[6000]}}"#);
             post(&http, &body).await
         })
     };
@@ -320,7 +323,7 @@ async fn a_request_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeo
     )
     .await;
     let waited = started.elapsed();
-    assert_eq!(status, 502, "{body}");
+    assert_eq!(status, 502, "answered after {waited:?}: {body}");
     let v = parse(&body);
     assert_eq!(v["id"], 3);
     assert_eq!(v["error"]["data"]["npamp_error"], "NotDelivered", "{body}");
