@@ -36,12 +36,12 @@
 //!
 //! Under it, crate-private unless the `internals` feature is on (the
 //! `npamp-gateway` command, in its own package, turns it on, and so do this
-//! workspace's tests, benches and fuzz targets; it is not a stable API): `relay`, the sans-IO exchange of one dispatcher on a
-//! virtual clock; the ingress, edge and origin machinery inside `gateway`;
-//! `conformance`, the adapter the N-PAMP conformance runner drives. The mock
-//! upstream and the embedded pair of the tests, the load generator and the
-//! main command are a crate of their own (`npamp-testkit`), built on the
-//! public API alone.
+//! workspace's tests, benches and fuzz targets; it is not a stable API):
+//! `relay`, the sans-IO exchange of one dispatcher on a virtual clock; the
+//! ingress, edge and origin machinery inside `gateway`; `conformance`, the
+//! adapter the N-PAMP conformance runner drives. The mock upstream and the
+//! embedded pair of the tests, the load generator and the main command are
+//! a crate of their own (`npamp-testkit`), built on the public API alone.
 //!
 //! A program that embeds the gateway depends on it as it is, with no
 //! features: no clap, and only the API above. The `cli` feature adds clap's
