@@ -31,6 +31,8 @@
 //!   listen (with flood defences), keepalive, key update, close.
 //! - [`jsonrpc`]: finds `method` and `id` without re-serializing, carries
 //!   the untouched octets (NPAMP-CC-JSONRPC), labels effects.
+//! - [`lines`]: newline-delimited JSON-RPC (TCP, stdio, child processes):
+//!   bounded line reading and one-message-per-line writing.
 //! - [`sse`]: Server-Sent Events as MCP's Streamable HTTP carries JSON-RPC
 //!   in them: one message as an event, and a sans-IO decoder.
 //!
@@ -67,6 +69,7 @@ pub mod bridge;
 pub mod gateway;
 pub mod handshake;
 pub mod jsonrpc;
+pub mod lines;
 pub mod record;
 pub mod sse;
 pub mod wire;

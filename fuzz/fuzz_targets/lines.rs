@@ -10,7 +10,7 @@
 mod pieces;
 
 use libfuzzer_sys::fuzz_target;
-use npamp_gateway::gateway::lines::{LineReader, LineSkipped};
+use npamp_gateway::lines::{LineReader, LineSkipped};
 use pieces::Pieces;
 
 fn expected(data: &[u8], max: usize) -> (Vec<&[u8]>, bool) {

@@ -26,7 +26,6 @@ internal! {
     mod edge;
     mod exec;
     mod ingress;
-    mod lines;
     mod mcp_http;
     mod origin;
     mod outbox;

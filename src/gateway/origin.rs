@@ -31,7 +31,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use super::exec::{Exec, ExecSink, Local, Serve};
-use super::lines::{LineReader, LineSkipped, write_line};
+use crate::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
 use super::session::Session;
 use super::edge::health;

@@ -14,5 +14,4 @@
 //! program that embeds the gateway has no need of it.
 
 pub mod exactly_once;
-mod lines;
 pub mod mock;

@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 use npamp_gateway::assoc::SchemeAddr;
 use npamp_gateway::sse;
 
-use crate::lines::{LineReader, write_line};
+use npamp_gateway::lines::{LineReader, write_line};
 
 /// A byte stream: TCP, or TLS over TCP.
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}

@@ -15,7 +15,7 @@ use super::Ingress;
 use super::limit::{ClientKey, Limiter};
 use crate::gateway::Ctx;
 use crate::gateway::edge::Edge;
-use crate::gateway::lines::{LineReader, LineSkipped, write_line};
+use crate::lines::{LineReader, LineSkipped, write_line};
 use crate::gateway::metrics::{Metrics, ReplyClass};
 use crate::gateway::outbox::{Inbox, Outbox};
 use crate::gateway::session::Session;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::Ingress;
 use super::client::{stream_client, write_lines};
 use crate::gateway::edge::Edge;
-use crate::gateway::lines::LineReader;
+use crate::lines::LineReader;
 use crate::gateway::stall::{Moved, Tracked};
 
 /// The stdio ingress (`npamp-gateway connect`): this process's stdin and

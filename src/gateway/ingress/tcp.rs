@@ -14,7 +14,7 @@ use super::conn::Opening;
 use super::limit::ClientKey;
 use super::{Clients, Conn, Kind};
 use crate::gateway::edge::Edge;
-use crate::gateway::lines::LineReader;
+use crate::lines::LineReader;
 
 /// `tcp://` and `tls+tcp://`: one JSON-RPC message per line.
 pub struct Lines;
