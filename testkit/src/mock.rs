@@ -34,9 +34,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use npamp_gateway::assoc::SchemeAddr;
-use npamp_gateway::sse;
-
 use npamp_gateway::lines::{LineReader, write_line};
+use npamp_gateway::sse;
 
 /// A byte stream: TCP, or TLS over TCP.
 trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
