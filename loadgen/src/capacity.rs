@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{Axes, Chart, Scale, Series, Summary, label, xml};
+use crate::report::{Axes, Chart, Scale, Series, Summary, label, legend_bottom, xml};
 
 /// `--slo "p99<50ms,errors<0.1%"`: every term must hold.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -450,13 +450,20 @@ pub fn svg(c: &Capacity, title: &str) -> String {
         );
     }
     if let Some(k) = c.knee {
+        // Its label below the legend (which takes the frame's top right
+        // corner), and left of the line where it would run out of the frame.
+        let text = format!("knee {}/s", label(k.round()));
+        let x = plot.x(k);
+        let wide = 6.6 * text.chars().count() as f64;
+        let (tx, anchor) = if x + 4.0 + wide > x1 {
+            (x - 4.0, "end")
+        } else {
+            (x + 4.0, "start")
+        };
         let _ = writeln!(
             o,
-            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1:.1}" stroke="#d62728" stroke-dasharray="4 3"/><text x="{:.1}" y="{:.1}" fill="#d62728">knee {}/s</text>"##,
-            plot.x(k) + 4.0,
-            y0 + 14.0,
-            label(k.round()),
-            x = plot.x(k)
+            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1:.1}" stroke="#d62728" stroke-dasharray="4 3"/><text x="{tx:.1}" y="{:.1}" text-anchor="{anchor}" fill="#d62728">{text}</text>"##,
+            y0 + legend_bottom(series.len()) + 14.0,
         );
     }
     o.push_str("</svg>\n");
@@ -500,6 +507,49 @@ mod tests {
                 why: over.then(|| "p99".into()),
             })
         }
+    }
+
+    #[test]
+    fn the_knee_label_stays_below_the_legend_and_inside_the_frame() {
+        let slo: Slo = "p99<50ms".parse().unwrap();
+        let how = Search {
+            trials: 1,
+            start: 100.0,
+            max: 1e6,
+            precision: 0.01,
+        };
+        // A knee just below the highest step, so its line is near the
+        // frame's right edge, under the legend.
+        let c = Capacity::search(&slo, how, target(6300.0, 1e9)).unwrap();
+        let drawn = svg(&c, "test");
+        let text = drawn
+            .split("<text ")
+            .find(|t| t.contains(">knee "))
+            .expect("a knee label");
+        let attr = |name: &str| -> f64 {
+            text.split(&format!(" {name}=\""))
+                .nth(1)
+                .or_else(|| text.strip_prefix(&format!("{name}=\"")))
+                .and_then(|rest| rest.split('"').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {text}"))
+        };
+        // The frame starts 40 px down; its top line of 12 px text clears a
+        // legend of two lines.
+        assert!(attr("y") - 12.0 >= 40.0 + legend_bottom(2), "{text}");
+        let label = text
+            .split('>')
+            .nth(1)
+            .and_then(|t| t.split('<').next())
+            .expect("the label's text");
+        let wide = 6.6 * label.chars().count() as f64;
+        let (left, right) = if text.contains(r#"text-anchor="end""#) {
+            (attr("x") - wide, attr("x"))
+        } else {
+            (attr("x"), attr("x") + wide)
+        };
+        // The frame: x from 80 to 80 + 650.
+        assert!(left >= 80.0 && right <= 730.0, "{left} {right}: {text}");
     }
 
     #[test]

@@ -932,7 +932,7 @@ impl Chart {
                 o,
                 r##"<rect x="{lx:.1}" y="{:.1}" width="{box_w:.1}" height="{:.1}" fill="#fff" fill-opacity="0.85"/>"##,
                 y0 + 4.0,
-                15.0 * series.len() as f64 + 4.0
+                legend_bottom(series.len()) - 4.0
             );
             for (i, s) in series.iter().enumerate() {
                 let ly = y0 + 14.0 + 15.0 * i as f64;
@@ -950,6 +950,11 @@ impl Chart {
         }
         plot
     }
+}
+
+/// How far below the frame's top the legend of `series` lines ends.
+pub fn legend_bottom(series: usize) -> f64 {
+    15.0 * series as f64 + 8.0
 }
 
 /// Round tick values from 0 to at least `max`: 1, 2 or 5 times a power of
