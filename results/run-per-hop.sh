@@ -14,17 +14,23 @@
 # together). ROUNDS (2) repeats the whole sweep, paths in turn within each
 # concurrency, so drift on a shared machine shows as spread, not as a
 # difference. SECONDS_PER_POINT (5). GATEWAY_ENV: variables for both
-# gateways' processes (e.g. "TOKIO_WORKER_THREADS=1"). Needs Debian's
-# nginx-light and wrk.
-#   [UPSTREAM=static|mock] [ROUNDS=2] [GATEWAY_ENV=...] [OUT=DIR] results/run-per-hop.sh
+# gateways' processes (e.g. "TOKIO_WORKER_THREADS=1"). LANES=N (N > 1)
+# adds two paths, gateway-quic-xN and gateway-tls-xN: N independent
+# gateway pairs of one tokio worker each (a runtime per core, as nginx's
+# worker processes, simulated with processes), the in-flight requests split
+# evenly among N wrk, one per pair (fewer at 1 in flight); the rate is their
+# sum, p50 and p99 the worst of them, the CPU that of all N pairs. Needs
+# Debian's nginx-light and wrk.
+#   [UPSTREAM=static|mock] [ROUNDS=2] [GATEWAY_ENV=...] [LANES=N] [OUT=DIR] results/run-per-hop.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-UPSTREAM=${UPSTREAM:-static}; ROUNDS=${ROUNDS:-2}; SECS=${SECONDS_PER_POINT:-5}
+UPSTREAM=${UPSTREAM:-static}; ROUNDS=${ROUNDS:-2}; SECS=${SECONDS_PER_POINT:-5}; LANES=${LANES:-1}
 read -r -a GENV <<<"${GATEWAY_ENV:-}"
 OUT=${OUT:-results/$(date -u +%Y-%m-%d)-per-hop-$UPSTREAM}
 command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)"; exit 1; }
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"; exit 1; }
 mkdir -p "$OUT"
+[ "$LANES" -gt 1 ] && LANES_ARG=" LANES=$LANES"
 source results/lib.sh
 NGX=$(mktemp -d); chmod 755 "$NGX"
 stop_nginx() { for n in static front back; do [ -f "$NGX/$n.pid" ] && kill "$(cat "$NGX/$n.pid")" 2>/dev/null || true; done; rm -rf "$NGX"; }
@@ -70,6 +76,27 @@ start edge-quic '^ingress' env ${GENV[@]+"${GENV[@]}"} "$GW" serve --ingress htt
   --identity "$TMP/edge.key" --trust "$origin_pub"
 start edge-tls '^ingress' env ${GENV[@]+"${GENV[@]}"} "$GW" serve --ingress http://127.0.0.1:0 --peer "$TLS" \
   --identity "$TMP/edge.key" --trust "$origin_pub"
+PATHS=(direct gateway-quic gateway-tls nginx-tls)
+LANE_QUIC=(); LANE_TLS=(); LANE_EQ_PIDS=""; LANE_ET_PIDS=""; LANE_ORIGIN_PIDS=""
+if [ "$LANES" -gt 1 ]; then
+  for l in $(seq "$LANES"); do
+    one=(env TOKIO_WORKER_THREADS=1 ${GENV[@]+"${GENV[@]}"} "$GW" serve --identity)
+    start "origin-$l" '^listening on tls' "${one[@]}" "$TMP/origin.key" --trust "$edge_pub" \
+      --listen quic://127.0.0.1:0 --listen tls://127.0.0.1:0 --upstream "$UP"
+    q=$(grep -m1 '^listening on quic' "$TMP/origin-$l.out" | sed 's/^listening on //')
+    t=$(grep -m1 '^listening on tls' "$TMP/origin-$l.out" | sed 's/^listening on //')
+    start "lane-quic-$l" '^ingress' "${one[@]}" "$TMP/edge.key" --trust "$origin_pub" \
+      --ingress http://127.0.0.1:0 --peer "$q"
+    start "lane-tls-$l" '^ingress' "${one[@]}" "$TMP/edge.key" --trust "$origin_pub" \
+      --ingress http://127.0.0.1:0 --peer "$t"
+    LANE_QUIC+=("$(grep -m1 '^ingress' "$TMP/lane-quic-$l.out" | sed 's/^ingress //')/")
+    LANE_TLS+=("$(grep -m1 '^ingress' "$TMP/lane-tls-$l.out" | sed 's/^ingress //')/")
+    v=origin_${l}_pid; LANE_ORIGIN_PIDS+=" ${!v}"
+    v=lane_quic_${l}_pid; LANE_EQ_PIDS+=" ${!v}"
+    v=lane_tls_${l}_pid; LANE_ET_PIDS+=" ${!v}"
+  done
+  PATHS+=("gateway-quic-x$LANES" "gateway-tls-x$LANES")
+fi
 sleep 0.5
 EDGE_QUIC=$(grep -m1 '^ingress' "$TMP/edge-quic.out" | sed 's/^ingress //')
 EDGE_TLS=$(grep -m1 '^ingress' "$TMP/edge-tls.out" | sed 's/^ingress //')
@@ -82,28 +109,54 @@ LUA
 nginx_pids() { local m; m=$(cat "$NGX/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
 ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
 up_pids() { if [ "$UPSTREAM" = static ]; then nginx_pids static; else echo "$mock_pid"; fi; }
-results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"} results/run-per-hop.sh" > "$OUT/machine.txt"
+results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"}${LANES_ARG:-} results/run-per-hop.sh" > "$OUT/machine.txt"
 echo "nginx: $(nginx -v 2>&1); wrk: $(wrk -v 2>&1 | head -1)" >> "$OUT/machine.txt"
 HZ=$(getconf CLK_TCK)
+# wrk_on C THREADS URL...: C in flight for SECS, split evenly over one wrk
+# per URL (as many as C allows), in parallel; their outputs in $TMP/wrk-I.txt.
+wrk_on() {
+  local c=$1 threads=$2; shift 2
+  local urls=("$@") n=${#@} i running=()
+  [ "$n" -gt "$c" ] && n=$c
+  [ "$n" -gt 1 ] && threads=1
+  rm -f "$TMP"/wrk-*.txt
+  for i in $(seq 0 $((n - 1))); do
+    wrk -t$threads -c$((c / n)) -d${SECS}s --latency -s "$TMP/post.lua" "${urls[i]}" > "$TMP/wrk-$i.txt" &
+    running+=($!)
+  done
+  wait "${running[@]}"
+}
+# worst Q: the highest latency quantile Q (50%, 99%) of the wrk runs.
+worst() { awk -v q="$1" '$1 == q { print $2 }' "$TMP"/wrk-*.txt | python3 -c '
+import sys
+def ms(v):
+    for unit, f in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+        if v.endswith(unit):
+            return float(v[: -len(unit)]) * f
+vs = [v.strip() for v in sys.stdin if v.strip()]
+print(max(vs, key=ms) if vs else "nan")'; }
 : > "$OUT/points.tsv"
 for round in $(seq "$ROUNDS"); do
   for c in 1 4 32 256; do
     threads=1; [ "$c" -ge 32 ] && threads=2
-    for path in direct gateway-quic gateway-tls nginx-tls; do
+    for path in "${PATHS[@]}"; do
       case $path in
-        direct) url=$UP/; hops=("up:$(up_pids)") ;;
-        gateway-quic) url=$EDGE_QUIC/; hops=("edge:$edge_quic_pid" "origin:$origin_pid" "up:$(up_pids)") ;;
-        gateway-tls) url=$EDGE_TLS/; hops=("edge:$edge_tls_pid" "origin:$origin_pid" "up:$(up_pids)") ;;
-        nginx-tls) url=http://127.0.0.1:$FRONT_PORT/; hops=("edge:$(nginx_pids front)" "origin:$(nginx_pids back)" "up:$(up_pids)") ;;
+        direct) urls=("$UP/"); hops=("up:$(up_pids)") ;;
+        gateway-quic) urls=("$EDGE_QUIC/"); hops=("edge:$edge_quic_pid" "origin:$origin_pid" "up:$(up_pids)") ;;
+        gateway-tls) urls=("$EDGE_TLS/"); hops=("edge:$edge_tls_pid" "origin:$origin_pid" "up:$(up_pids)") ;;
+        nginx-tls) urls=("http://127.0.0.1:$FRONT_PORT/"); hops=("edge:$(nginx_pids front)" "origin:$(nginx_pids back)" "up:$(up_pids)") ;;
+        gateway-quic-x*) urls=("${LANE_QUIC[@]}"); hops=("edge:$LANE_EQ_PIDS" "origin:$LANE_ORIGIN_PIDS" "up:$(up_pids)") ;;
+        gateway-tls-x*) urls=("${LANE_TLS[@]}"); hops=("edge:$LANE_ET_PIDS" "origin:$LANE_ORIGIN_PIDS" "up:$(up_pids)") ;;
       esac
-      wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null  # warm
+      for url in "${urls[@]}"; do wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null; done  # warm
       before=(); for h in "${hops[@]}"; do read -r -a p <<<"${h#*:}"; before+=("$(ticks "${p[@]}")"); done
-      wrk -t$threads -c$c -d${SECS}s --latency -s "$TMP/post.lua" "$url" > "$TMP/wrk.txt"
+      wrk_on "$c" "$threads" "${urls[@]}"
       line="$round\t$c\t$path"
       i=0; for h in "${hops[@]}"; do read -r -a p <<<"${h#*:}"; line+="\t${h%%:*}=$(( $(ticks "${p[@]}") - before[i] ))"; i=$((i+1)); done
-      reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.txt")
-      errors=$(awk '/Non-2xx|Socket errors/ { print }' "$TMP/wrk.txt" | tr '\n' ' ')
-      p50=$(awk '$1 == "50%" { print $2 }' "$TMP/wrk.txt"); p99=$(awk '$1 == "99%" { print $2 }' "$TMP/wrk.txt")
+      # The sum of the requests; the worst p50 and p99 of the wrk runs.
+      reqs=$(awk '/requests in/ { n += $1 } END { print n }' "$TMP"/wrk-*.txt)
+      errors=$(awk '/Non-2xx|Socket errors/ { print }' "$TMP"/wrk-*.txt | tr '\n' ' ')
+      p50=$(worst 50%); p99=$(worst 99%)
       printf "%b\treqs=%s\tp50=%s\tp99=%s\terrors=%s\n" "$line" "$reqs" "$p50" "$p99" "${errors:-none}" | tee -a "$OUT/points.tsv"
     done
   done
@@ -129,9 +182,10 @@ def span(xs, fmt):
     return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else (fmt + "–" + fmt).format(lo, hi)
 print("| in flight | path | req/s | p50 ms | p99 ms | CPU µs/req: edge | origin | upstream | vs nginx pair: rate | edge CPU | origin CPU |")
 print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+paths = list(dict.fromkeys(p for _, p in rows))
 for c in (1, 4, 32, 256):
     ng = rows.get((c, "nginx-tls"))
-    for p in ("direct", "gateway-quic", "gateway-tls", "nginx-tls"):
+    for p in paths:
         r = rows.get((c, p))
         if not r:
             continue
@@ -150,7 +204,7 @@ for c in (1, 4, 32, 256):
         errs = {x[4] for x in r} - {"none"}
         print(f"| {c} | {p}{' (errors: ' + '; '.join(errs) + ')' if errs else ''} | " + " | ".join(cols) + " |")
 d1 = rows.get((1, "direct"))
-for p in ("gateway-quic", "gateway-tls", "nginx-tls"):
+for p in (p for p in paths if p != "direct"):
     r = rows.get((1, p))
     if r and d1:
         add50 = [(a[1] - b[1]) * 1000 for a, b in zip(r, d1)]
