@@ -373,10 +373,12 @@ async fn answer(
             json_response(200, scan_error_response(&e))
         }
         Ok(Scanned::Single(kind)) => {
+            // Boxed: an MCP session's future is large (13 KiB), and without
+            // the box every HTTP request's future, which hyper moves as it
+            // sets it up, would be as large.
             if is_mcp
-                && let Some(a) = mcp
-                    .post(edge, &parts.headers, body.clone(), kind.clone())
-                    .await
+                && let Some(a) =
+                    Box::pin(mcp.post(edge, &parts.headers, body.clone(), kind.clone())).await
             {
                 return a;
             }
