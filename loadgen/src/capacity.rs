@@ -509,15 +509,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_knee_label_stays_below_the_legend_and_inside_the_frame() {
-        let slo: Slo = "p99<50ms".parse().unwrap();
+    /// An SLO of p99 < 50 ms, and a search of one trial a step from
+    /// 100/s up to 1e6/s, to `precision`.
+    fn one_trial_from_100(precision: f64) -> (Slo, Search) {
+        let slo = "p99<50ms".parse().unwrap();
         let how = Search {
             trials: 1,
             start: 100.0,
             max: 1e6,
-            precision: 0.01,
+            precision,
         };
+        (slo, how)
+    }
+
+    #[test]
+    fn the_knee_label_stays_below_the_legend_and_inside_the_frame() {
+        let (slo, how) = one_trial_from_100(0.01);
         // A knee just below the highest step, so its line is near the
         // frame's right edge, under the legend.
         let c = Capacity::search(&slo, how, target(6300.0, 1e9)).unwrap();
@@ -592,13 +599,7 @@ mod tests {
 
     #[test]
     fn the_search_brackets_the_knee_within_the_precision() {
-        let slo: Slo = "p99<50ms".parse().unwrap();
-        let how = Search {
-            trials: 1,
-            start: 100.0,
-            max: 1e6,
-            precision: 0.05,
-        };
+        let (slo, how) = one_trial_from_100(0.05);
         let c = Capacity::search(&slo, how, target(4321.0, 1e9)).unwrap();
         let (k, f) = (c.knee.unwrap(), c.failed_at.unwrap());
         assert!(k <= 4321.0 && f > 4321.0, "{k} {f}");
