@@ -511,7 +511,9 @@ async fn a_slow_read_only_request_is_hedged_and_the_first_reply_wins() {
     let (url, executions) = upstream(20).await;
     let trio = Trio::start("quic", &url).await;
     let (plain, plain_http) = trio.edge(&[]).await;
-    let (hedging, hedging_http) = trio.edge(&["--hedge-after", "20ms"]).await;
+    // Well above a fast reply (a debug build's p95 is up to about 25 ms on
+    // a shared 2-core machine), well below a slow one.
+    let (hedging, hedging_http) = trio.edge(&["--hedge-after", "50ms"]).await;
     // After the 90th percentile of what it has seen: about 10 % hedged.
     let (by_percentile, by_percentile_http) = trio.edge(&["--hedge-after", "p90"]).await;
     // Associations up before anything is timed (a handshake is slower
@@ -527,33 +529,38 @@ async fn a_slow_read_only_request_is_hedged_and_the_first_reply_wins() {
     // Side by side, interleaved: the same upstream, the same moments.
     let mut without = Vec::new();
     let mut with = [Vec::new(), Vec::new()];
+    let mut extra = [0u64; 2];
     for round in 0..4 {
         without.extend(steady_load(&plain_http, "get", 200, 1.0, &format!("p{round}")).await);
-        for (k, (http, most)) in [(&hedging_http, 10), (&by_percentile_http, 5)]
-            .into_iter()
-            .enumerate()
-        {
+        for (k, http) in [&hedging_http, &by_percentile_http].into_iter().enumerate() {
             let before = executions.total();
             let hedged = steady_load(http, "get", 200, 1.0, &format!("h{k}-{round}")).await;
-            let extra = executions.total() - before - hedged.len() as u64;
-            // At most a tenth (20ms) or a fifth (p90, the retry budget's
-            // share) more executions.
-            assert!(
-                extra <= hedged.len() as u64 / most,
-                "edge {k}: {extra} extra executions"
-            );
+            extra[k] += executions.total() - before - hedged.len() as u64;
             with[k].extend(hedged);
         }
+    }
+    // Over the whole run (one second can stall, and fast replies then take
+    // longer than a delay too): a fixed delay hedges little more than the
+    // slow twentieth, at most a tenth more executions; p90, a fifth.
+    for (k, most) in [(0, 10), (1, 5)] {
+        assert!(
+            extra[k] <= with[k].len() as u64 / most,
+            "edge {k}: {} extra executions of {}",
+            extra[k],
+            with[k].len()
+        );
     }
     for s in without.iter().chain(with.iter().flatten()) {
         assert_eq!(s.status, 200, "{s:?}");
     }
     let p99_without = percentile(&without, 99.0);
     assert!(p99_without >= Duration::from_millis(150), "{p99_without:?}");
+    // Hedged, the slow twentieth is answered by its copy: p99 is the delay
+    // (at most 50 ms) plus a fast reply, under half of 200 ms.
     for (k, with) in with.iter().enumerate() {
         let p99_with = percentile(with, 99.0);
         assert!(
-            p99_with * 3 < p99_without,
+            p99_with * 2 < p99_without,
             "edge {k}: hedged p99 {p99_with:?}, unhedged {p99_without:?}"
         );
     }
