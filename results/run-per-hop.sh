@@ -126,15 +126,9 @@ wrk_on() {
   done
   wait "${running[@]}"
 }
-# worst Q: the highest latency quantile Q (50%, 99%) of the wrk runs.
-worst() { awk -v q="$1" '$1 == q { print $2 }' "$TMP"/wrk-*.txt | python3 -c '
-import sys
-def ms(v):
-    for unit, f in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
-        if v.endswith(unit):
-            return float(v[: -len(unit)]) * f
-vs = [v.strip() for v in sys.stdin if v.strip()]
-print(max(vs, key=ms) if vs else "nan")'; }
+# quantile Q: latency quantile Q (50%, 99%) of each wrk run, comma-separated
+# (the table takes the worst).
+quantile() { awk -v q="$1" '$1 == q { print $2 }' "$TMP"/wrk-*.txt | paste -sd, -; }
 : > "$OUT/points.tsv"
 for round in $(seq "$ROUNDS"); do
   for c in 1 4 32 256; do
@@ -153,10 +147,10 @@ for round in $(seq "$ROUNDS"); do
       wrk_on "$c" "$threads" "${urls[@]}"
       line="$round\t$c\t$path"
       i=0; for h in "${hops[@]}"; do read -r -a p <<<"${h#*:}"; line+="\t${h%%:*}=$(( $(ticks "${p[@]}") - before[i] ))"; i=$((i+1)); done
-      # The sum of the requests; the worst p50 and p99 of the wrk runs.
+      # The sum of the requests; p50 and p99 of every wrk run.
       reqs=$(awk '/requests in/ { n += $1 } END { print n }' "$TMP"/wrk-*.txt)
       errors=$(awk '/Non-2xx|Socket errors/ { print }' "$TMP"/wrk-*.txt | tr '\n' ' ')
-      p50=$(worst 50%); p99=$(worst 99%)
+      p50=$(quantile 50%); p99=$(quantile 99%)
       printf "%b\treqs=%s\tp50=%s\tp99=%s\terrors=%s\n" "$line" "$reqs" "$p50" "$p99" "${errors:-none}" | tee -a "$OUT/points.tsv"
     done
   done
@@ -176,7 +170,8 @@ for line in open(path):
     kv = dict(x.split("=", 1) for x in f[3:])
     n = int(kv["reqs"])
     cpu = {k: int(kv[k]) * 1e6 / hz / n for k in ("edge", "origin", "up") if k in kv}
-    rows[(c, p)].append((n / secs, ms(kv["p50"]), ms(kv["p99"]), cpu, kv["errors"]))
+    worst = lambda q: max(ms(v) for v in kv[q].split(","))  # of the wrk runs
+    rows[(c, p)].append((n / secs, worst("p50"), worst("p99"), cpu, kv["errors"]))
 def span(xs, fmt):
     lo, hi = min(xs), max(xs)
     return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else (fmt + "–" + fmt).format(lo, hi)

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{Axes, Chart, Scale, Series, Summary, label, legend_bottom, xml};
+use crate::report::{Axes, CHAR_WIDTH, Chart, Scale, Series, Summary, label, legend_bottom, xml};
 
 /// `--slo "p99<50ms,errors<0.1%"`: every term must hold.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -454,7 +454,7 @@ pub fn svg(c: &Capacity, title: &str) -> String {
         // corner), and left of the line where it would run out of the frame.
         let text = format!("knee {}/s", label(k.round()));
         let x = plot.x(k);
-        let wide = 6.6 * text.chars().count() as f64;
+        let wide = CHAR_WIDTH * text.chars().count() as f64;
         let (tx, anchor) = if x + 4.0 + wide > x1 {
             (x - 4.0, "end")
         } else {
@@ -549,7 +549,7 @@ mod tests {
             .nth(1)
             .and_then(|t| t.split('<').next())
             .expect("the label's text");
-        let wide = 6.6 * label.chars().count() as f64;
+        let wide = CHAR_WIDTH * label.chars().count() as f64;
         let (left, right) = if text.contains(r#"text-anchor="end""#) {
             (attr("x") - wide, attr("x"))
         } else {

@@ -919,14 +919,14 @@ impl Chart {
             );
         }
         // The legend over the lines, inside the frame's top right corner,
-        // as wide as its longest name (about 6.6 px a character at 12 px).
+        // as wide as its longest name.
         if series.len() > 1 {
             let longest = series
                 .iter()
                 .map(|s| s.name.chars().count())
                 .max()
                 .unwrap_or(0);
-            let box_w = 34.0 + 6.6 * longest as f64;
+            let box_w = 34.0 + CHAR_WIDTH * longest as f64;
             let lx = x0 + width - box_w - 4.0;
             let _ = writeln!(
                 o,
@@ -951,6 +951,9 @@ impl Chart {
         plot
     }
 }
+
+/// About how wide a character of the charts' 12 px sans-serif text is.
+pub const CHAR_WIDTH: f64 = 6.6;
 
 /// How far below the frame's top the legend of `series` lines ends.
 pub fn legend_bottom(series: usize) -> f64 {
