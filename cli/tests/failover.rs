@@ -572,18 +572,39 @@ async fn a_slow_read_only_request_is_hedged_and_the_first_reply_wins() {
     for s in without.iter().chain(with.iter().flatten()) {
         assert_eq!(s.status, 200, "{s:?}");
     }
-    let p99_without = percentile(&without, 99.0);
-    assert!(p99_without >= Duration::from_millis(150), "{p99_without:?}");
-    // Hedged, the slow twentieth is answered by its copy, and p99 falls
-    // (in a release build to the delay plus a fast reply, a third of the
-    // unhedged p99 or less: results/2026-12-02-hedging). A debug build on
-    // a shared 2-core machine has been seen at 0.6 of it: at least a
-    // quarter off is asked here.
+    // Every 20th execution is slow: unhedged, about a twentieth of the
+    // requests wait for one (at least a fortieth is asked, so that the
+    // comparison below means something).
+    let slow = Duration::from_millis(200);
+    let answered_slowly = |seen: &[Seen]| seen.iter().filter(|s| s.latency >= slow).count();
+    let slow_without = answered_slowly(&without);
+    assert!(
+        slow_without * 40 >= without.len(),
+        "{slow_without} of {} unhedged requests took {slow:?} or more",
+        without.len()
+    );
+    // Hedged, a slow execution's request is answered by its copy, after
+    // the delay plus a fast reply: at most half as many wait as long as
+    // the slow execution. (Counted, not a p99: a debug build on a shared
+    // 2-core machine has fast replies whose 1 % tail is over 130 ms, which
+    // puts the hedged p99 near the slow delay even when every slow
+    // execution's copy answered first. In a release build the hedged p99
+    // is a third of the unhedged one or less: results/2026-12-02-hedging.)
     for (k, with) in with.iter().enumerate() {
-        let p99_with = percentile(with, 99.0);
+        let slow_with = answered_slowly(with);
+        println!(
+            "edge {k}: {slow_with} of {} hedged took {slow:?} or more, {slow_without} of {} unhedged",
+            with.len(),
+            without.len()
+        );
         assert!(
-            p99_with * 4 < p99_without * 3,
-            "edge {k}: hedged p99 {p99_with:?}, unhedged {p99_without:?}"
+            slow_with * 2 <= slow_without,
+            "edge {k}: {slow_with} of {} hedged requests took {slow:?} or more, \
+             {slow_without} of {} unhedged (p99 {:?} hedged, {:?} unhedged)",
+            with.len(),
+            without.len(),
+            percentile(with, 99.0),
+            percentile(&without, 99.0),
         );
     }
     for edge in [&hedging, &by_percentile] {
