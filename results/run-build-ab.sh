@@ -4,7 +4,9 @@
 # one static nginx upstream (`return 200`), and wrk closed loop at 1, 4 and
 # 32 in flight, the builds in turn within each point, ROUNDS (2) times.
 # Prints per point the rate, p50, and the CPU per request of the edge and
-# the origin (utime + stime deltas of /proc/PID/stat), and B over A.
+# the origin (utime + stime deltas of /proc/PID/stat), their context
+# switches per request (voluntary + involuntary, summed over every thread
+# in /proc/PID/task), and B over A.
 # SECONDS_PER_POINT (5). Needs Debian's nginx-light and wrk.
 #   results/run-build-ab.sh A_BINARY B_BINARY [OUT_DIR]
 set -euo pipefail
@@ -45,6 +47,7 @@ wrk.body = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 HZ=$(getconf CLK_TCK)
 points=$TMP/points.tsv; : > "$points"
 for round in $(seq "$ROUNDS"); do
@@ -54,13 +57,14 @@ for round in $(seq "$ROUNDS"); do
       url=$(grep -m1 '^ingress' "$TMP/${build}_edge.out" | sed 's/^ingress //')/
       e=${build}_edge_pid; o=${build}_origin_pid
       wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null
-      e0=$(ticks "${!e}"); o0=$(ticks "${!o}")
+      e0=$(ticks "${!e}"); o0=$(ticks "${!o}"); es0=$(switches "${!e}"); os0=$(switches "${!o}")
       wrk -t$threads -c$c -d${SECS}s --latency -s "$TMP/post.lua" "$url" > "$TMP/wrk.txt"
-      e1=$(ticks "${!e}"); o1=$(ticks "${!o}")
+      e1=$(ticks "${!e}"); o1=$(ticks "${!o}"); es1=$(switches "${!e}"); os1=$(switches "${!o}")
       reqs=$(awk '/requests in/ { print $1 }' "$TMP/wrk.txt")
       p50=$(awk '$1 == "50%" { print $2 }' "$TMP/wrk.txt")
       bad=$(awk '/Non-2xx|Socket errors/' "$TMP/wrk.txt" | tr '\n' ' ')
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$c" "$build" "$reqs" "$((e1 - e0))" "$((o1 - o0))" "$p50" "${bad:-none}" | tee -a "$points"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$c" "$build" "$reqs" "$((e1 - e0))" "$((o1 - o0))" \
+        "$((es1 - es0))" "$((os1 - os0))" "$p50" "${bad:-none}" | tee -a "$points"
     done
   done
 done
@@ -69,25 +73,26 @@ import sys, collections
 path, hz, secs, a, b = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
 rows = collections.defaultdict(list)
 for line in open(path):
-    rnd, c, build, reqs, e, o, p50, bad = line.rstrip("\n").split("\t")
+    rnd, c, build, reqs, e, o, es, os_, p50, bad = line.rstrip("\n").split("\t")
     n = int(reqs)
-    rows[(int(c), build)].append((n / secs, int(e) * 1e6 / hz / n, int(o) * 1e6 / hz / n, p50, bad))
+    rows[(int(c), build)].append(
+        (n / secs, int(e) * 1e6 / hz / n, int(o) * 1e6 / hz / n, int(es) / n, int(os_) / n, p50, bad))
 print(f"A = {a}\nB = {b}\n")
-print("| in flight | build | req/s | CPU µs/req edge | origin | p50 | B/A rate | B/A edge CPU | B/A origin CPU |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| in flight | build | req/s | CPU µs/req edge | origin | switches/req edge | origin | p50 | B/A rate | B/A edge CPU | B/A origin CPU | B/A origin switches |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in (1, 4, 32):
     ra, rb = rows[(c, "a")], rows[(c, "b")]
     for build, r in (("A", ra), ("B", rb)):
-        def span(i):
-            lo, hi = f"{min(x[i] for x in r):.0f}", f"{max(x[i] for x in r):.0f}"
+        def span(i, digits=0):
+            lo, hi = f"{min(x[i] for x in r):.{digits}f}", f"{max(x[i] for x in r):.{digits}f}"
             return lo if lo == hi else f"{lo}–{hi}"
-        rate, edge, origin = span(0), span(1), span(2)
+        rate, edge, origin, es, os_ = span(0), span(1), span(2), span(3, 1), span(4, 1)
         ratio = ""
         if build == "B":
             mean = lambda rs, i: sum(x[i] for x in rs) / len(rs)
-            ratio = f"| {mean(rb,0)/mean(ra,0):.2f} | {mean(rb,1)/mean(ra,1):.2f} | {mean(rb,2)/mean(ra,2):.2f}"
+            ratio = " | ".join(f"{mean(rb, i) / mean(ra, i):.2f}" for i in (0, 1, 2, 4))
         else:
-            ratio = "| | |"
-        print(f"| {c} | {build} | {rate} | {edge} | {origin} | {' '.join(x[3] for x in r)} {ratio} |")
+            ratio = " | | "
+        print(f"| {c} | {build} | {rate} | {edge} | {origin} | {es} | {os_} | {' '.join(x[5] for x in r)} | {ratio} |")
 PY
 if [ -n "$OUT" ]; then mkdir -p "$OUT"; cp "$points" "$TMP/table.md" "$OUT/"; fi
