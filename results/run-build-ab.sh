@@ -13,39 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 A=$(realpath "$1"); B=$(realpath "$2"); OUT=${3:-}
 ROUNDS=${ROUNDS:-2}; SECS=${SECONDS_PER_POINT:-5}
-command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)"; exit 1; }
-command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"; exit 1; }
-TMP=$(mktemp -d); NGX=$(mktemp -d); chmod 755 "$NGX"
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; [ -f "$NGX/static.pid" ] && kill "$(cat "$NGX/static.pid")" 2>/dev/null; rm -rf "$TMP" "$NGX"; }
-trap cleanup EXIT
-WORKERS=$(nproc)
-source results/nginx.sh
-UP_PORT=$(free_port)
-nginx_static "$UP_PORT"
-# run NAME READY COMMAND...: in the background, waiting for a stdout line.
-run() {
-  local name=$1 ready=$2; shift 2
-  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" & pids+=($!)
-  printf -v "${name}_pid" %s $!
-  for _ in $(seq 200); do grep -qsE "$ready" "$TMP/$name.out" && return 0; sleep 0.05; done
-  echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
-}
-for build in a b; do
-  bin=$A; [ $build = b ] && bin=$B
-  opub=$("$bin" keygen --out "$TMP/$build-origin.key" --force)
-  epub=$("$bin" keygen --out "$TMP/$build-edge.key" --force)
-  run "${build}_origin" '^listening on' "$bin" serve --listen quic://127.0.0.1:0 \
-    --upstream "http://127.0.0.1:$UP_PORT" --identity "$TMP/$build-origin.key" --trust "$epub"
-  peer=$(grep -m1 '^listening on' "$TMP/${build}_origin.out" | sed 's/^listening on //')
-  run "${build}_edge" '^ingress' "$bin" serve --ingress http://127.0.0.1:0 --peer "$peer" \
-    --identity "$TMP/$build-edge.key" --trust "$opub"
-done
-cat > "$TMP/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
-wrk.headers["Content-Type"] = "application/json"
-LUA
+source results/builds.sh
+quic_pair a "$A"
+quic_pair b "$B"
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 HZ=$(getconf CLK_TCK)
@@ -54,7 +24,7 @@ for round in $(seq "$ROUNDS"); do
   for c in 1 4 32; do
     threads=1; [ "$c" -ge 32 ] && threads=2
     for build in a b; do
-      url=$(grep -m1 '^ingress' "$TMP/${build}_edge.out" | sed 's/^ingress //')/
+      u=${build}_url; url=${!u}
       e=${build}_edge_pid; o=${build}_origin_pid
       wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null
       e0=$(ticks "${!e}"); o0=$(ticks "${!o}"); es0=$(switches "${!e}"); os0=$(switches "${!o}")

@@ -14,45 +14,16 @@ cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-2}
 BINS=(); for b in "$@"; do BINS+=("$(realpath "$b")"); done
 [ ${#BINS[@]} -ge 1 ] || { echo "usage: counts.sh BINARY..."; exit 2; }
-for tool in nginx wrk perf; do command -v $tool >/dev/null || { echo "$tool is not installed"; exit 1; }; done
-TMP=$(mktemp -d); NGX=$(mktemp -d); chmod 755 "$NGX"
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; [ -f "$NGX/static.pid" ] && kill "$(cat "$NGX/static.pid")" 2>/dev/null; rm -rf "$TMP" "$NGX"; }
-trap cleanup EXIT
-WORKERS=$(nproc)
-source results/nginx.sh
-UP_PORT=$(free_port)
-nginx_static "$UP_PORT"
-run() {
-  local name=$1 ready=$2; shift 2
-  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" & pids+=($!)
-  printf -v "${name}_pid" %s $!
-  for _ in $(seq 200); do grep -qsE "$ready" "$TMP/$name.out" && return 0; sleep 0.05; done
-  echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
-}
-for i in "${!BINS[@]}"; do
-  bin=${BINS[i]}
-  opub=$("$bin" keygen --out "$TMP/$i-origin.key" --force)
-  epub=$("$bin" keygen --out "$TMP/$i-edge.key" --force)
-  run "o$i" '^listening on' "$bin" serve --listen quic://127.0.0.1:0 \
-    --upstream "http://127.0.0.1:$UP_PORT" --identity "$TMP/$i-origin.key" --trust "$epub"
-  peer=$(grep -m1 '^listening on' "$TMP/o$i.out" | sed 's/^listening on //')
-  run "e$i" '^ingress' "$bin" serve --ingress http://127.0.0.1:0 --peer "$peer" \
-    --identity "$TMP/$i-edge.key" --trust "$opub"
-done
-cat > "$TMP/post.lua" <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
-wrk.headers["Content-Type"] = "application/json"
-LUA
+command -v perf >/dev/null || { echo "perf is not installed"; exit 1; }
+source results/builds.sh
+for i in "${!BINS[@]}"; do quic_pair "p$i" "${BINS[i]}"; done
 udp_out() { awk '/^Udp:/ && $2 ~ /^[0-9]/ { print $5 }' /proc/net/snmp; }
 stat_count() { awk -F, -v ev="$2" '$3 == ev { print $1 + 0 }' "$1"; }
 echo -e "round\tin flight\tbuild\trequests\tdatagrams/req\tedge syscalls/req\torigin syscalls/req\tedge switches/req\torigin switches/req"
 for round in $(seq "$ROUNDS"); do
   for c in 1 4 32; do
     for i in "${!BINS[@]}"; do
-      e=e${i}_pid; o=o${i}_pid
-      url=$(grep -m1 '^ingress' "$TMP/e$i.out" | sed 's/^ingress //')/
+      e=p${i}_edge_pid; o=p${i}_origin_pid; u=p${i}_url; url=${!u}
       wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null
       perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "${!e}" -o "$TMP/e.txt" -- sleep 4.5 & pe=$!
       perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "${!o}" -o "$TMP/o.txt" -- sleep 4.5 & po=$!
