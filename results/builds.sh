@@ -8,7 +8,7 @@ for tool in nginx wrk; do
   command -v $tool >/dev/null || { echo "$tool is not installed (apt-get install nginx-light wrk)"; exit 1; }
 done
 TMP=$(mktemp -d); NGX=$(mktemp -d); chmod 755 "$NGX"
-pids=()
+source results/procs.sh
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; [ -f "$NGX/static.pid" ] && kill "$(cat "$NGX/static.pid")" 2>/dev/null; rm -rf "$TMP" "$NGX"; }
 trap cleanup EXIT
 WORKERS=$(nproc)
@@ -21,16 +21,6 @@ wrk.body = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
 wrk.headers["Content-Type"] = "application/json"
 LUA
 
-# run NAME READY COMMAND...: in the background (its pid in ${NAME}_pid),
-# waiting, 10 s at most, for a stdout line matching the regex READY.
-run() {
-  local name=$1 ready=$2; shift 2
-  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" & pids+=($!)
-  printf -v "${name}_pid" %s $!
-  for _ in $(seq 200); do grep -qsE "$ready" "$TMP/$name.out" && return 0; sleep 0.05; done
-  echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
-}
-
 # quic_pair NAME BINARY: a gateway pair of BINARY over QUIC (edge HTTP
 # ingress -> origin) in front of the static upstream, each with a fresh
 # identity: pids in ${NAME}_origin_pid and ${NAME}_edge_pid, the edge's
@@ -39,10 +29,10 @@ quic_pair() {
   local name=$1 bin=$2 opub epub peer
   opub=$("$bin" keygen --out "$TMP/$name-origin.key" --force)
   epub=$("$bin" keygen --out "$TMP/$name-edge.key" --force)
-  run "${name}_origin" '^listening on' "$bin" serve --listen quic://127.0.0.1:0 \
+  start "${name}_origin" '^listening on' "$bin" serve --listen quic://127.0.0.1:0 \
     --upstream "http://127.0.0.1:$UP_PORT" --identity "$TMP/$name-origin.key" --trust "$epub"
   peer=$(grep -m1 '^listening on' "$TMP/${name}_origin.out" | sed 's/^listening on //')
-  run "${name}_edge" '^ingress' "$bin" serve --ingress http://127.0.0.1:0 --peer "$peer" \
+  start "${name}_edge" '^ingress' "$bin" serve --ingress http://127.0.0.1:0 --peer "$peer" \
     --identity "$TMP/$name-edge.key" --trust "$opub"
   printf -v "${name}_url" %s "$(grep -m1 '^ingress' "$TMP/${name}_edge.out" | sed 's/^ingress //')/"
 }

@@ -57,7 +57,6 @@ for c in (1, 4, 32):
             lo, hi = f"{min(x[i] for x in r):.{digits}f}", f"{max(x[i] for x in r):.{digits}f}"
             return lo if lo == hi else f"{lo}–{hi}"
         rate, edge, origin, es, os_ = span(0), span(1), span(2), span(3, 1), span(4, 1)
-        ratio = ""
         if build == "B":
             mean = lambda rs, i: sum(x[i] for x in rs) / len(rs)
             ratio = " | ".join(f"{mean(rb, i) / mean(ra, i):.2f}" for i in (0, 1, 2, 4))

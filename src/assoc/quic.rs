@@ -49,13 +49,22 @@ pub(super) fn client_endpoint(ipv6: bool) -> Result<quinn::Endpoint, LinkError> 
     quic_endpoint(bind, None, quinn::EndpointConfig::default())
 }
 
+/// The transport settings both ends of a connection of `ep` use: its
+/// congestion control and batched ACKs.
+fn transport_config(ep: &Endpoint) -> quinn::TransportConfig {
+    let mut transport = quinn::TransportConfig::default();
+    ep.congestion.apply(&mut transport);
+    request_batched_acks(&mut transport);
+    transport
+}
+
 /// A client connection's configuration: TLS offering `alpn`, keep-alive
-/// well inside the idle timeout, the endpoint's congestion control.
+/// well inside the idle timeout, the endpoint's transport settings.
 pub(super) fn client_config(alpn: &[u8], ep: &Endpoint) -> Result<quinn::ClientConfig, LinkError> {
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls_client_config(alpn)?)
         .map_err(|e| LinkError::certificate("QUIC client TLS configuration", e))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    let mut transport = quinn::TransportConfig::default();
+    let mut transport = transport_config(ep);
     // An idle association stays up (the default idle timeout is 30 s).
     transport.keep_alive_interval(Some(QUIC_KEEP_ALIVE));
     transport.max_idle_timeout(QUIC_IDLE_TIMEOUT.try_into().ok());
@@ -68,8 +77,6 @@ pub(super) fn client_config(alpn: &[u8], ep: &Endpoint) -> Result<quinn::ClientC
                 .unwrap_or(quinn::VarInt::MAX),
         );
     }
-    ep.congestion.apply(&mut transport);
-    request_batched_acks(&mut transport);
     config.transport_config(Arc::new(transport));
     Ok(config)
 }
@@ -85,10 +92,7 @@ pub(super) fn server_endpoint(
     )?)
     .map_err(|e| LinkError::certificate("QUIC server TLS configuration", e))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    let mut transport = quinn::TransportConfig::default();
-    ep.congestion.apply(&mut transport);
-    request_batched_acks(&mut transport);
-    server.transport_config(Arc::new(transport));
+    server.transport_config(Arc::new(transport_config(ep)));
     quic_endpoint(
         addr,
         Some(server),
