@@ -1,9 +1,10 @@
 # Shared by the result scripts that start gateway processes (sourced from
 # the repository root): builds both binaries, names them ($GW, $LG), gives a
 # temporary directory ($TMP) and kills every process `start` began when the
-# script exits.
+# script exits. GATEWAY_BINARY runs another build of the gateway instead of
+# this checkout's (an earlier revision, to compare on the same day).
 cargo build --release -q -p npamp-gateway-cli -p npamp-loadgen
-GW=target/release/npamp-gateway
+GW=${GATEWAY_BINARY:-target/release/npamp-gateway}
 LG=target/release/npamp-loadgen
 TMP=$(mktemp -d)
 source results/procs.sh

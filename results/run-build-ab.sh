@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Two builds of npamp-gateway side by side, in one run on 127.0.0.1: for
-# each, a gateway pair over QUIC (edge HTTP ingress -> origin) in front of
-# one static nginx upstream (`return 200`), and wrk closed loop at 1, 4 and
-# 32 in flight, the builds in turn within each point, ROUNDS (2) times.
+# each, a gateway pair over QUIC (TRANSPORT=tls: over TCP + TLS 1.3; edge
+# HTTP ingress -> origin) in front of one static nginx upstream (`return
+# 200`), and wrk closed loop at 1, 4 and 32 in flight, the builds in turn
+# within each point, ROUNDS (2) times.
 # Prints per point the rate, p50, and the CPU per request of the edge and
 # the origin (utime + stime deltas of /proc/PID/stat), their context
 # switches per request (voluntary + involuntary, summed over every thread
 # in /proc/PID/task), and B over A.
 # SECONDS_PER_POINT (5). Needs Debian's nginx-light and wrk.
-#   results/run-build-ab.sh A_BINARY B_BINARY [OUT_DIR]
+#   [TRANSPORT=quic|tls] results/run-build-ab.sh A_BINARY B_BINARY [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=$(realpath "$1"); B=$(realpath "$2"); OUT=${3:-}
 ROUNDS=${ROUNDS:-2}; SECS=${SECONDS_PER_POINT:-5}
 source results/builds.sh
-quic_pair a "$A"
-quic_pair b "$B"
+gateway_pair a "$A"
+gateway_pair b "$B"
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 HZ=$(getconf CLK_TCK)

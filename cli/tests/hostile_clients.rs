@@ -469,6 +469,7 @@ async fn clients_that_never_read_are_bounded_and_cut_at_the_stall_timeout() {
     let grew = peak_mib(pair.edge.pid()) - idle;
     let bound = CLIENTS as f64 * 2.75 + 45.0;
     eprintln!("the edge grew {grew:.1} MiB (bound {bound:.1})");
+    eprintln!("{healthy} healthy requests, the slowest {worst:?}");
     assert!(grew < bound, "the edge grew {grew:.1} MiB, over {bound:.1}");
     assert!(healthy >= 50, "{healthy} healthy requests");
     assert!(

@@ -16,7 +16,7 @@ BINS=(); for b in "$@"; do BINS+=("$(realpath "$b")"); done
 [ ${#BINS[@]} -ge 1 ] || { echo "usage: counts.sh BINARY..."; exit 2; }
 command -v perf >/dev/null || { echo "perf is not installed"; exit 1; }
 source results/builds.sh
-for i in "${!BINS[@]}"; do quic_pair "p$i" "${BINS[i]}"; done
+for i in "${!BINS[@]}"; do gateway_pair "p$i" "${BINS[i]}"; done
 udp_out() { awk '/^Udp:/ && $2 ~ /^[0-9]/ { print $5 }' /proc/net/snmp; }
 stat_count() { awk -F, -v ev="$2" '$3 == ev { print $1 + 0 }' "$1"; }
 echo -e "round\tin flight\tbuild\trequests\tdatagrams/req\tedge syscalls/req\torigin syscalls/req\tedge switches/req\torigin switches/req"
