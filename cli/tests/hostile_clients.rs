@@ -458,9 +458,11 @@ async fn clients_that_never_read_are_bounded_and_cut_at_the_stall_timeout() {
         // The client sees the edge stop reading it a little before the
         // edge's own clock starts (the kernel buffers between them fill
         // first), more so on a loaded machine: the margin above is wider.
-        // The old 8 MiB session buffer: 6.1 s.
+        // A slow 2-core machine running this file's other tests beside it
+        // measured 4.53 and 4.59 s; the old 8 MiB session buffer, 6.1 s on
+        // a faster one.
         assert!(
-            cut >= Duration::from_millis(1500) && cut <= Duration::from_millis(4500),
+            cut >= Duration::from_millis(1500) && cut <= Duration::from_millis(5200),
             "cut {cut:?} after the edge stopped reading it (--stall-timeout 2)"
         );
     }
