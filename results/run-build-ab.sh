@@ -39,16 +39,16 @@ for round in $(seq "$ROUNDS"); do
     done
   done
 done
-python3 - "$points" "$HZ" "$SECS" "$(basename "$A")" "$(basename "$B")" <<'PY' | tee "$TMP/table.md"
+python3 - "$points" "$HZ" "$SECS" "$(basename "$A")" "$(basename "$B")" "$TRANSPORT" <<'PY' | tee "$TMP/table.md"
 import sys, collections
-path, hz, secs, a, b = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+path, hz, secs, a, b, transport = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:7]
 rows = collections.defaultdict(list)
 for line in open(path):
     rnd, c, build, reqs, e, o, es, os_, p50, bad = line.rstrip("\n").split("\t")
     n = int(reqs)
     rows[(int(c), build)].append(
         (n / secs, int(e) * 1e6 / hz / n, int(o) * 1e6 / hz / n, int(es) / n, int(os_) / n, p50, bad))
-print(f"A = {a}\nB = {b}\n")
+print(f"A = {a}\nB = {b}\nbetween the gateways: {transport}\n")
 print("| in flight | build | req/s | CPU µs/req edge | origin | switches/req edge | origin | p50 | B/A rate | B/A edge CPU | B/A origin CPU | B/A origin switches |")
 print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for c in (1, 4, 32):

@@ -15,6 +15,7 @@ ROUNDS=${ROUNDS:-2}
 BINS=(); for b in "$@"; do BINS+=("$(realpath "$b")"); done
 [ ${#BINS[@]} -ge 1 ] || { echo "usage: counts.sh BINARY..."; exit 2; }
 command -v perf >/dev/null || { echo "perf is not installed"; exit 1; }
+TRANSPORT=quic  # the datagrams counted are QUIC's
 source results/builds.sh
 for i in "${!BINS[@]}"; do gateway_pair "p$i" "${BINS[i]}"; done
 udp_out() { awk '/^Udp:/ && $2 ~ /^[0-9]/ { print $5 }' /proc/net/snmp; }
