@@ -56,6 +56,8 @@ pub struct SlowStats {
     pub probe_ms: Mutex<Vec<f64>>,
     /// Its requests that got no 200 with a result.
     pub probe_failed: AtomicU64,
+    /// Why they failed, and how often each way.
+    pub probe_failed_why: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl SlowStats {
@@ -77,6 +79,16 @@ impl SlowStats {
 
     fn cut_after_silent(&self, d: Duration) {
         widen(&self.cut_after_silent_ms, d);
+    }
+
+    fn probe_failed(&self, why: String) {
+        self.probe_failed.fetch_add(1, Relaxed);
+        *self
+            .probe_failed_why
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(why)
+            .or_default() += 1;
     }
 
     /// The probe's replies: (count, p50, p99, max) in ms.
@@ -137,6 +149,14 @@ impl std::fmt::Display for SlowStats {
                 " probe_ok {n} probe_failed {} probe_p50_ms {p50:.1} probe_p99_ms {p99:.1} probe_max_ms {max:.1}",
                 self.probe_failed.load(Relaxed)
             )?;
+        }
+        let why = self
+            .probe_failed_why
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !why.is_empty() {
+            let why: Vec<_> = why.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+            write!(f, " probe_failed_why {}", why.join(","))?;
         }
         Ok(())
     }
@@ -433,34 +453,37 @@ async fn probe(addr: &str, deadline: Instant, stats: &SlowStats) {
             conn = tokio::net::TcpStream::connect(addr).await.ok();
         }
         let Some(tcp) = conn.as_mut() else {
-            stats.probe_failed.fetch_add(1, Relaxed);
+            stats.probe_failed("connect".into());
             continue;
         };
         let answer = tokio::time::timeout(Duration::from_secs(5), exchange(tcp, &request)).await;
-        match answer {
-            Ok(Some(true)) => stats
+        match answer.unwrap_or_else(|_| Err("timeout".into())) {
+            Ok(()) => stats
                 .probe_ms
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push(started.elapsed().as_secs_f64() * 1000.0),
-            _ => {
-                stats.probe_failed.fetch_add(1, Relaxed);
+            Err(why) => {
+                stats.probe_failed(why);
                 conn = None;
             }
         }
     }
 }
 
-/// One request and its response on a keep-alive connection: `Some(true)`
-/// for a 200 whose body holds a result.
-async fn exchange(tcp: &mut tokio::net::TcpStream, request: &str) -> Option<bool> {
-    tcp.write_all(request.as_bytes()).await.ok()?;
+/// One request and its response on a keep-alive connection: a 200 whose
+/// body holds a result, or why not (one word: `write`, `read`, `closed`,
+/// `no-length`, `status-CODE`, `no-result`).
+async fn exchange(tcp: &mut tokio::net::TcpStream, request: &str) -> Result<(), String> {
+    tcp.write_all(request.as_bytes())
+        .await
+        .map_err(|_| "write".to_owned())?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
-        let n = tcp.read(&mut chunk).await.ok()?;
+        let n = tcp.read(&mut chunk).await.map_err(|_| "read".to_owned())?;
         if n == 0 {
-            return None;
+            return Err("closed".into());
         }
         buf.extend_from_slice(&chunk[..n]);
         let mut headers = [httparse::EMPTY_HEADER; 16];
@@ -470,12 +493,76 @@ async fn exchange(tcp: &mut tokio::net::TcpStream, request: &str) -> Option<bool
                 .headers
                 .iter()
                 .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .and_then(|h| std::str::from_utf8(h.value).ok()?.parse::<usize>().ok())?;
+                .and_then(|h| std::str::from_utf8(h.value).ok()?.parse::<usize>().ok())
+                .ok_or_else(|| "no-length".to_owned())?;
             if buf.len() >= head + len {
                 let body = &buf[head..head + len];
-                let ok = resp.code == Some(200) && body.windows(8).any(|w| w == b"\"result\"");
-                return Some(ok);
+                return match resp.code {
+                    Some(200) if body.windows(8).any(|w| w == b"\"result\"") => Ok(()),
+                    Some(200) => Err("no-result".into()),
+                    code => Err(format!("status-{}", code.unwrap_or(0))),
+                };
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_says_why_the_probe_failed() {
+        let stats = SlowStats::default();
+        assert!(!stats.to_string().contains("probe_failed"));
+        for why in ["status-503", "closed", "status-503"] {
+            stats.probe_failed(why.into());
+        }
+        let line = stats.to_string();
+        assert!(line.contains(" probe_failed 3 "), "{line}");
+        assert!(
+            line.ends_with(" probe_failed_why closed:1,status-503:2"),
+            "{line}"
+        );
+    }
+
+    /// Serves one connection: reads a request, writes `reply`, closes.
+    async fn answering(reply: &'static str) -> tokio::net::TcpStream {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("accept");
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let _ = s.write_all(reply.as_bytes()).await;
+        });
+        tokio::net::TcpStream::connect(addr).await.expect("connect")
+    }
+
+    #[tokio::test]
+    async fn an_exchange_names_what_it_got_instead_of_a_result() {
+        let request = "POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}";
+        for (reply, expected) in [
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{\"result\":1}\n",
+                Ok(()),
+            ),
+            (
+                "HTTP/1.1 503 Busy\r\nContent-Length: 2\r\n\r\n{}",
+                Err("status-503"),
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+                Err("no-result"),
+            ),
+            ("HTTP/1.1 200 OK\r\n\r\n", Err("no-length")),
+            ("", Err("closed")),
+        ] {
+            let mut tcp = answering(reply).await;
+            let got = exchange(&mut tcp, request).await;
+            assert_eq!(got, expected.map_err(str::to_owned), "{reply:?}");
         }
     }
 }

@@ -62,7 +62,7 @@ slo, shi = int(d.get("cut_after_silent_min_ms", "0")) / 1000, int(d.get("cut_aft
 ok = float(ep) < 256 and float(op) < 256 and cut == int(n) and 9 <= slo and shi <= 11 and failed == 0 and p99 < 50
 print(f"{mode} x{n}: edge peak {ep} MiB (idle {be}), origin peak {op} MiB (idle {bo}); "
       f"cut {cut}/{n} {slo:.1f}-{shi:.1f} s after the edge's replies to them stopped ({blo:.1f}-{bhi:.1f} s after it stopped reading them, {lo:.1f}-{hi:.1f} s after connecting), still open {still}; healthy client {d.get('probe_ok','0')} ok, "
-      f"{failed} failed, p50 {d.get('probe_p50_ms','-')} ms, p99 {p99} ms, max {d.get('probe_max_ms','-')} ms; "
+      f"{failed} failed{' (' + d['probe_failed_why'] + ')' if 'probe_failed_why' in d else ''}, p50 {d.get('probe_p50_ms','-')} ms, p99 {p99} ms, max {d.get('probe_max_ms','-')} ms; "
       + ("PASS" if ok else "FAIL"))
 sys.exit(0 if ok else 1)
 PY

@@ -10,8 +10,9 @@
 //!
 //! Sealing and queueing happen together under one short lock, so frames
 //! leave in sequence order whichever task sealed them, and the writer sends
-//! everything queued since its last write in one write (batching comes for
-//! free under load). The queue is bounded: a sender waits while more than
+//! everything queued since its last write in one write; while several
+//! tasks send, it lets them seal first ([`Patience`]), so their frames share
+//! a write. The queue is bounded: a sender waits while more than
 //! [`PENDING_LIMIT`] octets are unwritten. Reading and writing are separate
 //! tasks, so two peers that both write large batches never deadlock on flow
 //! control. Which stream a channel's octets go to is [`Binding`]'s business.
@@ -28,6 +29,7 @@ use super::association::{Association, Counters, Event, Liveness};
 use super::binding::{Binding, ReadStreams, Readers, Writers};
 use super::error::{End, Failure, Gone, LinkError};
 use super::frames::FrameReader;
+use super::patience::Patience;
 use super::stats::AssocStats;
 use crate::wire::{ChannelId, FrameType};
 
@@ -48,6 +50,8 @@ pub trait BridgeSink: Send + 'static {
 struct State {
     assoc: Association,
     end: Option<End>,
+    /// Bridge frames sealed since the writer last took the queue.
+    sealed: u32,
 }
 
 struct Shared {
@@ -154,6 +158,7 @@ impl AssocHandle {
                 if s.assoc.queued(ChannelId::BRIDGE) < PENDING_LIMIT {
                     let write = write.take().ok_or(Gone(End::LocalClose))?;
                     let sealed = s.assoc.seal(ChannelId::BRIDGE, frame_type, write);
+                    s.sealed += u32::from(sealed.is_ok());
                     drop(s);
                     return match sealed {
                         Ok(_) => {
@@ -226,7 +231,11 @@ where
     }
     let peer_identity = *assoc.peer_identity();
     let shared = Arc::new(Shared {
-        state: Mutex::new(State { assoc, end: None }),
+        state: Mutex::new(State {
+            assoc,
+            end: None,
+            sealed: 0,
+        }),
         peer_identity,
         stats,
         wake_writer: Notify::new(),
@@ -249,14 +258,22 @@ where
 async fn write_loop(shared: Arc<Shared>, mut writers: Writers) {
     // At most one run of octets per channel per pass (Control first).
     let mut spares = [Vec::with_capacity(1024), Vec::with_capacity(64 << 10)];
+    let mut patience = Patience::default();
     loop {
         shared.wake_writer.notified().await;
+        let waited = patience.let_senders_seal().await;
         let mut runs = [None, None];
         let ended = {
             let mut s = shared.lock();
             for (run, spare) in runs.iter_mut().zip(spares.iter_mut()) {
                 *run = s.assoc.poll_transmit(spare);
             }
+            let octets = if runs[1].is_some() {
+                spares[1].len()
+            } else {
+                0
+            };
+            patience.took(std::mem::take(&mut s.sealed), octets, waited);
             s.end.is_some()
         };
         shared.drained.notify_waiters();

@@ -74,7 +74,6 @@ fn notify(client: &mut Association, wire: &mut Vec<u8>, i: u16) {
 /// Reads frames from the driver until one of `frame_type` arrives.
 async fn await_frame(stream: &mut DuplexStream, frame_type: FrameType) {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
     loop {
         let mut at = 0;
         while let Some((frame, len)) = Deframer::default().deframe(&buf[at..]).expect("frame") {
@@ -83,13 +82,19 @@ async fn await_frame(stream: &mut DuplexStream, frame_type: FrameType) {
             }
             at += len;
         }
-        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
-            .await
-            .expect("the driver answers")
-            .expect("read");
-        assert!(n > 0, "the driver closed the stream");
-        buf.extend_from_slice(&chunk[..n]);
+        read_more(stream, &mut buf).await;
     }
+}
+
+/// Appends what the driver writes next to `buf`.
+async fn read_more(stream: &mut DuplexStream, buf: &mut Vec<u8>) {
+    let mut chunk = [0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut chunk))
+        .await
+        .expect("the driver writes")
+        .expect("read");
+    assert!(n > 0, "the driver closed the stream");
+    buf.extend_from_slice(&chunk[..n]);
 }
 
 #[tokio::test]
@@ -203,4 +208,98 @@ async fn frames_before_a_tampered_one_are_delivered_and_nothing_after() {
         "{:?}",
         seen.ended
     );
+}
+
+/// An in-memory stream's write half that counts the writes made on it.
+struct CountingWriter {
+    inner: tokio::io::WriteHalf<DuplexStream>,
+    writes: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl tokio::io::AsyncWrite for CountingWriter {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        // Counted before the octets can reach the reader, which may run on
+        // another thread (the test's), and taken back if nothing went.
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if !matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.writes.fetch_sub(1, Ordering::SeqCst);
+        }
+        polled
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Bridge frames that several tasks seal in one round of a worker leave
+/// in one write, not one write each: tokio would run the woken writer
+/// straight after the first sender, and the writer yields to the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn frames_sealed_in_one_round_share_a_write() {
+    const SENDERS: u16 = 16;
+    let (_client, server) = crate::assoc::association::tests::pair(AssocConfig::default());
+    let (mut ours, theirs) = tokio::io::duplex(1 << 20);
+    let (r, w) = tokio::io::split(theirs);
+    let writes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writer = CountingWriter {
+        inner: w,
+        writes: writes.clone(),
+    };
+    let handle = spawn(
+        server,
+        Binding::Tls(Stream::new(FrameReader::new(Box::new(r)), Box::new(writer))),
+        Arc::new(AssocStats::default()),
+        |_| Recorder(Arc::default()),
+    );
+    // The senders wake together on the one worker, as the tasks of the
+    // requests that one poll of the I/O driver finds ready do.
+    let go = Arc::new(tokio::sync::Notify::new());
+    let sending = tokio::spawn(async move {
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|i| {
+                let (handle, go) = (handle.clone(), go.clone());
+                tokio::spawn(async move {
+                    go.notified().await;
+                    handle
+                        .send(BRIDGE_NOTIFY, |o| o.extend_from_slice(&i.to_be_bytes()))
+                        .await
+                })
+            })
+            .collect();
+        // The one worker runs every sender to its wait before it looks at
+        // the timer that ends this sleep.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        go.notify_waiters();
+        for sender in senders {
+            sender.await.expect("sender").expect("sent");
+        }
+    });
+    sending.await.expect("senders");
+
+    let (mut buf, mut frames) = (Vec::new(), 0);
+    while frames < usize::from(SENDERS) {
+        read_more(&mut ours, &mut buf).await;
+        while let Some(span) = Deframer::default().span(&buf).expect("frame") {
+            buf.drain(..span.len);
+            frames += 1;
+        }
+    }
+    let writes = writes.load(Ordering::SeqCst);
+    // Without the yield: one write for each of the first frames (three
+    // writes in all, as tokio 1.54 schedules them).
+    assert_eq!(writes, 1, "{writes} writes for {SENDERS} frames");
 }

@@ -33,6 +33,7 @@ pub mod error;
 pub mod frames;
 mod guard;
 pub mod listen;
+mod patience;
 pub mod quic;
 pub mod stats;
 pub mod tls;
