@@ -11,7 +11,7 @@
 //! Sealing and queueing happen together under one short lock, so frames
 //! leave in sequence order whichever task sealed them, and the writer sends
 //! everything queued since its last write in one write; while several
-//! tasks send, it lets them seal first ([`Patience`]), so their frames share
+//! tasks send, it lets them seal first (`patience.rs`), so their frames share
 //! a write. The queue is bounded: a sender waits while more than
 //! [`PENDING_LIMIT`] octets are unwritten. Reading and writing are separate
 //! tasks, so two peers that both write large batches never deadlock on flow
