@@ -6,32 +6,13 @@
 # ROUNDS (3) times in turn, SECS (3) seconds each, the medians compared.
 # Fails when the ratio falls below FLOOR twice in a row (see .ci/perf-floor
 # for how it was chosen). Needs release builds of both binaries (it builds
-# them).
+# them; .ci/pair.sh).
 #   .ci/perf-gate.sh            # about 40 s after the build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}; SECS=${SECS:-3}
 FLOOR=${FLOOR:-$(grep -v '^#' .ci/perf-floor | head -n 1)}
-cargo build --release -q -p npamp-gateway-cli -p npamp-loadgen
-GW=target/release/npamp-gateway; LG=target/release/npamp-loadgen
-TMP=$(mktemp -d); pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$TMP"; }
-trap cleanup EXIT
-run() {
-  local name=$1 ready=$2; shift 2
-  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" & pids+=($!)
-  for _ in $(seq 200); do grep -qsE "$ready" "$TMP/$name.out" && return 0; sleep 0.05; done
-  echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
-}
-run mock '^mock upstream' "$LG" upstream --listen http://127.0.0.1:0
-mock=$(grep -m1 '^mock upstream' "$TMP/mock.out" | sed 's/^mock upstream //')
-opub=$("$GW" keygen --out "$TMP/origin.key"); epub=$("$GW" keygen --out "$TMP/edge.key")
-run origin '^listening on' "$GW" serve --listen quic://127.0.0.1:0 --upstream "$mock" \
-  --identity "$TMP/origin.key" --trust "$epub"
-peer=$(grep -m1 '^listening on' "$TMP/origin.out" | sed 's/^listening on //')
-run edge '^ingress' "$GW" serve --ingress http://127.0.0.1:0 --peer "$peer" \
-  --identity "$TMP/edge.key" --trust "$opub"
-edge=$(grep -m1 '^ingress' "$TMP/edge.out" | sed 's/^ingress //')
+source .ci/pair.sh
 # rate TARGET: replies per second of one closed-loop run (32 in flight).
 rate() {
   rm -rf "$TMP/run"
