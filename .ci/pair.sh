@@ -2,9 +2,10 @@
 # repository root): release builds of the gateway and the load generator,
 # the load generator's mock upstream, and a gateway pair over QUIC in front
 # of it (edge HTTP ingress -> origin -> mock), each with a fresh identity.
-# GATEWAY_BINARY=PATH runs another build of the gateway. Sets GW, LG, TMP, mock (the mock's URL), edge (the edge's ingress URL),
-# mock_pid, origin_pid and edge_pid; every process it starts is killed when
-# the sourcing script exits.
+# GATEWAY_BINARY=PATH runs another build of the gateway. Sets GW, LG, TMP,
+# mock (the mock's URL), edge (the edge's ingress URL), mock_pid,
+# origin_pid and edge_pid; every process it starts is killed when the
+# sourcing script exits.
 cargo build --release -q -p npamp-gateway-cli -p npamp-loadgen
 GW=${GATEWAY_BINARY:-target/release/npamp-gateway}; LG=target/release/npamp-loadgen
 TMP=$(mktemp -d); pids=()
