@@ -8,24 +8,17 @@
 # sourcing script exits.
 cargo build --release -q -p npamp-gateway-cli -p npamp-loadgen
 GW=${GATEWAY_BINARY:-target/release/npamp-gateway}; LG=target/release/npamp-loadgen
-TMP=$(mktemp -d); pids=()
+TMP=$(mktemp -d)
+# start NAME READY COMMAND... (its pid in NAME_pid, every pid in pids).
+source results/procs.sh
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT
-# run NAME READY COMMAND...: COMMAND in the background, its pid in NAME_pid;
-# waits (10 s at most) for a stdout line matching READY.
-run() {
-  local name=$1 ready=$2; shift 2
-  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" & pids+=($!)
-  printf -v "${name}_pid" %s $!
-  for _ in $(seq 200); do grep -qsE "$ready" "$TMP/$name.out" && return 0; sleep 0.05; done
-  echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
-}
-run mock '^mock upstream' "$LG" upstream --listen http://127.0.0.1:0
+start mock '^mock upstream' "$LG" upstream --listen http://127.0.0.1:0
 mock=$(grep -m1 '^mock upstream' "$TMP/mock.out" | sed 's/^mock upstream //')
 opub=$("$GW" keygen --out "$TMP/origin.key"); epub=$("$GW" keygen --out "$TMP/edge.key")
-run origin '^listening on' "$GW" serve --listen quic://127.0.0.1:0 --upstream "$mock" \
+start origin '^listening on' "$GW" serve --listen quic://127.0.0.1:0 --upstream "$mock" \
   --identity "$TMP/origin.key" --trust "$epub"
 peer=$(grep -m1 '^listening on' "$TMP/origin.out" | sed 's/^listening on //')
-run edge '^ingress' "$GW" serve --ingress http://127.0.0.1:0 --peer "$peer" \
+start edge '^ingress' "$GW" serve --ingress http://127.0.0.1:0 --peer "$peer" \
   --identity "$TMP/edge.key" --trust "$opub"
 edge=$(grep -m1 '^ingress' "$TMP/edge.out" | sed 's/^ingress //')
