@@ -294,6 +294,16 @@ async fn gauge(edge: &Proc, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {line} in /metrics"))
 }
 
+/// A gateway's metrics, without help lines and histogram buckets.
+async fn counters(p: &Proc) -> String {
+    let (_, text) = http_get(&p.printed("metrics ")).await;
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains("_bucket{"))
+        .collect();
+    kept.join("\n")
+}
+
 /// Kills origin 0 at 1.5 s into a 5 s steady load and starts it again at
 /// 3 s; the replies.
 async fn load_through_a_kill(trio: &mut Trio, http: &str, method: &str) -> Vec<Seen> {
@@ -312,18 +322,20 @@ async fn load_through_a_kill(trio: &mut Trio, http: &str, method: &str) -> Vec<S
     load.await
 }
 
+/// Whether a request failed: anything but a result.
+fn failed(s: &Seen) -> bool {
+    s.status != 200 || s.body.get("result").is_none()
+}
+
 /// Every reply a result.
 fn assert_none_failed(seen: &[Seen]) {
-    let failed: Vec<&Seen> = seen
-        .iter()
-        .filter(|s| s.status != 200 || s.body.get("result").is_none())
-        .collect();
+    let bad: Vec<&Seen> = seen.iter().filter(|s| failed(s)).collect();
     assert!(
-        failed.is_empty(),
+        bad.is_empty(),
         "{} of {} failed, first {:?}",
-        failed.len(),
+        bad.len(),
         seen.len(),
-        failed.first()
+        bad.first()
     );
 }
 
@@ -432,7 +444,7 @@ async fn group_through_a_kill(
     let second = ups[1].url.clone();
     let pair = Pair::start(PairOptions {
         upstream: Up::Url(first),
-        origin_extra: &["--upstream", &second],
+        origin_extra: &["--upstream", &second, "--metrics", "127.0.0.1:0"],
         edge_extra: &["--effect", "get=read-only"],
         ingresses: &["http"],
         ..PairOptions::default()
@@ -463,6 +475,13 @@ async fn an_origin_with_two_upstreams_loses_no_read_only_request_when_one_is_kil
     let _one = heavy().await;
     let (seen, _executions, ups, pair) = group_through_a_kill("get", [5.0, 1.5, 3.0]).await;
     let http = pair.ingress("http://");
+    if seen.iter().any(failed) {
+        // What each gateway held when a request went unanswered: where it
+        // was lost shows in its counters.
+        for (name, p) in [("edge", &pair.edge), ("origin", &pair.origin)] {
+            println!("{name}'s metrics after the load:\n{}", counters(p).await);
+        }
+    }
     assert_none_failed(&seen);
     // The restarted upstream takes requests again (its backoff is at most
     // 8 s).

@@ -219,7 +219,13 @@ impl Pair {
         let origin_key = origin_key.to_string_lossy().into_owned();
         args.extend(["--identity", &origin_key, "--trust", &edge_pub]);
         args.extend(o.origin_extra);
-        let origin = Proc::start(&args, "listening on").await;
+        // An origin with metrics prints their address last.
+        let ready = if o.origin_extra.contains(&"--metrics") {
+            "metrics"
+        } else {
+            "listening on"
+        };
+        let origin = Proc::start(&args, ready).await;
         let peer = origin.printed("listening on ");
         let origin_args: Vec<String> = args
             .iter()
