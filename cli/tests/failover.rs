@@ -790,3 +790,66 @@ async fn full_runs() {
         }
     }
 }
+
+/// Soak: one origin with two upstreams under 1000 read-only requests a
+/// second, the upstreams killed in turn (150 ms up, 100 ms down, about 4
+/// kills a second) for `FAILOVER_SOAK_SECONDS` (default 60): none fails
+/// and none waits a second. Not in CI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a soak: cargo test -p npamp-gateway-cli --test failover upstream_kills -- --ignored"]
+async fn an_origin_loses_no_read_only_request_through_many_upstream_kills() {
+    let _one = heavy().await;
+    let seconds: f64 = std::env::var("FAILOVER_SOAK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60.0);
+    let count = Arc::new(Executions::default());
+    let delay = Duration::from_millis(5);
+    let mut ups = Vec::new();
+    for _ in 0..2 {
+        ups.push(Upstream::start("127.0.0.1:0", 0, delay, count.clone()).await);
+    }
+    let first: &'static str = Box::leak(ups[0].url.clone().into_boxed_str());
+    let second = ups[1].url.clone();
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Url(first),
+        origin_extra: &["--upstream", &second, "--metrics", "127.0.0.1:0"],
+        edge_extra: &["--effect", "get=read-only"],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let mut kills = 0usize;
+    let seen = {
+        let load = steady_load(&http, "get", 1000, seconds, "get");
+        tokio::pin!(load);
+        loop {
+            tokio::select! {
+                seen = &mut load => break seen,
+                () = tokio::time::sleep(Duration::from_millis(150)) => {}
+            }
+            let i = kills % 2;
+            kills += 1;
+            let addr = ups[i].addr.to_string();
+            ups[i].kill();
+            tokio::select! {
+                seen = &mut load => break seen,
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+            ups[i] = Upstream::start(&addr, 0, delay, count.clone()).await;
+        }
+    };
+    let slow = seen
+        .iter()
+        .filter(|s| s.latency > Duration::from_secs(1))
+        .count();
+    println!("{kills} kills: {slow} of {} took over 1 s", seen.len());
+    if slow > 0 || seen.iter().any(failed) {
+        for (name, p) in [("edge", &pair.edge), ("origin", &pair.origin)] {
+            println!("{name}'s metrics after the load:\n{}", counters(p).await);
+        }
+    }
+    assert_none_failed(&seen);
+    assert_eq!(slow, 0, "requests waited a second or more");
+}
