@@ -515,6 +515,126 @@ async fn an_origin_with_two_upstreams_never_executes_a_destructive_request_twice
     );
 }
 
+/// A TCP address that takes no connection, as a host that drops SYNs: a
+/// listener that never accepts, its accept queue filled, so the kernel
+/// drops further SYNs. Held open while the value lives.
+struct Blackhole {
+    url: String,
+    _held: (tokio::net::TcpListener, Vec<std::net::TcpStream>),
+}
+
+impl Blackhole {
+    async fn new() -> Blackhole {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.1:0".parse().expect("address"))
+            .expect("bind");
+        let listener = socket.listen(0).expect("listen");
+        let addr = listener.local_addr().expect("addr");
+        let filled = tokio::task::spawn_blocking(move || {
+            let mut held = Vec::new();
+            for _ in 0..8 {
+                match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+                    Ok(s) => held.push(s),
+                    // The queue is full: SYNs are dropped from now on.
+                    Err(_) => return Some(held),
+                }
+            }
+            None
+        });
+        let held = filled
+            .await
+            .expect("filling")
+            .expect("a listener that never accepts fills its queue");
+        Blackhole {
+            url: format!("http://{addr}"),
+            _held: (listener, held),
+        }
+    }
+}
+
+/// The error detail of a JSON-RPC reply, or "".
+fn detail(body: &str) -> String {
+    let v: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    v["error"]["data"]["detail"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upstream_that_drops_connections_costs_a_request_the_connect_timeout_not_the_request_timeout()
+ {
+    let _one = heavy().await;
+    let hole = Blackhole::new().await;
+    let hole_url: &'static str = Box::leak(hole.url.clone().into_boxed_str());
+    let (good, _) = upstream(0).await;
+    // Without a connect timeout a request sent to the hole would wait out
+    // the request timeout (10 s here) and fail.
+    let timeouts = [
+        "--upstream-connect-timeout",
+        "500ms",
+        "--request-timeout",
+        "10s",
+    ];
+    let mut origin_extra = vec!["--upstream", good.as_str(), "--metrics", "127.0.0.1:0"];
+    origin_extra.extend(timeouts);
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Url(hole_url),
+        origin_extra: &origin_extra,
+        edge_extra: &timeouts[2..],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let mut slowest = Duration::ZERO;
+    for n in 0..8 {
+        // `send`: not read-only, and still moved to the other upstream, as
+        // a connection that was never made carried nothing.
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "send"}).to_string();
+        let started = Instant::now();
+        let (status, text) = support::post(&http, &body).await;
+        slowest = slowest.max(started.elapsed());
+        assert_eq!(status, 200, "{text}");
+        assert!(text.contains("\"result\""), "{text}");
+    }
+    let origin_metrics = counters(&pair.origin).await;
+    let ejected = format!("npamp_group_ejections_total{{upstream=\"{}\"}} ", hole.url);
+    let ejections: f64 = (origin_metrics.lines())
+        .find_map(|l| l.strip_prefix(&ejected)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {ejected}in {origin_metrics}"));
+    assert!(
+        ejections >= 1.0,
+        "the upstream that takes no connection is ejected"
+    );
+    assert!(
+        slowest < Duration::from_secs(3),
+        "slowest request {slowest:?}"
+    );
+    drop(pair);
+
+    // Alone, the request fails at the connect timeout, saying so.
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Url(hole_url),
+        origin_extra: &timeouts,
+        edge_extra: &timeouts[2..],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "get"}).to_string();
+    let started = Instant::now();
+    let (status, text) = support::post(&pair.ingress("http://"), &body).await;
+    let took = started.elapsed();
+    assert_eq!(status, 502, "{text}");
+    assert!(
+        detail(&text).contains("--upstream-connect-timeout"),
+        "{text}"
+    );
+    assert!(took < Duration::from_secs(3), "answered after {took:?}");
+}
+
 /// p-th percentile (0–100) of the latencies.
 fn percentile(seen: &[Seen], p: f64) -> Duration {
     let mut l: Vec<Duration> = seen.iter().map(|s| s.latency).collect();

@@ -92,6 +92,12 @@ pub struct Limits {
     /// HTTP request's headers, then its body (slowloris), a WebSocket
     /// handshake, a reply written to a client that does not read.
     pub stall_timeout: Duration,
+    /// Origin: how long connecting to an upstream may take (TCP, and TLS
+    /// for `https`, of an HTTP upstream; the whole handshake of a WebSocket
+    /// one). An HTTP request that gets no connection in this time was not
+    /// sent: it goes to another upstream of the group, or is answered
+    /// NotDelivered.
+    pub upstream_connect_timeout: Duration,
     /// Associations per peer for stateless traffic.
     pub pool_size: usize,
     /// Messages queued for one session's local party.
@@ -155,6 +161,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(10),
+            upstream_connect_timeout: Duration::from_secs(5),
             pool_size: std::thread::available_parallelism().map_or(2, |n| n.get()),
             session_queue: 256,
             session_buffer: 256 << 10,

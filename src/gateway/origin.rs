@@ -46,8 +46,6 @@ use crate::relay::{Corr, MAY_HAVE_EXECUTED, Role, Served};
 /// The longest pause between upstream restarts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-/// How long a WebSocket upstream may take to accept a connection.
-const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(super) type HttpsClient = Client<Connector, Full<Bytes>>;
 
@@ -95,7 +93,10 @@ impl Origin {
                 let client = Client::builder(hyper_util::rt::TokioExecutor::new())
                     .pool_idle_timeout(Duration::from_secs(90))
                     .pool_max_idle_per_host(ctx.limits.max_in_flight.min(1024))
-                    .build(Connector(connector));
+                    .build(Connector {
+                        inner: connector,
+                        timeout: ctx.limits.upstream_connect_timeout,
+                    });
                 Some(client)
             }
             _ => None,
@@ -836,12 +837,13 @@ async fn run_ws(
     use tokio_tungstenite::tungstenite::Message;
     let shown = super::redact::PublicUrl::of(url);
     let connect = super::ws_connect(url, ctx.limits.max_body, tls, headers);
-    let ws = match tokio::time::timeout(UPSTREAM_CONNECT_TIMEOUT, connect).await {
+    let within = ctx.limits.upstream_connect_timeout;
+    let ws = match tokio::time::timeout(within, connect).await {
         Ok(Ok(ws)) => ws,
         Ok(Err(e)) => return format!("cannot connect to {shown}: {e}"),
         Err(_) => {
             return format!(
-                "cannot connect to {shown}: no answer within {UPSTREAM_CONNECT_TIMEOUT:?}"
+                "cannot connect to {shown}: no answer within {within:?} (--upstream-connect-timeout)"
             );
         }
     };

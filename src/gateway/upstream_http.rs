@@ -96,9 +96,21 @@ pub fn shown(uri: &Uri) -> Option<String> {
 }
 
 /// Connects to an HTTP upstream over TCP (and TLS for `https`) or, for
-/// `http+unix`, over the Unix socket its host names.
+/// `http+unix`, over the Unix socket its host names, within `timeout`
+/// (`--upstream-connect-timeout`): a host that drops the SYNs, or takes
+/// the connection and never answers the TLS handshake, is given up then
+/// instead of holding the request for the whole request timeout, and the
+/// request, which was not sent, may go to another upstream.
 #[derive(Clone)]
-pub struct Connector(pub HttpsConnector<HttpConnector>);
+pub struct Connector {
+    pub inner: HttpsConnector<HttpConnector>,
+    pub timeout: std::time::Duration,
+}
+
+/// The connection to an upstream was not made within the connect timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("no connection within {0:?} (--upstream-connect-timeout)")]
+pub struct ConnectTimedOut(std::time::Duration);
 
 /// A connection to an HTTP upstream. The TCP/TLS stream is kept inline
 /// (no pointer to follow on every read and write); a connection lives in its
@@ -116,18 +128,26 @@ impl tower_service::Service<Uri> for Connector {
     type Future = Pin<Box<dyn Future<Output = Result<Conn, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.0.poll_ready(cx)
+        self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
+        let timeout = self.timeout;
+        let within = |f: Self::Future| -> Self::Future {
+            Box::pin(async move {
+                tokio::time::timeout(timeout, f)
+                    .await
+                    .unwrap_or_else(|_| Err(ConnectTimedOut(timeout).into()))
+            })
+        };
         if uri.scheme_str() == Some(UNIX_SCHEME) {
-            return Box::pin(async move {
+            return within(Box::pin(async move {
                 let path = socket_path(&uri).ok_or("no socket path in the URL")?;
                 connect_unix(path).await
-            });
+            }));
         }
-        let tcp = self.0.call(uri);
-        Box::pin(async move { Ok(Conn::Tcp(tcp.await?)) })
+        let tcp = self.inner.call(uri);
+        within(Box::pin(async move { Ok(Conn::Tcp(tcp.await?)) }))
     }
 }
 

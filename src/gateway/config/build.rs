@@ -347,6 +347,10 @@ impl GatewayOptions {
         set(&mut l.request_timeout, self.request_timeout.map(|s| s.0));
         set(&mut l.idle_timeout, self.idle_timeout.map(|s| s.0));
         set(&mut l.stall_timeout, self.stall_timeout.map(|s| s.0));
+        set(
+            &mut l.upstream_connect_timeout,
+            self.upstream_connect_timeout.map(|s| s.0),
+        );
         set(&mut l.drain_timeout, self.drain_timeout.map(|s| s.0));
         if let Some(p) = self.retry_budget {
             if p > 100 {

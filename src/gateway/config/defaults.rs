@@ -36,6 +36,7 @@ pub fn of(id: &str) -> Option<String> {
         "request_timeout" => time(limits.request_timeout),
         "idle_timeout" => time(limits.idle_timeout),
         "stall_timeout" => time(limits.stall_timeout),
+        "upstream_connect_timeout" => time(limits.upstream_connect_timeout),
         "drain_timeout" => time(limits.drain_timeout),
         "retry_budget" => limits.retry_budget.to_string(),
         "pool_size" => format!("the worker threads, {} here", limits.pool_size),

@@ -247,6 +247,11 @@ pub struct GatewayOptions {
     /// not read, before it is dropped.
     #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
     pub stall_timeout: Option<Seconds>,
+    /// Origin: time to connect to an upstream (TCP and TLS, or a WebSocket
+    /// handshake); an HTTP request that gets no connection goes to another
+    /// upstream of the group, or is answered NotDelivered.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub upstream_connect_timeout: Option<Seconds>,
     /// Associations per peer for HTTP traffic.
     #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub pool_size: Option<Count>,
@@ -332,6 +337,7 @@ serve_only!(
     max_connections,
     pool_size,
     drain_timeout,
+    upstream_connect_timeout,
 );
 
 trait IsSet {

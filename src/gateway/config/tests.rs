@@ -118,11 +118,15 @@ fn an_empty_serve_has_nothing_to_do_and_connect_refuses_what_only_serve_does() {
 fn file_keys_are_flag_names_and_flags_win() {
     let path = file(
         "keys",
-        "listen = [\"quic://127.0.0.1:0\"]\nupstream = \"http://127.0.0.1:8545\"\ninsecure-accept-any-peer = true\nrequest-timeout = 2.5\nidle-timeout = \"2m\"\npool-size = 3\nmax-batch = 9\n",
+        "listen = [\"quic://127.0.0.1:0\"]\nupstream = \"http://127.0.0.1:8545\"\ninsecure-accept-any-peer = true\nrequest-timeout = 2.5\nidle-timeout = \"2m\"\npool-size = 3\nmax-batch = 9\nupstream-connect-timeout = \"750ms\"\n",
     );
     let c = resolve(&["--config", &path, "--pool-size", "7"]).expect("valid");
     assert_eq!(c.listen.len(), 1);
     assert_eq!(c.limits.request_timeout, Duration::from_millis(2500));
+    assert_eq!(
+        c.limits.upstream_connect_timeout,
+        Duration::from_millis(750)
+    );
     assert_eq!(c.limits.idle_timeout, Duration::from_secs(120));
     assert_eq!(c.limits.pool_size, 7, "the flag wins");
     assert_eq!(
@@ -175,6 +179,10 @@ fn errors_name_the_key_and_the_line_or_the_flag() {
         ),
         (&["--ingress", "ftp://127.0.0.1:1"], "ftp"),
         (&["--stall-timeout", "5x"], "expected a time above 0"),
+        (
+            &["--upstream-connect-timeout", "0s"],
+            "expected a time above 0",
+        ),
         (&["--max-batch", "0"], "at least 1"),
         (&["--congestion", "reno"], "cubic or bbr"),
         (&["--protocol", "soap"], "mcp, a2a or jsonrpc"),
