@@ -58,9 +58,33 @@ async fn upstream(slow_every: u64) -> (String, Arc<Executions>) {
 struct Upstream {
     url: String,
     addr: std::net::SocketAddr,
-    tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    tasks: Arc<Mutex<Tasks>>,
     /// Executions here.
     executed: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// An upstream's tasks, and whether it was killed: a connection its
+/// accept loop takes while it is being killed is dropped at once.
+#[derive(Default)]
+struct Tasks {
+    killed: bool,
+    running: Vec<tokio::task::AbortHandle>,
+}
+
+impl Tasks {
+    fn lock(tasks: &Mutex<Tasks>) -> std::sync::MutexGuard<'_, Tasks> {
+        tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `task` to kill later, or kills it now if that time has come.
+    fn add(tasks: &Mutex<Tasks>, task: tokio::task::AbortHandle) {
+        let mut t = Tasks::lock(tasks);
+        if t.killed {
+            task.abort();
+        } else {
+            t.running.push(task);
+        }
+    }
 }
 
 impl Upstream {
@@ -70,7 +94,7 @@ impl Upstream {
     async fn start(addr: &str, slow_every: u64, delay: Duration, seen: Arc<Executions>) -> Self {
         let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let tasks: Arc<Mutex<Tasks>> = Arc::default();
         let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let all = tasks.clone();
         let executed = counter.clone();
@@ -111,15 +135,10 @@ impl Upstream {
                         .serve_connection(io, service)
                         .await;
                 });
-                all.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(conn.abort_handle());
+                Tasks::add(&all, conn.abort_handle());
             }
         });
-        tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(accept.abort_handle());
+        Tasks::add(&tasks, accept.abort_handle());
         Upstream {
             url: format!("http://{addr}"),
             addr,
@@ -129,12 +148,9 @@ impl Upstream {
     }
 
     fn kill(&self) {
-        for t in self
-            .tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-        {
+        let mut tasks = Tasks::lock(&self.tasks);
+        tasks.killed = true;
+        for t in tasks.running.drain(..) {
             t.abort();
         }
     }
