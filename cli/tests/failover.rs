@@ -442,19 +442,16 @@ async fn a_request_that_may_not_run_twice_is_never_executed_twice() {
     assert!(ejections >= 1.0, "the killed origin was ejected");
 }
 
-/// One origin with two HTTP upstreams (`--upstream` twice) that share
-/// one count of executions, behind an edge; upstream 0 is killed `kill_at`
-/// seconds into a load of `seconds` at 1000/s and started again on its
-/// address at `restart_at`.
-async fn group_through_a_kill(
-    method: &str,
-    [seconds, kill_at, restart_at]: [f64; 3],
-) -> (Vec<Seen>, Arc<Executions>, Vec<Upstream>, Pair) {
-    let seen = Arc::new(Executions::default());
-    let delay = Duration::from_millis(5);
+/// How long each execution of a group's upstream takes.
+const DELAY: Duration = Duration::from_millis(5);
+
+/// Two HTTP upstreams counting their executions in `count`, each taking
+/// [`DELAY`], behind one origin (`--upstream` twice, with metrics) and an
+/// edge where `get` is read-only.
+async fn group_pair(count: &Arc<Executions>) -> (Vec<Upstream>, Pair) {
     let mut ups = Vec::new();
     for _ in 0..2 {
-        ups.push(Upstream::start("127.0.0.1:0", 0, delay, seen.clone()).await);
+        ups.push(Upstream::start("127.0.0.1:0", 0, DELAY, count.clone()).await);
     }
     let first: &'static str = Box::leak(ups[0].url.clone().into_boxed_str());
     let second = ups[1].url.clone();
@@ -466,6 +463,27 @@ async fn group_through_a_kill(
         ..PairOptions::default()
     })
     .await;
+    (ups, pair)
+}
+
+/// Prints both gateways' metrics: where a lost request was held shows in
+/// their counters.
+async fn print_metrics(pair: &Pair) {
+    for (name, p) in [("edge", &pair.edge), ("origin", &pair.origin)] {
+        println!("{name}'s metrics after the load:\n{}", counters(p).await);
+    }
+}
+
+/// One origin with two HTTP upstreams (`--upstream` twice) that share
+/// one count of executions, behind an edge; upstream 0 is killed `kill_at`
+/// seconds into a load of `seconds` at 1000/s and started again on its
+/// address at `restart_at`.
+async fn group_through_a_kill(
+    method: &str,
+    [seconds, kill_at, restart_at]: [f64; 3],
+) -> (Vec<Seen>, Arc<Executions>, Vec<Upstream>, Pair) {
+    let seen = Arc::new(Executions::default());
+    let (mut ups, pair) = group_pair(&seen).await;
     let http = pair.ingress("http://");
     let replies = {
         let load = steady_load(&http, method, 1000, seconds, method);
@@ -480,7 +498,7 @@ async fn group_through_a_kill(
             _ = &mut load => panic!("the load ended early"),
             () = tokio::time::sleep(Duration::from_secs_f64(restart_at - kill_at)) => {}
         }
-        ups[0] = Upstream::start(&addr, 0, delay, seen.clone()).await;
+        ups[0] = Upstream::start(&addr, 0, DELAY, seen.clone()).await;
         load.await
     };
     (replies, seen, ups, pair)
@@ -492,11 +510,7 @@ async fn an_origin_with_two_upstreams_loses_no_read_only_request_when_one_is_kil
     let (seen, _executions, ups, pair) = group_through_a_kill("get", [5.0, 1.5, 3.0]).await;
     let http = pair.ingress("http://");
     if seen.iter().any(failed) {
-        // What each gateway held when a request went unanswered: where it
-        // was lost shows in its counters.
-        for (name, p) in [("edge", &pair.edge), ("origin", &pair.origin)] {
-            println!("{name}'s metrics after the load:\n{}", counters(p).await);
-        }
+        print_metrics(&pair).await;
     }
     assert_none_failed(&seen);
     // The restarted upstream takes requests again (its backoff is at most
@@ -940,21 +954,7 @@ async fn an_origin_loses_no_read_only_request_through_many_upstream_kills() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(60.0);
     let count = Arc::new(Executions::default());
-    let delay = Duration::from_millis(5);
-    let mut ups = Vec::new();
-    for _ in 0..2 {
-        ups.push(Upstream::start("127.0.0.1:0", 0, delay, count.clone()).await);
-    }
-    let first: &'static str = Box::leak(ups[0].url.clone().into_boxed_str());
-    let second = ups[1].url.clone();
-    let pair = Pair::start(PairOptions {
-        upstream: Up::Url(first),
-        origin_extra: &["--upstream", &second, "--metrics", "127.0.0.1:0"],
-        edge_extra: &["--effect", "get=read-only"],
-        ingresses: &["http"],
-        ..PairOptions::default()
-    })
-    .await;
+    let (mut ups, pair) = group_pair(&count).await;
     let http = pair.ingress("http://");
     let mut kills = 0usize;
     let seen = {
@@ -973,7 +973,7 @@ async fn an_origin_loses_no_read_only_request_through_many_upstream_kills() {
                 seen = &mut load => break seen,
                 () = tokio::time::sleep(Duration::from_millis(100)) => {}
             }
-            ups[i] = Upstream::start(&addr, 0, delay, count.clone()).await;
+            ups[i] = Upstream::start(&addr, 0, DELAY, count.clone()).await;
         }
     };
     let slow = seen
@@ -982,9 +982,7 @@ async fn an_origin_loses_no_read_only_request_through_many_upstream_kills() {
         .count();
     println!("{kills} kills: {slow} of {} took over 1 s", seen.len());
     if slow > 0 || seen.iter().any(failed) {
-        for (name, p) in [("edge", &pair.edge), ("origin", &pair.origin)] {
-            println!("{name}'s metrics after the load:\n{}", counters(p).await);
-        }
+        print_metrics(&pair).await;
     }
     assert_none_failed(&seen);
     assert_eq!(slow, 0, "requests waited a second or more");

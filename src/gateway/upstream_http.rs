@@ -133,21 +133,21 @@ impl tower_service::Service<Uri> for Connector {
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let timeout = self.timeout;
-        let within = |f: Self::Future| -> Self::Future {
-            Box::pin(async move {
-                tokio::time::timeout(timeout, f)
-                    .await
-                    .unwrap_or_else(|_| Err(ConnectTimedOut(timeout).into()))
-            })
-        };
-        if uri.scheme_str() == Some(UNIX_SCHEME) {
-            return within(Box::pin(async move {
-                let path = socket_path(&uri).ok_or("no socket path in the URL")?;
-                connect_unix(path).await
-            }));
-        }
-        let tcp = self.inner.call(uri);
-        within(Box::pin(async move { Ok(Conn::Tcp(tcp.await?)) }))
+        let tcp = (uri.scheme_str() != Some(UNIX_SCHEME)).then(|| self.inner.call(uri.clone()));
+        Box::pin(async move {
+            let connect = async move {
+                match tcp {
+                    Some(tcp) => Ok(Conn::Tcp(tcp.await?)),
+                    None => {
+                        let path = socket_path(&uri).ok_or("no socket path in the URL")?;
+                        connect_unix(path).await
+                    }
+                }
+            };
+            tokio::time::timeout(timeout, connect)
+                .await
+                .unwrap_or_else(|_| Err(ConnectTimedOut(timeout).into()))
+        })
     }
 }
 
