@@ -275,9 +275,24 @@ async fn an_upstream_that_stops_reading_is_restarted_before_the_peer_gives_up() 
 /// An HTTP upstream that finishes nothing while the origin's requests in
 /// flight are at `--max-in-flight`: a further request waits for room no
 /// longer than the stall timeout (the association's reader waits with it),
-/// then is answered NotDelivered, saying why.
+/// then is answered NotDelivered, saying why. The edge's pool may carry the
+/// three on one association or on two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeout() {
+    waits_for_a_full_http_upstream(&[]).await;
+}
+
+/// The same on one association: the third request waits in the origin's
+/// exchange (its room for the association is `--max-in-flight`), not for a
+/// permit, and is bounded the same (it used to wait for a slot up to the
+/// request timeout, then went to the upstream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_held_on_one_association_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeout()
+ {
+    waits_for_a_full_http_upstream(&["--pool-size", "1"]).await;
+}
+
+async fn waits_for_a_full_http_upstream(edge_extra: &[&str]) {
     let (_upstream, url) = mock("http").await;
     let origin = origin_with_metrics(&[
         "--upstream",
@@ -290,11 +305,9 @@ async fn a_request_waits_for_a_full_http_upstream_no_longer_than_the_stall_timeo
         "2",
     ])
     .await;
-    let (_edge, http) = http_edge(
-        &origin.printed("listening on "),
-        &["--insecure-accept-any-peer"],
-    )
-    .await;
+    let mut edge_args = vec!["--insecure-accept-any-peer"];
+    edge_args.extend(edge_extra);
+    let (_edge, http) = http_edge(&origin.printed("listening on "), &edge_args).await;
     let slow = |id: u32| {
         let http = http.clone();
         tokio::spawn(async move {

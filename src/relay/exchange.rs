@@ -298,6 +298,7 @@ struct HeldIn {
     text: Bytes,
     key: Corr,
     incoming: Incoming,
+    since: Instant,
 }
 
 struct Batch {
@@ -416,6 +417,7 @@ impl<T> Exchange<T> {
             self.out_deadlines.front(),
             self.in_deadlines.front(),
             stall,
+            self.held_deadline(),
             self.retry_local,
             self.retry_peer,
         ]
@@ -1014,6 +1016,7 @@ impl<T> Exchange<T> {
                         text,
                         key,
                         incoming,
+                        since: now,
                     });
                     self.deliver_held(now);
                 }
@@ -1318,6 +1321,53 @@ impl<T> Exchange<T> {
             self.retry_peer = None;
             self.deliver_held(now);
         }
+        if self.held_deadline().is_some_and(|d| d <= now) {
+            self.refuse_held(now);
+        }
+    }
+
+    /// When the oldest request of the peer held for room has waited
+    /// `stall_timeout`: served requests only (each waits for room under the
+    /// gateway's `--max-in-flight` and `--memory-budget`, which bound the
+    /// wait of one already served the same way). A stream's party is given
+    /// up on by its own stall bound instead.
+    fn held_deadline(&self) -> Option<Instant> {
+        if self.party != Party::Served {
+            return None;
+        }
+        self.held_in
+            .front()
+            .map(|h| h.since + self.config.stall_timeout)
+    }
+
+    /// Requests of the peer held `stall_timeout` for room are answered
+    /// NotDelivered (they never reached the local party, so a retry is
+    /// safe); the rest wait on.
+    fn refuse_held(&mut self, now: Instant) {
+        let limit = self.config.stall_timeout;
+        let waiting_for_budget = self.retry_peer.is_some();
+        while self.held_in.front().is_some_and(|h| h.since + limit <= now) {
+            let Some(h) = self.held_in.pop_front() else {
+                break;
+            };
+            self.held_octets -= h.incoming.octets;
+            self.in_octets -= h.incoming.octets;
+            let detail = if waiting_for_budget {
+                format!(
+                    "requests in flight hold this gateway's --memory-budget and none finished within {:.1} s (--stall-timeout)",
+                    limit.as_secs_f64()
+                )
+            } else {
+                format!(
+                    "{} requests of this association are at the {} (--max-in-flight) and none finished within {:.1} s (--stall-timeout)",
+                    self.incoming.len(),
+                    self.config.local_name,
+                    limit.as_secs_f64()
+                )
+            };
+            self.not_delivered(h.incoming.corr, detail);
+        }
+        self.update_reading_peer();
     }
 
     /// Local requests that waited `stall_timeout` for room are answered

@@ -760,3 +760,70 @@ fn an_upstream_that_rounds_a_large_numeric_id_has_that_request_answered_not_deli
     assert!(p.edge.take_local().is_empty());
     assert_eq!(p.origin.counts.dropped.load(Relaxed), 1);
 }
+
+/// A stateless origin holds what the edge sends beyond its room on one
+/// association; what is held no longer than `stall_timeout` goes on when
+/// room frees, what waits longer is answered NotDelivered naming the limit
+/// (it never reached the upstream, so a retry is safe).
+#[test]
+fn a_served_request_held_for_room_waits_no_longer_than_the_stall_timeout() {
+    let o = Room {
+        max_incoming: 2,
+        ..Room::default()
+    };
+    let mut p: Pair<u32> = Pair::new(Role::EdgePool, Role::OriginStateless, Room::default(), o);
+    for t in 1..=3 {
+        let now = p.now;
+        p.edge.local(now, &req(t, "echo", json!([t])), Some(t));
+        p.drive();
+    }
+    assert_eq!(p.origin.served.len(), 2, "the third is held");
+    // Room frees before the bound: the held one is served, not refused.
+    p.advance(STALL / 2);
+    let (text, corr) = p.origin.served.remove(0);
+    let reply = Bytes::from(json!({"jsonrpc":"2.0","id":parse(&text)["id"],"result":0}).to_string());
+    let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
+        panic!("scans");
+    };
+    p.origin.x.served(p.now, &corr.expect("request"), Ok((reply, kind)));
+    p.drive();
+    assert_eq!(p.origin.served.len(), 2, "the held one went on");
+    assert_eq!(p.edge.answers.len(), 1);
+    // A fourth finds no room and waits the whole bound.
+    let now = p.now;
+    p.edge.local(now, &req(4, "echo", json!([4])), Some(4));
+    p.drive();
+    p.advance(STALL - Duration::from_millis(1));
+    assert_eq!(p.edge.answers.len(), 1, "not before the bound");
+    assert_eq!(p.origin.x.poll_timeout(), Some(now + STALL));
+    p.advance(Duration::from_millis(1));
+    let (t, r) = p.edge.answers.pop().expect("the fourth answered");
+    assert_eq!(t, 4);
+    let Reply::Failed(Failure::Transport(code, detail)) = r else {
+        panic!("{r:?}");
+    };
+    assert_eq!(code, TransportError::NOT_DELIVERED);
+    assert!(detail.contains("--max-in-flight"), "{detail}");
+    assert!(detail.contains("--stall-timeout"), "{detail}");
+    assert_eq!(p.origin.x.octets().1, 2 * req(1, "echo", json!([1])).len());
+    assert_eq!(p.origin.served.len(), 2, "the two at the upstream stay");
+}
+
+/// A stream's party is not refused for room by this bound: a session
+/// upstream that answers slowly gets what waits for it, in order.
+#[test]
+fn a_session_request_held_for_room_is_not_refused_at_the_stall_timeout() {
+    let o = Room {
+        max_incoming: 1,
+        ..Room::default()
+    };
+    let mut p: Pair<()> = Pair::new(Role::EdgeSession, Role::OriginSession, Room::default(), o);
+    p.origin.x.local_up();
+    p.client(&req(1, "a", json!([])));
+    p.client(&req(2, "b", json!([])));
+    assert_eq!(p.origin.take_local().len(), 1);
+    p.advance(STALL * 2);
+    assert!(p.edge.take_local().is_empty(), "nothing refused");
+    p.upstream(r#"{"jsonrpc":"2.0","id":1,"result":0}"#);
+    assert_eq!(p.origin.take_local()[0]["id"], 2);
+}
