@@ -1136,8 +1136,10 @@ impl<T> Exchange<T> {
     }
 
     /// Hands the peer's requests that wait to the local party while it has
-    /// room; a request whose id it still owes an answer on stays back.
+    /// room; a request whose id it still owes an answer on stays back, one
+    /// held past its limit is refused.
     fn deliver_held(&mut self, now: Instant) {
+        self.refuse_expired_held(now);
         let mut i = 0;
         while i < self.held_in.len() && self.incoming.len() < self.config.max_incoming {
             if self.incoming.contains_key(&self.held_in[i].key) {
@@ -1322,29 +1324,34 @@ impl<T> Exchange<T> {
             self.deliver_held(now);
         }
         if self.held_deadline().is_some_and(|d| d <= now) {
-            self.refuse_held(now);
+            self.deliver_held(now);
         }
     }
 
-    /// When the oldest request of the peer held for room has waited
-    /// `stall_timeout`: served requests only (each waits for room under the
-    /// gateway's `--max-in-flight` and `--memory-budget`, which bound the
-    /// wait of one already served the same way). A stream's party is given
-    /// up on by its own stall bound instead.
+    /// How long a request of the peer may be held: a served request waits
+    /// for room under the gateway's `--max-in-flight` and `--memory-budget`
+    /// no longer than `stall_timeout` (as one already served waits for a
+    /// permit); a stream's party (given up on by its own stall bound when
+    /// it takes nothing) no longer than the request timeout, after which
+    /// its sender has been answered and the request must not go on.
+    fn held_limit(&self) -> Duration {
+        match self.party {
+            Party::Served => self.config.stall_timeout,
+            _ => self.config.request_timeout,
+        }
+    }
+
+    /// When the oldest request of the peer held back has waited its limit.
     fn held_deadline(&self) -> Option<Instant> {
-        if self.party != Party::Served {
-            return None;
-        }
-        self.held_in
-            .front()
-            .map(|h| h.since + self.config.stall_timeout)
+        let limit = self.held_limit();
+        self.held_in.front().map(|h| h.since + limit)
     }
 
-    /// Requests of the peer held `stall_timeout` for room are answered
+    /// Requests of the peer held back for their limit are answered
     /// NotDelivered (they never reached the local party, so a retry is
-    /// safe); the rest wait on.
-    fn refuse_held(&mut self, now: Instant) {
-        let limit = self.config.stall_timeout;
+    /// safe), before room that frees at the same moment can take them.
+    fn refuse_expired_held(&mut self, now: Instant) {
+        let limit = self.held_limit();
         let waiting_for_budget = self.retry_peer.is_some();
         while self.held_in.front().is_some_and(|h| h.since + limit <= now) {
             let Some(h) = self.held_in.pop_front() else {
@@ -1352,22 +1359,26 @@ impl<T> Exchange<T> {
             };
             self.held_octets -= h.incoming.octets;
             self.in_octets -= h.incoming.octets;
-            let detail = if waiting_for_budget {
-                format!(
-                    "requests in flight hold this gateway's --memory-budget and none finished within {:.1} s (--stall-timeout)",
-                    limit.as_secs_f64()
-                )
-            } else {
-                format!(
-                    "{} requests of this association are at the {} (--max-in-flight) and none finished within {:.1} s (--stall-timeout)",
+            let (secs, name) = (limit.as_secs_f64(), &self.config.local_name);
+            let bound = match self.party {
+                Party::Served => "--stall-timeout",
+                _ => "the request timeout",
+            };
+            let detail = match self.party {
+                _ if waiting_for_budget => format!(
+                    "requests in flight hold this gateway's --memory-budget and none finished within {secs:.1} s ({bound})"
+                ),
+                Party::Served => format!(
+                    "{} requests of this association are at the {name} (--max-in-flight) and none finished within {secs:.1} s ({bound})",
                     self.incoming.len(),
-                    self.config.local_name,
-                    limit.as_secs_f64()
-                )
+                ),
+                _ => format!(
+                    "the {name} answered none of its {} requests in flight within {secs:.1} s ({bound}), so this one never reached it",
+                    self.incoming.len(),
+                ),
             };
             self.not_delivered(h.incoming.corr, detail);
         }
-        self.update_reading_peer();
     }
 
     /// Local requests that waited `stall_timeout` for room are answered

@@ -809,10 +809,12 @@ fn a_served_request_held_for_room_waits_no_longer_than_the_stall_timeout() {
     assert_eq!(p.origin.served.len(), 2, "the two at the upstream stay");
 }
 
-/// A stream's party is not refused for room by this bound: a session
-/// upstream that answers slowly gets what waits for it, in order.
+/// A stream's party is not refused for room at the stall timeout (a
+/// session upstream that answers slowly gets what waits for it, in order),
+/// but what is still held at the request timeout, when its sender has been
+/// answered, never reaches it.
 #[test]
-fn a_session_request_held_for_room_is_not_refused_at_the_stall_timeout() {
+fn a_session_request_held_for_room_waits_up_to_the_request_timeout() {
     let o = Room {
         max_incoming: 1,
         ..Room::default()
@@ -825,5 +827,17 @@ fn a_session_request_held_for_room_is_not_refused_at_the_stall_timeout() {
     p.advance(STALL * 2);
     assert!(p.edge.take_local().is_empty(), "nothing refused");
     p.upstream(r#"{"jsonrpc":"2.0","id":1,"result":0}"#);
-    assert_eq!(p.origin.take_local()[0]["id"], 2);
+    assert_eq!(p.origin.take_local()[0]["id"], 2, "the held one went on");
+    assert_eq!(p.edge.take_local()[0]["id"], 1);
+    // Held past the request timeout: its sender is answered Timeout, and
+    // it is dropped at the origin, not delivered late.
+    p.client(&req(3, "c", json!([])));
+    p.advance(TIMEOUT);
+    let got = p.edge.take_local();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.iter().all(|r| r["error"]["code"] == -32010), "{got:?}");
+    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 2, "2 timed out at the upstream, 3 held");
+    p.upstream(r#"{"jsonrpc":"2.0","id":2,"result":0}"#);
+    assert!(p.origin.take_local().is_empty(), "3 is not delivered after all");
+    assert_eq!(p.origin.x.octets().1, 0);
 }
