@@ -308,12 +308,16 @@ async fn named_ipc_server(
     let mut accepting = killed.clone();
     tokio::spawn(async move {
         loop {
+            // The kill first: after it nothing is accepted or answered (a
+            // select that picks at random among ready branches once answered
+            // a request sent after the kill).
             let socket = tokio::select! {
+                biased;
+                _ = accepting.changed() => return,
                 a = listener.accept() => match a {
                     Ok((s, _)) => s,
                     Err(_) => return,
                 },
-                _ = accepting.changed() => return,
             };
             let mut killed = killed.clone();
             tokio::spawn(async move {
@@ -321,11 +325,12 @@ async fn named_ipc_server(
                 let mut lines = tokio::io::BufReader::new(read).lines();
                 loop {
                     let line = tokio::select! {
+                        biased;
+                        _ = killed.changed() => return,
                         l = lines.next_line() => match l {
                             Ok(Some(l)) => l,
                             _ => return,
                         },
-                        _ = killed.changed() => return,
                     };
                     let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
                         continue;
