@@ -214,6 +214,31 @@ impl<T> Pair<T> {
     }
 }
 
+impl<T: std::fmt::Debug> Pair<T> {
+    /// The served upstream answers the request of `corr` with `reply`.
+    fn serve(&mut self, corr: Option<Corr>, reply: &str) {
+        let reply = Bytes::copy_from_slice(reply.as_bytes());
+        let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
+            panic!("scans");
+        };
+        let now = self.now;
+        self.origin
+            .x
+            .served(now, &corr.expect("a request"), Ok((reply, kind)));
+        self.drive();
+    }
+
+    /// The last answer to a caller, which must be a transport error: its
+    /// ticket, code and detail.
+    fn transport_failure(&mut self) -> (T, TransportError, String) {
+        let (t, r) = self.edge.answers.pop().expect("answered");
+        let Reply::Failed(Failure::Transport(code, detail)) = r else {
+            panic!("{r:?}");
+        };
+        (t, code, detail)
+    }
+}
+
 fn req(id: impl Into<Value>, method: &str, params: Value) -> String {
     json!({"jsonrpc":"2.0","id":id.into(),"method":method,"params":params}).to_string()
 }
@@ -554,13 +579,7 @@ fn pooled_callers_get_their_own_answers_for_the_same_id() {
     for (text, corr) in served.into_iter().rev() {
         let r = parse(&text);
         let reply = json!({"jsonrpc":"2.0","id":1,"result":r["params"]}).to_string();
-        let reply = Bytes::from(reply);
-        let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
-            panic!("scans");
-        };
-        let corr = corr.expect("a request");
-        p.origin.x.served(now, &corr, Ok((reply, kind)));
-        p.drive();
+        p.serve(corr, &reply);
     }
     let mut answers: Vec<(u32, Value)> = p
         .edge
@@ -587,19 +606,9 @@ fn a_served_reply_with_another_id_is_not_delivered() {
     p.edge.local(now, &req(5, "echo", json!([])), Some(1));
     p.drive();
     let (_, corr) = p.origin.served.pop().expect("served");
-    let reply = Bytes::from_static(br#"{"jsonrpc":"2.0","id":6,"result":0}"#);
-    let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
-        panic!("scans");
-    };
-    p.origin
-        .x
-        .served(now, &corr.expect("request"), Ok((reply, kind)));
-    p.drive();
-    let (t, r) = p.edge.answers.pop().expect("answered");
+    p.serve(corr, r#"{"jsonrpc":"2.0","id":6,"result":0}"#);
+    let (t, code, detail) = p.transport_failure();
     assert_eq!(t, 1);
-    let Reply::Failed(Failure::Transport(code, detail)) = r else {
-        panic!("{r:?}");
-    };
     assert_eq!(code, TransportError::NOT_DELIVERED);
     assert!(detail.contains("another request's id"), "{detail}");
 }
@@ -781,12 +790,10 @@ fn a_served_request_held_for_room_waits_no_longer_than_the_stall_timeout() {
     // Room frees before the bound: the held one is served, not refused.
     p.advance(STALL / 2);
     let (text, corr) = p.origin.served.remove(0);
-    let reply = Bytes::from(json!({"jsonrpc":"2.0","id":parse(&text)["id"],"result":0}).to_string());
-    let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
-        panic!("scans");
-    };
-    p.origin.x.served(p.now, &corr.expect("request"), Ok((reply, kind)));
-    p.drive();
+    p.serve(
+        corr,
+        &json!({"jsonrpc":"2.0","id":parse(&text)["id"],"result":0}).to_string(),
+    );
     assert_eq!(p.origin.served.len(), 2, "the held one went on");
     assert_eq!(p.edge.answers.len(), 1);
     // A fourth finds no room and waits the whole bound.
@@ -797,11 +804,8 @@ fn a_served_request_held_for_room_waits_no_longer_than_the_stall_timeout() {
     assert_eq!(p.edge.answers.len(), 1, "not before the bound");
     assert_eq!(p.origin.x.poll_timeout(), Some(now + STALL));
     p.advance(Duration::from_millis(1));
-    let (t, r) = p.edge.answers.pop().expect("the fourth answered");
+    let (t, code, detail) = p.transport_failure();
     assert_eq!(t, 4);
-    let Reply::Failed(Failure::Transport(code, detail)) = r else {
-        panic!("{r:?}");
-    };
     assert_eq!(code, TransportError::NOT_DELIVERED);
     assert!(detail.contains("--max-in-flight"), "{detail}");
     assert!(detail.contains("--stall-timeout"), "{detail}");
