@@ -136,7 +136,9 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
 
     use bytes::Bytes;
     use npamp_gateway::jsonrpc::{EffectTable, Labeler, Limits, scan};
-    use npamp_gateway::relay::{Action, Config, Exchange, Role, Shared, Unobserved, receive};
+    use npamp_gateway::relay::{
+        Action, Config, Exchange, Role, Shared, ToServe, Unobserved, receive,
+    };
 
     let protocol = ProtocolId::JSONRPC_EXPERIMENTAL;
     let config = |role: Role| Config {
@@ -175,9 +177,9 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
         }
         while let Some(a) = origin.poll_action() {
             match a {
-                Action::Serve {
+                Action::Serve(ToServe {
                     corr: Some(corr), ..
-                } => {
+                }) => {
                     let Ok(npamp_gateway::jsonrpc::Scanned::Single(kind)) = scan(&reply, &limits)
                     else {
                         panic!("the reply scans");

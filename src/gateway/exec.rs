@@ -16,7 +16,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tokio::sync::{Notify, oneshot};
 use tracing::debug;
 
@@ -26,7 +25,7 @@ use super::outbox::Outbox;
 use crate::assoc::{AssocHandle, BridgeSink, End};
 use crate::bridge::{ProtocolId, TransportError};
 use crate::relay::{
-    Action, Config, Corr, Exchange, Observer, Reply, ReplyClass, Role, ToPeer, receive,
+    Action, Config, Exchange, Observer, Reply, ReplyClass, Role, ToPeer, ToServe, receive,
 };
 use crate::wire::FrameType;
 
@@ -46,11 +45,10 @@ impl Ticket for oneshot::Sender<Reply> {
     }
 }
 
-/// Serves one request (`Some(corr)`) or notification of the peer on its
-/// own, and whether sending it twice is safe (`Action::Serve`); it tells
-/// its exchange what came of a request ([`Exec::start_with`] gives it a
-/// handle to it).
-pub type Serve = Box<dyn Fn(Bytes, Option<Corr>, bool) + Send + Sync>;
+/// Serves one request or notification of the peer on its own
+/// (`Action::Serve`); it tells its exchange what came of a request
+/// ([`Exec::start_with`] gives it a handle to it).
+pub type Serve = Box<dyn Fn(ToServe) + Send + Sync>;
 
 /// The local party of an exchange, as its executor reaches it.
 pub enum Local {
@@ -208,20 +206,16 @@ impl<T: Ticket> Exec<T> {
                     }
                 },
                 Action::Answer(ticket, reply) => ticket.answer(reply),
-                Action::Serve {
-                    text,
-                    corr,
-                    resend_safe,
-                } => self.serve(text, corr, resend_safe),
+                Action::Serve(request) => self.serve(request),
                 Action::ResumeLocal => self.local_resumed.notify_waiters(),
                 Action::ResumePeer => self.peer_resumed.notify_waiters(),
             }
         }
     }
 
-    fn serve(&self, text: Bytes, corr: Option<Corr>, resend_safe: bool) {
+    fn serve(&self, request: ToServe) {
         match &self.local {
-            Local::Served(serve) => serve(text, corr, resend_safe),
+            Local::Served(serve) => serve(request),
             _ => {
                 self.ctx.metrics.dropped.fetch_add(1, Relaxed);
             }

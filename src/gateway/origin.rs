@@ -41,7 +41,7 @@ use super::{Ctx, GatewayConfig, Upstream};
 use crate::assoc::AssocHandle;
 use crate::bridge::ProtocolId;
 use crate::jsonrpc::{Kind, Scanned, scan};
-use crate::relay::{Corr, MAY_HAVE_EXECUTED, Role, Served};
+use crate::relay::{MAY_HAVE_EXECUTED, Role, Served, ToServe};
 
 /// The longest pause between upstream restarts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -172,7 +172,7 @@ impl Origin {
                 let origin = self.clone();
                 let exec = Exec::start_with(exchange, assoc, self.ctx.clone(), |me| {
                     let me = me.clone();
-                    let serve: Serve = Box::new(move |text, corr, resend_safe| {
+                    let serve: Serve = Box::new(move |request| {
                         let Some(exec) = me.upgrade() else {
                             return;
                         };
@@ -181,7 +181,7 @@ impl Origin {
                         let room = origin.permits.clone().try_acquire_owned().ok();
                         let origin = origin.clone();
                         tokio::spawn(async move {
-                            origin.serve(exec, text, corr, resend_safe, room).await
+                            origin.serve(exec, request, room).await
                         });
                     });
                     Local::Served(serve)
@@ -277,23 +277,26 @@ impl Origin {
         }
     }
 
-    /// Serves one request (`corr`) or notification of the peer: waits for
-    /// room under `--max-in-flight` (backpressure, for as long as a stalled
-    /// party may hold a reader up), posts it, and tells the exchange what
-    /// came of it.
+    /// Serves one request or notification of the peer: waits for room
+    /// under `--max-in-flight` (backpressure, for as long as a stalled party
+    /// may hold a reader up, less what it was held before), posts it, and
+    /// tells the exchange what came of it.
     async fn serve(
         &self,
         exec: Arc<Exec<()>>,
-        text: Bytes,
-        corr: Option<Corr>,
-        resend_safe: bool,
+        request: ToServe,
         room: Option<OwnedSemaphorePermit>,
     ) {
         let ctx = &self.ctx;
-        let stall = ctx.limits.stall_timeout;
+        let ToServe {
+            text,
+            corr,
+            resend_safe,
+            wait,
+        } = request;
         let permit = match room {
             Some(p) => Ok(Ok(p)),
-            None => tokio::time::timeout(stall, self.permits.clone().acquire_owned()).await,
+            None => tokio::time::timeout(wait, self.permits.clone().acquire_owned()).await,
         };
         let (outcome, _room) = match permit {
             Ok(Ok(_permit)) => self.post(text, resend_safe).await,

@@ -177,19 +177,29 @@ pub enum Action<T> {
     Deliver(Bytes),
     /// The answer to the caller of this ticket.
     Answer(T, Reply),
-    /// Serve a request of the peer (`corr`: answer it with
-    /// [`Exchange::served`]) or a notification (`None`); `resend_safe`:
-    /// its effect (the label, else this side's table) is read-only or
-    /// idempotent-write, so it may be sent to the upstream twice.
-    Serve {
-        text: Bytes,
-        corr: Option<Corr>,
-        resend_safe: bool,
-    },
+    /// Serve a request or notification of the peer on its own.
+    Serve(ToServe),
     /// The local party may be read again.
     ResumeLocal,
     /// The peer may be read again.
     ResumePeer,
+}
+
+/// A request or notification of the peer for the local party to serve on
+/// its own ([`Action::Serve`]).
+#[derive(Debug)]
+pub struct ToServe {
+    pub text: Bytes,
+    /// A request's, to answer it with [`Exchange::served`]; `None` for a
+    /// notification.
+    pub corr: Option<Corr>,
+    /// Its effect (the label, else this side's table) is read-only or
+    /// idempotent-write, so it may be sent to the upstream twice.
+    pub resend_safe: bool,
+    /// How much longer it may wait for room at the local party: what is
+    /// left of `stall_timeout` after the time it was held here, so that its
+    /// whole wait for room stays within that one bound.
+    pub wait: Duration,
 }
 
 /// A Bridge message for the peer.
@@ -1031,11 +1041,12 @@ impl<T> Exchange<T> {
                     }
                     let text = Bytes::copy_from_slice(text);
                     match self.party {
-                        Party::Served => self.push(Action::Serve {
+                        Party::Served => self.push(Action::Serve(ToServe {
                             text,
                             corr: None,
                             resend_safe: false,
-                        }),
+                            wait: self.config.stall_timeout,
+                        })),
                         _ => self.push(Action::Deliver(text)),
                     }
                 }
@@ -1167,11 +1178,15 @@ impl<T> Exchange<T> {
             self.incoming.insert(h.key, h.incoming);
             self.config.observer.delivered();
             match corr {
-                Some(corr) => self.push(Action::Serve {
+                Some(corr) => self.push(Action::Serve(ToServe {
                     text: h.text,
                     corr: Some(corr),
                     resend_safe,
-                }),
+                    wait: self
+                        .config
+                        .stall_timeout
+                        .saturating_sub(now.saturating_duration_since(h.since)),
+                })),
                 None => self.push(Action::Deliver(h.text)),
             }
         }

@@ -92,7 +92,7 @@ struct Side<T> {
     x: Exchange<T>,
     local: Vec<Value>,
     answers: Vec<(T, Reply)>,
-    served: Vec<(Bytes, Option<Corr>)>,
+    served: Vec<ToServe>,
     counts: Arc<Counts>,
 }
 
@@ -124,7 +124,7 @@ impl<T> Side<T> {
                 Action::Send(msg) => wire.push(encode(&msg)),
                 Action::Deliver(text) => self.local.push(parse(&text)),
                 Action::Answer(t, r) => self.answers.push((t, r)),
-                Action::Serve { text, corr, .. } => self.served.push((text, corr)),
+                Action::Serve(s) => self.served.push(s),
                 Action::ResumeLocal | Action::ResumePeer => {}
             }
         }
@@ -216,7 +216,7 @@ impl<T> Pair<T> {
 
 impl<T: std::fmt::Debug> Pair<T> {
     /// The served upstream answers the request of `corr` with `reply`.
-    fn serve(&mut self, corr: Option<Corr>, reply: &str) {
+    fn serve(&mut self, request: ToServe, reply: &str) {
         let reply = Bytes::copy_from_slice(reply.as_bytes());
         let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
             panic!("scans");
@@ -224,7 +224,7 @@ impl<T: std::fmt::Debug> Pair<T> {
         let now = self.now;
         self.origin
             .x
-            .served(now, &corr.expect("a request"), Ok((reply, kind)));
+            .served(now, &request.corr.expect("a request"), Ok((reply, kind)));
         self.drive();
     }
 
@@ -576,10 +576,10 @@ fn pooled_callers_get_their_own_answers_for_the_same_id() {
     let served = std::mem::take(&mut p.origin.served);
     assert_eq!(served.len(), 2, "the same id twice, both carried at once");
     // The upstream answers in the other order.
-    for (text, corr) in served.into_iter().rev() {
-        let r = parse(&text);
+    for request in served.into_iter().rev() {
+        let r = parse(&request.text);
         let reply = json!({"jsonrpc":"2.0","id":1,"result":r["params"]}).to_string();
-        p.serve(corr, &reply);
+        p.serve(request, &reply);
     }
     let mut answers: Vec<(u32, Value)> = p
         .edge
@@ -605,8 +605,8 @@ fn a_served_reply_with_another_id_is_not_delivered() {
     let now = p.now;
     p.edge.local(now, &req(5, "echo", json!([])), Some(1));
     p.drive();
-    let (_, corr) = p.origin.served.pop().expect("served");
-    p.serve(corr, r#"{"jsonrpc":"2.0","id":6,"result":0}"#);
+    let request = p.origin.served.pop().expect("served");
+    p.serve(request, r#"{"jsonrpc":"2.0","id":6,"result":0}"#);
     let (t, code, detail) = p.transport_failure();
     assert_eq!(t, 1);
     assert_eq!(code, TransportError::NOT_DELIVERED);
@@ -787,14 +787,15 @@ fn a_served_request_held_for_room_waits_no_longer_than_the_stall_timeout() {
         p.drive();
     }
     assert_eq!(p.origin.served.len(), 2, "the third is held");
-    // Room frees before the bound: the held one is served, not refused.
-    p.advance(STALL / 2);
-    let (text, corr) = p.origin.served.remove(0);
-    p.serve(
-        corr,
-        &json!({"jsonrpc":"2.0","id":parse(&text)["id"],"result":0}).to_string(),
-    );
+    assert!(p.origin.served.iter().all(|s| s.wait == STALL), "served at once");
+    // Room frees before the bound: the held one is served, not refused,
+    // and may wait for room at the upstream only what is left of the bound.
+    p.advance(STALL / 4);
+    let first = p.origin.served.remove(0);
+    let id = parse(&first.text)["id"].clone();
+    p.serve(first, &json!({"jsonrpc":"2.0","id":id,"result":0}).to_string());
     assert_eq!(p.origin.served.len(), 2, "the held one went on");
+    assert_eq!(p.origin.served[1].wait, STALL - STALL / 4);
     assert_eq!(p.edge.answers.len(), 1);
     // A fourth finds no room and waits the whole bound.
     let now = p.now;
