@@ -20,11 +20,17 @@
 # worker processes, simulated with processes), the in-flight requests split
 # evenly among N wrk, one per pair (fewer at 1 in flight); the rate is their
 # sum, p50 and p99 the worst of them, the CPU that of all N pairs. Needs
-# Debian's nginx-light and wrk.
-#   [UPSTREAM=static|mock] [ROUNDS=2] [GATEWAY_ENV=...] [LANES=N] [OUT=DIR] results/run-per-hop.sh
+# Debian's nginx-light and wrk. IN_FLIGHT ("1 4 32 256") chooses the points;
+# WRK_THREADS the threads of one wrk (default 1 below 32 in flight, else 2;
+# never more than in flight).
+# Every process takes the CPU affinity it is started with
+# (run-per-hop-scaling.sh runs the whole of this on 1, 2, 4 ... cores).
+#   [UPSTREAM=static|mock] [ROUNDS=2] [IN_FLIGHT="1 4 32 256"] [WRK_THREADS=N]
+#   [GATEWAY_ENV=...] [LANES=N] [OUT=DIR] results/run-per-hop.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UPSTREAM=${UPSTREAM:-static}; ROUNDS=${ROUNDS:-2}; SECS=${SECONDS_PER_POINT:-5}; LANES=${LANES:-1}
+IN_FLIGHT=${IN_FLIGHT:-1 4 32 256}
 read -r -a GENV <<<"${GATEWAY_ENV:-}"
 OUT=${OUT:-results/$(date -u +%Y-%m-%d)-per-hop-$UPSTREAM}
 command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx-light)"; exit 1; }
@@ -109,7 +115,8 @@ LUA
 nginx_pids() { local m; m=$(cat "$NGX/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
 ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
 up_pids() { if [ "$UPSTREAM" = static ]; then nginx_pids static; else echo "$mock_pid"; fi; }
-results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"}${LANES_ARG:-} results/run-per-hop.sh" > "$OUT/machine.txt"
+results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS IN_FLIGHT=\"$IN_FLIGHT\"${WRK_THREADS:+ WRK_THREADS=$WRK_THREADS}${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"}${LANES_ARG:-} results/run-per-hop.sh" > "$OUT/machine.txt"
+echo "CPUs this run may use: $(nproc) ($(taskset -pc $$ | sed 's/.*: //'))" >> "$OUT/machine.txt"
 echo "nginx: $(nginx -v 2>&1); wrk: $(wrk -v 2>&1 | head -1)" >> "$OUT/machine.txt"
 HZ=$(getconf CLK_TCK)
 # wrk_on C THREADS URL...: C in flight for SECS, split evenly over one wrk
@@ -131,8 +138,9 @@ wrk_on() {
 quantile() { awk -v q="$1" '$1 == q { print $2 }' "$TMP"/wrk-*.txt | paste -sd, -; }
 : > "$OUT/points.tsv"
 for round in $(seq "$ROUNDS"); do
-  for c in 1 4 32 256; do
+  for c in $IN_FLIGHT; do
     threads=1; [ "$c" -ge 32 ] && threads=2
+    threads=${WRK_THREADS:-$threads}; [ "$threads" -gt "$c" ] && threads=$c  # wrk: threads <= connections
     for path in "${PATHS[@]}"; do
       case $path in
         direct) urls=("$UP/"); hops=("up:$(up_pids)") ;;
@@ -178,7 +186,7 @@ def span(xs, fmt):
 print("| in flight | path | req/s | p50 ms | p99 ms | CPU µs/req: edge | origin | upstream | vs nginx pair: rate | edge CPU | origin CPU |")
 print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 paths = list(dict.fromkeys(p for _, p in rows))
-for c in (1, 4, 32, 256):
+for c in sorted({c for c, _ in rows}):
     ng = rows.get((c, "nginx-tls"))
     for p in paths:
         r = rows.get((c, p))
