@@ -1182,10 +1182,8 @@ impl<T> Exchange<T> {
                     text: h.text,
                     corr: Some(corr),
                     resend_safe,
-                    wait: self
-                        .config
-                        .stall_timeout
-                        .saturating_sub(now.saturating_duration_since(h.since)),
+                    // Until the deadline its refusal is held to.
+                    wait: (h.since + self.held_limit()).saturating_duration_since(now),
                 })),
                 None => self.push(Action::Deliver(h.text)),
             }

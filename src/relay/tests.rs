@@ -215,7 +215,7 @@ impl<T> Pair<T> {
 }
 
 impl<T: std::fmt::Debug> Pair<T> {
-    /// The served upstream answers the request of `corr` with `reply`.
+    /// The served upstream answers `request` with `reply`.
     fn serve(&mut self, request: ToServe, reply: &str) {
         let reply = Bytes::copy_from_slice(reply.as_bytes());
         let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
