@@ -9,9 +9,12 @@
 # UPSTREAM=static (default): a third nginx answering every POST with a fixed
 # JSON-RPC reply (`return 200`), so the upstream is never the bottleneck;
 # UPSTREAM=mock: the project's mock upstream. For every point: the rate,
-# p50 / p99 latency, and the CPU per request of every process on the path
-# (utime + stime deltas of /proc/PID/stat, all of an nginx's workers
-# together). ROUNDS (2) repeats the whole sweep, paths in turn within each
+# p50 / p99 latency (wrk's, corrected for coordinated omission, so one
+# long stall lifts p99; points.tsv also keeps wrk's raw maximum), the CPU
+# per request of every process on the path (utime + stime deltas of
+# /proc/PID/stat, all of an nginx's workers together), and the context
+# switches per request of the edge and the origin (every thread's,
+# voluntary and involuntary). ROUNDS (2) repeats the whole sweep, paths in turn within each
 # concurrency, so drift on a shared machine shows as spread, not as a
 # difference. SECONDS_PER_POINT (5). GATEWAY_ENV: variables for both
 # gateways' processes (e.g. "TOKIO_WORKER_THREADS=1"). LANES=N (N > 1)
@@ -114,6 +117,8 @@ LUA
 # Every pid of an nginx instance (master and workers), or one pid.
 nginx_pids() { local m; m=$(cat "$NGX/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
 ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
+# Context switches (voluntary + involuntary) of every thread of the pids.
+switches() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 up_pids() { if [ "$UPSTREAM" = static ]; then nginx_pids static; else echo "$mock_pid"; fi; }
 results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS IN_FLIGHT=\"$IN_FLIGHT\"${WRK_THREADS:+ WRK_THREADS=$WRK_THREADS}${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"}${LANES_ARG:-} results/run-per-hop.sh" > "$OUT/machine.txt"
 echo "CPUs this run may use: $(nproc) ($(taskset -pc $$ | sed 's/.*: //'))" >> "$OUT/machine.txt"
@@ -151,15 +156,21 @@ for round in $(seq "$ROUNDS"); do
         gateway-tls-x*) urls=("${LANE_TLS[@]}"); hops=("edge:$LANE_ET_PIDS" "origin:$LANE_ORIGIN_PIDS" "up:$(up_pids)") ;;
       esac
       for url in "${urls[@]}"; do wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null; done  # warm
-      before=(); for h in "${hops[@]}"; do read -r -a p <<<"${h#*:}"; before+=("$(ticks "${p[@]}")"); done
+      before=(); sw_before=()
+      for h in "${hops[@]}"; do read -r -a p <<<"${h#*:}"; before+=("$(ticks "${p[@]}")"); sw_before+=("$(switches "${p[@]}")"); done
       wrk_on "$c" "$threads" "${urls[@]}"
       line="$round\t$c\t$path"
-      i=0; for h in "${hops[@]}"; do read -r -a p <<<"${h#*:}"; line+="\t${h%%:*}=$(( $(ticks "${p[@]}") - before[i] ))"; i=$((i+1)); done
+      i=0; for h in "${hops[@]}"; do
+        read -r -a p <<<"${h#*:}"
+        line+="\t${h%%:*}=$(( $(ticks "${p[@]}") - before[i] ))\t${h%%:*}_sw=$(( $(switches "${p[@]}") - sw_before[i] ))"
+        i=$((i+1))
+      done
       # The sum of the requests; p50 and p99 of every wrk run.
       reqs=$(awk '/requests in/ { n += $1 } END { print n }' "$TMP"/wrk-*.txt)
       errors=$(awk '/Non-2xx|Socket errors/ { print }' "$TMP"/wrk-*.txt | tr '\n' ' ')
       p50=$(quantile 50%); p99=$(quantile 99%)
-      printf "%b\treqs=%s\tp50=%s\tp99=%s\terrors=%s\n" "$line" "$reqs" "$p50" "$p99" "${errors:-none}" | tee -a "$OUT/points.tsv"
+      max=$(awk '$1 == "Latency" && NF == 5 { print $4 }' "$TMP"/wrk-*.txt | paste -sd, -)
+      printf "%b\treqs=%s\tp50=%s\tp99=%s\tmax=%s\terrors=%s\n" "$line" "$reqs" "$p50" "$p99" "$max" "${errors:-none}" | tee -a "$OUT/points.tsv"
     done
   done
 done
@@ -179,12 +190,13 @@ for line in open(path):
     n = int(kv["reqs"])
     cpu = {k: int(kv[k]) * 1e6 / hz / n for k in ("edge", "origin", "up") if k in kv}
     worst = lambda q: max(ms(v) for v in kv[q].split(","))  # of the wrk runs
-    rows[(c, p)].append((n / secs, worst("p50"), worst("p99"), cpu, kv["errors"]))
+    sw = {k: int(kv[k + "_sw"]) / n for k in ("edge", "origin") if k + "_sw" in kv}
+    rows[(c, p)].append((n / secs, worst("p50"), worst("p99"), cpu, kv["errors"], sw))
 def span(xs, fmt):
     lo, hi = min(xs), max(xs)
     return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else (fmt + "–" + fmt).format(lo, hi)
-print("| in flight | path | req/s | p50 ms | p99 ms | CPU µs/req: edge | origin | upstream | vs nginx pair: rate | edge CPU | origin CPU |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| in flight | path | req/s | p50 ms | p99 ms | CPU µs/req: edge | origin | upstream | switches/req: edge | origin | vs nginx pair: rate | edge CPU | origin CPU |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 paths = list(dict.fromkeys(p for _, p in rows))
 for c in sorted({c for c, _ in rows}):
     ng = rows.get((c, "nginx-tls"))
@@ -196,6 +208,9 @@ for c in sorted({c for c, _ in rows}):
         for k in ("edge", "origin", "up"):
             v = [x[3][k] for x in r if k in x[3]]
             cols.append(span(v, "{:.0f}") if v else "—")
+        for k in ("edge", "origin"):
+            v = [x[5][k] for x in r if k in x[5]]
+            cols.append(span(v, "{:.2f}") if v else "—")
         if ng and p.startswith("gateway"):
             # Same round against the same round: ratios within one run.
             rate = [a[0] / b[0] for a, b in zip(r, ng)]
