@@ -680,6 +680,32 @@ async fn idle_associations_stay_up_through_keepalive() {
 
 /// A JSON-RPC message of `len` octets or more: `echo` with a string that
 /// long.
+/// An edge with an HTTP ingress makes its pooled associations when it
+/// starts, not on the first requests: a process's first handshake (with
+/// the seeding of AWS-LC's random generator) made the first request wait
+/// 33-118 ms on a 2-core machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_is_made_before_the_first_request() {
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        edge_extra: &["--pool-size", "2"],
+        ..PairOptions::default()
+    })
+    .await;
+    let made = metric_reaches(&pair.edge, "npamp_associations", 2, Duration::from_secs(5)).await;
+    assert_eq!(made, 2, "pooled associations made with no request yet");
+    let http = pair.ingress("http://");
+    let echo = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#;
+    for _ in 0..4 {
+        assert_eq!(post(&http, echo).await.0, 200);
+    }
+    assert_eq!(
+        metric(&pair.edge, "npamp_associations_opened_total").await,
+        2,
+        "the requests went over the associations made at the start"
+    );
+}
+
 fn big_echo(id: u32, len: usize) -> (String, String) {
     let s = "y".repeat(len);
     let req = json!({"jsonrpc":"2.0","id":id,"method":"echo","params":[s]}).to_string();

@@ -423,6 +423,14 @@ impl Gateway {
                 config.endpoint.clone(),
                 ctx.clone(),
             ));
+            // MCP clients hold sessions, each over its own association; the
+            // pool serves only what comes without one, and is made when
+            // that first comes.
+            if config.ingress.iter().any(IngressUrl::uses_pool)
+                && ctx.protocol != crate::bridge::ProtocolId::MCP
+            {
+                edge.open_pools();
+            }
             let peer = Peers(&config.peers);
             let tls = config
                 .ingress_tls

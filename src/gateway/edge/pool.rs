@@ -94,6 +94,19 @@ impl Peer {
         })
     }
 
+    /// Makes every slot's association in the background, so that the first
+    /// requests do not wait for a handshake. A failure counts as one would
+    /// for a request: the origin is ejected for its backoff, and the slot
+    /// is tried again by the first request after [`RECONNECT_BACKOFF`].
+    pub fn open(self: &Arc<Self>, ctx: &Arc<Ctx>, endpoint: &Endpoint) {
+        for slot in 0..self.slots.len() {
+            let (me, ctx, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
+            tokio::spawn(async move {
+                let _ = me.reconnect(slot, &ctx, &endpoint).await;
+            });
+        }
+    }
+
     /// Carries one request over a pooled association and waits for its
     /// reply (or the request timeout, which the exchange keeps). With no
     /// live association it waits for one when `wait`, else it is not sent.

@@ -148,6 +148,12 @@ impl IngressUrl {
         KINDS[self.slot.index()]
     }
 
+    /// Whether its requests go over the edge's pooled associations (HTTP:
+    /// one request per exchange), not over a session's own association.
+    pub fn uses_pool(&self) -> bool {
+        self.slot == Ingress::HTTP
+    }
+
     /// Whether it speaks TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self.place, Place::Tls(_))
