@@ -25,6 +25,11 @@ pub const MAX_CLIENTS: usize = 1 << 16;
 
 const SHARDS: usize = 16;
 
+/// How often, at most, a full shard looks for clients to forget (seconds).
+/// A flood of newcomers, each from another address, then costs one pass
+/// over the shard per interval, not one per request under its lock.
+const SWEEP_EVERY: f64 = 0.1;
+
 /// The JSON-RPC error code of a request refused by the rate limit.
 pub const RATE_LIMITED_CODE: i32 = -32013;
 
@@ -95,8 +100,27 @@ struct Cell {
 pub struct Limiter {
     limit: RateLimit,
     start: Instant,
-    shards: Vec<Mutex<HashMap<ClientKey, Cell>>>,
+    shards: Vec<Mutex<Shard>>,
     hasher: std::hash::RandomState,
+}
+
+/// Some of the clients, and when they were last looked over.
+struct Shard {
+    clients: HashMap<ClientKey, Cell>,
+    /// Seconds since the limiter began.
+    swept_at: f64,
+    /// Passes over `clients` so far.
+    sweeps: u64,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Self {
+            clients: HashMap::new(),
+            swept_at: f64::NEG_INFINITY,
+            sweeps: 0,
+        }
+    }
 }
 
 impl std::fmt::Debug for Limiter {
@@ -125,7 +149,7 @@ impl Limiter {
         Self {
             limit,
             start: Instant::now(),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: std::hash::RandomState::new(),
         }
     }
@@ -149,18 +173,17 @@ impl Limiter {
     ) -> Result<(), RetryAfter> {
         let now = at.saturating_duration_since(self.start).as_secs_f64();
         let shard = &self.shards[self.hasher.hash_one(key) as usize % SHARDS];
-        let mut map = shard.lock().unwrap_or_else(|p| p.into_inner());
+        let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
         let per_shard = MAX_CLIENTS / SHARDS;
-        if map.len() >= per_shard && !map.contains_key(&key) {
+        let full = |s: &Shard| s.clients.len() >= per_shard && !s.clients.contains_key(&key);
+        if full(&shard) && now - shard.swept_at >= SWEEP_EVERY {
             // Forget the clients whose buckets are full again.
-            map.retain(|_, c| c.requests > now || c.octets > now);
+            shard.swept_at = now;
+            shard.sweeps += 1;
+            shard.clients.retain(|_, c| c.requests > now || c.octets > now);
         }
-        let key = if map.len() >= per_shard && !map.contains_key(&key) {
-            ClientKey::Overflow
-        } else {
-            key
-        };
-        let cell = map.entry(key).or_default();
+        let key = if full(&shard) { ClientKey::Overflow } else { key };
+        let cell = shard.clients.entry(key).or_default();
         let l = &self.limit;
         let mut wait = 0.0f64;
         let mut next = *cell;
@@ -187,7 +210,15 @@ impl Limiter {
     pub fn clients(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).clients.len())
+            .sum()
+    }
+
+    #[cfg(test)]
+    fn sweeps(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).sweeps)
             .sum()
     }
 }
@@ -295,6 +326,27 @@ mod tests {
                 .is_ok()
         );
         assert!(l.clients() < before - 1000, "{before} -> {}", l.clients());
+    }
+
+    #[test]
+    fn a_flood_of_newcomers_costs_one_pass_per_shard_per_interval() {
+        let l = limiter(Some(1.0), 1.0, None);
+        let t0 = l.start;
+        for a in 0..(MAX_CLIENTS as u128 + 20_000) {
+            let _ = l.check_at(ClientKey::Address(a), 1, 0, t0);
+        }
+        // Every shard filled up and looked once; the newcomers after that
+        // went to the shared bucket without another pass.
+        assert!(l.sweeps() <= SHARDS as u64, "{} passes", l.sweeps());
+        let at = |ms| t0 + Duration::from_millis(ms);
+        for a in 0..20_000u128 {
+            let _ = l.check_at(ClientKey::Address(1 << 100 | a), 1, 0, at(50));
+        }
+        assert!(l.sweeps() <= SHARDS as u64, "{} passes", l.sweeps());
+        // An interval on, the next newcomer's shard is looked over again.
+        let before = l.sweeps();
+        let _ = l.check_at(ClientKey::Address(u128::MAX), 1, 0, at(100));
+        assert_eq!(l.sweeps(), before + 1);
     }
 
     #[test]
