@@ -334,8 +334,8 @@ impl Deadlines {
 
     /// Sets a deadline. Entries no longer live go first: those at the front
     /// (requests are mostly answered in the order they were sent), and all
-    /// of them once the queue holds more than twice what is live. Each entry
-    /// is looked at a bounded number of times, so this costs O(1) amortized,
+    /// of them once the queue holds more than twice what is live. Such a
+    /// pass removes at least half the queue, so this costs O(1) amortized,
     /// and the queue stays within twice what is live (plus a small slack).
     fn push(
         &mut self,

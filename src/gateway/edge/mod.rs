@@ -163,7 +163,7 @@ impl Edge {
     /// Makes every origin's pooled associations now, in the background,
     /// instead of on the first requests. The first handshake of a process
     /// also seeds AWS-LC's random number generator from CPU jitter: the
-    /// first request waited 46-112 ms for both on a 2-core machine, and
+    /// first request waited 37-179 ms for both on a 2-core machine, and
     /// the requests behind it as long.
     pub fn open_pools(&self) {
         for peer in &self.origins.peers {
