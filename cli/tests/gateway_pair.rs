@@ -706,6 +706,60 @@ async fn the_pool_is_made_before_the_first_request() {
     );
 }
 
+/// An edge whose origin is down when it starts tries once for its whole
+/// pool, not once per slot, and a request then gets a clear refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_whose_origin_is_down_at_start_tries_once() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let peer = format!("tls://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let edge = Proc::start(
+        &[
+            "serve",
+            "--ingress",
+            "http://127.0.0.1:0",
+            "--peer",
+            &peer,
+            "--insecure-accept-any-peer",
+            "--pool-size",
+            "4",
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+        "metrics",
+    )
+    .await;
+    let url = edge.printed("ingress ");
+    let failed = metric_reaches(
+        &edge,
+        "npamp_handshake_failures_total",
+        1,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(failed, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        metric(&edge, "npamp_handshake_failures_total").await,
+        1,
+        "one attempt for the pool of 4"
+    );
+    let (status, body) = post(
+        &url,
+        r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[]}"#,
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    let v = parse(&body);
+    assert_eq!(v["id"], 1, "{body}");
+    assert!(
+        v["error"]["data"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&peer[6..])),
+        "{body}"
+    );
+}
+
 fn big_echo(id: u32, len: usize) -> (String, String) {
     let s = "y".repeat(len);
     let req = json!({"jsonrpc":"2.0","id":id,"method":"echo","params":[s]}).to_string();

@@ -94,17 +94,21 @@ impl Peer {
         })
     }
 
-    /// Makes every slot's association in the background, so that the first
-    /// requests do not wait for a handshake. A failure counts as one would
-    /// for a request: the origin is ejected for its backoff, and the slot
-    /// is tried again by the first request after [`RECONNECT_BACKOFF`].
+    /// Makes the slots' associations in the background, so that the first
+    /// requests do not wait for a handshake: one first, then the others
+    /// together once it is made, so an origin that is down costs one failed
+    /// attempt (and one warning), not one per slot. A failure counts as one
+    /// would for a request: the origin is ejected for its backoff, and the
+    /// slot is tried again by the first request after [`RECONNECT_BACKOFF`].
     pub fn open(self: &Arc<Self>, ctx: &Arc<Ctx>, endpoint: &Endpoint) {
-        for slot in 0..self.slots.len() {
-            let (me, ctx, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
-            tokio::spawn(async move {
-                let _ = me.reconnect(slot, &ctx, &endpoint).await;
-            });
-        }
+        let (me, ctx, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
+        tokio::spawn(async move {
+            if me.reconnect(0, &ctx, &endpoint).await.is_err() {
+                return;
+            }
+            let rest = (1..me.slots.len()).map(|slot| me.reconnect(slot, &ctx, &endpoint));
+            futures_util::future::join_all(rest).await;
+        });
     }
 
     /// Carries one request over a pooled association and waits for its
