@@ -348,7 +348,9 @@ impl Deadlines {
         {
             self.0.pop_front();
         }
-        self.compact(live, &is_live);
+        if self.0.len() > 2 * live + 64 {
+            self.0.retain(|(_, serial, key)| is_live(*serial, key));
+        }
         self.0.push_back(entry);
     }
 
@@ -358,13 +360,6 @@ impl Deadlines {
             return None;
         }
         self.0.pop_front().map(|(_, serial, key)| (serial, key))
-    }
-
-    /// Keeps the queue within twice what is live.
-    fn compact(&mut self, live: usize, is_live: impl Fn(u64, &[u8]) -> bool) {
-        if self.0.len() > 2 * live + 64 {
-            self.0.retain(|(_, serial, key)| is_live(*serial, key));
-        }
     }
 }
 
