@@ -3,12 +3,15 @@
 # each, a gateway pair over QUIC (TRANSPORT=tls: over TCP + TLS 1.3; edge
 # HTTP ingress -> origin) in front of one static nginx upstream (`return
 # 200`), and wrk closed loop at 1, 4 and 32 in flight, the builds in turn
-# within each point, ROUNDS (2) times.
+# within each point (A first in odd rounds, B first in even ones: on this
+# VM the build that runs second at a point was favoured by up to 6 %, see
+# results/2026-12-04-udp-wakeups/), ROUNDS (2) times.
 # Prints per point the rate, p50, and the CPU per request of the edge and
 # the origin (utime + stime deltas of /proc/PID/stat), their context
 # switches per request (voluntary + involuntary, summed over every thread
-# in /proc/PID/task), and B over A.
-# SECONDS_PER_POINT (5). Needs Debian's nginx-light and wrk.
+# in /proc/PID/task), and B over A: of the means, and the median of each
+# round's B/A with its range (the steadier figure on a noisy machine).
+# IN_FLIGHT ("1 4 32"), SECONDS_PER_POINT (5). Needs Debian's nginx-light and wrk.
 #   [TRANSPORT=quic|tls] results/run-build-ab.sh A_BINARY B_BINARY [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,9 +25,10 @@ switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n
 HZ=$(getconf CLK_TCK)
 points=$TMP/points.tsv; : > "$points"
 for round in $(seq "$ROUNDS"); do
-  for c in 1 4 32; do
+  for c in ${IN_FLIGHT:-1 4 32}; do
     threads=1; [ "$c" -ge 32 ] && threads=2
-    for build in a b; do
+    order="a b"; [ $((round % 2)) -eq 0 ] && order="b a"
+    for build in $order; do
       u=${build}_url; url=${!u}
       e=${build}_edge_pid; o=${build}_origin_pid
       wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null
@@ -51,7 +55,7 @@ for line in open(path):
 print(f"A = {a}\nB = {b}\nbetween the gateways: {transport}\n")
 print("| in flight | build | req/s | CPU µs/req edge | origin | switches/req edge | origin | p50 | B/A rate | B/A edge CPU | B/A origin CPU | B/A origin switches |")
 print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-for c in (1, 4, 32):
+for c in sorted({c for c, _ in rows}):
     ra, rb = rows[(c, "a")], rows[(c, "b")]
     for build, r in (("A", ra), ("B", rb)):
         def span(i, digits=0):
@@ -64,5 +68,17 @@ for c in (1, 4, 32):
         else:
             ratio = " | | "
         print(f"| {c} | {build} | {rate} | {edge} | {origin} | {es} | {os_} | {' '.join(x[5] for x in r)} | {ratio} |")
+
+print("\nMedian of the rounds' B/A (lowest–highest):\n")
+print("| in flight | rate | edge CPU | origin CPU | edge switches | origin switches |")
+print("|---:|---|---|---|---|---|")
+import statistics
+for c in sorted({c for c, _ in rows}):
+    pairs = list(zip(rows[(c, "a")], rows[(c, "b")]))
+    cells = []
+    for i in (0, 1, 2, 3, 4):
+        q = sorted(b[i] / a[i] for a, b in pairs if a[i])
+        cells.append(f"{statistics.median(q):.2f} ({q[0]:.2f}–{q[-1]:.2f})" if q else "—")
+    print(f"| {c} | " + " | ".join(cells) + " |")
 PY
 if [ -n "$OUT" ]; then mkdir -p "$OUT"; cp "$points" "$TMP/table.md" "$OUT/"; fi
