@@ -38,3 +38,7 @@ gateway_pair() {
     --identity "$TMP/$name-edge.key" --trust "$opub"
   printf -v "${name}_url" %s "$(grep -m1 '^ingress' "$TMP/${name}_edge.out" | sed 's/^ingress //')/"
 }
+
+# build_names BINARY...: the binaries' file names, for a command line in
+# machine.txt that names builds, not paths of this machine.
+build_names() { local b; for b in "$@"; do printf '%s ' "$(basename "$b")"; done; }

@@ -17,7 +17,7 @@ TRIALS=${TRIALS:-5}; WAIT=${WAIT:-1}
 OUT=${OUT:-results/$(date -u +%Y-%m-%d)-first-request}
 mkdir -p "$OUT"
 source results/builds.sh
-results/machine-info.sh "TRIALS=$TRIALS WAIT=$WAIT results/run-first-request.sh $(for b in "${BINS[@]}"; do printf '%s ' "$(basename "$b")"; done)" > "$OUT/machine.txt"
+results/machine-info.sh "TRIALS=$TRIALS WAIT=$WAIT results/run-first-request.sh $(build_names "${BINS[@]}")" > "$OUT/machine.txt"
 body='{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
 : > "$OUT/points.tsv"
 n=0

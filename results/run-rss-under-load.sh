@@ -20,7 +20,7 @@ C=${IN_FLIGHT:-4}; TOTAL=${DURATION:-45}; STEP=${STEP:-3}
 OUT=${OUT:-results/$(date -u +%Y-%m-%d)-rss-under-load}
 mkdir -p "$OUT"
 source results/builds.sh
-results/machine-info.sh "TRANSPORT=$TRANSPORT IN_FLIGHT=$C DURATION=$TOTAL STEP=$STEP results/run-rss-under-load.sh $(for b in "${BINS[@]}"; do printf '%s ' "$(basename "$b")"; done)" > "$OUT/machine.txt"
+results/machine-info.sh "TRANSPORT=$TRANSPORT IN_FLIGHT=$C DURATION=$TOTAL STEP=$STEP results/run-rss-under-load.sh $(build_names "${BINS[@]}")" > "$OUT/machine.txt"
 echo "CPUs this run may use: $(nproc) ($(taskset -pc $$ | sed 's/.*: //'))" >> "$OUT/machine.txt"
 rss_mib() { awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 : > "$OUT/points.tsv"
