@@ -16,7 +16,10 @@
 # switches per request of the edge and the origin (every thread's,
 # voluntary and involuntary). ROUNDS (2) repeats the whole sweep, paths in turn within each
 # concurrency, so drift on a shared machine shows as spread, not as a
-# difference. SECONDS_PER_POINT (5). GATEWAY_ENV: variables for both
+# difference; each round starts one path later than the one before, so
+# every path takes every place in the order across as many rounds as there
+# are paths (on one vCPU the path run later at a point was favoured by up
+# to 6 %: results/2026-12-04-udp-wakeups/). SECONDS_PER_POINT (5). GATEWAY_ENV: variables for both
 # gateways' processes (e.g. "TOKIO_WORKER_THREADS=1"). LANES=N (N > 1)
 # adds two paths, gateway-quic-xN and gateway-tls-xN: N independent
 # gateway pairs of one tokio worker each (a runtime per core, as nginx's
@@ -146,7 +149,8 @@ for round in $(seq "$ROUNDS"); do
   for c in $IN_FLIGHT; do
     threads=1; [ "$c" -ge 32 ] && threads=2
     threads=${WRK_THREADS:-$threads}; [ "$threads" -gt "$c" ] && threads=$c  # wrk: threads <= connections
-    for path in "${PATHS[@]}"; do
+    n=${#PATHS[@]}; first=$(( (round - 1) % n ))
+    for path in "${PATHS[@]:first}" "${PATHS[@]:0:first}"; do
       case $path in
         direct) urls=("$UP/"); hops=("up:$(up_pids)") ;;
         gateway-quic) urls=("$EDGE_QUIC/"); hops=("edge:$edge_quic_pid" "origin:$origin_pid" "up:$(up_pids)") ;;
