@@ -713,23 +713,8 @@ async fn a_pool_whose_origin_is_down_at_start_tries_once() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let peer = format!("tls://{}", closed.local_addr().expect("addr"));
     drop(closed);
-    let edge = Proc::start(
-        &[
-            "serve",
-            "--ingress",
-            "http://127.0.0.1:0",
-            "--peer",
-            &peer,
-            "--insecure-accept-any-peer",
-            "--pool-size",
-            "4",
-            "--metrics",
-            "127.0.0.1:0",
-        ],
-        "metrics",
-    )
-    .await;
-    let url = edge.printed("ingress ");
+    let (edge, url) =
+        http_edge_with_metrics(&peer, &["--insecure-accept-any-peer", "--pool-size", "4"]).await;
     let failed = metric_reaches(
         &edge,
         "npamp_handshake_failures_total",

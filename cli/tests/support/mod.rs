@@ -149,9 +149,20 @@ pub mod tempdir {
 /// An edge with one HTTP ingress in front of `peer` (`extra`: identity and
 /// trust flags); the edge and its ingress URL.
 pub async fn http_edge(peer: &str, extra: &[&str]) -> (Proc, String) {
+    start_http_edge(peer, extra, "ingress").await
+}
+
+/// [`http_edge`] serving /metrics too, on a port of its own (the
+/// `metrics ` line it printed).
+pub async fn http_edge_with_metrics(peer: &str, extra: &[&str]) -> (Proc, String) {
+    let extra = [extra, &["--metrics", "127.0.0.1:0"]].concat();
+    start_http_edge(peer, &extra, "metrics").await
+}
+
+async fn start_http_edge(peer: &str, extra: &[&str], ready: &str) -> (Proc, String) {
     let mut args = vec!["serve", "--ingress", "http://127.0.0.1:0", "--peer", peer];
     args.extend(extra);
-    let edge = Proc::start(&args, "ingress").await;
+    let edge = Proc::start(&args, ready).await;
     let url = edge.printed("ingress ");
     (edge, url)
 }
