@@ -260,6 +260,69 @@ async fn an_idle_keep_alive_connection_is_closed() {
     );
 }
 
+/// A request served for longer than the stall timeout keeps its
+/// connection: the idle rule counts from the end of the last reply, not
+/// from its head. Over HTTP/2 the rule holds too: a connection with no
+/// request for the stall timeout is closed (hyper's header-read timer, which
+/// the edge once relied on, is HTTP/1 only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_request_keeps_its_connection_and_an_idle_http2_one_is_closed() {
+    let (_pair, http, addr) = impatient_http_edge().await;
+
+    // 2.5 s of service against a 1 s stall timeout, over HTTP/1.1.
+    let mut tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let sleep = r#"{"jsonrpc":"2.0","id":1,"method":"sleep","params":[2500]}"#;
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{sleep}",
+        sleep.len()
+    );
+    tcp.write_all(request.as_bytes()).await.expect("write");
+    let (text, closed) = read_until_closed(&mut tcp, Duration::from_secs(8)).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text:?}");
+    assert!(text.contains("2500"), "{text:?}");
+    // Closed about a second after the reply, so 3.5 s after the request.
+    let closed = closed.expect("the connection was never closed after its reply");
+    assert!(
+        closed >= Duration::from_millis(3300) && closed < Duration::from_secs(6),
+        "{closed:?}"
+    );
+
+    // HTTP/2 by prior knowledge: one request answered, then nothing.
+    let tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("HTTP/2 handshake");
+    let driver = tokio::spawn(conn);
+    let req = hyper::Request::post(http.as_str())
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+            ECHO.as_bytes(),
+        )))
+        .expect("request");
+    let reply = send.send_request(req).await.expect("HTTP/2 reply");
+    assert_eq!(reply.status(), 200);
+    let body = http_body_util::BodyExt::collect(reply.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    assert!(body.starts_with(b"{"), "{body:?}");
+    let idle_from = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(6), driver).await;
+    assert!(ended.is_ok(), "an idle HTTP/2 connection was never closed");
+    let closed = idle_from.elapsed();
+    assert!(
+        closed >= Duration::from_millis(900) && closed < Duration::from_secs(3),
+        "{closed:?}"
+    );
+}
+
 /// An HTTP client that asks for a large reply and reads none of it is
 /// dropped `--stall-timeout` after the edge's writes to it stopped moving
 /// (hyper has no write timeout; before, such a client held its reply for as

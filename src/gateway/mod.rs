@@ -25,6 +25,7 @@ internal! {
     mod json_stream;
     mod edge;
     mod exec;
+    mod gated;
     mod ingress;
     mod mcp_http;
     mod origin;

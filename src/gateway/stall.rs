@@ -9,7 +9,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, Ordering::Relaxed};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -157,6 +157,86 @@ pub async fn stalled(moved: &Moved, stall: Duration) {
     }
 }
 
+/// Whether a connection serves a request, and since when it has served
+/// none: the idle rule of an HTTP connection (HTTP/1.1 and HTTP/2), kept
+/// with two atomic operations per request and one timer per connection
+/// instead of hyper's header-read timer, which allocates, arms and clears
+/// a timer for every request.
+#[derive(Debug)]
+pub struct Requests {
+    base: Instant,
+    /// Requests begun and not yet answered to the last octet.
+    serving: AtomicU32,
+    /// When the last request in service ended (the connection's opening if
+    /// none has), nanoseconds after `base`.
+    idle_since: AtomicU64,
+}
+
+impl Requests {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            base: Instant::now(),
+            serving: AtomicU32::new(0),
+            idle_since: AtomicU64::new(0),
+        })
+    }
+
+    /// A request begins: the connection is busy until the returned guard
+    /// is dropped (with the reply's body, once hyper has written it all or
+    /// given it up).
+    pub fn begin(self: &Arc<Self>) -> Serving {
+        self.serving.fetch_add(1, Ordering::AcqRel);
+        Serving(self.clone())
+    }
+
+    /// Since when no request has been in service; `None` while one is.
+    fn idle_since(&self) -> Option<Instant> {
+        if self.serving.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(self.base + Duration::from_nanos(self.idle_since.load(Ordering::Acquire)))
+    }
+}
+
+/// A request in service (see [`Requests::begin`]).
+#[derive(Debug)]
+pub struct Serving(Arc<Requests>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let r = &self.0;
+        let ns = u64::try_from(r.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        // Stored before the count falls: whoever sees no request in service
+        // sees when the last one ended.
+        r.idle_since.fetch_max(ns, Ordering::AcqRel);
+        r.serving.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Resolves when a connection has had no request in service for `stall`,
+/// counted from the later of the last request's end and the last octet
+/// moved to the client: an idle keep-alive connection, or a client
+/// trickling a request's headers (slowloris). A request's head begins its
+/// service, so one arriving just in time, read by the connection before
+/// this is polled, keeps the connection. One timer per connection, re-set
+/// at most once per `stall`.
+pub async fn idle(requests: &Requests, moved: &Moved, stall: Duration) {
+    loop {
+        let at = match requests.idle_since() {
+            // Busy: nothing can be due before `stall` from now.
+            None => Instant::now() + stall,
+            Some(since) => {
+                let due = since.max(moved.last()) + stall;
+                if Instant::now() >= due {
+                    return;
+                }
+                due
+            }
+        };
+        tokio::time::sleep_until(at).await;
+    }
+}
+
 /// One write to a client: `false` when it failed, or when no octet moved
 /// for `stall` while it was pending (the client does not read; counted),
 /// and the client is given up.
@@ -252,6 +332,47 @@ mod tests {
         );
         assert_eq!(metrics.stalled_clients.load(Relaxed), 1);
         reader.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_is_idle_the_stall_timeout_after_its_last_request_ended() {
+        let stall = Duration::from_secs(10);
+        let moved = Moved::new();
+        let requests = Requests::new();
+        let opened = Instant::now();
+        // No request at all: idle `stall` after opening.
+        idle(&requests, &moved, stall).await;
+        assert_eq!(opened.elapsed(), stall);
+
+        // A request in service for 35 s (three and a half timeouts) keeps it,
+        // and so do two overlapping ones; idle `stall` after the last ends.
+        let first = requests.begin();
+        let ends = async {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            let second = requests.begin();
+            tokio::time::sleep(Duration::from_secs(15)).await;
+            drop(first);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            drop(second);
+            Instant::now()
+        };
+        let started = Instant::now();
+        let (ended, ()) = tokio::join!(ends, idle(&requests, &moved, stall));
+        assert_eq!(ended - started, Duration::from_secs(38));
+        assert_eq!(Instant::now() - ended, stall);
+
+        // Octets moving to the client after the reply ended (the tail of a
+        // reply hyper buffered) count as activity too.
+        drop(requests.begin());
+        let marks = async {
+            for _ in 0..4 {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                moved.mark();
+            }
+            Instant::now()
+        };
+        let (last, ()) = tokio::join!(marks, idle(&requests, &moved, stall));
+        assert_eq!(Instant::now() - last, stall);
     }
 
     #[tokio::test(start_paused = true)]

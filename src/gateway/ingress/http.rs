@@ -18,12 +18,13 @@ use tracing::debug;
 use super::browser::Caller;
 use super::conn::Opening;
 use super::mcp::McpSessions;
-use super::response::{HttpResponse, empty_response, json_response, status_only};
+use super::response::{HttpResponse, Served, empty_response, json_response, status_only};
 use super::{Clients, Conn, Ingress, Kind, identify, stopped};
 use crate::gateway::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::metrics::ReplyClass;
-use crate::gateway::stall::stalled;
+use crate::gateway::gated::Gated;
+use crate::gateway::stall::{Requests, idle, stalled};
 use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
 use crate::jsonrpc::{Element, Kind as Message, ScanError, Scanned, scan};
 use crate::relay::{Failure, Reply};
@@ -84,67 +85,87 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
         certificate,
         permit,
     } = conn;
-    // Whether a request came: a client that opened (over TLS, the first
-    // octet wait cannot see inside) and sent none within the stall timeout
-    // is dropped.
-    let asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Requests in service, for the idle rule below. A request's service
+    // begins when hyper has read its head, and ends when its reply's body
+    // is dropped (written to the last octet, or given up).
+    let requests = Requests::new();
     let service = hyper::service::service_fn(|req| {
-        asked.store(true, Relaxed);
+        let serving = requests.begin();
         let (edge, mcp) = (edge.clone(), mcp.clone());
         let client = Remote { from, certificate };
-        async move { Ok::<_, Infallible>(handle_http(req, &edge, &mcp, client).await) }
-    });
-    let silent = async {
-        tokio::time::sleep(edge.ctx.limits.stall_timeout).await;
-        if asked.load(Relaxed) {
-            std::future::pending::<()>().await;
+        async move {
+            let response = handle_http(req, &edge, &mcp, client).await;
+            Ok::<_, Infallible>(response.map(|body| Served::new(body, serving)))
         }
-    };
+    });
     let stall = edge.ctx.limits.stall_timeout;
     let mut builder = auto::Builder::new(TokioExecutor::new());
+    // No header-read timer of hyper's: it costs a timer armed and cleared
+    // per request. The idle rule below covers what it did (a head not
+    // complete within the stall timeout, an idle keep-alive connection),
+    // over HTTP/2 as well, with one timer per connection.
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(stall);
+        .header_read_timeout(None);
     builder.http2().timer(TokioTimer::new());
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
-    // A client that takes no octet of its reply for the stall timeout is
-    // given up (hyper has no write timeout of its own).
+    // What ends a connection besides its client, polled only when one of
+    // its own timers or the shutdown wakes it, not at each of the
+    // connection's wake-ups (one or more per request):
+    // - shutdown;
+    // - idle: no request in service, and none begun, for the stall timeout
+    //   since the last one ended or the connection opened (an idle
+    //   keep-alive connection, headers trickled, a client that never asks);
+    // - stalled: a client that takes no octet of its reply for the stall
+    //   timeout (hyper has no write timeout of its own).
+    let watchdog = Gated::new(async {
+        tokio::select! {
+            _ = stopped(shutdown) => Ended::Shutdown,
+            () = idle(&requests, &moved, stall) => Ended::Idle,
+            () = stalled(&moved, stall) => Ended::Stalled,
+        }
+    });
+    // The connection first: a request whose head has arrived is read, and
+    // begins its service, before an idle connection is given up.
     let result = tokio::select! {
+        biased;
         r = conn.as_mut() => r,
-        _ = stopped(shutdown) => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-        () = silent => {
-            edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
-            debug!(%from, "HTTP client sent no request within the stall timeout: dropping it");
-            Ok(())
-        }
-        () = stalled(&moved, stall) => {
-            static STALLED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
-            crate::gateway::quiet::warn_every!(
-                STALLED,
-                %from,
-                "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it (one line per 5 s at most; all are counted in npamp_stalled_clients_total)",
-                stall.as_secs_f64()
-            );
-            edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
-            Ok(())
+        ended = watchdog => match ended {
+            Ended::Shutdown => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+            Ended::Idle => {
+                edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+                debug!(%from, "HTTP connection with no request for the stall timeout: closing it");
+                Ok(())
+            }
+            Ended::Stalled => {
+                static STALLED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
+                crate::gateway::quiet::warn_every!(
+                    STALLED,
+                    %from,
+                    "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it (one line per 5 s at most; all are counted in npamp_stalled_clients_total)",
+                    stall.as_secs_f64()
+                );
+                edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+                Ok(())
+            }
         }
     };
     if let Err(e) = result {
-        let timeout = e
-            .downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_timeout);
-        if timeout {
-            // Headers not complete within the stall timeout (slowloris).
-            edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
-        }
         debug!(%from, error = %e, "HTTP connection ended");
     }
     drop(permit);
+}
+
+/// Why a connection's watchdog ended it.
+enum Ended {
+    Shutdown,
+    Idle,
+    Stalled,
 }
 
 /// 401 for a client without an accepted bearer token.

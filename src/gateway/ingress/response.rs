@@ -11,6 +11,7 @@ use hyper::body::Frame;
 use hyper::{Response, StatusCode};
 use tokio::sync::mpsc;
 
+use crate::gateway::stall::Serving;
 use crate::sse::event;
 
 /// An HTTP body that is an event stream: each message received becomes one
@@ -34,6 +35,44 @@ impl hyper::body::Body for EventBody {
 
 /// An HTTP ingress's answer: one body, or an event stream (MCP).
 pub type HttpResponse = Response<Either<Full<Bytes>, EventBody>>;
+
+/// An answer's body that keeps its request in service (the connection is
+/// not idle, [`crate::gateway::stall::idle`]) until it is dropped: when
+/// hyper has written its last octet, or given it up.
+#[derive(Debug)]
+pub struct Served<B> {
+    body: B,
+    _serving: Serving,
+}
+
+impl<B> Served<B> {
+    pub fn new(body: B, serving: Serving) -> Self {
+        Self {
+            body,
+            _serving: serving,
+        }
+    }
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Served<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
 
 /// `status` with a JSON body.
 pub fn json_response(status: u16, body: impl Into<Bytes>) -> HttpResponse {
