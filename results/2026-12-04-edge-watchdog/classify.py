@@ -25,6 +25,12 @@ ROWS = {
         lambda f: any("runtime::time" in x for x in f[:6]),
     "the gated watchdog (Gated::poll anywhere)":
         lambda f: any("gated::Gated" in x for x in f),
+    "tokio::sync::notify, any function (leaf)":
+        lambda f: "tokio::sync::notify" in f[0],
+    "... of it under the association's send (assoc::driver::AssocHandle::send)":
+        lambda f: "tokio::sync::notify" in f[0] and any("AssocHandle::send" in x or "exec::send" in x for x in f),
+    "... of it under the association's writer (assoc::driver::write_loop)":
+        lambda f: "tokio::sync::notify" in f[0] and any("driver::write_loop" in x for x in f),
 }
 total = len(stacks)
 print(f"samples: {total}")

@@ -2,10 +2,11 @@
 # Where the edge's CPU goes that its connection watchdog and hyper's
 # header-read timer cost: an edge of a pair over TLS (two tokio workers, as
 # shipped) in front of a static nginx, wrk closed loop at IN_FLIGHT (32) for
-# 5 s, `perf record` (DWARF call graphs, 999 Hz) on the edge meanwhile; then
-# the share of its samples in each named cost (classify.py). Needs root
-# (perf), nginx-light and wrk. GATEWAY_BINARY chooses the build.
-#   [GATEWAY_BINARY=B] results/2026-12-04-edge-watchdog/profile.sh NAME [OUT]
+# 5 s, `perf record` (DWARF call graphs, 999 Hz) on the edge (SIDE=origin:
+# the origin) meanwhile; then the share of its samples in each named cost
+# (classify.py). Needs root (perf), nginx-light and wrk. GATEWAY_BINARY
+# chooses the build.
+#   [GATEWAY_BINARY=B] [SIDE=edge|origin] results/2026-12-04-edge-watchdog/profile.sh NAME [OUT]
 set -euo pipefail
 NAME=$1; HERE=$(dirname "$(realpath "$0")"); OUT=$(realpath "${2:-$HERE}")
 DATA=$(mktemp -d)
@@ -16,17 +17,18 @@ TRANSPORT=tls
 source results/builds.sh
 trap 'rm -rf "$DATA"; cleanup' EXIT
 gateway_pair p "$GW"
-url=$p_url; edge_pid=$p_edge_pid
+url=$p_url; SIDE=${SIDE:-edge}
+case $SIDE in edge) pid=$p_edge_pid;; origin) pid=$p_origin_pid;; *) echo "SIDE is edge or origin"; exit 2;; esac
 C=${IN_FLIGHT:-32}; threads=1; [ "$C" -ge 32 ] && threads=2
 wrk -t$threads -c$C -d1s -s "$TMP/post.lua" "$url" >/dev/null
-perf record -F 999 --call-graph dwarf,16384 -o "$DATA/edge.data" -p "$edge_pid" -- sleep 4 2>/dev/null &
+perf record -F 999 --call-graph dwarf,16384 -o "$DATA/edge.data" -p "$pid" -- sleep 4 2>/dev/null &
 rec=$!
 sleep 0.3
 wrk -t$threads -c$C -d5s -s "$TMP/post.lua" "$url" | grep -E "Requests/sec" > "$DATA/rate.txt"
 wait $rec
 perf script -i "$DATA/edge.data" -F ip,sym 2>/dev/null > "$DATA/edge.stacks"
 {
-  echo "build: $NAME, $C in flight, $(cat "$DATA/rate.txt")"
+  echo "build: $NAME, $SIDE, $C in flight, $(cat "$DATA/rate.txt")"
   python3 "$HERE/classify.py" "$DATA/edge.stacks"
 } > "$OUT/profile-$NAME.txt"
 cat "$OUT/profile-$NAME.txt"

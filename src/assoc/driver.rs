@@ -60,8 +60,11 @@ struct Shared {
     stats: Arc<AssocStats>,
     /// Something to write (or the end).
     wake_writer: Notify,
-    /// The writer took the pending octets.
+    /// The writer took the pending octets (told only when `waiting`, or at
+    /// the end).
     drained: Notify,
+    /// A sender found the queue full and waits on `drained`.
+    waiting: AtomicBool,
     /// The association ended.
     ended: Notify,
     /// Tells the reader to stop (close timeout).
@@ -147,30 +150,52 @@ impl AssocHandle {
     ) -> Result<(), Gone> {
         let mut write = Some(write);
         loop {
+            // With room, as almost always: one hold of the state lock, and
+            // no waiter registered with `drained` (whose lock every sender
+            // and the writer would take).
+            if let Some(sent) = self.try_send(frame_type, &mut write) {
+                return sent;
+            }
+            // Full. Registered, then said (`waiting`), then looked again: a
+            // writer that drains from here on sees `waiting` and wakes this.
             let drained = self.0.drained.notified();
             tokio::pin!(drained);
             drained.as_mut().enable();
-            {
-                let mut s = self.0.lock();
-                if let Some(end) = &s.end {
-                    return Err(Gone(end.clone()));
-                }
-                if s.assoc.queued(ChannelId::BRIDGE) < PENDING_LIMIT {
-                    let write = write.take().ok_or(Gone(End::LocalClose))?;
-                    let sealed = s.assoc.seal(ChannelId::BRIDGE, frame_type, write);
-                    s.sealed += u32::from(sealed.is_ok());
-                    drop(s);
-                    return match sealed {
-                        Ok(_) => {
-                            self.0.wake_writer.notify_one();
-                            Ok(())
-                        }
-                        Err(e) => Err(Gone(End::error(e))),
-                    };
-                }
+            self.0.waiting.store(true, Ordering::SeqCst);
+            if let Some(sent) = self.try_send(frame_type, &mut write) {
+                return sent;
             }
             drained.await;
         }
+    }
+
+    /// Seals and queues the frame if the queue has room; `None` if it is
+    /// full.
+    fn try_send(
+        &self,
+        frame_type: FrameType,
+        write: &mut Option<impl FnOnce(&mut Vec<u8>)>,
+    ) -> Option<Result<(), Gone>> {
+        let mut s = self.0.lock();
+        if let Some(end) = &s.end {
+            return Some(Err(Gone(end.clone())));
+        }
+        if s.assoc.queued(ChannelId::BRIDGE) >= PENDING_LIMIT {
+            return None;
+        }
+        let Some(write) = write.take() else {
+            return Some(Err(Gone(End::LocalClose)));
+        };
+        let sealed = s.assoc.seal(ChannelId::BRIDGE, frame_type, write);
+        s.sealed += u32::from(sealed.is_ok());
+        drop(s);
+        Some(match sealed {
+            Ok(_) => {
+                self.0.wake_writer.notify_one();
+                Ok(())
+            }
+            Err(e) => Err(Gone(End::error(e))),
+        })
     }
 
     /// Sends an authenticated CLOSE and waits (up to [`CLOSE_WAIT`]) for the
@@ -240,6 +265,7 @@ where
         stats,
         wake_writer: Notify::new(),
         drained: Notify::new(),
+        waiting: AtomicBool::new(false),
         ended: Notify::new(),
         stop: Notify::new(),
         is_ended: AtomicBool::new(false),
@@ -276,7 +302,11 @@ async fn write_loop(shared: Arc<Shared>, mut writers: Writers) {
             patience.took(std::mem::take(&mut s.sealed), octets, waited);
             s.end.is_some()
         };
-        shared.drained.notify_waiters();
+        // After the octets left the queue (the lock above): a sender that
+        // said it waits after this looks again under that lock, and finds room.
+        if shared.waiting.swap(false, Ordering::SeqCst) {
+            shared.drained.notify_waiters();
+        }
         let mut result = Ok(());
         for (run, octets) in runs.iter().zip(spares.iter()) {
             if let Some(channel) = *run {
