@@ -106,6 +106,13 @@ async fn read_until_closed(
     }
 }
 
+/// The head of an HTTP/1.1 (keep-alive) POST of a JSON body of `len` octets.
+fn post_head(len: usize) -> String {
+    format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
+    )
+}
+
 /// A pair whose edge has only an HTTP ingress and a 1 s stall timeout; the
 /// ingress URL and its host:port.
 async fn impatient_http_edge() -> (Pair, String, String) {
@@ -244,10 +251,7 @@ async fn an_idle_keep_alive_connection_is_closed() {
     let mut tcp = tokio::net::TcpStream::connect(&addr)
         .await
         .expect("connect");
-    let request = format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{ECHO}",
-        ECHO.len()
-    );
+    let request = format!("{}{ECHO}", post_head(ECHO.len()));
     tcp.write_all(request.as_bytes()).await.expect("write");
     // The answer arrives, the connection stays open (keep-alive), and then
     // closes once it has been idle for the stall timeout.
@@ -274,10 +278,7 @@ async fn a_long_request_keeps_its_connection_and_an_idle_http2_one_is_closed() {
         .await
         .expect("connect");
     let sleep = r#"{"jsonrpc":"2.0","id":1,"method":"sleep","params":[2500]}"#;
-    let request = format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{sleep}",
-        sleep.len()
-    );
+    let request = format!("{}{sleep}", post_head(sleep.len()));
     tcp.write_all(request.as_bytes()).await.expect("write");
     let (text, closed) = read_until_closed(&mut tcp, Duration::from_secs(8)).await;
     assert!(text.starts_with("HTTP/1.1 200"), "{text:?}");
@@ -337,10 +338,7 @@ async fn an_http_client_that_does_not_read_its_reply_is_dropped() {
     // 12 MB back: more than the kernel buffers between them hold.
     let body =
         json!({"jsonrpc":"2.0","id":1,"method":"echo","params":["x".repeat(12 << 20)]}).to_string();
-    let head = format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
+    let head = post_head(body.len());
     tcp.write_all(head.as_bytes()).await.expect("write");
     tcp.write_all(body.as_bytes()).await.expect("write");
     let given_up = metric_reaches(

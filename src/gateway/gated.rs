@@ -98,23 +98,9 @@ mod tests {
         })
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_tasks_other_wake_ups_do_not_poll_it() {
-        let polls = AtomicUsize::new(0);
-        let mut gated = std::pin::pin!(Gated::new(counted(&polls)));
-        // A busy neighbour: 100 wake-ups of the task, each polling both.
-        for _ in 0..100 {
-            tokio::select! {
-                biased;
-                () = tokio::task::yield_now() => {}
-                () = &mut gated => unreachable!(),
-            }
-        }
-        // Once, on its first poll.
-        assert_eq!(polls.load(Ordering::Relaxed), 1);
-        // Ungated, the same loop polls it every time.
-        let plain = AtomicUsize::new(0);
-        let mut fut = std::pin::pin!(counted(&plain));
+    /// Runs `fut` beside a busy neighbour: 100 wake-ups of the task, each
+    /// polling both.
+    async fn beside_a_busy_neighbour(mut fut: Pin<&mut impl Future<Output = ()>>) {
         for _ in 0..100 {
             tokio::select! {
                 biased;
@@ -122,6 +108,17 @@ mod tests {
                 () = &mut fut => unreachable!(),
             }
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_tasks_other_wake_ups_do_not_poll_it() {
+        let polls = AtomicUsize::new(0);
+        beside_a_busy_neighbour(std::pin::pin!(Gated::new(counted(&polls)))).await;
+        // Once, on its first poll.
+        assert_eq!(polls.load(Ordering::Relaxed), 1);
+        // Ungated, the same loop polls it every time.
+        let plain = AtomicUsize::new(0);
+        beside_a_busy_neighbour(std::pin::pin!(counted(&plain))).await;
         assert_eq!(plain.load(Ordering::Relaxed), 100);
     }
 

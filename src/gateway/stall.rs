@@ -18,15 +18,35 @@ use tokio::time::Instant;
 
 use super::metrics::Metrics;
 
+/// Instants kept in atomics, as nanoseconds after a base, on tokio's clock.
+#[derive(Debug)]
+struct Clock(Instant);
+
+impl Clock {
+    fn start() -> Self {
+        Self(Instant::now())
+    }
+
+    /// Now, in nanoseconds after the base.
+    fn now(&self) -> u64 {
+        u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(NOT_BLOCKED - 1)
+    }
+
+    /// The instant `ns` nanoseconds after the base.
+    fn at(&self, ns: u64) -> Instant {
+        self.0 + Duration::from_nanos(ns)
+    }
+}
+
 /// When octets last moved to a client (shared by its stream and its
-/// writer), on tokio's clock.
+/// writer).
 #[derive(Debug)]
 pub struct Moved {
-    base: Instant,
-    /// Nanoseconds after `base`.
+    clock: Clock,
+    /// Nanoseconds after the clock's base.
     at: AtomicU64,
     /// When a write first found no room since octets last moved
-    /// (nanoseconds after `base`); [`NOT_BLOCKED`] when none has.
+    /// (nanoseconds after the clock's base); [`NOT_BLOCKED`] when none has.
     blocked: AtomicU64,
 }
 
@@ -35,38 +55,34 @@ const NOT_BLOCKED: u64 = u64::MAX;
 impl Moved {
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
-            base: Instant::now(),
+            clock: Clock::start(),
             at: AtomicU64::new(0),
             blocked: AtomicU64::new(NOT_BLOCKED),
         })
     }
 
-    fn now(&self) -> u64 {
-        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(NOT_BLOCKED - 1)
-    }
-
     fn mark(&self) {
-        self.at.store(self.now(), Relaxed);
+        self.at.store(self.clock.now(), Relaxed);
         self.blocked.store(NOT_BLOCKED, Relaxed);
     }
 
     fn block(&self) {
         let _ = self
             .blocked
-            .compare_exchange(NOT_BLOCKED, self.now(), Relaxed, Relaxed);
+            .compare_exchange(NOT_BLOCKED, self.clock.now(), Relaxed, Relaxed);
     }
 
     /// Since when a write has waited for room, if one does.
     fn blocked_since(&self) -> Option<Instant> {
         match self.blocked.load(Relaxed) {
             NOT_BLOCKED => None,
-            ns => Some(self.base + Duration::from_nanos(ns)),
+            ns => Some(self.clock.at(ns)),
         }
     }
 
     /// When octets last moved (the stream's creation if none has).
     pub fn last(&self) -> Instant {
-        self.base + Duration::from_nanos(self.at.load(Relaxed))
+        self.clock.at(self.at.load(Relaxed))
     }
 }
 
@@ -164,18 +180,18 @@ pub async fn stalled(moved: &Moved, stall: Duration) {
 /// a timer for every request.
 #[derive(Debug)]
 pub struct Requests {
-    base: Instant,
+    clock: Clock,
     /// Requests begun and not yet answered to the last octet.
     serving: AtomicU32,
     /// When the last request in service ended (the connection's opening if
-    /// none has), nanoseconds after `base`.
+    /// none has), nanoseconds after the clock's base.
     idle_since: AtomicU64,
 }
 
 impl Requests {
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
-            base: Instant::now(),
+            clock: Clock::start(),
             serving: AtomicU32::new(0),
             idle_since: AtomicU64::new(0),
         })
@@ -194,7 +210,7 @@ impl Requests {
         if self.serving.load(Ordering::Acquire) > 0 {
             return None;
         }
-        Some(self.base + Duration::from_nanos(self.idle_since.load(Ordering::Acquire)))
+        Some(self.clock.at(self.idle_since.load(Ordering::Acquire)))
     }
 }
 
@@ -205,10 +221,9 @@ pub struct Serving(Arc<Requests>);
 impl Drop for Serving {
     fn drop(&mut self) {
         let r = &self.0;
-        let ns = u64::try_from(r.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
         // Stored before the count falls: whoever sees no request in service
         // sees when the last one ended.
-        r.idle_since.fetch_max(ns, Ordering::AcqRel);
+        r.idle_since.fetch_max(r.clock.now(), Ordering::AcqRel);
         r.serving.fetch_sub(1, Ordering::AcqRel);
     }
 }
