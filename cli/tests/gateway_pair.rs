@@ -853,3 +853,54 @@ async fn a_pipelining_websocket_client_gets_every_result() {
         0
     );
 }
+
+/// A TCP client that sends 128 requests with 60 KB replies and starts
+/// reading only 500 ms later: the replies back up through the kernel's
+/// buffers into the edge's session queue, which fills, and every reply
+/// that then waits for room still reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_late_gets_every_reply_that_waited_for_room() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    const REQUESTS: u64 = 128;
+    let pair = Pair::start(PairOptions {
+        ingresses: &["tcp"],
+        ..PairOptions::default()
+    })
+    .await;
+    let tcp = pair.ingress("tcp://");
+    let addr = tcp.strip_prefix("tcp://").expect("tcp URL");
+    let (r, mut w) = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect")
+        .into_split();
+    let payload = "x".repeat(60_000);
+    let writer = tokio::spawn(async move {
+        for id in 0..REQUESTS {
+            let r = json!({"jsonrpc":"2.0","id":id,"method":"echo","params":[payload]});
+            w.write_all(format!("{r}\n").as_bytes())
+                .await
+                .expect("send");
+        }
+        w
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut lines = BufReader::new(r).lines();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..REQUESTS {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("a reply in time")
+            .expect("read")
+            .expect("a reply before the end");
+        let reply = parse(&line);
+        assert_eq!(
+            reply["result"][0].as_str().map(str::len),
+            Some(60_000),
+            "{}",
+            &line[..200.min(line.len())]
+        );
+        seen.insert(reply["id"].as_u64().expect("a numeric id"));
+    }
+    assert_eq!(seen, (0..REQUESTS).collect());
+    let _w = writer.await.expect("writer");
+}

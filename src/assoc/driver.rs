@@ -153,7 +153,7 @@ impl AssocHandle {
             // With room, as almost always: one hold of the state lock, and
             // no waiter registered with `drained` (whose lock every sender
             // and the writer would take).
-            if let Some(sent) = self.try_send(frame_type, &mut write) {
+            if let Some(sent) = self.send_if_room(frame_type, &mut write) {
                 return sent;
             }
             // Full. Registered, then said (`waiting`), then looked again: a
@@ -162,16 +162,26 @@ impl AssocHandle {
             tokio::pin!(drained);
             drained.as_mut().enable();
             self.0.waiting.store(true, Ordering::SeqCst);
-            if let Some(sent) = self.try_send(frame_type, &mut write) {
+            if let Some(sent) = self.send_if_room(frame_type, &mut write) {
                 return sent;
             }
             drained.await;
         }
     }
 
+    /// [`AssocHandle::send`] without waiting: `None`, and nothing sealed,
+    /// when the queue is full.
+    pub fn try_send(
+        &self,
+        frame_type: FrameType,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Option<Result<(), Gone>> {
+        self.send_if_room(frame_type, &mut Some(write))
+    }
+
     /// Seals and queues the frame if the queue has room; `None` if it is
     /// full.
-    fn try_send(
+    fn send_if_room(
         &self,
         frame_type: FrameType,
         write: &mut Option<impl FnOnce(&mut Vec<u8>)>,

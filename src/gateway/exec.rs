@@ -12,16 +12,19 @@
 //! - A reader the exchange stops reading (its local party or the peer)
 //!   waits in [`Exec::local_room`] / [`Exec::peer_room`] until resumed.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::sync::{Notify, oneshot};
 use tracing::debug;
 
 use super::Ctx;
 use super::metrics::{Ingress, Metrics};
-use super::outbox::Outbox;
+use super::outbox::{Outbox, TrySend};
 use crate::assoc::{AssocHandle, BridgeSink, End};
 use crate::bridge::{ProtocolId, TransportError};
 use crate::relay::{
@@ -59,6 +62,12 @@ pub enum Local {
     Callers,
     /// Each request served on its own (an HTTP upstream).
     Served(Serve),
+}
+
+/// An action that found its queue full, to carry out when it has room.
+enum Waits<'a> {
+    Send(ToPeer),
+    Deliver(&'a Outbox, Bytes),
 }
 
 /// What one input yielded, in order.
@@ -146,7 +155,9 @@ impl<T: Ticket> Exec<T> {
     /// Runs `f` on the exchange now, then carries out what it asks.
     pub async fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut Exchange<T>, Instant) -> R) -> R {
         let (r, actions) = self.step(f);
-        self.run(actions).await;
+        if let Some(waiting) = self.run(actions) {
+            waiting.await;
+        }
         r
     }
 
@@ -175,41 +186,90 @@ impl<T: Ticket> Exec<T> {
         (r, actions)
     }
 
-    async fn run(self: &Arc<Self>, actions: Actions<T>) {
-        let (first, rest) = match actions {
-            Actions::None => return,
-            Actions::One(a) => (a, Vec::new()),
-            Actions::Many(mut v) => {
-                let first = v.remove(0);
-                (first, v)
-            }
-        };
-        for action in std::iter::once(first).chain(rest) {
-            match action {
-                Action::Send(msg) => {
-                    if let Err(gone) = send(&self.assoc, self.ctx.protocol, &msg).await {
-                        // The association ended: the exchange hears it
-                        // from the driver and answers what waits.
-                        debug!(error = %gone, "not sent");
+    /// Carries out `actions` in order. Each is done at once unless it is a
+    /// send or a delivery that finds its queue full; from that one on, the
+    /// rest wait their turn in a boxed future of their own. So the future
+    /// of every [`Exec::with`] (part of every request's task) holds a
+    /// pointer, not the actions and the futures that wait for room.
+    fn run(&self, actions: Actions<T>) -> Option<Pin<Box<impl Future<Output = ()> + '_>>> {
+        let (waits, rest) = match actions {
+            Actions::None => return None,
+            Actions::One(action) => (self.act_now(action)?, Vec::new().into_iter()),
+            Actions::Many(v) => {
+                let mut actions = v.into_iter();
+                loop {
+                    if let Some(waits) = self.act_now(actions.next()?) {
+                        break (waits, actions);
                     }
                 }
-                Action::Deliver(text) => match &self.local {
-                    Local::Stream(outbox) => {
-                        // The receiver is gone only when the local party
-                        // is: what it would have got has nowhere to go.
-                        if outbox.send(text).await.is_err() {
-                            self.ctx.metrics.dropped.fetch_add(1, Relaxed);
-                        }
-                    }
-                    _ => {
-                        self.ctx.metrics.dropped.fetch_add(1, Relaxed);
-                    }
-                },
-                Action::Answer(ticket, reply) => ticket.answer(reply),
-                Action::Serve(request) => self.serve(request),
-                Action::ResumeLocal => self.local_resumed.notify_waiters(),
-                Action::ResumePeer => self.peer_resumed.notify_waiters(),
             }
+        };
+        Some(Box::pin(self.run_waiting(waits, rest)))
+    }
+
+    /// [`Exec::run`] from an action that waits for room.
+    async fn run_waiting(&self, waits: Waits<'_>, rest: std::vec::IntoIter<Action<T>>) {
+        self.when_room(waits).await;
+        for action in rest {
+            if let Some(waits) = self.act_now(action) {
+                self.when_room(waits).await;
+            }
+        }
+    }
+
+    async fn when_room(&self, waits: Waits<'_>) {
+        match waits {
+            Waits::Send(msg) => {
+                let sent = send(&self.assoc, self.ctx.protocol, &msg).await;
+                self.sent(sent);
+            }
+            Waits::Deliver(outbox, text) => {
+                let delivered = outbox.send(text).await;
+                self.delivered(delivered.is_ok());
+            }
+        }
+    }
+
+    /// Carries out `action` unless it must wait for room.
+    fn act_now(&self, action: Action<T>) -> Option<Waits<'_>> {
+        match action {
+            Action::Send(msg) => {
+                let protocol = self.ctx.protocol;
+                match self.assoc.try_send(msg.frame_type(), |out| msg.write(out, protocol)) {
+                    Some(sent) => self.sent(sent),
+                    None => return Some(Waits::Send(msg)),
+                }
+            }
+            Action::Deliver(text) => match &self.local {
+                Local::Stream(outbox) => match outbox.try_send(text) {
+                    Ok(()) => self.delivered(true),
+                    Err(TrySend::Full(text)) => return Some(Waits::Deliver(outbox, text)),
+                    Err(TrySend::Gone) => self.delivered(false),
+                },
+                _ => self.delivered(false),
+            },
+            Action::Answer(ticket, reply) => ticket.answer(reply),
+            Action::Serve(request) => self.serve(request),
+            Action::ResumeLocal => self.local_resumed.notify_waiters(),
+            Action::ResumePeer => self.peer_resumed.notify_waiters(),
+        }
+        None
+    }
+
+    fn sent(&self, sent: Result<(), crate::assoc::Gone>) {
+        if let Err(gone) = sent {
+            // The association ended: the exchange hears it from the driver
+            // and answers what waits.
+            debug!(error = %gone, "not sent");
+        }
+    }
+
+    /// A delivery that did not reach the local party: its receiver is gone
+    /// only when the party is, so what it would have got has nowhere to
+    /// go.
+    fn delivered(&self, reached: bool) {
+        if !reached {
+            self.ctx.metrics.dropped.fetch_add(1, Relaxed);
         }
     }
 
@@ -288,7 +348,11 @@ impl<T: Ticket> Exec<T> {
             return;
         }
         let exec = self.clone();
-        tokio::spawn(async move { exec.run(actions).await });
+        tokio::spawn(async move {
+            if let Some(waiting) = exec.run(actions) {
+                waiting.await;
+            }
+        });
     }
 }
 

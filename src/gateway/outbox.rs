@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, TryAcquireError, mpsc};
 
 /// A queue for at most `messages` messages and `octets` octets (a message
 /// larger than the whole budget still passes, alone).
@@ -32,6 +32,15 @@ pub const MAX_BUDGET: usize = 1 << 30;
 #[derive(Debug, PartialEq, Eq)]
 pub struct Gone;
 
+/// Why [`Outbox::try_send`] did not queue a message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TrySend {
+    /// No room now: the message, to send when there is.
+    Full(Bytes),
+    /// The receiving side is gone.
+    Gone,
+}
+
 /// The sending side; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Outbox {
@@ -55,6 +64,23 @@ impl Outbox {
             return Err(Gone);
         }
         Ok(())
+    }
+
+    /// [`Outbox::send`] without waiting: `msg` back when the queue is full.
+    pub fn try_send(&self, msg: Bytes) -> Result<(), TrySend> {
+        let n = cost(&msg, self.budget);
+        match self.octets.try_acquire_many(n) {
+            Ok(permit) => permit.forget(),
+            Err(TryAcquireError::NoPermits) => return Err(TrySend::Full(msg)),
+            Err(TryAcquireError::Closed) => return Err(TrySend::Gone),
+        }
+        self.tx.try_send(msg).map_err(|e| {
+            self.octets.add_permits(n as usize);
+            match e {
+                mpsc::error::TrySendError::Full(msg) => TrySend::Full(msg),
+                mpsc::error::TrySendError::Closed(_) => TrySend::Gone,
+            }
+        })
     }
 
     /// Resolves when the receiving side is gone.
@@ -151,6 +177,47 @@ mod tests {
         assert!(blocks(tx.send(msg(1))).await);
         assert_eq!(rx.recv().await.unwrap().len(), 5000);
         tx.send(msg(1)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn try_send_gives_the_message_back_when_either_bound_is_reached() {
+        let (tx, mut rx) = outbox(2, 1000);
+        tx.try_send(msg(600)).unwrap();
+        assert_eq!(tx.try_send(msg(500)), Err(TrySend::Full(msg(500))));
+        tx.try_send(msg(400)).unwrap();
+        // Two messages queued (the count), with octets to spare.
+        let (few, _rx) = outbox(1, 1000);
+        few.try_send(msg(1)).unwrap();
+        assert_eq!(few.try_send(msg(1)), Err(TrySend::Full(msg(1))));
+        // The refused messages took no room: taking one makes room for
+        // exactly what it held.
+        assert_eq!(rx.recv().await.unwrap().len(), 600);
+        tx.try_send(msg(600)).unwrap();
+        assert!(blocks(tx.send(msg(1))).await);
+        drop(rx);
+        assert_eq!(tx.try_send(msg(1)), Err(TrySend::Gone));
+    }
+
+    #[tokio::test]
+    async fn try_send_does_not_pass_a_sender_waiting_for_octets() {
+        let (tx, mut rx) = outbox(100, 1000);
+        tx.send(msg(1000)).await.unwrap();
+        let waiting = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.send(msg(800)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(rx.recv().await.unwrap().len(), 1000);
+        // 1000 octets free, 800 of them the waiter's already.
+        assert_eq!(tx.try_send(msg(300)), Err(TrySend::Full(msg(300))));
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("the waiting sender is served")
+            .expect("task")
+            .unwrap();
+        tx.try_send(msg(200)).unwrap();
+        assert_eq!(rx.recv().await.unwrap().len(), 800);
+        assert_eq!(rx.recv().await.unwrap().len(), 200);
     }
 
     #[tokio::test]
