@@ -13,7 +13,7 @@ DATA=$(mktemp -d)
 cd "$HERE/../.."
 GW=${GATEWAY_BINARY:-target/release/npamp-gateway}
 [ -n "${GATEWAY_BINARY:-}" ] || cargo build --release -q -p npamp-gateway-cli
-TRANSPORT=tls
+TRANSPORT=${TRANSPORT:-tls}
 source results/builds.sh
 trap 'rm -rf "$DATA"; cleanup' EXIT
 gateway_pair p "$GW"
@@ -21,14 +21,15 @@ url=$p_url; SIDE=${SIDE:-edge}
 case $SIDE in edge) pid=$p_edge_pid;; origin) pid=$p_origin_pid;; *) echo "SIDE is edge or origin"; exit 2;; esac
 C=${IN_FLIGHT:-32}; threads=1; [ "$C" -ge 32 ] && threads=2
 wrk -t$threads -c$C -d1s -s "$TMP/post.lua" "$url" >/dev/null
-perf record -F 999 --call-graph dwarf,16384 -o "$DATA/edge.data" -p "$pid" -- sleep 4 2>/dev/null &
+SECS=${PROFILE_SECONDS:-4}
+perf record -F "${FREQ:-999}" --call-graph dwarf,16384 -o "$DATA/edge.data" -p "$pid" -- sleep "$SECS" 2>/dev/null &
 rec=$!
 sleep 0.3
-wrk -t$threads -c$C -d5s -s "$TMP/post.lua" "$url" | grep -E "Requests/sec" > "$DATA/rate.txt"
+wrk -t$threads -c$C -d$((SECS + 1))s -s "$TMP/post.lua" "$url" | grep -E "Requests/sec" > "$DATA/rate.txt"
 wait $rec
 perf script -i "$DATA/edge.data" -F ip,sym 2>/dev/null > "$DATA/edge.stacks"
 {
-  echo "build: $NAME, $SIDE, $C in flight, $(cat "$DATA/rate.txt")"
-  python3 "$HERE/classify.py" "$DATA/edge.stacks"
+  echo "build: $NAME, $SIDE, $TRANSPORT, $C in flight, $(cat "$DATA/rate.txt")"
+  python3 "${CLASSIFY:-$HERE/classify.py}" "$DATA/edge.stacks"
 } > "$OUT/profile-$NAME.txt"
 cat "$OUT/profile-$NAME.txt"
