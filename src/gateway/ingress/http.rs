@@ -5,6 +5,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::task::Poll;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -314,21 +315,13 @@ async fn answer(
         );
         return r;
     }
-    if let Some(ct) = req.headers().get(hyper::header::CONTENT_TYPE) {
-        let ok = ct
-            .to_str()
-            .map(|s| {
-                s.trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("application/json")
-            })
-            .unwrap_or(false);
-        if !ok {
-            return status_only(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "Content-Type must be application/json",
-            );
-        }
+    if let Some(ct) = req.headers().get(hyper::header::CONTENT_TYPE)
+        && !names_json(ct)
+    {
+        return status_only(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        );
     }
     let too_large = || {
         ctx.metrics.reply(ReplyClass::Invalid);
@@ -349,8 +342,14 @@ async fn answer(
         return too_large();
     }
     let (parts, body) = req.into_parts();
-    let body = Limited::new(body, ctx.limits.max_body).collect();
-    let body = match tokio::time::timeout(ctx.limits.stall_timeout, body).await {
+    let mut body = std::pin::pin!(Limited::new(body, ctx.limits.max_body).collect());
+    // A body that came with its head (as most do) is taken at once, with no
+    // timer made for it: a timer reads the clock and holds the runtime.
+    let collected = match futures_util::poll!(body.as_mut()) {
+        Poll::Ready(r) => Ok(r),
+        Poll::Pending => tokio::time::timeout(ctx.limits.stall_timeout, body).await,
+    };
+    let body = match collected {
         Ok(Ok(b)) => b.to_bytes(),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
         Ok(Err(e)) => {
@@ -411,6 +410,19 @@ async fn answer(
             None => nothing_to_answer(ctx),
         },
     }
+}
+
+/// Whether a Content-Type begins with `application/json`, in any case and
+/// after any leading spaces (parameters such as `charset` allowed), without
+/// the copy a lowercased string would cost every request.
+fn names_json(ct: &HeaderValue) -> bool {
+    const JSON: &[u8] = b"application/json";
+    ct.to_str().is_ok_and(|s| {
+        s.trim_start()
+            .as_bytes()
+            .get(..JSON.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(JSON))
+    })
 }
 
 /// A batch's elements carried at once, their answers joined in one array
@@ -518,5 +530,24 @@ pub(crate) async fn answer_one(edge: &Arc<Edge>, text: Bytes, kind: Message) -> 
                 .into(),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_named_in_any_case_with_parameters_and_nothing_else_is() {
+        let named = |ct: &'static str| names_json(&HeaderValue::from_static(ct));
+        assert!(named("application/json"));
+        assert!(named("Application/JSON; charset=utf-8"));
+        assert!(named("  application/json"));
+        assert!(!named("text/plain"));
+        assert!(!named("application/jso"));
+        assert!(!named(""));
+        assert!(!named("application/x-json"));
+        let not_text = HeaderValue::from_bytes(b"application/json\xff").expect("a header value");
+        assert!(!names_json(&not_text));
     }
 }
