@@ -165,9 +165,21 @@ async fn connect_unix(_: PathBuf) -> Result<Conn, BoxError> {
 }
 
 impl Connection for Conn {
+    /// What the pool must know of a connection (HTTP/2 negotiated, through
+    /// a proxy), without the peer's addresses that hyper-util's TCP stream
+    /// adds as an extra: the pool copies an extra into every response, which
+    /// costs three allocations per request, and nothing here reads it.
     fn connected(&self) -> Connected {
         match self {
-            Conn::Tcp(s) => s.connected(),
+            Conn::Tcp(s) => {
+                let full = s.connected();
+                let lean = Connected::new().proxy(full.is_proxied());
+                if full.is_negotiated_h2() {
+                    lean.negotiated_h2()
+                } else {
+                    lean
+                }
+            }
             #[cfg(unix)]
             Conn::Unix(_) => Connected::new(),
         }
