@@ -219,13 +219,11 @@ impl<T: Ticket> Exec<T> {
 
     async fn when_room(&self, waits: Waits<'_>) {
         match waits {
-            Waits::Send(msg) => {
-                let sent = send(&self.assoc, self.ctx.protocol, &msg).await;
-                self.sent(sent);
-            }
+            Waits::Send(msg) => not_sent(send(&self.assoc, self.ctx.protocol, &msg).await),
             Waits::Deliver(outbox, text) => {
-                let delivered = outbox.send(text).await;
-                self.delivered(delivered.is_ok());
+                if outbox.send(text).await.is_err() {
+                    self.undelivered();
+                }
             }
         }
     }
@@ -236,17 +234,17 @@ impl<T: Ticket> Exec<T> {
             Action::Send(msg) => {
                 let protocol = self.ctx.protocol;
                 match self.assoc.try_send(msg.frame_type(), |out| msg.write(out, protocol)) {
-                    Some(sent) => self.sent(sent),
+                    Some(sent) => not_sent(sent),
                     None => return Some(Waits::Send(msg)),
                 }
             }
             Action::Deliver(text) => match &self.local {
                 Local::Stream(outbox) => match outbox.try_send(text) {
-                    Ok(()) => self.delivered(true),
+                    Ok(()) => {}
                     Err(TrySend::Full(text)) => return Some(Waits::Deliver(outbox, text)),
-                    Err(TrySend::Gone) => self.delivered(false),
+                    Err(TrySend::Gone) => self.undelivered(),
                 },
-                _ => self.delivered(false),
+                _ => self.undelivered(),
             },
             Action::Answer(ticket, reply) => ticket.answer(reply),
             Action::Serve(request) => self.serve(request),
@@ -256,21 +254,11 @@ impl<T: Ticket> Exec<T> {
         None
     }
 
-    fn sent(&self, sent: Result<(), crate::assoc::Gone>) {
-        if let Err(gone) = sent {
-            // The association ended: the exchange hears it from the driver
-            // and answers what waits.
-            debug!(error = %gone, "not sent");
-        }
-    }
-
     /// A delivery that did not reach the local party: its receiver is gone
     /// only when the party is, so what it would have got has nowhere to
     /// go.
-    fn delivered(&self, reached: bool) {
-        if !reached {
-            self.ctx.metrics.dropped.fetch_add(1, Relaxed);
-        }
+    fn undelivered(&self) {
+        self.ctx.metrics.dropped.fetch_add(1, Relaxed);
     }
 
     fn serve(&self, request: ToServe) {
@@ -378,6 +366,14 @@ impl<T: Ticket> BridgeSink for ExecSink<T> {
 
     fn ended(&mut self, why: &End) {
         self.0.ended(why);
+    }
+}
+
+/// A send that failed: the association ended, and the exchange hears it
+/// from the driver and answers what waits.
+fn not_sent(sent: Result<(), crate::assoc::Gone>) {
+    if let Err(gone) = sent {
+        debug!(error = %gone, "not sent");
     }
 }
 
