@@ -10,6 +10,10 @@ cargo build --release -q -p npamp-gateway-cli -p npamp-loadgen
 GW=${GATEWAY_BINARY:-target/release/npamp-gateway}; LG=target/release/npamp-loadgen
 TMP=$(mktemp -d)
 # start NAME READY COMMAND... (its pid in NAME_pid, every pid in pids).
+# The processes stay in this script's session, as they were when the floor
+# and the ceilings were measured (.ci/perf-floor, .ci/count-ceilings): a
+# session of their own moves the counts (results/2026-12-05-sessions/).
+START_SESSION=shared
 source results/procs.sh
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT

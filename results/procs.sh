@@ -7,8 +7,23 @@ pids=()
 # $TMP/NAME.out, stderr in $TMP/NAME.err, its pid in ${NAME}_pid with `-`
 # read as `_`) and waits, 10 s at most, for a stdout line matching the
 # regex READY.
+#
+# COMMAND runs in a session of its own (`setsid`), as a server started by a
+# service manager or a daemon (nginx's master calls setsid) does. With the
+# kernel's autogroup on (kernel.sched_autogroup_enabled, the default of most
+# distributions), the scheduler shares the CPU out among sessions first: a
+# server left in the script's session competes as one group with the load
+# generator, while each nginx has a group of its own, and on one vCPU the
+# origin was preempted 0.74 times per request against nginx's 0.16
+# (results/2026-12-05-sessions/). START_SESSION=shared keeps the old
+# behaviour, to reproduce a run made before. setsid forks (and $! would not
+# be COMMAND's pid) only when called by a process group leader, which a
+# background job of a script without job control never is.
+START_SESSION=${START_SESSION:-own}
+case $START_SESSION in own|shared) ;; *) echo "START_SESSION is own or shared, not $START_SESSION"; exit 2;; esac
 start() {
   local name=$1 ready=$2; shift 2
+  [ "$START_SESSION" = own ] && set -- setsid "$@"
   "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   pids+=($!)
   printf -v "${name//-/_}_pid" %s $!

@@ -14,7 +14,7 @@
 # per request of every process on the path (utime + stime deltas of
 # /proc/PID/stat, all of an nginx's workers together), and the context
 # switches per request of the edge and the origin (every thread's,
-# voluntary and involuntary). ROUNDS (2) repeats the whole sweep, paths in turn within each
+# voluntary and involuntary, and apart the involuntary ones: preempted). ROUNDS (2) repeats the whole sweep, paths in turn within each
 # concurrency, so drift on a shared machine shows as spread, not as a
 # difference; each round starts one path later than the one before, so
 # every path takes every place in the order across as many rounds as there
@@ -122,9 +122,13 @@ nginx_pids() { local m; m=$(cat "$NGX/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\
 ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
 # Context switches (voluntary + involuntary) of every thread of the pids.
 switches() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
+# Of those, the involuntary ones: a thread preempted while it could still run
+# (most often by the task its own write woke).
+preempted() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^nonvoluntary_ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 up_pids() { if [ "$UPSTREAM" = static ]; then nginx_pids static; else echo "$mock_pid"; fi; }
 results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS IN_FLIGHT=\"$IN_FLIGHT\"${WRK_THREADS:+ WRK_THREADS=$WRK_THREADS}${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"}${LANES_ARG:-} results/run-per-hop.sh" > "$OUT/machine.txt"
 echo "CPUs this run may use: $(nproc) ($(taskset -pc $$ | sed 's/.*: //'))" >> "$OUT/machine.txt"
+echo "gateway processes started in: START_SESSION=$START_SESSION (results/procs.sh); autogroup: kernel.sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo absent)" >> "$OUT/machine.txt"
 echo "nginx: $(nginx -v 2>&1); wrk: $(wrk -v 2>&1 | head -1)" >> "$OUT/machine.txt"
 HZ=$(getconf CLK_TCK)
 # wrk_on C THREADS URL...: C in flight for SECS, split evenly over one wrk
@@ -160,13 +164,17 @@ for round in $(seq "$ROUNDS"); do
         gateway-tls-x*) urls=("${LANE_TLS[@]}"); hops=("edge:$LANE_ET_PIDS" "origin:$LANE_ORIGIN_PIDS" "up:$(up_pids)") ;;
       esac
       for url in "${urls[@]}"; do wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null; done  # warm
-      before=(); sw_before=()
-      for h in "${hops[@]}"; do read -r -a p <<<"${h#*:}"; before+=("$(ticks "${p[@]}")"); sw_before+=("$(switches "${p[@]}")"); done
+      before=(); sw_before=(); pre_before=()
+      for h in "${hops[@]}"; do
+        read -r -a p <<<"${h#*:}"
+        before+=("$(ticks "${p[@]}")"); sw_before+=("$(switches "${p[@]}")"); pre_before+=("$(preempted "${p[@]}")")
+      done
       wrk_on "$c" "$threads" "${urls[@]}"
       line="$round\t$c\t$path"
       i=0; for h in "${hops[@]}"; do
         read -r -a p <<<"${h#*:}"
         line+="\t${h%%:*}=$(( $(ticks "${p[@]}") - before[i] ))\t${h%%:*}_sw=$(( $(switches "${p[@]}") - sw_before[i] ))"
+        line+="\t${h%%:*}_pre=$(( $(preempted "${p[@]}") - pre_before[i] ))"
         i=$((i+1))
       done
       # The sum of the requests; p50 and p99 of every wrk run.
@@ -195,12 +203,13 @@ for line in open(path):
     cpu = {k: int(kv[k]) * 1e6 / hz / n for k in ("edge", "origin", "up") if k in kv}
     worst = lambda q: max(ms(v) for v in kv[q].split(","))  # of the wrk runs
     sw = {k: int(kv[k + "_sw"]) / n for k in ("edge", "origin") if k + "_sw" in kv}
-    rows[(c, p)].append((n / secs, worst("p50"), worst("p99"), cpu, kv["errors"], sw))
+    pre = {k: int(kv[k + "_pre"]) / n for k in ("edge", "origin") if k + "_pre" in kv}
+    rows[(c, p)].append((n / secs, worst("p50"), worst("p99"), cpu, kv["errors"], sw, pre))
 def span(xs, fmt):
     lo, hi = min(xs), max(xs)
     return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else (fmt + "–" + fmt).format(lo, hi)
-print("| in flight | path | req/s | p50 ms | p99 ms | CPU µs/req: edge | origin | upstream | switches/req: edge | origin | vs nginx pair: rate | edge CPU | origin CPU |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| in flight | path | req/s | p50 ms | p99 ms | CPU µs/req: edge | origin | upstream | switches/req: edge | origin | vs nginx pair: rate | edge CPU | origin CPU | of the switches, preempted: edge | origin |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 paths = list(dict.fromkeys(p for _, p in rows))
 for c in sorted({c for c, _ in rows}):
     ng = rows.get((c, "nginx-tls"))
@@ -223,6 +232,9 @@ for c in sorted({c for c, _ in rows}):
             cols += [span(rate, "{:.2f}"), span(ecpu, "{:.2f}"), span(ocpu, "{:.2f}")]
         else:
             cols += ["", "", ""]
+        for k in ("edge", "origin"):
+            v = [x[6][k] for x in r if k in x[6]]
+            cols.append(span(v, "{:.2f}") if v else "—")
         errs = {x[4] for x in r} - {"none"}
         print(f"| {c} | {p}{' (errors: ' + '; '.join(errs) + ')' if errs else ''} | " + " | ".join(cols) + " |")
 d1 = rows.get((1, "direct"))
