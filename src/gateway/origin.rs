@@ -353,7 +353,10 @@ impl Origin {
         resend_safe: bool,
         room: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<(Bytes, Kind), PostFailed> {
-        group.budget.deposit(group.now());
+        // One clock read for each try's start and one for its end, shared by
+        // the budget, the choice and the member's health.
+        let mut started = Instant::now();
+        group.budget.deposit(group.at(started));
         let allowed = if group.has_routes() {
             match scan(&text, &self.ctx.scan) {
                 Ok(Scanned::Single(Kind::Request { method, .. } | Kind::Notification { method })) => {
@@ -367,18 +370,18 @@ impl Origin {
         };
         let mut tried = 0;
         let mut last = PostFailed::NotSent("no upstream takes this method".into());
-        while let Some(i) = group.choose(allowed, tried) {
+        while let Some(i) = group.choose_at(group.at(started), allowed, tried) {
             tried |= 1 << i;
             let m = &group.members[i];
-            m.health.start(group.now());
-            let started = Instant::now();
+            m.health.start(group.at(started));
             let r = self.post_to(&m.uri, &m.post_headers, text.clone(), room).await;
+            let ended = Instant::now();
             let outcome = match &r {
-                Ok(_) => health::Outcome::Replied(started.elapsed()),
+                Ok(_) => health::Outcome::Replied(ended.saturating_duration_since(started)),
                 Err(PostFailed::Final(_)) => health::Outcome::NotDelivered,
                 Err(_) => health::Outcome::Unreachable,
             };
-            m.health.finish(group.now(), outcome);
+            m.health.finish(group.at(ended), outcome);
             match r {
                 Ok(reply) => return Ok(reply),
                 Err(f) => {
@@ -388,6 +391,7 @@ impl Origin {
                         break;
                     }
                     m.health.retries.fetch_add(1, Relaxed);
+                    started = ended;
                 }
             }
         }
@@ -406,7 +410,9 @@ impl Origin {
             return Err(PostFailed::Final(NO_UPSTREAM.into()));
         };
         let ctx = &self.ctx;
-        let started = Instant::now();
+        // tokio's clock, as the timeout's (paused in tests); the deadline is
+        // taken from it instead of a second reading.
+        let started = tokio::time::Instant::now();
         // What clients are told never holds the URL's secrets (made only
         // when there is something to tell).
         let shown = || super::redact::PublicUrl::of_uri(uri);
@@ -448,7 +454,8 @@ impl Origin {
             *room = held;
             Ok::<_, PostFailed>((status, body))
         });
-        let result = tokio::time::timeout(ctx.limits.request_timeout, exchange).await;
+        let deadline = started + ctx.limits.request_timeout;
+        let result = tokio::time::timeout_at(deadline, exchange).await;
         ctx.metrics.upstream_latency.observe(started.elapsed());
         let (status, body) = result.map_err(|_| {
             PostFailed::Final(format!(

@@ -98,10 +98,20 @@ impl Group {
         self.chooser.now()
     }
 
+    /// `t` as the members' healths count time.
+    pub fn at(&self, t: std::time::Instant) -> u64 {
+        self.chooser.at(t)
+    }
+
     /// The member for a request among `allowed` and not `tried` (bits).
     pub fn choose(&self, allowed: u64, tried: u64) -> Option<usize> {
+        self.choose_at(self.now(), allowed, tried)
+    }
+
+    /// [`Group::choose`] at `now` (from [`Group::at`]).
+    pub fn choose_at(&self, now: u64, allowed: u64, tried: u64) -> Option<usize> {
         let n = self.members.len();
-        self.chooser.choose(n, |i| &self.members[i].health, tried | !allowed)
+        (self.chooser).choose_at(now, n, |i| &self.members[i].health, tried | !allowed)
     }
 
     /// Whether a request that failed so may go to another member: not sent

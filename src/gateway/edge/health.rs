@@ -241,6 +241,12 @@ impl Chooser {
         self.turn.fetch_add(1, Relaxed)
     }
 
+    /// `t` as its healths count time (milliseconds since the epoch): for a
+    /// caller that has read the clock already.
+    pub fn at(&self, t: Instant) -> u64 {
+        millis(self.epoch, t)
+    }
+
     /// [`choose`] now, from the next turn.
     pub fn choose<'a>(
         &self,
@@ -248,7 +254,18 @@ impl Chooser {
         health: impl Fn(usize) -> &'a Health,
         tried: u64,
     ) -> Option<usize> {
-        choose(n, health, tried, self.now(), self.turn())
+        self.choose_at(self.now(), n, health, tried)
+    }
+
+    /// [`choose`] at `now` (from [`Chooser::at`]), from the next turn.
+    pub fn choose_at<'a>(
+        &self,
+        now: u64,
+        n: usize,
+        health: impl Fn(usize) -> &'a Health,
+        tried: u64,
+    ) -> Option<usize> {
+        choose(n, health, tried, now, self.turn())
     }
 }
 

@@ -233,7 +233,7 @@ impl Edge {
             // request's future (copied as it is set up) as small as one try.
             Box::pin(self.carry(text, kind)).await
         } else {
-            match self.attempt(0, 0, text, kind).await {
+            match self.attempt(0, 0, started, text, kind).await {
                 Ok(reply) => reply,
                 Err(not_sent) => not_sent.into_reply(),
             }
@@ -270,7 +270,10 @@ impl Edge {
             tried |= 1 << i;
             let tried_one = match hedge {
                 Some(after) => self.hedged(i, after, &mut tried, &text, &kind).await,
-                None => self.attempt(i, tried, text.clone(), kind.clone()).await,
+                None => {
+                    let at = Instant::now();
+                    self.attempt(i, tried, at, text.clone(), kind.clone()).await
+                }
             };
             let reply = match tried_one {
                 Ok(reply) => reply,
@@ -289,13 +292,20 @@ impl Edge {
         }
     }
 
-    /// One try at origin `i`, with its health kept (also when the try is
-    /// given up, as the slower of a hedged pair is). It waits for an
-    /// association only when no origin is left to try after it.
-    async fn attempt(&self, i: usize, tried: u64, text: Bytes, kind: Kind) -> Result<Reply, NotSent> {
+    /// One try at origin `i`, begun at `started` (the caller's clock
+    /// reading), with its health kept (also when the try is given up, as
+    /// the slower of a hedged pair is). It waits for an association only
+    /// when no origin is left to try after it.
+    async fn attempt(
+        &self,
+        i: usize,
+        tried: u64,
+        started: Instant,
+        text: Bytes,
+        kind: Kind,
+    ) -> Result<Reply, NotSent> {
         let peer = self.peer_at(i);
         let wait = !self.origins.left(tried | 1 << i);
-        let started = Instant::now();
         let mut guard = Attempt {
             health: &peer.health,
             epoch: self.origins.chooser.epoch(),
@@ -322,7 +332,7 @@ impl Edge {
         text: &Bytes,
         kind: &Kind,
     ) -> Result<Reply, NotSent> {
-        let a = self.attempt(first, *tried, text.clone(), kind.clone());
+        let a = self.attempt(first, *tried, Instant::now(), text.clone(), kind.clone());
         tokio::pin!(a);
         tokio::select! {
             r = &mut a => return r,
@@ -335,7 +345,7 @@ impl Edge {
         *tried |= 1 << second;
         let health = &self.peer_at(second).health;
         health.hedges.fetch_add(1, Relaxed);
-        let b = self.attempt(second, *tried, text.clone(), kind.clone());
+        let b = self.attempt(second, *tried, Instant::now(), text.clone(), kind.clone());
         tokio::pin!(b);
         // The first reply wins; a failure waits for the other.
         tokio::select! {
