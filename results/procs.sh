@@ -22,13 +22,22 @@ pids=()
 START_SESSION=${START_SESSION:-own}
 case $START_SESSION in own|shared) ;; *) echo "START_SESSION is own or shared, not $START_SESSION"; exit 2;; esac
 start() {
-  local name=$1 ready=$2; shift 2
+  local name=$1 ready=$2 pid; shift 2
   [ "$START_SESSION" = own ] && set -- setsid "$@"
   "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  pids+=($!)
-  printf -v "${name//-/_}_pid" %s $!
+  pid=$!
+  pids+=("$pid")
+  printf -v "${name//-/_}_pid" %s "$pid"
   for _ in $(seq 200); do
-    grep -qsE "$ready" "$TMP/$name.out" && return 0
+    if grep -qsE "$ready" "$TMP/$name.out"; then
+      # Had setsid forked, $pid would be setsid's, gone, and the server
+      # neither measured nor killed at the end.
+      if [ "$START_SESSION" = own ] && [ "$(ps -o sid= -p "$pid" | tr -d ' ')" != "$pid" ]; then
+        echo "$name is not the leader of a session of its own as pid $pid (job control on?); try START_SESSION=shared"
+        exit 1
+      fi
+      return 0
+    fi
     sleep 0.05
   done
   echo "$name did not start:"; cat "$TMP/$name.err"; exit 1
