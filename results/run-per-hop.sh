@@ -28,7 +28,8 @@
 # sum, p50 and p99 the worst of them, the CPU that of all N pairs. Needs
 # Debian's nginx-light and wrk. IN_FLIGHT ("1 4 32 256") chooses the points;
 # WRK_THREADS the threads of one wrk (default 1 below 32 in flight, else 2;
-# never more than in flight).
+# never more than in flight). NGINX_WORKERS: each nginx's worker processes
+# (default nproc).
 # Every process takes the CPU affinity it is started with
 # (run-per-hop-scaling.sh runs the whole of this on 1, 2, 4 ... cores).
 #   [UPSTREAM=static|mock] [ROUNDS=2] [IN_FLIGHT="1 4 32 256"] [WRK_THREADS=N]
@@ -47,7 +48,7 @@ source results/lib.sh
 NGX=$(mktemp -d); chmod 755 "$NGX"
 stop_nginx() { for n in static front back; do [ -f "$NGX/$n.pid" ] && kill "$(cat "$NGX/$n.pid")" 2>/dev/null || true; done; rm -rf "$NGX"; }
 trap 'stop_nginx; cleanup' EXIT
-WORKERS=$(nproc)
+WORKERS=${NGINX_WORKERS:-$(nproc)}
 source results/nginx.sh
 if [ "$UPSTREAM" = static ]; then
   UP_PORT=$(free_port)
@@ -126,7 +127,7 @@ switches() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null
 # (most often by the task its own write woke).
 preempted() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^nonvoluntary_ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 up_pids() { if [ "$UPSTREAM" = static ]; then nginx_pids static; else echo "$mock_pid"; fi; }
-results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS IN_FLIGHT=\"$IN_FLIGHT\"${WRK_THREADS:+ WRK_THREADS=$WRK_THREADS}${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"}${LANES_ARG:-} results/run-per-hop.sh" > "$OUT/machine.txt"
+results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS IN_FLIGHT=\"$IN_FLIGHT\"${WRK_THREADS:+ WRK_THREADS=$WRK_THREADS}${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"}${LANES_ARG:-}${NGINX_WORKERS:+ NGINX_WORKERS=$NGINX_WORKERS} results/run-per-hop.sh" > "$OUT/machine.txt"
 echo "CPUs this run may use: $(nproc) ($(taskset -pc $$ | sed 's/.*: //'))" >> "$OUT/machine.txt"
 echo "gateway processes started in: START_SESSION=$START_SESSION (results/procs.sh); autogroup: kernel.sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo absent)" >> "$OUT/machine.txt"
 echo "nginx: $(nginx -v 2>&1); wrk: $(wrk -v 2>&1 | head -1)" >> "$OUT/machine.txt"
