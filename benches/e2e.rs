@@ -93,6 +93,7 @@ async fn setup(scheme: Scheme) -> (Listener, Arc<Edge>) {
         },
         ep,
         ServeStats::default(),
+        None,
         |assoc| Echo { assoc },
     )
     .await

@@ -71,6 +71,7 @@ pub mod handshake;
 pub mod jsonrpc;
 pub mod lines;
 pub mod record;
+pub mod shard;
 pub mod sse;
 pub mod wire;
 

@@ -23,6 +23,7 @@ use super::guard::{Dropped, Guard, Slot, Waiting, has_octets};
 use super::quic::{check_connection_alpn, server_endpoint};
 use super::tls::{check_alpn, tls_server_config};
 use crate::handshake::{Established, Server, ServerKem};
+use crate::shard::Shards;
 
 /// How long a server waits to send TLS close_notify to a client it refuses.
 const CLOSE_NOTIFY_WAIT: Duration = Duration::from_millis(200);
@@ -55,15 +56,18 @@ impl Listener {
     /// (benchmarks, `serve` without an upstream).
     pub async fn bind(addr: PeerAddr, ep: Endpoint, stats: ServeStats) -> Result<Self, LinkError> {
         let frames = stats.bridge_frames.clone();
-        Self::bind_with(addr, ep, stats, move |_| CountingSink(frames.clone())).await
+        Self::bind_with(addr, ep, stats, None, move |_| CountingSink(frames.clone())).await
     }
 
     /// A server whose associations deliver Bridge frames to the sink
-    /// `make_sink` builds for each (given the handle to answer on).
+    /// `make_sink` builds for each (given the handle to answer on). With
+    /// `shards`, each TCP + TLS association is served on one of them, from
+    /// its handshake on; QUIC associations stay with their endpoint.
     pub async fn bind_with<S, F>(
         addr: PeerAddr,
         ep: Endpoint,
         stats: ServeStats,
+        shards: Option<Arc<Shards>>,
         make_sink: F,
     ) -> Result<Self, LinkError>
     where
@@ -75,6 +79,7 @@ impl Listener {
             ep,
             stats,
             make_sink,
+            shards,
         });
         let (local, tasks) = match addr.scheme {
             Scheme::Tls => {
@@ -205,6 +210,8 @@ struct Accept<F> {
     stats: ServeStats,
     make_sink: F,
     guard: Arc<Guard>,
+    /// Where TCP + TLS associations are served.
+    shards: Option<Arc<Shards>>,
 }
 
 /// How an accepted connection ended before it carried an association.
@@ -254,21 +261,19 @@ where
                 // A real client's ClientHello has usually arrived by the time
                 // it is accepted: such a connection skips the waiting room.
                 if has_octets(&tcp) {
-                    tokio::spawn(async move {
-                        let result = a.serve_tls(tcp, from, acceptor).await;
-                        a.ended(from, result);
-                    });
+                    a.clone().serve_tls_on_shard(tcp, from, acceptor);
                     continue;
                 }
                 let (place_tx, place_rx) = oneshot::channel();
                 let tcp = Arc::new(tcp);
                 let watched = tcp.clone();
                 let task = tokio::spawn(async move {
-                    let result = match a.first_octets(tcp, place_rx).await {
-                        Ok(tcp) => a.serve_tls(tcp, from, acceptor).await,
-                        Err(refused) => Err(refused),
-                    };
-                    a.ended(from, result);
+                    match a.first_octets(tcp, place_rx).await {
+                        Ok(tcp) => {
+                            let _ = a.clone().serve_tls_on_shard(tcp, from, acceptor).await;
+                        }
+                        Err(refused) => a.ended(from, Err(refused)),
+                    }
                 });
                 let place = accept.guard.wait(task.abort_handle(), Some(watched), from);
                 let _ = place_tx.send(place);
@@ -292,6 +297,21 @@ where
         }
         // The room held the only other reference; it let go with the place.
         Arc::try_unwrap(tcp).map_err(|_| Refused::Gone)
+    }
+
+    /// Serves a TCP connection that has sent its first octets (see
+    /// [`Self::serve_tls`]) on the next shard, or here when there are none.
+    fn serve_tls_on_shard(
+        self: Arc<Self>,
+        tcp: tokio::net::TcpStream,
+        from: SocketAddr,
+        acceptor: tokio_rustls::TlsAcceptor,
+    ) -> tokio::task::JoinHandle<()> {
+        let shards = self.shards.clone();
+        crate::shard::serve_socket(shards.as_deref(), tcp, move |tcp| async move {
+            let result = self.serve_tls(tcp, from, acceptor).await;
+            self.ended(from, result);
+        })
     }
 
     /// One TCP connection that has sent its first octets: a slot, TLS with
@@ -352,6 +372,10 @@ where
                     incoming.refuse();
                     continue;
                 };
+                // Not on a shard: quinn spawns the connection's driver
+                // where it is accepted, and the endpoint's driver, which
+                // reads every connection's datagrams, runs here; a shard's
+                // connection would be woken across threads for each.
                 let a = accept.clone();
                 tokio::spawn(async move {
                     let result = a.serve_quic(incoming, slot).await;

@@ -45,6 +45,9 @@ pub struct Ctx {
     /// `--memory-budget`.
     pub shared: Arc<crate::relay::Shared>,
     assocs: Mutex<Vec<AssocHandle>>,
+    /// Where connections and associations are served (`None`: wherever
+    /// they are accepted or opened).
+    pub shards: Option<Arc<crate::shard::Shards>>,
 }
 
 impl Ctx {
@@ -81,7 +84,13 @@ impl Ctx {
             limits: config.limits.clone(),
             metrics,
             assocs: Mutex::new(Vec::new()),
+            shards: None,
         }
+    }
+
+    /// The same, serving on `shards`.
+    pub fn with_shards(self, shards: Option<Arc<crate::shard::Shards>>) -> Self {
+        Self { shards, ..self }
     }
 
     /// The live part of the configuration, as of now.

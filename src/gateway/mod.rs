@@ -261,6 +261,10 @@ pub struct GatewayConfig {
     /// The identity was generated now (no `--identity`), not read.
     pub ephemeral_identity: bool,
     pub limits: Limits,
+    /// Serve connections and associations on this many single-threaded
+    /// runtimes (see [`crate::shard`]); 0: on the runtime that starts the
+    /// gateway, as one pool of workers.
+    pub shards: usize,
 }
 
 impl GatewayConfig {
@@ -294,6 +298,7 @@ impl GatewayConfig {
             rate_limit: None,
             ephemeral_identity: false,
             limits: Limits::default(),
+            shards: 0,
         }
     }
 }
@@ -381,7 +386,13 @@ impl Gateway {
             tracing::warn!("{INSECURE_PEERS_WARNING}");
         }
         let metrics = Arc::new(Metrics::with_assoc_stats(config.endpoint.stats.clone()));
-        let ctx = Arc::new(Ctx::new(&config, metrics.clone()));
+        let shards = match config.shards {
+            0 => None,
+            n => Some(Arc::new(crate::shard::Shards::start(n).map_err(|e| {
+                GatewayError::Config(format!("cannot start {n} shards: {e}"))
+            })?)),
+        };
+        let ctx = Arc::new(Ctx::new(&config, metrics.clone()).with_shards(shards.clone()));
         let (shutdown, watch_rx) = watch::channel(false);
         let mut listeners = Vec::new();
         let mut listening = Vec::new();
@@ -400,6 +411,7 @@ impl Gateway {
                     *addr,
                     config.endpoint.clone(),
                     metrics.serve.clone(),
+                    shards.clone(),
                     move |assoc| origin.sink(assoc),
                 )
                 .await
@@ -519,6 +531,7 @@ impl Gateway {
         differs("allow-method", old.allow_methods == new.allow_methods);
         differs("deny-method", old.deny_methods == new.deny_methods);
         differs("limits", old.limits == new.limits);
+        differs("shards", old.shards == new.shards);
         differs(
             "identity",
             *old.endpoint.identity_seed == *new.endpoint.identity_seed,

@@ -39,6 +39,7 @@ use super::upstream_group::{Group, Member, PostFailed, Sessions};
 use super::upstream_http::{Connector, host_override};
 use super::{Ctx, GatewayConfig, Upstream};
 use crate::assoc::AssocHandle;
+use crate::shard::PerShard;
 use crate::bridge::ProtocolId;
 use crate::jsonrpc::{Kind, Scanned, scan};
 use crate::relay::{MAY_HAVE_EXECUTED, Role, Served, ToServe};
@@ -57,7 +58,9 @@ pub struct Origin {
     pub(super) ctx: Arc<Ctx>,
     /// `None`: requests are answered NotDelivered.
     upstream: Option<Upstream>,
-    http: Option<HttpsClient>,
+    /// One client (and pool of upstream connections) per shard, so that a
+    /// request and the connection it takes share a thread.
+    http: Option<PerShard<HttpsClient>>,
     /// TLS for a WSS upstream.
     tls: Arc<rustls::ClientConfig>,
     /// Bounds the upstream calls in flight (HTTP).
@@ -83,22 +86,21 @@ impl Origin {
         let headers = config.upstream_headers.clone();
         let tls = Arc::new(super::tls_roots_client_config(config.upstream_ca.as_deref())?);
         let http = match &upstream {
-            Some(Upstream::Http(_)) => {
+            Some(Upstream::Http(_)) => Some(PerShard::new(ctx.shards.as_deref(), || {
                 let tls = (*tls).clone();
                 let connector = hyper_rustls::HttpsConnectorBuilder::new()
                     .with_tls_config(tls)
                     .https_or_http()
                     .enable_http1()
                     .build();
-                let client = Client::builder(hyper_util::rt::TokioExecutor::new())
+                Client::builder(hyper_util::rt::TokioExecutor::new())
                     .pool_idle_timeout(Duration::from_secs(90))
                     .pool_max_idle_per_host(ctx.limits.max_in_flight.min(1024))
                     .build(Connector {
                         inner: connector,
                         timeout: ctx.limits.upstream_connect_timeout,
-                    });
-                Some(client)
-            }
+                    })
+            })),
             _ => None,
         };
         let permits = Arc::new(Semaphore::new(ctx.limits.max_in_flight));
@@ -270,7 +272,7 @@ impl Origin {
             Upstream::Ws(url) => {
                 run_ws(url, session, rx, &self.ctx, self.tls.clone(), &self.headers).await
             }
-            Upstream::Http(uri) => match &self.http {
+            Upstream::Http(uri) => match self.http.as_ref().map(PerShard::get) {
                 Some(client) => super::mcp_http::run(self, uri, client, session, rx).await,
                 None => "no HTTP client for the upstream".into(),
             },
@@ -406,7 +408,7 @@ impl Origin {
         text: Bytes,
         room: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<(Bytes, Kind), PostFailed> {
-        let Some(client) = &self.http else {
+        let Some(client) = self.http.as_ref().map(PerShard::get) else {
             return Err(PostFailed::Final(NO_UPSTREAM.into()));
         };
         let ctx = &self.ctx;

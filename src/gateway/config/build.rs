@@ -102,6 +102,7 @@ impl GatewayOptions {
             rate_limit,
             ephemeral_identity: self.identity.is_none(),
             limits,
+            shards: self.shards.unwrap_or_else(default_shards),
             ..GatewayConfig::new(endpoint)
         })
     }
@@ -429,4 +430,9 @@ fn set<T>(field: &mut T, v: Option<T>) {
     if let Some(v) = v {
         *field = v;
     }
+}
+
+/// `--shards` when it is not given: one per core the process may use.
+pub(super) fn default_shards() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }

@@ -40,6 +40,7 @@ pub fn of(id: &str) -> Option<String> {
         "drain_timeout" => time(limits.drain_timeout),
         "retry_budget" => limits.retry_budget.to_string(),
         "pool_size" => format!("the worker threads, {} here", limits.pool_size),
+        "shards" => format!("the cores, {} here", super::build::default_shards()),
         "rate_limit_burst" => "a tenth of a second's worth, at least 1".to_owned(),
         _ => return None,
     })

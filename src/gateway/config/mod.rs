@@ -255,6 +255,11 @@ pub struct GatewayOptions {
     /// Associations per peer for HTTP traffic.
     #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub pool_size: Option<Count>,
+    /// Threads that serve connections and associations, each on a runtime
+    /// of its own with the connections it was given (as nginx's workers);
+    /// 0: every task on one pool of worker threads, moved between them.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub shards: Option<usize>,
     /// Time in-flight requests may take to finish on SIGTERM.
     #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
     pub drain_timeout: Option<Seconds>,
@@ -336,6 +341,7 @@ serve_only!(
     tls_key,
     max_connections,
     pool_size,
+    shards,
     drain_timeout,
     upstream_connect_timeout,
 );

@@ -233,7 +233,7 @@ impl Edge {
             // request's future (copied as it is set up) as small as one try.
             Box::pin(self.carry(text, kind)).await
         } else {
-            match self.attempt(0, 0, started, text, kind).await {
+            match self.attempt(0, false, 0, started, text, kind).await {
                 Ok(reply) => reply,
                 Err(not_sent) => not_sent.into_reply(),
             }
@@ -272,7 +272,7 @@ impl Edge {
                 Some(after) => self.hedged(i, after, &mut tried, &text, &kind).await,
                 None => {
                     let at = Instant::now();
-                    self.attempt(i, tried, at, text.clone(), kind.clone()).await
+                    self.attempt(i, false, tried, at, text.clone(), kind.clone()).await
                 }
             };
             let reply = match tried_one {
@@ -299,6 +299,7 @@ impl Edge {
     async fn attempt(
         &self,
         i: usize,
+        second: bool,
         tried: u64,
         started: Instant,
         text: Bytes,
@@ -313,7 +314,7 @@ impl Edge {
             outcome: Outcome::Neutral,
         };
         peer.health.start(health::millis(self.origins.chooser.epoch(), started));
-        let r = peer.call(&self.ctx, &self.endpoint, wait, text, kind).await;
+        let r = (peer.call(&self.ctx, &self.endpoint, wait, second, text, kind)).await;
         // Not sent: the pool ejected the origin if it could not connect.
         if let Ok(reply) = &r {
             guard.outcome = outcome(reply);
@@ -332,7 +333,7 @@ impl Edge {
         text: &Bytes,
         kind: &Kind,
     ) -> Result<Reply, NotSent> {
-        let a = self.attempt(first, *tried, Instant::now(), text.clone(), kind.clone());
+        let a = self.attempt(first, false, *tried, Instant::now(), text.clone(), kind.clone());
         tokio::pin!(a);
         tokio::select! {
             r = &mut a => return r,
@@ -345,7 +346,14 @@ impl Edge {
         *tried |= 1 << second;
         let health = &self.peer_at(second).health;
         health.hedges.fetch_add(1, Relaxed);
-        let b = self.attempt(second, *tried, Instant::now(), text.clone(), kind.clone());
+        let b = self.attempt(
+            second,
+            second == first,
+            *tried,
+            Instant::now(),
+            text.clone(),
+            kind.clone(),
+        );
         tokio::pin!(b);
         // The first reply wins; a failure waits for the other.
         tokio::select! {
@@ -481,7 +489,7 @@ mod tests {
             panic!("scanned");
         };
         let peer = edge.peer_at(0).clone();
-        let one = peer.call(&edge.ctx, &edge.endpoint, true, text.clone(), kind.clone());
+        let one = peer.call(&edge.ctx, &edge.endpoint, true, false, text.clone(), kind.clone());
         let one = std::mem::size_of_val(&one);
         let size = std::mem::size_of_val(&edge.call(text, kind));
         // Retries and the health add a little to one try at the pool; two

@@ -1,6 +1,7 @@
 //! One origin as the edge reaches it: its address, the pool of
 //! associations its stateless requests share, and its health.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -101,28 +102,67 @@ impl Peer {
     /// would for a request: the origin is ejected for its backoff, and the
     /// slot is tried again by the first request after [`RECONNECT_BACKOFF`].
     pub fn open(self: &Arc<Self>, ctx: &Arc<Ctx>, endpoint: &Endpoint) {
-        let (me, ctx, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
-        tokio::spawn(async move {
-            if me.reconnect(0, &ctx, &endpoint).await.is_err() {
+        let (me, ctx2, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
+        self.on_shard_of(0, ctx, async move {
+            if me.reconnect(0, &ctx2, &endpoint).await.is_err() {
                 return;
             }
-            let rest = (1..me.slots.len()).map(|slot| me.reconnect(slot, &ctx, &endpoint));
-            futures_util::future::join_all(rest).await;
+            for slot in 1..me.slots.len() {
+                let (me2, ctx3, endpoint) = (me.clone(), ctx2.clone(), endpoint.clone());
+                me.on_shard_of(slot, &ctx2, async move {
+                    let _ = me2.reconnect(slot, &ctx3, &endpoint).await;
+                });
+            }
         });
+    }
+
+    /// Runs `task` where slot `slot`'s association is to live: on its
+    /// shard (slot `i` is shard `i`'s, modulo their number), else here.
+    fn on_shard_of<F>(&self, slot: usize, ctx: &Ctx, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match &ctx.shards {
+            Some(shards) => drop(shards.spawn_on(slot, task)),
+            None => drop(tokio::spawn(task)),
+        }
+    }
+
+    /// The slot to try first: on a shard, one of that shard's slots (in
+    /// turn), so that a request and its association share a thread;
+    /// elsewhere, every slot in turn.
+    fn first_slot(&self, ctx: &Ctx) -> usize {
+        let n = self.slots.len();
+        match (&ctx.shards, crate::shard::Shards::current()) {
+            (Some(shards), Some(shard)) if shard < n => {
+                let k = shards.len();
+                // Slots shard, shard + k, shard + 2k, ... are this shard's.
+                let mine = (n - shard).div_ceil(k);
+                if mine == 1 {
+                    shard
+                } else {
+                    shard + k * (self.next.fetch_add(1, Relaxed) % mine)
+                }
+            }
+            _ => self.next.fetch_add(1, Relaxed) % n,
+        }
     }
 
     /// Carries one request over a pooled association and waits for its
     /// reply (or the request timeout, which the exchange keeps). With no
     /// live association it waits for one when `wait`, else it is not sent.
+    /// A `second` copy (a hedge) takes another association than the first
+    /// copy would have.
     pub async fn call(
         self: &Arc<Self>,
         ctx: &Arc<Ctx>,
         endpoint: &Endpoint,
         wait: bool,
+        second: bool,
         text: Bytes,
         kind: Kind,
     ) -> Result<Reply, NotSent> {
-        let pooled = self.pooled(ctx, endpoint, wait).await?;
+        let pooled = self.pooled(ctx, endpoint, wait, second).await?;
         let (tx, mut rx) = oneshot::channel();
         let carried = pooled.exec.with(|x, now| {
             x.handle_local(now, text, Ok(Scanned::Single(kind)), Some(tx));
@@ -146,7 +186,7 @@ impl Peer {
         text: Bytes,
         kind: Kind,
     ) -> Result<(), Failure> {
-        let pooled = (self.pooled(ctx, endpoint, true).await).map_err(NotSent::into_failure)?;
+        let pooled = (self.pooled(ctx, endpoint, true, false).await).map_err(NotSent::into_failure)?;
         pooled
             .exec
             .with(|x, now| x.handle_local(now, text, Ok(Scanned::Single(kind)), None))
@@ -163,9 +203,10 @@ impl Peer {
         ctx: &Arc<Ctx>,
         endpoint: &Endpoint,
         wait: bool,
+        second: bool,
     ) -> Result<Arc<Pooled>, NotSent> {
         let n = self.slots.len();
-        let first = self.next.fetch_add(1, Relaxed) % n;
+        let first = (self.first_slot(ctx) + usize::from(second)) % n;
         if let Some(p) = self.slots[first].live() {
             return Ok(p);
         }
@@ -175,9 +216,9 @@ impl Peer {
             let reconnect = Box::pin(self.reconnect(first, ctx, endpoint));
             return reconnect.await.map_err(NotSent::Failed);
         }
-        let (me, ctx, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
-        tokio::spawn(async move {
-            let _ = me.reconnect(first, &ctx, &endpoint).await;
+        let (me, ctx2, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
+        self.on_shard_of(first, ctx, async move {
+            let _ = me.reconnect(first, &ctx2, &endpoint).await;
         });
         live.ok_or(NotSent::Connecting)
     }
@@ -258,4 +299,63 @@ fn answered(r: Result<Reply, oneshot::error::RecvError>) -> Reply {
             "the association dropped the request".into(),
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::GatewayConfig;
+    use crate::shard::Shards;
+
+    fn ctx(shards: Option<Arc<Shards>>) -> Arc<Ctx> {
+        let endpoint = Endpoint::new([7; 32], crate::handshake::Trust::InsecureAcceptAny);
+        let config = GatewayConfig::new(endpoint);
+        Arc::new(Ctx::new(&config, Default::default()).with_shards(shards))
+    }
+
+    fn peer(slots: usize) -> Arc<Peer> {
+        let addr = "tls://127.0.0.1:1".parse().expect("addr");
+        Arc::new(Peer::new(addr, slots, Instant::now()))
+    }
+
+    /// The slots six of a shard's requests try first.
+    fn firsts(shards: &Shards, ctx: &Arc<Ctx>, peer: &Arc<Peer>, shard: usize) -> Vec<usize> {
+        let (ctx, peer) = (ctx.clone(), peer.clone());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        rt.block_on(shards.spawn_on(shard, async move {
+            (0..6).map(|_| peer.first_slot(&ctx)).collect::<Vec<_>>()
+        }))
+        .expect("task")
+    }
+
+    #[test]
+    fn a_shard_takes_its_own_slots_and_other_threads_take_every_one() {
+        let shards = Arc::new(Shards::start(2).expect("shards"));
+        let ctx = ctx(Some(shards.clone()));
+        // One slot per shard: always its own.
+        let two = peer(2);
+        assert_eq!(firsts(&shards, &ctx, &two, 0), [0; 6]);
+        assert_eq!(firsts(&shards, &ctx, &two, 1), [1; 6]);
+        // Five slots: shard 0 has 0, 2 and 4; shard 1 has 1 and 3, in turn.
+        let five = peer(5);
+        let mut mine = firsts(&shards, &ctx, &five, 0);
+        mine.sort_unstable();
+        assert_eq!(mine, [0, 0, 2, 2, 4, 4]);
+        let mut mine = firsts(&shards, &ctx, &five, 1);
+        mine.sort_unstable();
+        assert_eq!(mine, [1, 1, 1, 3, 3, 3]);
+        // A thread that is no shard's goes round them all.
+        let mut all: Vec<_> = (0..5).map(|_| five.first_slot(&ctx)).collect();
+        all.sort_unstable();
+        assert_eq!(all, [0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn without_shards_every_slot_is_taken_in_turn() {
+        let (ctx, three) = (ctx(None), peer(3));
+        let got: Vec<_> = (0..6).map(|_| three.first_slot(&ctx)).collect();
+        assert_eq!(got, [0, 1, 2, 0, 1, 2]);
+    }
 }

@@ -91,6 +91,50 @@ enum Socket {
     Unix(tokio::net::UnixStream),
 }
 
+/// An accepted client whose socket has left the accepting runtime's
+/// reactor, on its way to a shard.
+pub struct Detached {
+    socket: DetachedSocket,
+    from: Peer,
+    permit: OwnedSemaphorePermit,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+enum DetachedSocket {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl crate::shard::Movable for Client {
+    type Detached = Detached;
+
+    fn detach(self) -> std::io::Result<Detached> {
+        let socket = match self.socket {
+            Socket::Tcp(tcp) => DetachedSocket::Tcp(tcp.into_std()?),
+            Socket::Unix(unix) => DetachedSocket::Unix(unix.into_std()?),
+        };
+        Ok(Detached {
+            socket,
+            from: self.from,
+            permit: self.permit,
+            tls: self.tls,
+        })
+    }
+
+    fn attach(d: Detached) -> std::io::Result<Self> {
+        let socket = match d.socket {
+            DetachedSocket::Tcp(tcp) => Socket::Tcp(TcpStream::from_std(tcp)?),
+            DetachedSocket::Unix(unix) => Socket::Unix(tokio::net::UnixStream::from_std(unix)?),
+        };
+        Ok(Client {
+            socket,
+            from: d.from,
+            permit: d.permit,
+            tls: d.tls,
+        })
+    }
+}
+
 /// Who a connection comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Peer {
@@ -190,7 +234,8 @@ impl Clients {
                 client.bound_send_buffer(&self.ctx);
             }
             let (ctx, serve) = (self.ctx.clone(), serve.clone());
-            tokio::spawn(async move {
+            let shards = self.ctx.shards.as_deref();
+            crate::shard::serve_socket(shards, client, move |client| async move {
                 if let Some(conn) = client.open(&ctx, opening.first_octet).await {
                     serve(conn).await;
                 }
