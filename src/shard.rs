@@ -18,6 +18,7 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use tokio::runtime::Handle;
@@ -29,12 +30,12 @@ thread_local! {
     static CURRENT: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
-/// The shards' runtimes. Dropping this ends them: each thread cancels the
-/// tasks left on its runtime and exits.
+/// The shards' runtimes. [`Shards::stop`], or dropping this, ends them:
+/// each thread drops the tasks left on its runtime and exits.
 pub struct Shards {
     handles: Vec<Handle>,
-    /// Dropped with `Shards`: each shard's thread then returns.
-    _stops: Vec<oneshot::Sender<()>>,
+    /// Sent or dropped: each shard's thread then returns.
+    stops: Mutex<Vec<oneshot::Sender<()>>>,
     next: AtomicUsize,
 }
 
@@ -64,9 +65,16 @@ impl Shards {
         }
         Ok(Self {
             handles,
-            _stops: stops,
+            stops: Mutex::new(stops),
             next: AtomicUsize::new(0),
         })
+    }
+
+    /// Ends every shard now (a gateway's shutdown, once it has drained):
+    /// the tasks left on them are dropped, their connections closed. A
+    /// task spawned after this is dropped at once.
+    pub fn stop(&self) {
+        self.stops.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     /// How many shards there are.
@@ -251,6 +259,19 @@ mod tests {
         assert_eq!(&got, b"ping");
         assert!(on.is_some(), "served on a shard");
         assert_eq!(&client.await.expect("client"), b"pong: ");
+    }
+
+    #[tokio::test]
+    async fn stopped_shards_drop_their_tasks() {
+        let shards = Shards::start(2).expect("shards");
+        let (held, dropped) = oneshot::channel::<()>();
+        shards.spawn_on(1, async move {
+            let _held = held;
+            std::future::pending::<()>().await;
+        });
+        shards.stop();
+        let gone = tokio::time::timeout(Duration::from_secs(5), dropped).await;
+        assert!(matches!(gone, Ok(Err(_))), "the pending task was dropped");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::endpoint::{Endpoint, random};
 use super::error::{End, LinkError};
 use super::frames::{BoxWrite, FrameReader};
 use super::guard::{Dropped, Guard, Slot, Waiting, has_octets};
-use super::quic::{check_connection_alpn, server_endpoint};
+use super::quic::{ServerEndpoints, check_connection_alpn, server_endpoints};
 use super::tls::{check_alpn, tls_server_config};
 use crate::handshake::{Established, Server, ServerKem};
 use crate::shard::Shards;
@@ -61,8 +61,10 @@ impl Listener {
 
     /// A server whose associations deliver Bridge frames to the sink
     /// `make_sink` builds for each (given the handle to answer on). With
-    /// `shards`, each TCP + TLS association is served on one of them, from
-    /// its handshake on; QUIC associations stay with their endpoint.
+    /// `shards`, each association is served on one of them, from its
+    /// handshake on: a TCP + TLS one on the next in turn, a QUIC one on the
+    /// shard whose endpoint (one per shard on the port) its datagrams are
+    /// steered to.
     pub async fn bind_with<S, F>(
         addr: PeerAddr,
         ep: Endpoint,
@@ -88,13 +90,17 @@ impl Listener {
                 (local, vec![accept.tls(listener)?])
             }
             Scheme::Quic => {
-                let endpoint = server_endpoint(addr.addr, &accept.ep)?;
-                (endpoint.local_addr()?, vec![accept.quic(endpoint)])
+                let shards = accept.shards.as_deref();
+                let endpoints = server_endpoints(addr.addr, &accept.ep, shards).await?;
+                (endpoints.local_addr()?, accept.quic(endpoints))
             }
             Scheme::Npamp => {
-                let (listener, endpoint) = bind_shared_port(addr.addr, &accept.ep).await?;
+                let (listener, endpoints) =
+                    bind_shared_port(addr.addr, &accept.ep, accept.shards.as_deref()).await?;
                 let local = listener.local_addr()?;
-                (local, vec![accept.tls(listener)?, accept.quic(endpoint)])
+                let mut tasks = vec![accept.tls(listener)?];
+                tasks.extend(accept.quic(endpoints));
+                (local, tasks)
             }
         };
         Ok(Self {
@@ -180,12 +186,13 @@ fn defer_accept(_: &tokio::net::TcpSocket) {}
 async fn bind_shared_port(
     addr: SocketAddr,
     ep: &Endpoint,
-) -> Result<(tokio::net::TcpListener, quinn::Endpoint), LinkError> {
+    shards: Option<&Shards>,
+) -> Result<(tokio::net::TcpListener, ServerEndpoints), LinkError> {
     let mut tries = 0;
     loop {
         let listener = tcp_listener(addr)?;
         let shared = listener.local_addr()?;
-        match server_endpoint(shared, ep) {
+        match server_endpoints(shared, ep, shards).await {
             Ok(endpoint) => return Ok((listener, endpoint)),
             Err(LinkError::Io(e))
                 if addr.port() == 0
@@ -210,7 +217,7 @@ struct Accept<F> {
     stats: ServeStats,
     make_sink: F,
     guard: Arc<Guard>,
-    /// Where TCP + TLS associations are served.
+    /// Where associations are served.
     shards: Option<Arc<Shards>>,
 }
 
@@ -351,38 +358,57 @@ where
         Ok(())
     }
 
-    /// The accept loop of a QUIC endpoint.
-    fn quic(self: &Arc<Self>, endpoint: quinn::Endpoint) -> tokio::task::JoinHandle<()> {
-        let accept = self.clone();
-        tokio::spawn(async move {
-            while let Some(incoming) = endpoint.accept().await {
-                let from = incoming.remote_address();
-                if !incoming.remote_address_validated()
-                    && incoming.may_retry()
-                    && accept.guard.wants_retry(from)
-                {
-                    // Busy: the client proves its address first (one round
-                    // trip, no state kept here until it has).
-                    if incoming.retry().is_ok() {
-                        accept.guard.retried();
-                    }
-                    continue;
-                }
-                let Some(slot) = accept.guard.slot(from) else {
-                    incoming.refuse();
-                    continue;
-                };
-                // Not on a shard: quinn spawns the connection's driver
-                // where it is accepted, and the endpoint's driver, which
-                // reads every connection's datagrams, runs here; a shard's
-                // connection would be woken across threads for each.
-                let a = accept.clone();
-                tokio::spawn(async move {
-                    let result = a.serve_quic(incoming, slot).await;
-                    a.ended(from, result);
-                });
+    /// The accept loops of a port's QUIC endpoints: each where its
+    /// endpoint lives (on its shard), serving its connections there.
+    fn quic(self: &Arc<Self>, endpoints: ServerEndpoints) -> Vec<tokio::task::JoinHandle<()>> {
+        match endpoints {
+            ServerEndpoints::One(endpoint) => {
+                vec![tokio::spawn(self.clone().accept_quic(endpoint))]
             }
-        })
+            ServerEndpoints::Sharded(endpoints) => {
+                let shards = self.shards.as_deref();
+                (endpoints.into_iter().enumerate())
+                    .map(|(i, endpoint)| {
+                        let accept = self.clone().accept_quic(endpoint);
+                        match shards {
+                            Some(shards) => shards.spawn_on(i, accept),
+                            None => tokio::spawn(accept),
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The accept loop of one QUIC endpoint.
+    async fn accept_quic(self: Arc<Self>, endpoint: quinn::Endpoint) {
+        let accept = self;
+        while let Some(incoming) = endpoint.accept().await {
+            let from = incoming.remote_address();
+            if !incoming.remote_address_validated()
+                && incoming.may_retry()
+                && accept.guard.wants_retry(from)
+            {
+                // Busy: the client proves its address first (one round
+                // trip, no state kept here until it has).
+                if incoming.retry().is_ok() {
+                    accept.guard.retried();
+                }
+                continue;
+            }
+            let Some(slot) = accept.guard.slot(from) else {
+                incoming.refuse();
+                continue;
+            };
+            // Here: quinn spawns the connection's driver where it is
+            // accepted, so it and the association run on the thread
+            // of the endpoint that reads their datagrams.
+            let a = accept.clone();
+            tokio::spawn(async move {
+                let result = a.serve_quic(incoming, slot).await;
+                a.ended(from, result);
+            });
+        }
     }
 
     /// One QUIC attempt: the QUIC handshake and the first stream within

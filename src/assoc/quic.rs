@@ -10,6 +10,7 @@ use tracing::{debug, warn};
 use super::endpoint::{Endpoint, QUIC_IDLE_TIMEOUT, QUIC_KEEP_ALIVE, UDP_BUFFER_BYTES};
 use super::error::LinkError;
 use super::tls::{check_alpn, tls_client_config, tls_server_config};
+use crate::shard::Shards;
 
 /// Client QUIC endpoints (UDP sockets), one per address family, created on
 /// first use and shared by every association connected through them.
@@ -78,6 +79,7 @@ pub(super) fn client_config(alpn: &[u8], ep: &Endpoint) -> Result<quinn::ClientC
         );
     }
     config.transport_config(Arc::new(transport));
+    config.initial_dst_cid_provider(Arc::new(initial_dcid));
     Ok(config)
 }
 
@@ -87,17 +89,85 @@ pub(super) fn server_endpoint(
     addr: SocketAddr,
     ep: &Endpoint,
 ) -> Result<quinn::Endpoint, LinkError> {
+    quic_endpoint(
+        addr,
+        Some(server_config(ep)?),
+        stable_endpoint_config(&ep.identity_seed),
+    )
+}
+
+fn server_config(ep: &Endpoint) -> Result<quinn::ServerConfig, LinkError> {
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls_server_config(
         ep.tls_files.as_ref(),
     )?)
     .map_err(|e| LinkError::certificate("QUIC server TLS configuration", e))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(Arc::new(transport_config(ep)));
-    quic_endpoint(
-        addr,
-        Some(server),
-        stable_endpoint_config(&ep.identity_seed),
-    )
+    Ok(server)
+}
+
+/// A server's QUIC endpoints on one port: one, or one per shard.
+pub(super) enum ServerEndpoints {
+    One(quinn::Endpoint),
+    /// Endpoint `i` lives on shard `i` (its driver and socket there), and
+    /// gets the datagrams of the connections whose ids it issued
+    /// ([`steer_by_connection_id`]).
+    Sharded(Vec<quinn::Endpoint>),
+}
+
+impl ServerEndpoints {
+    pub(super) fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        match self {
+            ServerEndpoints::One(e) => e.local_addr(),
+            ServerEndpoints::Sharded(all) => all
+                .first()
+                .ok_or_else(|| std::io::Error::other("no endpoint"))?
+                .local_addr(),
+        }
+    }
+}
+
+/// The server endpoints on `addr` for `ep`: with two shards or more (on
+/// Linux), one per shard on `SO_REUSEPORT` sockets of the same port, each
+/// made on its shard, so that a connection's datagrams are read, and its
+/// driver and association run, on one thread; else one endpoint here.
+pub(super) async fn server_endpoints(
+    addr: SocketAddr,
+    ep: &Endpoint,
+    shards: Option<&Shards>,
+) -> Result<ServerEndpoints, LinkError> {
+    let Some(shards) = shards.filter(|s| s.len() > 1 && STEERING && s.len() <= 256) else {
+        return Ok(ServerEndpoints::One(server_endpoint(addr, ep)?));
+    };
+    let k = shards.len();
+    let mut sockets: Vec<socket2::Socket> = Vec::with_capacity(k);
+    let mut bind = addr;
+    for _ in 0..k {
+        let socket = udp_socket(bind, true)?;
+        if let Some(bound) = socket.local_addr()?.as_socket() {
+            bind = bound;
+        }
+        sockets.push(socket);
+    }
+    steer_by_connection_id(&sockets[0], k)?;
+    let server = server_config(ep)?;
+    let mut endpoints = Vec::with_capacity(k);
+    for (i, socket) in sockets.into_iter().enumerate() {
+        let (server, config) = (
+            server.clone(),
+            sharded_endpoint_config(&ep.identity_seed, i, k),
+        );
+        let made = shards.spawn_on(i, async move {
+            let runtime = quinn::default_runtime()
+                .ok_or_else(|| std::io::Error::other("no async runtime for QUIC"))?;
+            quinn::Endpoint::new(config, Some(server), socket.into(), runtime)
+        });
+        let endpoint = made
+            .await
+            .map_err(|e| std::io::Error::other(format!("shard {i}: {e}")))??;
+        endpoints.push(endpoint);
+    }
+    Ok(ServerEndpoints::Sharded(endpoints))
 }
 
 /// The ALPN check ([`check_alpn`]) on an established QUIC connection.
@@ -116,12 +186,29 @@ pub fn quic_endpoint(
     server: Option<quinn::ServerConfig>,
     config: quinn::EndpointConfig,
 ) -> Result<quinn::Endpoint, LinkError> {
+    let socket = udp_socket(bind, false)?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| std::io::Error::other("no async runtime for QUIC"))?;
+    Ok(quinn::Endpoint::new(
+        config,
+        server,
+        socket.into(),
+        runtime,
+    )?)
+}
+
+/// A UDP socket bound to `bind` with enlarged buffers (logged when the OS
+/// grants less than asked); `reuse_port`: one of a group on one port.
+fn udp_socket(bind: SocketAddr, reuse_port: bool) -> Result<socket2::Socket, LinkError> {
     let domain = if bind.is_ipv6() {
         socket2::Domain::IPV6
     } else {
         socket2::Domain::IPV4
     };
     let socket = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
     let _ = socket.set_recv_buffer_size(UDP_BUFFER_BYTES);
     let _ = socket.set_send_buffer_size(UDP_BUFFER_BYTES);
     for (what, got) in [
@@ -140,14 +227,8 @@ pub fn quic_endpoint(
         }
     }
     socket.bind(&bind.into())?;
-    let runtime = quinn::default_runtime()
-        .ok_or_else(|| std::io::Error::other("no async runtime for QUIC"))?;
-    Ok(quinn::Endpoint::new(
-        config,
-        server,
-        socket.into(),
-        runtime,
-    )?)
+    socket.set_nonblocking(true)?;
+    Ok(socket)
 }
 
 /// A server endpoint's QUIC configuration with keys derived from its
@@ -159,6 +240,23 @@ pub fn quic_endpoint(
 /// learns at once that the connection is gone instead of waiting for its
 /// idle timeout.
 pub fn stable_endpoint_config(identity_seed: &[u8; 32]) -> quinn::EndpointConfig {
+    endpoint_config(identity_seed, None)
+}
+
+/// [`stable_endpoint_config`] for the endpoint of shard `shard` of `of`:
+/// the connection ids it issues say so ([`ShardCids`]).
+fn sharded_endpoint_config(
+    identity_seed: &[u8; 32],
+    shard: usize,
+    of: usize,
+) -> quinn::EndpointConfig {
+    endpoint_config(identity_seed, Some((shard, of)))
+}
+
+fn endpoint_config(
+    identity_seed: &[u8; 32],
+    shard: Option<(usize, usize)>,
+) -> quinn::EndpointConfig {
     use aws_lc_rs::hmac;
     let derive = hmac::Key::new(hmac::HMAC_SHA256, identity_seed);
     let reset = hmac::sign(&derive, b"npamp-gateway QUIC stateless reset key v1");
@@ -169,9 +267,144 @@ pub fn stable_endpoint_config(identity_seed: &[u8; 32]) -> quinn::EndpointConfig
     let mut config =
         quinn::EndpointConfig::new(Arc::new(hmac::Key::new(hmac::HMAC_SHA256, reset.as_ref())));
     config.cid_generator(move || {
-        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+        let hashed = quinn_proto::HashedConnectionIdGenerator::from_key(cid_key);
+        match shard {
+            None => Box::new(hashed),
+            Some((shard, of)) => Box::new(ShardCids { hashed, shard, of }),
+        }
     });
     config
+}
+
+/// The connection ids of shard `shard`'s endpoint (of `of`): quinn's
+/// hashed ids (random nonce, keyed signature) whose first octet is
+/// `shard` modulo `of`, drawn again until it is. That octet is what
+/// [`steer_by_connection_id`] reads, as a QUIC load balancer reads a server
+/// id in a connection id (which one of `of` threads took a connection is
+/// all an observer can tell from it).
+struct ShardCids {
+    hashed: quinn_proto::HashedConnectionIdGenerator,
+    shard: usize,
+    of: usize,
+}
+
+impl quinn_proto::ConnectionIdGenerator for ShardCids {
+    fn generate_cid(&mut self) -> quinn::ConnectionId {
+        // One try in `of` succeeds: 64 * `of` tries fail with a chance
+        // under e^-64. A last failure would still be a valid id, only
+        // read by another shard's endpoint (which answers it with a
+        // stateless reset, as for any id it does not know).
+        let mut cid = self.hashed.generate_cid();
+        for _ in 0..64 * self.of {
+            if cid
+                .first()
+                .is_some_and(|&b| usize::from(b) % self.of == self.shard)
+            {
+                break;
+            }
+            cid = self.hashed.generate_cid();
+        }
+        cid
+    }
+
+    fn validate(&self, cid: &quinn::ConnectionId) -> Result<(), quinn_proto::InvalidCid> {
+        self.hashed.validate(cid)
+    }
+
+    fn cid_len(&self) -> usize {
+        self.hashed.cid_len()
+    }
+
+    fn cid_lifetime(&self) -> Option<std::time::Duration> {
+        self.hashed.cid_lifetime()
+    }
+}
+
+/// Whether this platform can steer a port's datagrams to its shards.
+const STEERING: bool = cfg!(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86_64",
+        target_arch = "x86",
+        target_arch = "aarch64",
+        target_arch = "arm",
+        target_arch = "riscv64"
+    )
+));
+
+/// Steers each datagram that reaches the `SO_REUSEPORT` group of `socket`
+/// (`of` sockets, bound in shard order) to socket `dcid[0] % of`, where
+/// `dcid` is the packet's destination connection id: a long header's
+/// (octet 6: after the first octet, the version and the id's length), or a
+/// short header's (octet 1). A client's first packets carry the id it chose
+/// (our edges choose one whose first octet is their shard, so a pool's
+/// associations spread over the shards); from the server's first reply on,
+/// they carry ids the endpoint issued ([`ShardCids`]), which lead back to
+/// it. A datagram too short to read goes to socket 0.
+#[cfg(target_os = "linux")]
+fn steer_by_connection_id(socket: &socket2::Socket, of: usize) -> Result<(), LinkError> {
+    use std::os::fd::AsRawFd;
+    // SO_ATTACH_REUSEPORT_CBPF in <asm-generic/socket.h> (the `STEERING`
+    // architectures'); the libc crate names it for Android only.
+    const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+    let op = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
+    const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+    const JA: u16 = 0x05; // BPF_JMP | BPF_JA
+    const MOD_K: u16 = 0x94; // BPF_ALU | BPF_MOD | BPF_K
+    const RET_A: u16 = 0x16; // BPF_RET | BPF_A
+    let of = u32::try_from(of).map_err(|_| std::io::Error::other("too many shards"))?;
+    let mut program = [
+        op(LD_B_ABS, 0, 0, 0), // A = first octet (the payload starts after UDP's header)
+        op(JSET_K, 0, 2, 0x80), // long header?
+        op(LD_B_ABS, 0, 0, 6), //   yes: A = its destination id's first octet
+        op(JA, 0, 0, 1),       //
+        op(LD_B_ABS, 0, 0, 1), //   no: A = the short header's
+        op(MOD_K, 0, 0, of),   // A %= of
+        op(RET_A, 0, 0, 0),    // the socket's index in the group
+    ];
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: a valid socket descriptor and a sock_fprog that points at
+    // `program`, alive for the call; the kernel copies and checks the
+    // program (a bad one is refused with an error, never run).
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_ATTACH_REUSEPORT_CBPF,
+            std::ptr::from_ref(&prog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn steer_by_connection_id(_: &socket2::Socket, _: usize) -> Result<(), LinkError> {
+    Err(std::io::Error::other("steering datagrams to shards needs Linux").into())
+}
+
+/// A client's first destination connection id: random, its first octet
+/// the shard it is made on (see [`steer_by_connection_id`]).
+fn initial_dcid() -> quinn::ConnectionId {
+    let mut cid: [u8; 16] = super::endpoint::random().unwrap_or_else(|_| {
+        // No system randomness: a fixed-looking id is still a valid one
+        // (it only names the connection to the server).
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        t.to_le_bytes()
+    });
+    if let Some(shard) = Shards::current() {
+        cid[0] = (shard % 256) as u8;
+    }
+    quinn::ConnectionId::new(&cid)
 }
 
 /// How many ack-eliciting packets the peer may take before it must send an
@@ -196,4 +429,69 @@ fn request_batched_acks(transport: &mut quinn::TransportConfig) {
     acks.ack_eliciting_threshold(ACK_ELICITING_THRESHOLD.into())
         .reordering_threshold(1u32.into());
     transport.ack_frequency_config(Some(acks));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quinn_proto::ConnectionIdGenerator;
+
+    #[test]
+    fn a_shard_issues_ids_that_lead_back_to_it() {
+        for (shard, of) in [(0, 2), (1, 2), (2, 3), (5, 16)] {
+            let mut cids = ShardCids {
+                hashed: quinn_proto::HashedConnectionIdGenerator::from_key(7),
+                shard,
+                of,
+            };
+            for _ in 0..200 {
+                let cid = cids.generate_cid();
+                assert_eq!(usize::from(cid[0]) % of, shard);
+                assert!(cids.validate(&cid).is_ok(), "still a valid hashed id");
+            }
+        }
+    }
+
+    /// Datagrams to a port of two steered sockets reach the socket their
+    /// destination connection id names.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn datagrams_go_to_the_socket_their_connection_id_names() {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        let first = udp_socket(any, true).expect("socket");
+        let port = first.local_addr().expect("addr").as_socket().expect("inet");
+        let second = udp_socket(port, true).expect("second socket");
+        steer_by_connection_id(&first, 2).expect("steering");
+        let group: [std::net::UdpSocket; 2] = [first.into(), second.into()];
+        for s in &group {
+            s.set_nonblocking(false).expect("blocking");
+            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+                .expect("timeout");
+        }
+        let client = std::net::UdpSocket::bind(any).expect("client");
+        let short = |id: u8| vec![0x40, id, 1, 2, 3, 4, 5, 6, 7, 8];
+        let long = |id: u8| vec![0xc0, 0, 0, 0, 1, 8, id, 1, 2, 3, 4, 5, 6, 7, 9, 9];
+        for (datagram, to) in [
+            (short(0), 0),
+            (short(1), 1),
+            (short(7), 1),
+            (short(8), 0),
+            (long(1), 1),
+            (long(2), 0),
+            (long(0xff), 1),
+            (vec![0x40], 0),
+        ] {
+            client.send_to(&datagram, port).expect("send");
+            let mut buf = [0u8; 64];
+            let n = group[to]
+                .recv(&mut buf)
+                .expect("received by the named socket");
+            assert_eq!(&buf[..n], &datagram[..], "socket {to}");
+        }
+        // Nothing went astray.
+        for s in &group {
+            s.set_nonblocking(true).expect("non-blocking");
+            assert!(s.recv(&mut [0u8; 64]).is_err());
+        }
+    }
 }

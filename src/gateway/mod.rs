@@ -634,6 +634,11 @@ impl Gateway {
         for t in self.tasks {
             t.abort();
         }
+        // What is left on the shards (a client connection with nothing in
+        // flight) goes with them.
+        if let Some(shards) = &self.ctx.shards {
+            shards.stop();
+        }
         left
     }
 }
