@@ -117,15 +117,15 @@ impl std::fmt::Debug for Shards {
     }
 }
 
-/// Runs `task` on the next shard of `shards`, or here (`tokio::spawn`)
-/// when there are none.
-pub fn spawn<F>(shards: Option<&Shards>, task: F) -> JoinHandle<F::Output>
+/// Runs `task` on shard `i` of `shards` (modulo their number), or here
+/// (`tokio::spawn`) when there are none.
+pub fn spawn_on<F>(shards: Option<&Shards>, i: usize, task: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     match shards {
-        Some(shards) => shards.spawn(task),
+        Some(shards) => shards.spawn_on(i, task),
         None => tokio::spawn(task),
     }
 }

@@ -365,18 +365,12 @@ where
             ServerEndpoints::One(endpoint) => {
                 vec![tokio::spawn(self.clone().accept_quic(endpoint))]
             }
-            ServerEndpoints::Sharded(endpoints) => {
-                let shards = self.shards.as_deref();
-                (endpoints.into_iter().enumerate())
-                    .map(|(i, endpoint)| {
-                        let accept = self.clone().accept_quic(endpoint);
-                        match shards {
-                            Some(shards) => shards.spawn_on(i, accept),
-                            None => tokio::spawn(accept),
-                        }
-                    })
-                    .collect()
-            }
+            ServerEndpoints::Sharded(endpoints) => (endpoints.into_iter().enumerate())
+                .map(|(i, endpoint)| {
+                    let accept = self.clone().accept_quic(endpoint);
+                    crate::shard::spawn_on(self.shards.as_deref(), i, accept)
+                })
+                .collect(),
         }
     }
 

@@ -1,7 +1,6 @@
 //! One origin as the edge reaches it: its address, the pool of
 //! associations its stateless requests share, and its health.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -103,29 +102,23 @@ impl Peer {
     /// slot is tried again by the first request after [`RECONNECT_BACKOFF`].
     pub fn open(self: &Arc<Self>, ctx: &Arc<Ctx>, endpoint: &Endpoint) {
         let (me, ctx2, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
-        self.on_shard_of(0, ctx, async move {
-            if me.reconnect(0, &ctx2, &endpoint).await.is_err() {
-                return;
-            }
-            for slot in 1..me.slots.len() {
-                let (me2, ctx3, endpoint) = (me.clone(), ctx2.clone(), endpoint.clone());
-                me.on_shard_of(slot, &ctx2, async move {
-                    let _ = me2.reconnect(slot, &ctx3, &endpoint).await;
-                });
+        crate::shard::spawn_on(ctx.shards.as_deref(), 0, async move {
+            if me.reconnect(0, &ctx2, &endpoint).await.is_ok() {
+                for slot in 1..me.slots.len() {
+                    me.reconnect_in_background(slot, &ctx2, &endpoint);
+                }
             }
         });
     }
 
-    /// Runs `task` where slot `slot`'s association is to live: on its
-    /// shard (slot `i` is shard `i`'s, modulo their number), else here.
-    fn on_shard_of<F>(&self, slot: usize, ctx: &Ctx, task: F)
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
-        match &ctx.shards {
-            Some(shards) => drop(shards.spawn_on(slot, task)),
-            None => drop(tokio::spawn(task)),
-        }
+    /// Reconnects slot `slot` on a task of its own, where its association
+    /// is to live: on its shard (slot `i` is shard `i`'s, modulo their
+    /// number), else here.
+    fn reconnect_in_background(self: &Arc<Self>, slot: usize, ctx: &Arc<Ctx>, endpoint: &Endpoint) {
+        let (me, ctx2, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
+        crate::shard::spawn_on(ctx.shards.as_deref(), slot, async move {
+            let _ = me.reconnect(slot, &ctx2, &endpoint).await;
+        });
     }
 
     /// The slot to try first: on a shard, one of that shard's slots (in
@@ -216,10 +209,7 @@ impl Peer {
             let reconnect = Box::pin(self.reconnect(first, ctx, endpoint));
             return reconnect.await.map_err(NotSent::Failed);
         }
-        let (me, ctx2, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
-        self.on_shard_of(first, ctx, async move {
-            let _ = me.reconnect(first, &ctx2, &endpoint).await;
-        });
+        self.reconnect_in_background(first, ctx, endpoint);
         live.ok_or(NotSent::Connecting)
     }
 
