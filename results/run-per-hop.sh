@@ -14,8 +14,10 @@
 # per request of every process on the path (utime + stime deltas of
 # /proc/PID/stat, all of an nginx's workers together), and the context
 # switches per request of the edge and the origin (every thread's,
-# voluntary and involuntary, and apart the involuntary ones: preempted). ROUNDS (2) repeats the whole sweep, paths in turn within each
-# concurrency, so drift on a shared machine shows as spread, not as a
+# voluntary and involuntary, and apart the involuntary ones: preempted),
+# the UDP datagrams per request of the QUIC paths (both ways, from
+# /proc/net/snmp) and how idle the run's CPUs were. ROUNDS (2) repeats
+# the whole sweep, paths in turn within each concurrency, so drift on a shared machine shows as spread, not as a
 # difference; each round starts one path later than the one before, so
 # every path takes every place in the order across as many rounds as there
 # are paths (on one vCPU the path run later at a point was favoured by up
@@ -127,6 +129,12 @@ switches() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null
 # (most often by the task its own write woke).
 preempted() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^nonvoluntary_ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 up_pids() { if [ "$UPSTREAM" = static ]; then nginx_pids static; else echo "$mock_pid"; fi; }
+# UDP datagrams received on the machine (every path runs alone, so over a
+# point these are the QUIC association's, both ways), and the idle ticks of
+# the CPUs this run may use (/proc/stat: idle + iowait).
+udp_in() { awk '/^Udp:/ && $2 ~ /^[0-9]/ { print $2 }' /proc/net/snmp; }
+MY_CPUS=$(python3 -c 'import os; print(" ".join(f"cpu{c}" for c in sorted(os.sched_getaffinity(0))))')
+idle() { awk -v cpus=" $MY_CPUS " 'index(cpus, " " $1 " ") { n += $5 + $6 } END { print n + 0 }' /proc/stat; }
 results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS IN_FLIGHT=\"$IN_FLIGHT\"${WRK_THREADS:+ WRK_THREADS=$WRK_THREADS}${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"}${LANES_ARG:-}${NGINX_WORKERS:+ NGINX_WORKERS=$NGINX_WORKERS} results/run-per-hop.sh" > "$OUT/machine.txt"
 echo "CPUs this run may use: $(nproc) ($(taskset -pc $$ | sed 's/.*: //'))" >> "$OUT/machine.txt"
 echo "gateway processes started in: START_SESSION=$START_SESSION (results/procs.sh); autogroup: kernel.sched_autogroup_enabled=$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo absent)" >> "$OUT/machine.txt"
@@ -170,8 +178,9 @@ for round in $(seq "$ROUNDS"); do
         read -r -a p <<<"${h#*:}"
         before+=("$(ticks "${p[@]}")"); sw_before+=("$(switches "${p[@]}")"); pre_before+=("$(preempted "${p[@]}")")
       done
+      udp0=$(udp_in); idle0=$(idle)
       wrk_on "$c" "$threads" "${urls[@]}"
-      line="$round\t$c\t$path"
+      line="$round\t$c\t$path\tudp=$(( $(udp_in) - udp0 ))\tidle=$(( $(idle) - idle0 ))"
       i=0; for h in "${hops[@]}"; do
         read -r -a p <<<"${h#*:}"
         line+="\t${h%%:*}=$(( $(ticks "${p[@]}") - before[i] ))\t${h%%:*}_sw=$(( $(switches "${p[@]}") - sw_before[i] ))"
@@ -187,9 +196,9 @@ for round in $(seq "$ROUNDS"); do
     done
   done
 done
-python3 - "$OUT/points.tsv" "$HZ" "$SECS" > "$OUT/table.md" <<'PY'
+python3 - "$OUT/points.tsv" "$HZ" "$SECS" "$(wc -w <<<"$MY_CPUS")" > "$OUT/table.md" <<'PY'
 import sys, collections
-path, hz, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+path, hz, secs, ncpu = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 def ms(v):
     for unit, f in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
         if v.endswith(unit) and (unit != "s" or not v.endswith(("us", "ms"))):
@@ -205,12 +214,15 @@ for line in open(path):
     worst = lambda q: max(ms(v) for v in kv[q].split(","))  # of the wrk runs
     sw = {k: int(kv[k + "_sw"]) / n for k in ("edge", "origin") if k + "_sw" in kv}
     pre = {k: int(kv[k + "_pre"]) / n for k in ("edge", "origin") if k + "_pre" in kv}
-    rows[(c, p)].append((n / secs, worst("p50"), worst("p99"), cpu, kv["errors"], sw, pre))
+    # Older points.tsv files have neither udp= nor idle=.
+    udp = int(kv["udp"]) / n if "udp" in kv and "quic" in p else None
+    idle = 100 * int(kv["idle"]) / (hz * secs * ncpu) if "idle" in kv else None
+    rows[(c, p)].append((n / secs, worst("p50"), worst("p99"), cpu, kv["errors"], sw, pre, udp, idle))
 def span(xs, fmt):
     lo, hi = min(xs), max(xs)
     return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else (fmt + "–" + fmt).format(lo, hi)
-print("| in flight | path | req/s | p50 ms | p99 ms | CPU µs/req: edge | origin | upstream | switches/req: edge | origin | vs nginx pair: rate | edge CPU | origin CPU | of the switches, preempted: edge | origin |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| in flight | path | req/s | p50 ms | p99 ms | CPU µs/req: edge | origin | upstream | switches/req: edge | origin | vs nginx pair: rate | edge CPU | origin CPU | of the switches, preempted: edge | origin | UDP datagrams/req | CPUs idle % |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 paths = list(dict.fromkeys(p for _, p in rows))
 for c in sorted({c for c, _ in rows}):
     ng = rows.get((c, "nginx-tls"))
@@ -236,6 +248,9 @@ for c in sorted({c for c, _ in rows}):
         for k in ("edge", "origin"):
             v = [x[6][k] for x in r if k in x[6]]
             cols.append(span(v, "{:.2f}") if v else "—")
+        for i, fmt in ((7, "{:.2f}"), (8, "{:.0f}")):
+            v = [x[i] for x in r if x[i] is not None]
+            cols.append(span(v, fmt) if v else "—")
         errs = {x[4] for x in r} - {"none"}
         print(f"| {c} | {p}{' (errors: ' + '; '.join(errs) + ')' if errs else ''} | " + " | ".join(cols) + " |")
 d1 = rows.get((1, "direct"))
