@@ -17,8 +17,8 @@
 # voluntary and involuntary, and apart the involuntary ones: preempted),
 # the UDP datagrams per request of the QUIC paths (both ways, from
 # /proc/net/snmp) and how idle the run's CPUs were. ROUNDS (2) repeats
-# the whole sweep, paths in turn within each concurrency, so drift on a shared machine shows as spread, not as a
-# difference; each round starts one path later than the one before, so
+# the whole sweep, paths in turn within each concurrency, so drift on a
+# shared machine shows as spread, not as a difference; each round starts one path later than the one before, so
 # every path takes every place in the order across as many rounds as there
 # are paths (on one vCPU the path run later at a point was favoured by up
 # to 6 %: results/2026-12-04-udp-wakeups/). SECONDS_PER_POINT (5). GATEWAY_ENV: variables for both
