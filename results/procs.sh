@@ -3,6 +3,17 @@
 # it began, for the caller's cleanup to kill.
 pids=()
 
+# What the processes of a run spent, read before and after a point:
+# ticks PID...: their CPU time in clock ticks (utime + stime, /proc/PID/stat);
+# switches PID...: the context switches of every thread of theirs, voluntary
+# and involuntary; preempted PID...: of those, the involuntary ones (a thread
+# preempted while it could still run, most often by the task its own write
+# woke); udp_in: the UDP datagrams the machine has received (/proc/net/snmp).
+ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
+switches() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
+preempted() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^nonvoluntary_ctxt_switches/ { n += $2 } END { print n + 0 }'; }
+udp_in() { awk '/^Udp:/ && $2 ~ /^[0-9]/ { print $2 }' /proc/net/snmp; }
+
 # start NAME READY COMMAND...: runs COMMAND in the background (stdout in
 # $TMP/NAME.out, stderr in $TMP/NAME.err, its pid in ${NAME}_pid with `-`
 # read as `_`) and waits, 10 s at most, for a stdout line matching the

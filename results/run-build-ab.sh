@@ -20,8 +20,6 @@ ROUNDS=${ROUNDS:-2}; SECS=${SECONDS_PER_POINT:-5}
 source results/builds.sh
 gateway_pair a "$A"
 gateway_pair b "$B"
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 HZ=$(getconf CLK_TCK)
 points=$TMP/points.tsv; : > "$points"
 for round in $(seq "$ROUNDS"); do

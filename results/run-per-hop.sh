@@ -18,11 +18,12 @@
 # the UDP datagrams per request of the QUIC paths (both ways, from
 # /proc/net/snmp) and how idle the run's CPUs were. ROUNDS (2) repeats
 # the whole sweep, paths in turn within each concurrency, so drift on a
-# shared machine shows as spread, not as a difference; each round starts one path later than the one before, so
-# every path takes every place in the order across as many rounds as there
-# are paths (on one vCPU the path run later at a point was favoured by up
-# to 6 %: results/2026-12-04-udp-wakeups/). SECONDS_PER_POINT (5). GATEWAY_ENV: variables for both
-# gateways' processes (e.g. "TOKIO_WORKER_THREADS=1"). LANES=N (N > 1)
+# shared machine shows as spread, not as a difference; each round starts
+# one path later than the one before, so every path takes every place in
+# the order across as many rounds as there are paths (on one vCPU the path
+# run later at a point was favoured by up to 6 %:
+# results/2026-12-04-udp-wakeups/). SECONDS_PER_POINT (5). GATEWAY_ENV:
+# variables for both gateways' processes (e.g. "TOKIO_WORKER_THREADS=1"). LANES=N (N > 1)
 # adds two paths, gateway-quic-xN and gateway-tls-xN: N independent
 # gateway pairs of one tokio worker each (a runtime per core, as nginx's
 # worker processes, simulated with processes), the in-flight requests split
@@ -122,17 +123,11 @@ wrk.headers["Content-Type"] = "application/json"
 LUA
 # Every pid of an nginx instance (master and workers), or one pid.
 nginx_pids() { local m; m=$(cat "$NGX/$1.pid"); echo "$m $(pgrep -P "$m" | tr '\n' ' ')"; }
-ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo $t; }
-# Context switches (voluntary + involuntary) of every thread of the pids.
-switches() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
-# Of those, the involuntary ones: a thread preempted while it could still run
-# (most often by the task its own write woke).
-preempted() { local p; for p in "$@"; do cat /proc/"$p"/task/*/status 2>/dev/null; done | awk '/^nonvoluntary_ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 up_pids() { if [ "$UPSTREAM" = static ]; then nginx_pids static; else echo "$mock_pid"; fi; }
-# UDP datagrams received on the machine (every path runs alone, so over a
-# point these are the QUIC association's, both ways), and the idle ticks of
-# the CPUs this run may use (/proc/stat: idle + iowait).
-udp_in() { awk '/^Udp:/ && $2 ~ /^[0-9]/ { print $2 }' /proc/net/snmp; }
+# ticks, switches, preempted and udp_in: results/procs.sh. Every path runs
+# alone, so the UDP datagrams of a point are the QUIC association's, both
+# ways. idle: the idle ticks of the CPUs this run may use (/proc/stat: idle
+# + iowait).
 MY_CPUS=$(python3 -c 'import os; print(" ".join(f"cpu{c}" for c in sorted(os.sched_getaffinity(0))))')
 idle() { awk -v cpus=" $MY_CPUS " 'index(cpus, " " $1 " ") { n += $5 + $6 } END { print n + 0 }' /proc/stat; }
 results/machine-info.sh "UPSTREAM=$UPSTREAM ROUNDS=$ROUNDS SECONDS_PER_POINT=$SECS IN_FLIGHT=\"$IN_FLIGHT\"${WRK_THREADS:+ WRK_THREADS=$WRK_THREADS}${GATEWAY_ENV:+ GATEWAY_ENV=\"$GATEWAY_ENV\"}${LANES_ARG:-}${NGINX_WORKERS:+ NGINX_WORKERS=$NGINX_WORKERS} results/run-per-hop.sh" > "$OUT/machine.txt"

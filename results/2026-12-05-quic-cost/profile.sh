@@ -21,8 +21,6 @@ mkdir -p "$OUT"
 cargo build --release -q -p npamp-gateway-cli
 GW=target/release/npamp-gateway
 source results/builds.sh
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-udp_in() { awk '/^Udp:/ && $2 ~ /^[0-9]/ { print $2 }' /proc/net/snmp; }
 HZ=$(getconf CLK_TCK)
 # load SECONDS: wrk at $C in flight on $url for SECONDS; the requests it made.
 load() { wrk -t1 -c"$C" -d"$1"s -s "$TMP/post.lua" "$url" | awk '/requests in/ { print $1 }'; }

@@ -12,8 +12,6 @@ cd "$(dirname "$0")/../.."
 cargo build --release -q -p npamp-gateway-cli
 GW=target/release/npamp-gateway
 source results/builds.sh
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-pre() { cat /proc/"$1"/task/*/status | awk '/^nonvoluntary/ { n += $2 } END { print n }'; }
 for t in ${TS:-quic tls}; do
   TRANSPORT=$t gateway_pair "$t" "$GW"
   u=${t}_url; url=${!u}; e=${t}_edge_pid; o=${t}_origin_pid; e=${!e}; o=${!o}
@@ -22,9 +20,9 @@ for t in ${TS:-quic tls}; do
       if [ $pol = batch ]; then flag=-b; else flag=-o; fi
       chrt -a $flag -p 0 "$e" > /dev/null; chrt -a $flag -p 0 "$o" > /dev/null
       wrk -t1 -c4 -d1s -s "$TMP/post.lua" "$url" > /dev/null
-      e0=$(ticks "$e"); o0=$(ticks "$o"); p0=$(( $(pre "$e") + $(pre "$o") ))
+      e0=$(ticks "$e"); o0=$(ticks "$o"); p0=$(preempted "$e" "$o")
       n=$(wrk -t1 -c"${C:-4}" -d3s -s "$TMP/post.lua" "$url" | awk '/requests in/ { print $1 }')
-      e1=$(ticks "$e"); o1=$(ticks "$o"); p1=$(( $(pre "$e") + $(pre "$o") ))
+      e1=$(ticks "$e"); o1=$(ticks "$o"); p1=$(preempted "$e" "$o")
       awk -v t="$t" -v pol=$pol -v n="$n" -v e=$((e1 - e0)) -v o=$((o1 - o0)) -v p=$((p1 - p0)) -v hz="$(getconf CLK_TCK)" \
         'BEGIN { printf "%s %s rate %.0f edge %.1f origin %.1f us/req, preempted %.2f/req\n", t, pol, n / 3, e * 1e6 / hz / n, o * 1e6 / hz / n, p / n }'
     done
