@@ -34,6 +34,7 @@ internal! {
     mod session;
     mod stall;
     mod upstream_http;
+    mod upstream_pool;
     mod upstream_group;
 }
 

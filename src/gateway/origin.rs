@@ -2,8 +2,9 @@
 //! upstream JSON-RPC server, and its replies go back.
 //!
 //! - HTTP(S) upstream: each request is one POST on a pooled keep-alive
-//!   HTTP/1.1 client ([`Role::OriginStateless`]); its reply goes back on the
-//!   request's correlation_id.
+//!   HTTP/1.1 connection, driven by the request's own task
+//!   ([`upstream_pool`](super::upstream_pool), [`Role::OriginStateless`]);
+//!   its reply goes back on the request's correlation_id.
 //! - WebSocket, IPC or MCP upstream, or child process (stdio): one upstream
 //!   session per association ([`Session::origin`]), reconnected or
 //!   restarted with backoff when it goes away; with several (a
@@ -37,6 +38,7 @@ use super::session::Session;
 use super::edge::health;
 use super::upstream_group::{Group, Member, PostFailed, Sessions};
 use super::upstream_http::{Connector, host_override};
+use super::upstream_pool::{Pool, PostError, origin_form};
 use super::{Ctx, GatewayConfig, Upstream};
 use crate::assoc::AssocHandle;
 use crate::shard::PerShard;
@@ -47,6 +49,8 @@ use crate::relay::{MAY_HAVE_EXECUTED, Role, Served, ToServe};
 /// The longest pause between upstream restarts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// How long an idle keep-alive connection to an HTTP upstream is kept.
+const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 pub(super) type HttpsClient = Client<Connector, Full<Bytes>>;
 
@@ -58,8 +62,14 @@ pub struct Origin {
     pub(super) ctx: Arc<Ctx>,
     /// `None`: requests are answered NotDelivered.
     upstream: Option<Upstream>,
-    /// One client (and pool of upstream connections) per shard, so that a
-    /// request and the connection it takes share a thread.
+    /// The connections to each HTTP upstream a request is POSTed to (the
+    /// `--upstream` alone, or the group's members, in the group's order),
+    /// one set per shard: a request drives the connection it takes on its
+    /// own thread, and no other shard touches it.
+    pools: PerShard<Box<[Pool]>>,
+    /// MCP over HTTP (Streamable HTTP sessions, whose replies may stream):
+    /// one client per shard, so that a session and its connections share
+    /// a thread.
     http: Option<PerShard<HttpsClient>>,
     /// TLS for a WSS upstream.
     tls: Arc<rustls::ClientConfig>,
@@ -85,23 +95,22 @@ impl Origin {
         let upstream = config.upstream.clone();
         let headers = config.upstream_headers.clone();
         let tls = Arc::new(super::tls_roots_client_config(config.upstream_ca.as_deref())?);
+        let connector = Connector::new((*tls).clone(), ctx.limits.upstream_connect_timeout);
+        let max_idle = ctx.limits.max_in_flight.min(1024);
+        let mcp = ctx.protocol == ProtocolId::MCP;
         let http = match &upstream {
-            Some(Upstream::Http(_)) => Some(PerShard::new(ctx.shards.as_deref(), || {
-                let tls = (*tls).clone();
-                let connector = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_tls_config(tls)
-                    .https_or_http()
-                    .enable_http1()
-                    .build();
+            Some(Upstream::Http(_)) if mcp => Some(PerShard::new(ctx.shards.as_deref(), || {
                 Client::builder(hyper_util::rt::TokioExecutor::new())
-                    .pool_idle_timeout(Duration::from_secs(90))
-                    .pool_max_idle_per_host(ctx.limits.max_in_flight.min(1024))
-                    .build(Connector {
-                        inner: connector,
-                        timeout: ctx.limits.upstream_connect_timeout,
-                    })
+                    .pool_idle_timeout(HTTP_IDLE_TIMEOUT)
+                    .pool_max_idle_per_host(max_idle)
+                    .build(connector.clone())
             })),
             _ => None,
+        };
+        // The URLs POSTed to: `--upstream`, or the group's members (set below).
+        let mut posted_to = match &upstream {
+            Some(Upstream::Http(uri)) if !mcp => vec![uri.clone()],
+            _ => Vec::new(),
         };
         let permits = Arc::new(Semaphore::new(ctx.limits.max_in_flight));
         let replies = Arc::new(Semaphore::new(reply_budget(&ctx)));
@@ -122,6 +131,9 @@ impl Origin {
                     (glob.clone(), i)
                 })
                 .collect();
+            if !mcp {
+                posted_to.clone_from(&uris);
+            }
             let members = uris
                 .into_iter()
                 .map(|uri| Member {
@@ -140,10 +152,16 @@ impl Origin {
             ctx.metrics.show_session_upstreams(sessions.clone());
             sessions
         });
+        let pools = PerShard::new(ctx.shards.as_deref(), || {
+            (posted_to.iter())
+                .map(|uri| Pool::new(connector.clone(), uri.clone(), max_idle, HTTP_IDLE_TIMEOUT))
+                .collect()
+        });
         Ok(Self {
             ctx,
             upstream,
             sessions,
+            pools,
             http,
             tls,
             permits,
@@ -325,14 +343,12 @@ impl Origin {
     async fn post(&self, text: Bytes, resend_safe: bool) -> (Served, Option<OwnedSemaphorePermit>) {
         let mut room = None;
         let failed = match &self.group {
-            None => match &self.upstream {
-                Some(Upstream::Http(uri)) => {
-                    match self.post_to(uri, &self.post_headers, text, &mut room).await {
-                        Ok(reply) => return (Ok(reply), room),
-                        Err(f) => f,
-                    }
-                }
-                _ => return (Err(NO_UPSTREAM.into()), None),
+            None => match self.pools.get().first() {
+                Some(pool) => match self.post_to(pool, &self.post_headers, text, &mut room).await {
+                    Ok(reply) => return (Ok(reply), room),
+                    Err(f) => f,
+                },
+                None => return (Err(NO_UPSTREAM.into()), None),
             },
             Some(group) => match self.post_grouped(group, text, resend_safe, &mut room).await {
                 Ok(reply) => return (Ok(reply), room),
@@ -374,9 +390,12 @@ impl Origin {
         let mut last = PostFailed::NotSent("no upstream takes this method".into());
         while let Some(i) = group.choose_at(group.at(started), allowed, tried) {
             tried |= 1 << i;
-            let m = &group.members[i];
+            // A pool for each member, in the group's order (`Origin::new`).
+            let (m, Some(pool)) = (&group.members[i], self.pools.get().get(i)) else {
+                break;
+            };
             m.health.start(group.at(started));
-            let r = self.post_to(&m.uri, &m.post_headers, text.clone(), room).await;
+            let r = self.post_to(pool, &m.post_headers, text.clone(), room).await;
             let ended = Instant::now();
             let outcome = match &r {
                 Ok(_) => health::Outcome::Replied(ended.saturating_duration_since(started)),
@@ -400,17 +419,15 @@ impl Origin {
         Err(last)
     }
 
-    /// One POST to the HTTP upstream `uri`.
+    /// One POST to the HTTP upstream `pool` connects to.
     async fn post_to(
         &self,
-        uri: &hyper::Uri,
+        pool: &Pool,
         headers: &hyper::HeaderMap,
         text: Bytes,
         room: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<(Bytes, Kind), PostFailed> {
-        let Some(client) = self.http.as_ref().map(PerShard::get) else {
-            return Err(PostFailed::Final(NO_UPSTREAM.into()));
-        };
+        let uri = pool.uri();
         let ctx = &self.ctx;
         // tokio's clock, as the timeout's (paused in tests); the deadline is
         // taken from it instead of a second reading.
@@ -426,35 +443,37 @@ impl Origin {
         let exchange = Box::pin(async {
             let mut req = hyper::Request::new(Full::new(text));
             *req.method_mut() = hyper::Method::POST;
-            *req.uri_mut() = uri.clone();
+            *req.uri_mut() = origin_form(uri);
             *req.headers_mut() = headers.clone();
-            let resp = client.request(req).await.map_err(|e| {
-                let why = format!("upstream {}: {}", shown(), error_chain(&e));
-                // A connection that could not be made carried nothing.
-                if e.is_connect() {
-                    PostFailed::NotSent(why)
-                } else {
-                    PostFailed::Unknown(why)
-                }
-            })?;
-            let status = resp.status();
             let budget = Budget {
                 room: &self.replies,
                 octets: reply_budget(ctx),
                 wait: ctx.limits.stall_timeout,
             };
-            let (body, held) = collect_within(resp.into_body(), limit, &budget)
-                .await
-                .map_err(|e| {
-                    PostFailed::Final(match e {
-                        Collect::Body(e) => {
-                            super::carry::reading_reply_failed(&shown(), &*e, limit)
-                        }
-                        Collect::NoRoom => reply_budget_full(&shown(), ctx),
-                    })
-                })?;
-            *room = held;
-            Ok::<_, PostFailed>((status, body))
+            let read = async |resp: hyper::Response<hyper::body::Incoming>| {
+                let status = resp.status();
+                let (body, held) = collect_within(resp.into_body(), limit, &budget)
+                    .await
+                    .map_err(|e| {
+                        PostFailed::Final(match e {
+                            Collect::Body(e) => {
+                                super::carry::reading_reply_failed(&shown(), &*e, limit)
+                            }
+                            Collect::NoRoom => reply_budget_full(&shown(), ctx),
+                        })
+                    })?;
+                *room = held;
+                Ok::<_, PostFailed>((status, body))
+            };
+            pool.exchange(req, read).await.map_err(|e| match e {
+                // Nothing reached the upstream.
+                PostError::NotSent(e) => {
+                    PostFailed::NotSent(format!("upstream {}: {}", shown(), error_chain(&*e)))
+                }
+                PostError::Exchange(e) => {
+                    PostFailed::Unknown(format!("upstream {}: {}", shown(), error_chain(&e)))
+                }
+            })?
         });
         let deadline = started + ctx.limits.request_timeout;
         let result = tokio::time::timeout_at(deadline, exchange).await;

@@ -23,7 +23,7 @@ use hyper_util::rt::TokioIo;
 /// The scheme of an HTTP upstream on a Unix domain socket.
 pub const UNIX_SCHEME: &str = "http+unix";
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// `http+unix:///PATH` or `http+unix://%2FPATH/REQUEST-PATH` as the URI the
 /// client is given; `None` when `s` is not an `http+unix` URL. The error
@@ -114,12 +114,28 @@ pub struct ConnectTimedOut(std::time::Duration);
 
 /// A connection to an HTTP upstream. The TCP/TLS stream is kept inline
 /// (no pointer to follow on every read and write); a connection lives in its
-/// own task, where its size costs nothing per request.
+/// own task (MCP's client) or boxed in the origin's pool, so its size costs
+/// nothing per request.
 #[allow(clippy::large_enum_variant)]
 pub enum Conn {
     Tcp(MaybeHttpsStream<TokioIo<tokio::net::TcpStream>>),
     #[cfg(unix)]
     Unix(TokioIo<tokio::net::UnixStream>),
+}
+
+impl Connector {
+    /// HTTP, or HTTPS under `tls`, over TCP; or a Unix socket; each
+    /// connection made within `timeout`.
+    pub fn new(tls: rustls::ClientConfig, timeout: std::time::Duration) -> Self {
+        Self {
+            inner: hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls)
+                .https_or_http()
+                .enable_http1()
+                .build(),
+            timeout,
+        }
+    }
 }
 
 impl tower_service::Service<Uri> for Connector {
