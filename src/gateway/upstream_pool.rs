@@ -319,15 +319,14 @@ mod tests {
         assert_eq!(pool.idle_count(), 1);
     }
 
-    #[tokio::test]
-    async fn concurrent_requests_each_take_a_connection_and_all_come_back() {
-        let (uri, accepted) = server(r#"{"result":1}"#, None, false).await;
-        let pool = Arc::new(Pool::new(connector(), uri.clone(), 8, Duration::from_secs(90)));
-        let tasks: Vec<_> = (0..4)
+    /// `tasks` tasks at once, each posting `each` requests in turn through
+    /// `pool`; every one answered.
+    async fn at_once(pool: &Arc<Pool>, uri: &Uri, tasks: usize, each: usize) {
+        let tasks: Vec<_> = (0..tasks)
             .map(|_| {
                 let (pool, uri) = (pool.clone(), uri.clone());
                 tokio::spawn(async move {
-                    for _ in 0..10 {
+                    for _ in 0..each {
                         pool.exchange(post(&uri, "{}"), body).await.expect("a reply");
                     }
                 })
@@ -336,6 +335,13 @@ mod tests {
         for t in tasks {
             t.await.expect("the task");
         }
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_each_take_a_connection_and_all_come_back() {
+        let (uri, accepted) = server(r#"{"result":1}"#, None, false).await;
+        let pool = Arc::new(Pool::new(connector(), uri.clone(), 8, Duration::from_secs(90)));
+        at_once(&pool, &uri, 4, 10).await;
         let made = accepted.load(Relaxed);
         assert!((1..=4).contains(&made), "{made} connections for 4 at a time");
         assert_eq!(pool.idle_count(), made, "every connection went back");
@@ -398,15 +404,7 @@ mod tests {
         let (uri, accepted) = server(r#"{"result":1}"#, None, false).await;
         let pool = Arc::new(Pool::new(connector(), uri.clone(), 8, Duration::from_millis(40)));
         // A burst of three at once leaves three idle connections.
-        let burst: Vec<_> = (0..3)
-            .map(|_| {
-                let (pool, uri) = (pool.clone(), uri.clone());
-                tokio::spawn(async move { pool.exchange(post(&uri, "{}"), body).await.is_ok() })
-            })
-            .collect();
-        for t in burst {
-            assert!(t.await.expect("the task"), "a reply");
-        }
+        at_once(&pool, &uri, 3, 1).await;
         let made = accepted.load(Relaxed);
         assert!(made >= 2, "{made} connection(s) for three at once");
         assert_eq!(pool.idle_count(), made);
