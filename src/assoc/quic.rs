@@ -136,6 +136,22 @@ pub(super) async fn server_endpoints(
     ep: &Endpoint,
     shards: Option<&Shards>,
 ) -> Result<ServerEndpoints, LinkError> {
+    server_endpoints_steered_by(addr, ep, shards, steer_by_connection_id).await
+}
+
+/// [`server_endpoints`], with `steer` attaching the datagram steering to a
+/// socket group. Where it is refused (a kernel before 4.5, gVisor, a
+/// seccomp policy that forbids socket filters), one endpoint serves every
+/// shard's connections, as without shards: slower on many cores, but
+/// listening. Without steering, the kernel would still spread datagrams by
+/// their addresses, and a connection whose client address changes (NAT
+/// rebinding) would reach a shard that does not know it.
+async fn server_endpoints_steered_by(
+    addr: SocketAddr,
+    ep: &Endpoint,
+    shards: Option<&Shards>,
+    steer: fn(&socket2::Socket, usize) -> Result<(), LinkError>,
+) -> Result<ServerEndpoints, LinkError> {
     let Some(shards) = shards.filter(|s| s.len() > 1 && STEERING && s.len() <= 256) else {
         return Ok(ServerEndpoints::One(server_endpoint(addr, ep)?));
     };
@@ -149,7 +165,17 @@ pub(super) async fn server_endpoints(
         }
         sockets.push(socket);
     }
-    steer_by_connection_id(&sockets[0], k)?;
+    if let Err(e) = steer(&sockets[0], k) {
+        warn!(
+            error = %e,
+            shards = k,
+            "cannot steer QUIC datagrams to shards (SO_ATTACH_REUSEPORT_CBPF); \
+             one endpoint serves every shard's connections"
+        );
+        // The group's sockets go first, so the one endpoint can take the port.
+        drop(sockets);
+        return Ok(ServerEndpoints::One(server_endpoint(addr, ep)?));
+    }
     let server = server_config(ep)?;
     let mut endpoints = Vec::with_capacity(k);
     for (i, socket) in sockets.into_iter().enumerate() {
@@ -450,6 +476,39 @@ mod tests {
                 assert!(cids.validate(&cid).is_ok(), "still a valid hashed id");
             }
         }
+    }
+
+    /// Where the kernel refuses the steering program (gVisor, a kernel
+    /// before 4.5, a seccomp policy), the listener still listens: one
+    /// endpoint, on the port asked for, instead of failing to start.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_refused_steering_leaves_one_endpoint_on_the_port() {
+        let shards = Shards::start(2).expect("shards");
+        let ep = Endpoint::new([7; 32], crate::handshake::Trust::InsecureAcceptAny);
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        let accepted = |_: &socket2::Socket, _: usize| Ok(());
+        let steered = server_endpoints_steered_by(any, &ep, Some(&shards), accepted)
+            .await
+            .expect("listening");
+        assert!(matches!(&steered, ServerEndpoints::Sharded(all) if all.len() == 2));
+        let refused = |_: &socket2::Socket, _: usize| -> Result<(), LinkError> {
+            Err(std::io::Error::from_raw_os_error(libc::ENOPROTOOPT).into())
+        };
+        let one = server_endpoints_steered_by(any, &ep, Some(&shards), refused)
+            .await
+            .expect("listening without steering");
+        assert!(matches!(one, ServerEndpoints::One(_)));
+        // A port named: the group's sockets are closed first, so the one
+        // endpoint gets that port.
+        let port = std::net::UdpSocket::bind(any)
+            .and_then(|s| s.local_addr())
+            .expect("a free port");
+        let again = server_endpoints_steered_by(port, &ep, Some(&shards), refused)
+            .await
+            .expect("listening on the named port");
+        assert!(matches!(again, ServerEndpoints::One(_)));
+        assert_eq!(again.local_addr().expect("bound"), port);
     }
 
     /// Datagrams to a port of two steered sockets reach the socket their
