@@ -21,6 +21,7 @@ pub(crate) mod quiet;
 internal! {
     mod auth;
     mod carry;
+    mod child;
     mod context;
     mod json_stream;
     mod edge;

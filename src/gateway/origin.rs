@@ -18,7 +18,6 @@
 //! is answered with BRIDGE_ERROR NotDelivered: never a fabricated success or
 //! JSON-RPC error.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -31,6 +30,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
+use super::child::{Stop, UpstreamChild};
 use super::exec::{Exec, ExecSink, Local, Serve};
 use crate::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
@@ -646,25 +646,13 @@ async fn run_child(argv: &[String], session: &Session, rx: &mut Inbox, ctx: &Ctx
     let Some((program, args)) = argv.split_first() else {
         return "empty upstream command".into();
     };
-    let mut child = match tokio::process::Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-    {
+    let (mut child, mut stdin, stdout, stderr) = match UpstreamChild::spawn(program, args) {
         Ok(c) => c,
         Err(e) => return format!("cannot start {}: {e}", super::redact::program(argv)),
     };
-    let pid = child.id().unwrap_or_default();
+    let pid = child.id();
     info!(pid, command = %super::redact::program(argv), "upstream process started");
     debug!(pid, argv = ?argv, "upstream process arguments");
-    let (Some(mut stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        return "the child's stdio is not piped".into();
-    };
     session.local_up();
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
@@ -717,7 +705,7 @@ async fn run_child(argv: &[String], session: &Session, rx: &mut Inbox, ctx: &Ctx
     };
     match why {
         Some(why) => {
-            let _ = child.start_kill();
+            child.stop(Stop::Kill);
             why
         }
         None => {
@@ -832,31 +820,25 @@ const CHILD_EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Waits for a child whose stdin was closed to exit; SIGTERM after
 /// [`CHILD_EXIT_GRACE`], SIGKILL after another.
-async fn stop_child(child: &mut tokio::process::Child, pid: u32) {
-    if tokio::time::timeout(CHILD_EXIT_GRACE, child.wait())
-        .await
-        .is_ok()
-    {
+async fn stop_child(child: &mut UpstreamChild, pid: u32) {
+    let exited = async |child: &mut UpstreamChild| {
+        tokio::time::timeout(CHILD_EXIT_GRACE, child.wait())
+            .await
+            .is_ok()
+    };
+    if exited(child).await {
         debug!(pid, "upstream process exited after its stdin closed");
         return;
     }
-    // Not reaped yet, so the pid is still this child's.
-    #[cfg(unix)]
-    if let Some(p) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
-        let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
-        if tokio::time::timeout(CHILD_EXIT_GRACE, child.wait())
-            .await
-            .is_ok()
-        {
+    if cfg!(unix) {
+        child.stop(Stop::Terminate);
+        if exited(child).await {
             info!(pid, "upstream process exited on SIGTERM");
             return;
         }
     }
     warn!(pid, "upstream process did not exit; killing it");
-    let _ = child.start_kill();
+    child.stop(Stop::Kill);
     let _ = child.wait().await;
 }
 
