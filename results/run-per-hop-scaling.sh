@@ -8,6 +8,8 @@
 # Then OUT/scaling.md: the median rate of each path on N cores, and that
 # rate over the same path's rate on the first N of CORES.
 # Each N gets its own folder, OUT/cores-N, with run-per-hop.sh's table.
+# On a machine without cargo, nginx or wrk: results/portable/ (pack here,
+# run there).
 #   [CORES="1 2 4 8 16"] [IN_FLIGHT=256] [ROUNDS=2] [SECONDS_PER_POINT=5]
 #   [OUT=DIR] results/run-per-hop-scaling.sh
 set -euo pipefail
