@@ -4,10 +4,10 @@
 //! On Unix this does not use tokio's `process` feature. With that feature
 //! every runtime, each shard's included, reaps orphaned children each time
 //! it parks: a `try_lock` and a `lock` of two process-wide mutexes, whether
-//! or not a child was ever started. That was 0.45 % of each gateway's
+//! or not a child was ever started. That was 0.3–1.1 % of each gateway's
 //! samples at 4 requests in flight on two cores, among its hottest
 //! functions, and on many cores it is two cache lines that every shard
-//! writes on every park (`results/2026-12-05-quic-cost/`). Here a child
+//! writes on every park (`results/2026-12-05-child-reaper/`). Here a child
 //! costs a thread that waits for it instead, and nothing costs anything
 //! while no child runs.
 
