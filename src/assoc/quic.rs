@@ -223,6 +223,14 @@ pub fn quic_endpoint(
     )?)
 }
 
+/// Whether a smaller receive (0) or send (1) UDP buffer than asked was
+/// already reported: the limit is the system's, the same for every socket
+/// (a sharded listener opens one per shard), so it is said once.
+static SMALL_UDP_BUFFER_SAID: [std::sync::atomic::AtomicBool; 2] = [
+    std::sync::atomic::AtomicBool::new(false),
+    std::sync::atomic::AtomicBool::new(false),
+];
+
 /// A UDP socket bound to `bind` with enlarged buffers (logged when the OS
 /// grants less than asked); `reuse_port`: one of a group on one port.
 fn udp_socket(bind: SocketAddr, reuse_port: bool) -> Result<socket2::Socket, LinkError> {
@@ -237,17 +245,29 @@ fn udp_socket(bind: SocketAddr, reuse_port: bool) -> Result<socket2::Socket, Lin
     }
     let _ = socket.set_recv_buffer_size(UDP_BUFFER_BYTES);
     let _ = socket.set_send_buffer_size(UDP_BUFFER_BYTES);
-    for (what, got) in [
-        ("receive", socket.recv_buffer_size()),
-        ("send", socket.send_buffer_size()),
+    for (said, what, got) in [
+        (
+            &SMALL_UDP_BUFFER_SAID[0],
+            "receive",
+            socket.recv_buffer_size(),
+        ),
+        (&SMALL_UDP_BUFFER_SAID[1], "send", socket.send_buffer_size()),
     ] {
         match got {
             Ok(got) if got >= UDP_BUFFER_BYTES => debug!(what, got, "UDP buffer enlarged"),
+            Ok(got) if said.swap(true, std::sync::atomic::Ordering::Relaxed) => {
+                debug!(
+                    what,
+                    asked = UDP_BUFFER_BYTES,
+                    got,
+                    "smaller UDP buffer again"
+                );
+            }
             Ok(got) => warn!(
                 what,
                 asked = UDP_BUFFER_BYTES,
                 got,
-                "the OS granted a smaller UDP buffer (raise net.core.rmem_max / wmem_max for full QUIC throughput)"
+                "the OS granted a smaller UDP buffer (raise net.core.rmem_max / wmem_max for full QUIC throughput); said once"
             ),
             Err(e) => warn!(what, error = %e, "could not read the UDP buffer size"),
         }
