@@ -54,7 +54,9 @@ mod unix {
         /// takes it to reap, so a signal never reaches a stranger.
         reaped: Arc<Mutex<bool>>,
         exit: oneshot::Receiver<io::Result<ExitStatus>>,
-        status: Option<ExitStatus>,
+        /// How the wait ended, once it has: asked again, the same answer
+        /// (a oneshot receiver must not be polled after it completed).
+        outcome: Option<Result<ExitStatus, (io::ErrorKind, String)>>,
     }
 
     impl UpstreamChild {
@@ -84,7 +86,7 @@ mod unix {
                 pid,
                 reaped,
                 exit,
-                status: None,
+                outcome: None,
             };
             if let Err(e) = reaper {
                 // The child went with the closure that failed to start:
@@ -105,16 +107,26 @@ mod unix {
         }
 
         /// Waits for the child to exit. Cancel-safe: a wait dropped before
-        /// the end can be taken up again.
+        /// the end can be taken up again; one that ended, asked again,
+        /// gives the same answer.
         pub async fn wait(&mut self) -> io::Result<ExitStatus> {
-            if let Some(status) = self.status {
-                return Ok(status);
-            }
-            let status = (&mut self.exit)
-                .await
-                .map_err(|_| io::Error::other("the thread that waits for the child ended"))??;
-            self.status = Some(status);
-            Ok(status)
+            let outcome = match self.outcome.take() {
+                Some(outcome) => outcome,
+                None => match (&mut self.exit).await {
+                    Ok(Ok(status)) => Ok(status),
+                    Ok(Err(e)) => Err((e.kind(), format!("waiting for the child: {e}"))),
+                    Err(_) => Err((
+                        io::ErrorKind::Other,
+                        "the thread that waits for the child ended".to_owned(),
+                    )),
+                },
+            };
+            let answer = match &outcome {
+                Ok(status) => Ok(*status),
+                Err((kind, why)) => Err(io::Error::new(*kind, why.clone())),
+            };
+            self.outcome = Some(outcome);
+            answer
         }
 
         /// Sends the child `stop`, if it has not been reaped yet.
@@ -173,6 +185,26 @@ mod unix {
             status
         });
         let _ = tell.send(status);
+    }
+
+    #[cfg(test)]
+    #[tokio::test]
+    async fn a_wait_that_failed_gives_the_same_answer_when_asked_again() {
+        // The waiting thread gone without a word; marked reaped, so that
+        // dropping this signals no one (the pid is this test's own).
+        let (tell, exit) = oneshot::channel::<io::Result<ExitStatus>>();
+        drop(tell);
+        let pid = Pid::from_raw(i32::try_from(std::process::id()).expect("pid")).expect("non-zero");
+        let mut child = UpstreamChild {
+            pid,
+            reaped: Arc::new(Mutex::new(true)),
+            exit,
+            outcome: None,
+        };
+        let first = child.wait().await.expect_err("no status");
+        let again = child.wait().await.expect_err("the same, not a panic");
+        assert_eq!(first.to_string(), again.to_string());
+        child.stop(Stop::Kill);
     }
 }
 
