@@ -90,9 +90,13 @@ mod unix {
             };
             if let Err(e) = reaper {
                 // The child went with the closure that failed to start:
-                // std's `Child` neither kills nor reaps on drop.
+                // std's `Child` neither kills nor reaps on drop. Killed and
+                // reaped here, and marked so, or dropping `me` would signal
+                // its pid again.
+                let mut reaped = me.reaped.lock().unwrap_or_else(PoisonError::into_inner);
                 let _ = kill_process(pid, Signal::KILL);
                 let _ = waitid(WaitId::Pid(pid), WaitIdOptions::EXITED);
+                *reaped = true;
                 return Err(e);
             }
             // With the reaper running, dropping `me` on an error kills the
