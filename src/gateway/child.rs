@@ -1,7 +1,7 @@
 //! An upstream child process (`--upstream-cmd`): its stdio as async pipes,
 //! its exit awaited, signals sent only while its pid is still its own.
 //!
-//! On Unix this does not use tokio's `process` feature. With that feature
+//! On Linux this does not use tokio's `process` feature. With that feature
 //! every runtime, each shard's included, reaps orphaned children each time
 //! it parks: a `try_lock` and a `lock` of two process-wide mutexes, whether
 //! or not a child was ever started. That was 0.3–1.1 % of each gateway's
@@ -11,10 +11,10 @@
 //! costs a thread that waits for it instead, and nothing costs anything
 //! while no child runs.
 
-#[cfg(unix)]
-pub use unix::UpstreamChild;
+#[cfg(target_os = "linux")]
+pub use linux::UpstreamChild;
 
-#[cfg(not(unix))]
+#[cfg(not(target_os = "linux"))]
 pub use other::UpstreamChild;
 
 /// The signals a child is sent.
@@ -26,8 +26,8 @@ pub enum Stop {
     Kill,
 }
 
-#[cfg(unix)]
-mod unix {
+#[cfg(target_os = "linux")]
+mod linux {
     use std::io;
     use std::os::fd::OwnedFd;
     use std::process::{Child, Command, ExitStatus, Stdio};
@@ -212,14 +212,16 @@ mod unix {
     }
 }
 
-#[cfg(not(unix))]
+/// Elsewhere, tokio's child (and its orphan reaper, which only Linux
+/// builds are spared).
+#[cfg(not(target_os = "linux"))]
 mod other {
     use std::io;
     use std::process::{ExitStatus, Stdio};
 
-    use super::Stop;
-
     use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+
+    use super::Stop;
 
     /// A running child (tokio's, killed when dropped).
     #[derive(Debug)]
@@ -253,14 +255,31 @@ mod other {
         }
 
         pub fn stop(&mut self, stop: Stop) {
-            if stop == Stop::Kill {
-                let _ = self.0.start_kill();
+            match stop {
+                Stop::Kill => {
+                    let _ = self.0.start_kill();
+                }
+                // tokio's `id` is `None` once the child is reaped, so the
+                // pid is still this child's.
+                #[cfg(unix)]
+                Stop::Terminate => {
+                    if let Some(pid) = self
+                        .0
+                        .id()
+                        .and_then(|id| i32::try_from(id).ok())
+                        .and_then(rustix::process::Pid::from_raw)
+                    {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                    }
+                }
+                #[cfg(not(unix))]
+                Stop::Terminate => {}
             }
         }
     }
 }
 
-#[cfg(all(test, unix))]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use std::os::unix::process::ExitStatusExt;
     use std::time::{Duration, Instant};
