@@ -38,7 +38,7 @@ use super::session::Session;
 use super::edge::health;
 use super::upstream_group::{Group, Member, PostFailed, Sessions};
 use super::upstream_http::{Connector, host_override};
-use super::upstream_pool::{Pool, PostError, origin_form};
+use super::upstream_pool::{Pool, PostError};
 use super::{Ctx, GatewayConfig, Upstream};
 use crate::assoc::AssocHandle;
 use crate::shard::PerShard;
@@ -443,7 +443,6 @@ impl Origin {
         let exchange = Box::pin(async {
             let mut req = hyper::Request::new(Full::new(text));
             *req.method_mut() = hyper::Method::POST;
-            *req.uri_mut() = origin_form(uri);
             *req.headers_mut() = headers.clone();
             let budget = Budget {
                 room: &self.replies,

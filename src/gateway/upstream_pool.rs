@@ -114,6 +114,8 @@ struct Idle {
 pub struct Pool {
     connector: Connector,
     uri: Uri,
+    /// `uri` as a request line names it (its [`origin_form`]), made once.
+    target: Uri,
     /// Oldest first, most recently used last.
     idle: Mutex<VecDeque<Idle>>,
     max_idle: usize,
@@ -126,6 +128,7 @@ impl Pool {
     pub fn new(connector: Connector, uri: Uri, max_idle: usize, idle_timeout: Duration) -> Self {
         Self {
             connector,
+            target: origin_form(&uri),
             uri,
             idle: Mutex::new(VecDeque::new()),
             max_idle,
@@ -138,7 +141,7 @@ impl Pool {
         &self.uri
     }
 
-    /// Sends `req` (its URI origin-form, its `Host` set) and hands the
+    /// Sends `req` (its `Host` set) to the upstream's path and hands the
     /// response to `read`, driving the connection until `read` is done;
     /// the connection goes back to the pool if it can take another request.
     pub async fn exchange<T>(
@@ -146,6 +149,7 @@ impl Pool {
         mut req: Request<Full<Bytes>>,
         read: impl AsyncFnOnce(Response<Incoming>) -> T,
     ) -> Result<T, PostError> {
+        *req.uri_mut() = self.target.clone();
         // An idle connection may have been closed by the upstream: a request
         // it refuses unsent is sent again, on the next idle one or a new one.
         let (mut conn, resp) = loop {
@@ -220,7 +224,7 @@ impl Pool {
 }
 
 /// `uri` as a request line names it to the upstream: its path and query.
-pub fn origin_form(uri: &Uri) -> Uri {
+fn origin_form(uri: &Uri) -> Uri {
     match uri.path_and_query() {
         Some(pq) => Uri::from(pq.clone()),
         None => Uri::from_static("/"),
