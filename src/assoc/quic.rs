@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::{debug, warn};
 
@@ -226,10 +227,7 @@ pub fn quic_endpoint(
 /// Whether a smaller receive (0) or send (1) UDP buffer than asked was
 /// already reported: the limit is the system's, the same for every socket
 /// (a sharded listener opens one per shard), so it is said once.
-static SMALL_UDP_BUFFER_SAID: [std::sync::atomic::AtomicBool; 2] = [
-    std::sync::atomic::AtomicBool::new(false),
-    std::sync::atomic::AtomicBool::new(false),
-];
+static SMALL_UDP_BUFFER_SAID: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
 /// A UDP socket bound to `bind` with enlarged buffers (logged when the OS
 /// grants less than asked); `reuse_port`: one of a group on one port.
@@ -255,7 +253,7 @@ fn udp_socket(bind: SocketAddr, reuse_port: bool) -> Result<socket2::Socket, Lin
     ] {
         match got {
             Ok(got) if got >= UDP_BUFFER_BYTES => debug!(what, got, "UDP buffer enlarged"),
-            Ok(got) if said.swap(true, std::sync::atomic::Ordering::Relaxed) => {
+            Ok(got) if said.swap(true, Ordering::Relaxed) => {
                 debug!(
                     what,
                     asked = UDP_BUFFER_BYTES,
