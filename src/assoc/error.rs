@@ -21,7 +21,7 @@ use crate::wire::WireError;
 /// Errors of the association's async shell.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
-    #[error("I/O: {0}")]
+    #[error("I/O: {}", with_causes(.0))]
     Io(#[from] std::io::Error),
     #[error("handshake: {0}")]
     Handshake(#[from] HandshakeError),
@@ -96,6 +96,22 @@ impl LinkError {
 }
 
 /// How an ALPN value is named in an error: the protocol when printable.
+/// An I/O error and the causes under it: a QUIC stream's "connection lost"
+/// says why the connection was (reset by peer, timed out, closed by the
+/// peer) only in its source.
+fn with_causes(e: &std::io::Error) -> String {
+    let mut shown = e.to_string();
+    let mut cause = e.get_ref().and_then(|inner| inner.source());
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !shown.ends_with(&said) {
+            shown = format!("{shown}: {said}");
+        }
+        cause = c.source();
+    }
+    shown
+}
+
 fn alpn_name(alpn: Option<&[u8]>) -> String {
     match alpn {
         None => "no ALPN".to_owned(),
@@ -240,5 +256,24 @@ mod tests {
         );
         let odd = LinkError::Alpn(Some(vec![0, 0xff])).to_string();
         assert!(odd.contains("0x00ff"), "{odd}");
+    }
+
+    #[test]
+    fn a_lost_quic_stream_says_why_the_connection_was_lost() {
+        let lost = |why| {
+            let e: std::io::Error = quinn::WriteError::ConnectionLost(why).into();
+            LinkError::from(e).to_string()
+        };
+        assert_eq!(
+            lost(quinn::ConnectionError::Reset),
+            "I/O: connection lost: reset by peer"
+        );
+        assert_eq!(
+            lost(quinn::ConnectionError::TimedOut),
+            "I/O: connection lost: timed out"
+        );
+        // An error with no cause under it reads as before.
+        let plain = std::io::Error::other("refused");
+        assert_eq!(LinkError::from(plain).to_string(), "I/O: refused");
     }
 }

@@ -205,8 +205,18 @@ impl Peer {
         }
         let live = (1..n).find_map(|i| self.slots[(first + i) % n].live());
         if live.is_none() && wait {
+            // A handshake under way may be with a peer that has gone since
+            // it began: an origin restarted mid-handshake answers nothing
+            // for it until a stateless reset or the handshake timeout,
+            // seconds later. A handshake of the request's own, on a slot
+            // where none is under way, reaches whatever answers now; only
+            // with every slot busy does the request wait for one of them.
+            let slot = (0..n)
+                .map(|i| (first + i) % n)
+                .find(|&s| !self.slots[s].is_connecting())
+                .unwrap_or(first);
             // Boxed: a handshake's future is large, and rare.
-            let reconnect = Box::pin(self.reconnect(first, ctx, endpoint));
+            let reconnect = Box::pin(self.reconnect(slot, ctx, endpoint));
             return reconnect.await.map_err(NotSent::Failed);
         }
         self.reconnect_in_background(first, ctx, endpoint);
@@ -267,6 +277,11 @@ struct Slot {
 }
 
 impl Slot {
+    /// Whether a handshake for this slot is under way.
+    fn is_connecting(&self) -> bool {
+        self.connecting.try_lock().is_err()
+    }
+
     fn live(&self) -> Option<Arc<Pooled>> {
         let current = self.current.read().unwrap_or_else(|p| p.into_inner());
         current
@@ -340,6 +355,46 @@ mod tests {
         let mut all: Vec<_> = (0..5).map(|_| five.first_slot(&ctx)).collect();
         all.sort_unstable();
         assert_eq!(all, [0, 1, 2, 3, 4]);
+    }
+
+    /// A request with no live association does not queue behind a
+    /// handshake under way on its first slot (one that may never finish:
+    /// its peer restarted mid-handshake) while another slot is free: it
+    /// makes its own there, and is answered by what that one meets (here a
+    /// refused connection) at once.
+    #[tokio::test]
+    async fn a_waiting_request_takes_a_slot_where_no_handshake_is_under_way() {
+        let (ctx, two) = (ctx(None), peer(2));
+        let endpoint = Endpoint::new([9; 32], crate::handshake::Trust::InsecureAcceptAny);
+        assert_eq!(two.first_slot(&ctx), 0, "the next request's first slot is 1");
+        let stuck = two.slots[1].connecting.lock().await;
+        assert!(two.slots[1].is_connecting() && !two.slots[0].is_connecting());
+        let got = tokio::time::timeout(
+            Duration::from_secs(5),
+            two.pooled(&ctx, &endpoint, true, false),
+        )
+        .await
+        .expect("answered without waiting for slot 1's handshake");
+        match got {
+            Err(NotSent::Failed(Failure::Unavailable(why))) => {
+                assert!(why.contains("127.0.0.1:1"), "{why}");
+            }
+            Err(NotSent::Failed(other)) => panic!("{other:?}"),
+            Err(NotSent::Connecting) => panic!("not sent: connecting"),
+            Ok(_) => panic!("an association to a closed port"),
+        }
+        // Slot 0 made the attempt and keeps its failure for the backoff.
+        assert!(lock(&two.slots[0].last_failure).is_some());
+        assert!(lock(&two.slots[1].last_failure).is_none());
+        // With every slot busy, the request waits for its first slot's.
+        let held = two.slots[0].connecting.lock().await;
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(200),
+            two.pooled(&ctx, &endpoint, true, false),
+        )
+        .await;
+        assert!(waiting.is_err(), "waited for a handshake under way");
+        drop((stuck, held));
     }
 
     #[test]
