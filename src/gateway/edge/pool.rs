@@ -115,10 +115,21 @@ impl Peer {
     /// is to live: on its shard (slot `i` is shard `i`'s, modulo their
     /// number), else here.
     fn reconnect_in_background(self: &Arc<Self>, slot: usize, ctx: &Arc<Ctx>, endpoint: &Endpoint) {
+        drop(self.reconnect_on_its_shard(slot, ctx, endpoint));
+    }
+
+    /// Reconnects slot `slot` on a task of its shard (see
+    /// [`Self::reconnect_in_background`]); the handle gives the outcome.
+    fn reconnect_on_its_shard(
+        self: &Arc<Self>,
+        slot: usize,
+        ctx: &Arc<Ctx>,
+        endpoint: &Endpoint,
+    ) -> tokio::task::JoinHandle<Result<Arc<Pooled>, Failure>> {
         let (me, ctx2, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
         crate::shard::spawn_on(ctx.shards.as_deref(), slot, async move {
-            let _ = me.reconnect(slot, &ctx2, &endpoint).await;
-        });
+            me.reconnect(slot, &ctx2, &endpoint).await
+        })
     }
 
     /// The slot to try first: on a shard, one of that shard's slots (in
@@ -215,9 +226,19 @@ impl Peer {
                 .map(|i| (first + i) % n)
                 .find(|&s| !self.slots[s].is_connecting())
                 .unwrap_or(first);
-            // Boxed: a handshake's future is large, and rare.
-            let reconnect = Box::pin(self.reconnect(slot, ctx, endpoint));
-            return reconnect.await.map_err(NotSent::Failed);
+            let made = if slot == first {
+                // Boxed: a handshake's future is large, and rare.
+                Box::pin(self.reconnect(slot, ctx, endpoint)).await
+            } else {
+                // Another shard's slot: its association is made, and so
+                // lives, there.
+                self.reconnect_on_its_shard(slot, ctx, endpoint)
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(Failure::Unavailable(format!("the handshake's task ended: {e}")))
+                    })
+            };
+            return made.map_err(NotSent::Failed);
         }
         self.reconnect_in_background(first, ctx, endpoint);
         live.ok_or(NotSent::Connecting)
