@@ -102,3 +102,51 @@ async fn a_killed_and_restarted_peer_is_noticed_at_once() {
         assert!([502, 503].contains(status), "{answers:?}");
     }
 }
+
+/// An origin killed while one of the edge's pooled associations is
+/// mid-handshake (its QUIC handshake done, the origin's HANDSHAKE_DONE and
+/// N-PAMP reply not yet out) leaves that handshake hanging: the restarted
+/// origin ignores its datagrams, which lead with a Handshake packet and so
+/// get no stateless reset, until the handshake timeout. A relay makes that
+/// happen every time by holding back all but the origin's handshake flight
+/// on the pool's second association. Requests that find no live
+/// association, one per slot at once, are served by new associations, not
+/// after that timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_left_hanging_by_a_killed_peer_holds_up_no_request() {
+    let mut pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        edge_extra: &["--pool-size", "2"],
+        hang_flow: Some(1),
+        ..PairOptions::default()
+    })
+    .await;
+    let relay = pair.relay.as_ref().expect("a relay");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while relay.held() == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(relay.held() > 0, "the second association never hung");
+    let http = pair.ingress("http://");
+    let echo = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#;
+    assert_eq!(post(&http, echo).await.0, 200);
+    pair.restart_origin_with("-KILL").await;
+    // The first association learns of the restart from the new origin's
+    // stateless reset, at its next keep-alive at the latest; the hanging
+    // one was never counted.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while metric(&pair.edge, "npamp_associations").await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the edge never noticed the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Two requests at once, on connections of their own: each slot is one
+    // of theirs first (a shard's own slot, or every slot in turn).
+    let started = std::time::Instant::now();
+    let (a, b) = tokio::join!(post(&http, echo), post(&http, echo));
+    let took = started.elapsed();
+    assert_eq!((a.0, b.0), (200, 200), "{a:?} {b:?}");
+    assert!(took < Duration::from_secs(3), "served only after {took:?}");
+}

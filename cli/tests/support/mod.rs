@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
 pub mod pki;
+pub mod udp_relay;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_npamp-gateway");
 
@@ -121,6 +122,9 @@ pub struct Pair {
     pub edge: Proc,
     pub keys: tempdir::Dir,
     pub origin_pub: String,
+    /// Between the edge and the origin, where asked for
+    /// ([`PairOptions::hang_flow`]).
+    pub relay: Option<udp_relay::UdpRelay>,
 }
 
 pub mod tempdir {
@@ -187,6 +191,9 @@ pub struct PairOptions<'a> {
     pub edge_extra: &'a [&'a str],
     /// The edge's ingress schemes (each on 127.0.0.1:0).
     pub ingresses: &'a [&'a str],
+    /// The edge reaches the origin (over QUIC) through a
+    /// [`udp_relay::UdpRelay`] that leaves this flow hanging mid-handshake.
+    pub hang_flow: Option<usize>,
 }
 
 impl Default for PairOptions<'_> {
@@ -197,6 +204,7 @@ impl Default for PairOptions<'_> {
             origin_extra: &[],
             edge_extra: &[],
             ingresses: &["http", "ws", "tcp"],
+            hang_flow: None,
         }
     }
 }
@@ -252,6 +260,20 @@ impl Pair {
             Up::Stdio => None,
             _ => up_args.get(1).cloned(),
         };
+        let relay = match o.hang_flow {
+            Some(flow) => {
+                let target = peer
+                    .strip_prefix("quic://")
+                    .and_then(|a| a.parse().ok())
+                    .expect("a relay needs a quic:// origin");
+                Some(udp_relay::UdpRelay::start(target, flow).await)
+            }
+            None => None,
+        };
+        let edge_peer = match &relay {
+            Some(r) => format!("quic://{}", r.addr),
+            None => peer.clone(),
+        };
         let edge_key = edge_key.to_string_lossy().into_owned();
         let ingresses: Vec<String> = o
             .ingresses
@@ -264,7 +286,7 @@ impl Pair {
         }
         args.extend([
             "--peer",
-            &peer,
+            &edge_peer,
             "--identity",
             &edge_key,
             "--trust",
@@ -282,6 +304,7 @@ impl Pair {
             edge,
             keys,
             origin_pub,
+            relay,
         }
     }
 

@@ -200,8 +200,8 @@ impl Peer {
 
     /// A live pooled association (round robin). A slot whose association
     /// is gone reconnects in the background while the live ones serve; when
-    /// none is live, the request waits for the reconnect (`wait`) or is not
-    /// sent.
+    /// none is live, the request waits for one
+    /// ([`Self::wait_for_association`]) when `wait`, else it is not sent.
     async fn pooled(
         self: &Arc<Self>,
         ctx: &Arc<Ctx>,
@@ -216,32 +216,67 @@ impl Peer {
         }
         let live = (1..n).find_map(|i| self.slots[(first + i) % n].live());
         if live.is_none() && wait {
-            // A handshake under way may be with a peer that has gone since
-            // it began: an origin restarted mid-handshake answers nothing
-            // for it until a stateless reset or the handshake timeout,
-            // seconds later. A handshake of the request's own, on a slot
-            // where none is under way, reaches whatever answers now; only
-            // with every slot busy does the request wait for one of them.
-            let slot = (0..n)
-                .map(|i| (first + i) % n)
-                .find(|&s| !self.slots[s].is_connecting())
-                .unwrap_or(first);
-            let made = if slot == first {
-                // Boxed: a handshake's future is large, and rare.
-                Box::pin(self.reconnect(slot, ctx, endpoint)).await
-            } else {
-                // Another shard's slot: its association is made, and so
-                // lives, there.
-                self.reconnect_on_its_shard(slot, ctx, endpoint)
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(Failure::Unavailable(format!("the handshake's task ended: {e}")))
-                    })
-            };
-            return made.map_err(NotSent::Failed);
+            return self
+                .wait_for_association(first, ctx, endpoint)
+                .await
+                .map_err(NotSent::Failed);
         }
         self.reconnect_in_background(first, ctx, endpoint);
         live.ok_or(NotSent::Connecting)
+    }
+
+    /// With no live association: a handshake of the request's own, on the
+    /// first slot from `first` where none is under way, or, with every slot
+    /// busy, the first of theirs to end.
+    ///
+    /// Never one handshake in particular: one under way may be with a peer
+    /// that has gone since it began. An origin killed mid-handshake answers
+    /// nothing for it, and once restarted ignores its datagrams (they lead
+    /// with a Handshake packet, which gets no stateless reset) until a reset
+    /// or the handshake timeout, seconds later. A new one reaches whatever
+    /// answers now.
+    async fn wait_for_association(
+        self: &Arc<Self>,
+        first: usize,
+        ctx: &Arc<Ctx>,
+        endpoint: &Endpoint,
+    ) -> Result<Arc<Pooled>, Failure> {
+        let n = self.slots.len();
+        let free = (0..n)
+            .map(|i| (first + i) % n)
+            .find(|&s| !self.slots[s].is_connecting());
+        let slot = match free {
+            Some(free) => free,
+            None => {
+                let ended = self.first_handshake_to_end().await;
+                if let Some(p) = self.slots[ended].live() {
+                    return Ok(p);
+                }
+                // It failed: within the backoff its slot answers with why.
+                ended
+            }
+        };
+        if slot == first {
+            // Boxed: a handshake's future is large, and rare.
+            Box::pin(self.reconnect(slot, ctx, endpoint)).await
+        } else {
+            // Another shard's slot: its association is made, and so lives,
+            // there.
+            self.reconnect_on_its_shard(slot, ctx, endpoint)
+                .await
+                .unwrap_or_else(|e| {
+                    Err(Failure::Unavailable(format!(
+                        "the handshake's task ended: {e}"
+                    )))
+                })
+        }
+    }
+
+    /// The slot whose handshake under way ends first.
+    async fn first_handshake_to_end(&self) -> usize {
+        let ends = self.slots.iter().map(|s| Box::pin(s.connecting.lock()));
+        let (_ended, slot, _others) = futures_util::future::select_all(ends).await;
+        slot
     }
 
     async fn reconnect(
@@ -382,7 +417,8 @@ mod tests {
     /// handshake under way on its first slot (one that may never finish:
     /// its peer restarted mid-handshake) while another slot is free: it
     /// makes its own there, and is answered by what that one meets (here a
-    /// refused connection) at once.
+    /// refused connection) at once. With every slot busy, the first
+    /// handshake to end answers it.
     #[tokio::test]
     async fn a_waiting_request_takes_a_slot_where_no_handshake_is_under_way() {
         let (ctx, two) = (ctx(None), peer(2));
@@ -407,15 +443,23 @@ mod tests {
         // Slot 0 made the attempt and keeps its failure for the backoff.
         assert!(lock(&two.slots[0].last_failure).is_some());
         assert!(lock(&two.slots[1].last_failure).is_none());
-        // With every slot busy, the request waits for its first slot's.
+        // With every slot busy, the request waits for the first of their
+        // handshakes to end, whichever: here slot 0's, while slot 1's hangs.
         let held = two.slots[0].connecting.lock().await;
-        let waiting = tokio::time::timeout(
-            Duration::from_millis(200),
-            two.pooled(&ctx, &endpoint, true, false),
-        )
-        .await;
-        assert!(waiting.is_err(), "waited for a handshake under way");
-        drop((stuck, held));
+        let (ctx2, two2, endpoint2) = (ctx.clone(), two.clone(), endpoint.clone());
+        let mut waiting = tokio::spawn(async move {
+            let got = two2.pooled(&ctx2, &endpoint2, true, false).await;
+            matches!(got, Err(NotSent::Failed(Failure::Unavailable(_))))
+        });
+        let early = tokio::time::timeout(Duration::from_millis(200), &mut waiting).await;
+        assert!(early.is_err(), "answered while every handshake was under way");
+        drop(held);
+        let answered = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("answered once slot 0's handshake ended")
+            .expect("task");
+        assert!(answered, "slot 0's failure");
+        drop(stuck);
     }
 
     #[test]
