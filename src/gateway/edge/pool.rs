@@ -114,8 +114,13 @@ impl Peer {
     /// Reconnects slot `slot` on a task of its own, where its association
     /// is to live: on its shard (slot `i` is shard `i`'s, modulo their
     /// number), else here.
+    /// Nothing to do while a handshake for the slot is under way: a task
+    /// per request would wait on it, as many tasks as requests come while
+    /// a handshake hangs (seconds; see [`Self::wait_for_association`]).
     fn reconnect_in_background(self: &Arc<Self>, slot: usize, ctx: &Arc<Ctx>, endpoint: &Endpoint) {
-        drop(self.reconnect_on_its_shard(slot, ctx, endpoint));
+        if !self.slots[slot].is_connecting() {
+            drop(self.reconnect_on_its_shard(slot, ctx, endpoint));
+        }
     }
 
     /// Reconnects slot `slot` on a task of its shard (see
@@ -460,6 +465,23 @@ mod tests {
             .expect("task");
         assert!(answered, "slot 0's failure");
         drop(stuck);
+    }
+
+    /// Requests that find their first slot's association gone while
+    /// another serves leave no task behind for each of them while that
+    /// slot's handshake is under way.
+    #[tokio::test]
+    async fn a_handshake_under_way_gathers_no_task_per_request() {
+        let (ctx, two) = (ctx(None), peer(2));
+        let endpoint = Endpoint::new([9; 32], crate::handshake::Trust::InsecureAcceptAny);
+        let alive = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let before = alive();
+        let hanging = two.slots[1].connecting.lock().await;
+        for _ in 0..1000 {
+            two.reconnect_in_background(1, &ctx, &endpoint);
+        }
+        assert_eq!(alive(), before, "a task waiting per request");
+        drop(hanging);
     }
 
     #[test]
