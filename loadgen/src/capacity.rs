@@ -248,15 +248,27 @@ impl Capacity {
         mut measure: impl FnMut(f64) -> Result<Step, E>,
     ) -> Result<Self, E> {
         let mut steps: Vec<Step> = Vec::new();
+        // A step in which the generator fell behind is run once more, and
+        // the second one decides: one stall of a shared machine (a thread
+        // held off its CPU for tens of milliseconds mid-step) says nothing
+        // of the generator's limit; two in a row do. Both are in the table.
+        let mut step_at = |rate: f64, steps: &mut Vec<Step>| -> Result<(bool, bool), E> {
+            let mut step = measure(rate)?;
+            if step.generator_bound {
+                steps.push(step);
+                step = measure(rate)?;
+            }
+            let verdict = (step.pass, step.generator_bound);
+            steps.push(step);
+            Ok(verdict)
+        };
         let mut lo: Option<f64> = None;
         let mut hi: Option<f64> = None;
         let mut generator_bound = false;
         let mut rate = how.start.min(how.max);
         // Up, doubling, until a step fails or the top is reached.
         loop {
-            let step = measure(rate)?;
-            let (pass, bound) = (step.pass, step.generator_bound);
-            steps.push(step);
+            let (pass, bound) = step_at(rate, &mut steps)?;
             if bound {
                 generator_bound = true;
                 break;
@@ -277,9 +289,7 @@ impl Capacity {
             && (h - l) / l > how.precision
         {
             let mid = (l + h) / 2.0;
-            let step = measure(mid)?;
-            let (pass, bound) = (step.pass, step.generator_bound);
-            steps.push(step);
+            let (pass, bound) = step_at(mid, &mut steps)?;
             if bound {
                 generator_bound = true;
             } else if pass {
@@ -291,9 +301,7 @@ impl Capacity {
         // Below the first step: halve down until one passes.
         while lo.is_none() && !generator_bound && rate > 1.0 && steps.len() < 64 {
             rate /= 2.0;
-            let step = measure(rate)?;
-            let pass = step.pass;
-            steps.push(step);
+            let (pass, _) = step_at(rate, &mut steps)?;
             if pass {
                 lo = Some(rate);
             } else {
@@ -621,6 +629,36 @@ mod tests {
             "{}",
             c.verdict()
         );
+        // A generator that falls behind once, at the step that fails, is
+        // given that step again; twice in a row, it is the generator's.
+        let mut behind_at_400 = 1;
+        let once = |rate: f64| {
+            let mut step = target(300.0, 1e9)(rate)?;
+            if rate == 400.0 && behind_at_400 > 0 {
+                behind_at_400 -= 1;
+                step.generator_bound = true;
+            }
+            Ok::<_, ()>(step)
+        };
+        let c = Capacity::search(&slo, how, once).unwrap();
+        assert!(!c.generator_bound, "{}", c.table());
+        assert_eq!(c.knee, Some(300.0), "{}", c.table());
+        assert!(c.failed_at.is_some_and(|f| f > 300.0), "{}", c.table());
+        let at_400: Vec<bool> = c
+            .steps
+            .iter()
+            .filter(|s| s.rate == 400.0)
+            .map(|s| s.generator_bound)
+            .collect();
+        assert_eq!(at_400, [true, false], "both are in the table");
+        let c = Capacity::search(&slo, how, target(4321.0, 2000.0)).unwrap();
+        let behind: Vec<f64> = c
+            .steps
+            .iter()
+            .filter(|s| s.generator_bound)
+            .map(|s| s.rate)
+            .collect();
+        assert_eq!(behind, [3200.0, 3200.0], "run twice, then the search stops");
         // Nothing fails up to the top.
         let top = Search { max: 1000.0, ..how };
         let c = Capacity::search(&slo, top, target(4321.0, 1e9)).unwrap();
