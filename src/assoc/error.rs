@@ -21,7 +21,7 @@ use crate::wire::WireError;
 /// Errors of the association's async shell.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
-    #[error("I/O: {}", with_causes(.0))]
+    #[error("I/O: {}", error_chain(.0))]
     Io(#[from] std::io::Error),
     #[error("handshake: {0}")]
     Handshake(#[from] HandshakeError),
@@ -96,20 +96,17 @@ impl LinkError {
 }
 
 /// How an ALPN value is named in an error: the protocol when printable.
-/// An I/O error and the causes under it: a QUIC stream's "connection lost"
-/// says why the connection was (reset by peer, timed out, closed by the
-/// peer) only in its source.
-fn with_causes(e: &std::io::Error) -> String {
-    let mut shown = e.to_string();
-    let mut cause = e.get_ref().and_then(|inner| inner.source());
-    while let Some(c) = cause {
-        let said = c.to_string();
-        if !shown.ends_with(&said) {
-            shown = format!("{shown}: {said}");
-        }
-        cause = c.source();
+/// An error and its sources, `: `-separated: a QUIC stream's "connection
+/// lost" says why the connection was (reset by peer, timed out, closed by
+/// the peer) only in its source, as hyper's errors say what failed.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg = format!("{msg}: {s}");
+        src = s.source();
     }
-    shown
+    msg
 }
 
 fn alpn_name(alpn: Option<&[u8]>) -> String {

@@ -34,7 +34,8 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::Ctx;
-use super::origin::{HttpsClient, Origin, SESSION_OVER, error_chain, in_flight_full};
+use super::origin::{HttpsClient, Origin, SESSION_OVER, in_flight_full};
+use crate::assoc::error::error_chain;
 use super::outbox::Inbox;
 use super::session::Session;
 use crate::sse::SseDecoder;

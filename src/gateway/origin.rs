@@ -41,6 +41,7 @@ use super::upstream_http::{Connector, host_override};
 use super::upstream_pool::{Pool, PostError};
 use super::{Ctx, GatewayConfig, Upstream};
 use crate::assoc::AssocHandle;
+use crate::assoc::error::error_chain;
 use crate::shard::PerShard;
 use crate::bridge::ProtocolId;
 use crate::jsonrpc::{Kind, Scanned, scan};
@@ -623,18 +624,6 @@ pub(super) fn in_flight_full(ctx: &Ctx) -> String {
         ctx.limits.max_in_flight,
         ctx.limits.stall_timeout.as_secs_f64()
     )
-}
-
-/// An error and its sources, `: `-separated (hyper's own message alone
-/// rarely says what failed).
-pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut msg = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        msg = format!("{msg}: {s}");
-        src = s.source();
-    }
-    msg
 }
 
 /// The sink of an association at the origin.
