@@ -122,6 +122,21 @@ async fn pair_with_a_hanging_handshake() -> Pair {
     pair
 }
 
+/// Waits (at most 5 s) until the edge has noticed its origin's restart.
+/// The live association learns of it from the new origin's stateless
+/// reset, at its next keep-alive at the latest; a hanging one was never
+/// counted.
+async fn until_the_edge_counts_no_association(pair: &Pair) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while metric(&pair.edge, "npamp_associations").await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the edge never noticed the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// An origin killed while one of the edge's pooled associations is
 /// mid-handshake (its QUIC handshake done, the origin's HANDSHAKE_DONE and
 /// N-PAMP reply not yet out) leaves that handshake hanging: the restarted
@@ -138,17 +153,7 @@ async fn a_handshake_left_hanging_by_a_killed_peer_holds_up_no_request() {
     let echo = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#;
     assert_eq!(post(&http, echo).await.0, 200);
     pair.restart_origin_with("-KILL").await;
-    // The first association learns of the restart from the new origin's
-    // stateless reset, at its next keep-alive at the latest; the hanging
-    // one was never counted.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while metric(&pair.edge, "npamp_associations").await > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the edge never noticed the restart"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_the_edge_counts_no_association(&pair).await;
     // Two requests at once, on connections of their own: each slot is one
     // of theirs first (a shard's own slot, or every slot in turn).
     let started = std::time::Instant::now();
@@ -156,6 +161,64 @@ async fn a_handshake_left_hanging_by_a_killed_peer_holds_up_no_request() {
     let took = started.elapsed();
     assert_eq!((a.0, b.0), (200, 200), "{a:?} {b:?}");
     assert!(took < Duration::from_secs(3), "served only after {took:?}");
+}
+
+/// The edge's ejections of its origin so far (`npamp_origin_ejections_total`).
+async fn origin_ejections(edge: &Proc) -> u64 {
+    let (status, text) = http_get(&edge.printed("metrics ")).await;
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .filter(|l| l.starts_with("npamp_origin_ejections_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// With one pooled association (`--pool-size 1`, the default on one CPU)
+/// there is no other slot to make a new association on while the one
+/// slot's handshake hangs: the restarted origin ignores it (as above; here
+/// the relay holds back all but its handshake flight). A handshake that
+/// has run well past the time the last one took gets a spare, made beside
+/// it, and the requests waiting for it are served by that. When the
+/// hanging one fails at last (here the edge's 2 s handshake timeout), the
+/// failure is of a handshake begun before a newer association was made:
+/// it does not take the origin, which answers, out of rotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_slot_whose_handshake_hangs_gets_a_spare() {
+    let mut pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        edge_extra: &["--pool-size", "1", "--handshake-timeout", "2"],
+        hang_flow: Some(1),
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let echo = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#;
+    assert_eq!(post(&http, echo).await.0, 200);
+    pair.restart_origin_with("-KILL").await;
+    until_the_edge_counts_no_association(&pair).await;
+    let (ejections, failures) = (
+        origin_ejections(&pair.edge).await,
+        metric(&pair.edge, "npamp_handshake_failures_total").await,
+    );
+    let started = std::time::Instant::now();
+    let (a, b) = tokio::join!(post(&http, echo), post(&http, echo));
+    let took = started.elapsed();
+    assert_eq!((a.0, b.0), (200, 200), "{a:?} {b:?}");
+    assert!(took < Duration::from_secs(3), "served only after {took:?}");
+    let relay = pair.relay.as_ref().expect("a relay");
+    assert!(relay.held() > 0, "no handshake hung");
+    // The hanging handshake times out (2 s) and is counted as failed ...
+    let now = metric_reaches(
+        &pair.edge,
+        "npamp_handshake_failures_total",
+        failures + 1,
+        Duration::from_secs(6),
+    )
+    .await;
+    assert!(now > failures, "the hanging handshake never ended");
+    // ... but ejects no one: the spare, newer, serves.
+    assert_eq!(origin_ejections(&pair.edge).await, ejections);
+    assert_eq!(post(&http, echo).await.0, 200);
 }
 
 /// While one pooled association's handshake hangs (seconds, until its idle
