@@ -1,14 +1,14 @@
 //! One origin as the edge reaches it: its address, the pool of
 //! associations its stateless requests share, and its health.
 
-use std::future::Future;
+use std::pin::pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use tracing::{info, warn};
+use tracing::warn;
 
 use super::health::Health;
 use crate::assoc::{Endpoint, Link, LinkError, PeerAddr, SharedClientEndpoint};
@@ -22,12 +22,12 @@ use crate::relay::{Failure, Reply, Role};
 /// starting a handshake with a peer that is down.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(200);
 
-/// A handshake that has run this many times as long as the last one that
-/// succeeded (and at least [`SPARE_AFTER_AT_LEAST`]) gets a spare, made
-/// beside it, for the requests that wait ([`Peer::spare`]).
+/// A handshake that has run this many times as long as the last one with
+/// the origin that succeeded (and at least [`SPARE_AFTER_AT_LEAST`]) gets a
+/// spare ([`Peer::connect`]).
 const SPARE_AFTER_TIMES: u32 = 4;
 /// The least a handshake runs before it gets a spare: a few round trips
-/// and some scheduling delay on a loaded machine, well above a handshake's
+/// and some scheduling delay on a loaded machine, far above a handshake's
 /// time on a LAN (1.5 ms over loopback).
 const SPARE_AFTER_AT_LEAST: Duration = Duration::from_millis(500);
 
@@ -39,8 +39,6 @@ pub struct Peer {
     epoch: Instant,
     slots: Vec<Slot>,
     next: AtomicUsize,
-    /// Held while a spare handshake is under way: one at a time.
-    spare: Arc<tokio::sync::Mutex<()>>,
     /// How long the last handshake that succeeded took, in microseconds
     /// (0: none yet).
     handshake_took: AtomicU64,
@@ -79,7 +77,6 @@ impl Peer {
             epoch,
             slots: (0..pool_size.max(1)).map(|_| Slot::default()).collect(),
             next: AtomicUsize::new(0),
-            spare: Arc::default(),
             handshake_took: AtomicU64::new(0),
         }
     }
@@ -91,29 +88,54 @@ impl Peer {
 
     /// Establishes an association to this origin; `shared`: the client
     /// endpoint of session associations.
+    ///
+    /// A handshake that has run past [`Self::spare_after`] gets a spare,
+    /// made beside it, and the first of the two to succeed is kept (the
+    /// other is dropped, and its connection with it). One under way may be
+    /// with a peer that has gone since it began: an origin killed
+    /// mid-handshake answers nothing for it, and once restarted ignores its
+    /// datagrams (they lead with a Handshake packet, which gets no stateless
+    /// reset) until the handshake or idle timeout, seconds later. The spare
+    /// reaches whatever answers now.
     pub async fn connect(
         &self,
         ctx: &Ctx,
         endpoint: &Endpoint,
         shared: Option<&SharedClientEndpoint>,
     ) -> Result<Link, Failure> {
-        let link = match shared {
-            Some(shared) => Link::connect_sharing(self.addr, endpoint, shared).await,
-            None => Link::connect(self.addr, endpoint).await,
+        let once = || async {
+            let began = Instant::now();
+            let link = match shared {
+                Some(shared) => Link::connect_sharing(self.addr, endpoint, shared).await,
+                None => Link::connect(self.addr, endpoint).await,
+            };
+            if link.is_ok() {
+                let took = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
+                self.handshake_took.store(took.max(1), Relaxed);
+            }
+            link
+        };
+        let link = match self.spare_after() {
+            Some(after) => first_of(once(), once(), after, self.addr).await,
+            None => once().await,
         };
         link.map_err(|e| {
+            ctx.metrics.handshake_failures.fetch_add(1, Relaxed);
             warn!(peer = %self.addr, error = %e, "cannot establish an association");
-            self.unavailable(ctx, &e)
+            Failure::Unavailable(format!(
+                "no association to the peer gateway {}: {e}",
+                self.addr
+            ))
         })
     }
 
-    /// A handshake with this origin that failed with `e`, counted.
-    fn unavailable(&self, ctx: &Ctx, e: &LinkError) -> Failure {
-        ctx.metrics.handshake_failures.fetch_add(1, Relaxed);
-        Failure::Unavailable(format!(
-            "no association to the peer gateway {}: {e}",
-            self.addr
-        ))
+    /// How long a handshake runs before it gets a spare:
+    /// [`SPARE_AFTER_TIMES`] the last successful one, at least
+    /// [`SPARE_AFTER_AT_LEAST`]. None before the first success: nothing
+    /// tells a slow origin from a gone one yet.
+    fn spare_after(&self) -> Option<Duration> {
+        let took = self.handshake_took.load(Relaxed);
+        (took > 0).then(|| (Duration::from_micros(took) * SPARE_AFTER_TIMES).max(SPARE_AFTER_AT_LEAST))
     }
 
     /// Makes the slots' associations in the background, so that the first
@@ -125,7 +147,7 @@ impl Peer {
     pub fn open(self: &Arc<Self>, ctx: &Arc<Ctx>, endpoint: &Endpoint) {
         let (me, ctx2, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
         crate::shard::spawn_on(ctx.shards.as_deref(), 0, async move {
-            if me.reconnect(0, &ctx2, &endpoint, Attempt::Slot).await.is_ok() {
+            if me.reconnect(0, &ctx2, &endpoint).await.is_ok() {
                 for slot in 1..me.slots.len() {
                     me.reconnect_in_background(slot, &ctx2, &endpoint);
                 }
@@ -141,7 +163,7 @@ impl Peer {
     /// a handshake hangs (seconds; see [`Self::wait_for_association`]).
     fn reconnect_in_background(self: &Arc<Self>, slot: usize, ctx: &Arc<Ctx>, endpoint: &Endpoint) {
         if !self.slots[slot].is_connecting() {
-            drop(self.reconnect_on_its_shard(slot, ctx, endpoint, Attempt::Slot));
+            drop(self.reconnect_on_its_shard(slot, ctx, endpoint));
         }
     }
 
@@ -152,11 +174,10 @@ impl Peer {
         slot: usize,
         ctx: &Arc<Ctx>,
         endpoint: &Endpoint,
-        attempt: Attempt,
     ) -> tokio::task::JoinHandle<Result<Arc<Pooled>, Failure>> {
         let (me, ctx2, endpoint) = (self.clone(), ctx.clone(), endpoint.clone());
         crate::shard::spawn_on(ctx.shards.as_deref(), slot, async move {
-            me.reconnect(slot, &ctx2, &endpoint, attempt).await
+            me.reconnect(slot, &ctx2, &endpoint).await
         })
     }
 
@@ -255,16 +276,11 @@ impl Peer {
 
     /// With no live association: a handshake of the request's own, on the
     /// first slot from `first` where none is under way, or, with every slot
-    /// busy, the first of theirs to end. Either way, once the handshake
-    /// waited for has run past [`Self::spare_after`], a spare made beside
-    /// it ([`Self::spare`]).
+    /// busy, the first of theirs to end.
     ///
-    /// Never one handshake in particular, and never one for long: one under
-    /// way may be with a peer that has gone since it began. An origin
-    /// killed mid-handshake answers nothing for it, and once restarted
-    /// ignores its datagrams (they lead with a Handshake packet, which gets
-    /// no stateless reset) until a reset or the handshake timeout, seconds
-    /// later. A new one reaches whatever answers now.
+    /// Never one handshake in particular: one under way may be with a peer
+    /// that has gone since it began (see [`Self::connect`]). A new one
+    /// reaches whatever answers now.
     async fn wait_for_association(
         self: &Arc<Self>,
         first: usize,
@@ -275,157 +291,66 @@ impl Peer {
         let free = (0..n)
             .map(|i| (first + i) % n)
             .find(|&s| !self.slots[s].is_connecting());
-        let spare_after = self.spare_after();
-        let hanging = match free {
-            Some(free) => {
-                // On the slot's shard, where its association is to live.
-                let own = self.reconnect_on_its_shard(free, ctx, endpoint, Attempt::Slot);
-                let Some(spare_after) = spare_after else {
-                    return joined(own.await);
-                };
-                match tokio::time::timeout(spare_after, own).await {
-                    Ok(made) => return joined(made),
-                    Err(_) => free,
-                }
-            }
+        let slot = match free {
+            Some(free) => free,
             None => {
-                let ended = async {
-                    self.a_handshake_ends().await;
-                    self.any_live().ok_or_else(|| self.failure_now())
-                };
-                let Some(spare_after) = spare_after else {
-                    return ended.await;
-                };
-                let deadline = self.earliest_handshake() + spare_after;
-                match tokio::time::timeout_at(deadline.into(), ended).await {
-                    Ok(made) => return made,
-                    Err(_) => first,
+                let ended = self.first_handshake_to_end().await;
+                if let Some(p) = self.slots[ended].live() {
+                    return Ok(p);
                 }
+                // It failed: within the backoff its slot answers with why.
+                ended
             }
         };
-        self.spare(hanging, ctx, endpoint, spare_after.unwrap_or_default())
-            .await
-    }
-
-    /// A handshake beside slot `slot`'s, which has run past `after`: one at
-    /// a time per origin. The request that starts it waits for it; one
-    /// that finds it under way waits for the first handshake to end, this
-    /// one or a slot's. Its association goes into the slot, unless the
-    /// slot's own handshake made one first (then it is closed).
-    async fn spare(
-        self: &Arc<Self>,
-        slot: usize,
-        ctx: &Arc<Ctx>,
-        endpoint: &Endpoint,
-        after: Duration,
-    ) -> Result<Arc<Pooled>, Failure> {
-        if let Ok(one) = self.spare.clone().try_lock_owned() {
-            warn!(
-                peer = %self.addr, slot, after = ?after,
-                "a handshake with the origin is taking far longer than the last one: making a spare beside it"
-            );
-            let spare = self.reconnect_on_its_shard(slot, ctx, endpoint, Attempt::Spare(one));
-            return joined(spare.await);
-        }
-        self.a_handshake_ends().await;
-        self.any_live().ok_or_else(|| self.failure_now())
-    }
-
-    /// How long a handshake runs before a request waiting for it makes a
-    /// spare: [`SPARE_AFTER_TIMES`] the last successful one, at least
-    /// [`SPARE_AFTER_AT_LEAST`]. None before the first success: nothing
-    /// tells a slow origin from a gone one yet.
-    fn spare_after(&self) -> Option<Duration> {
-        let took = self.handshake_took.load(Relaxed);
-        (took > 0).then(|| (Duration::from_micros(took) * SPARE_AFTER_TIMES).max(SPARE_AFTER_AT_LEAST))
-    }
-
-    /// When the oldest handshake of a slot under way began (now if none
-    /// has yet).
-    fn earliest_handshake(&self) -> Instant {
-        (self.slots.iter().filter_map(|s| *lock(&s.began)).min()).unwrap_or_else(Instant::now)
-    }
-
-    /// Waits until one of the handshakes under way now (a slot's, or the
-    /// spare) ends; at once if none is.
-    async fn a_handshake_ends(&self) {
-        let mut ends: Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>>> = Vec::new();
-        for s in self.slots.iter().filter(|s| s.is_connecting()) {
-            ends.push(Box::pin(async { drop(s.connecting.lock().await) }));
-        }
-        if self.spare.try_lock().is_err() {
-            ends.push(Box::pin(async { drop(self.spare.lock().await) }));
-        }
-        if !ends.is_empty() {
-            futures_util::future::select_all(ends).await;
+        if slot == first {
+            // Boxed: a handshake's future is large, and rare.
+            Box::pin(self.reconnect(slot, ctx, endpoint)).await
+        } else {
+            // Another shard's slot: its association is made, and so lives,
+            // there.
+            self.reconnect_on_its_shard(slot, ctx, endpoint)
+                .await
+                .unwrap_or_else(|e| {
+                    Err(Failure::Unavailable(format!(
+                        "the handshake's task ended: {e}"
+                    )))
+                })
         }
     }
 
-    /// A live association of any slot.
-    fn any_live(&self) -> Option<Arc<Pooled>> {
-        self.slots.iter().find_map(Slot::live)
+    /// The slot whose handshake under way ends first.
+    async fn first_handshake_to_end(&self) -> usize {
+        let ends = self.slots.iter().map(|s| Box::pin(s.connecting.lock()));
+        let (_ended, slot, _others) = futures_util::future::select_all(ends).await;
+        slot
     }
 
-    /// Why there is no association: the latest failure a slot keeps, else
-    /// that the handshakes under way made none.
-    fn failure_now(&self) -> Failure {
-        let latest = self
-            .slots
-            .iter()
-            .filter_map(|s| lock(&s.last_failure).clone())
-            .max_by_key(|(at, _)| *at);
-        Failure::Unavailable(latest.map_or_else(
-            || format!("no association to the peer gateway {}: none was made", self.addr),
-            |(_, why)| why,
-        ))
-    }
-
-    /// A handshake for slot `slot` under `attempt`'s lock, unless the slot
-    /// is live (or, for a spare, any slot is) or its last failure is within
-    /// [`RECONNECT_BACKOFF`]. The association made goes into the slot,
-    /// unless one made meanwhile (by the spare, or by the handshake the
-    /// spare was made beside) is live there: that one stays, and this one
-    /// is closed.
     async fn reconnect(
         &self,
         slot: usize,
         ctx: &Arc<Ctx>,
         endpoint: &Endpoint,
-        attempt: Attempt,
     ) -> Result<Arc<Pooled>, Failure> {
-        let s = &self.slots[slot];
-        let own = matches!(attempt, Attempt::Slot);
-        // Held until the association is in the slot, or the handshake failed.
-        let (_one, _spare, live) = match attempt {
-            Attempt::Slot => (Some(s.connecting.lock().await), None, s.live()),
-            Attempt::Spare(held) => (None, Some(held), self.any_live()),
-        };
-        if let Some(p) = live {
+        let slot = &self.slots[slot];
+        let _one = slot.connecting.lock().await;
+        if let Some(p) = slot.live() {
             return Ok(p);
         }
-        if let Some((at, why)) = &*lock(&s.last_failure)
+        if let Some((at, why)) = &*lock(&slot.last_failure)
             && at.elapsed() < RECONNECT_BACKOFF
         {
             return Err(Failure::Unavailable(why.clone()));
         }
-        let began = Instant::now();
-        if own {
-            *lock(&s.began) = Some(began);
-        }
-        let link = Link::connect(self.addr, endpoint).await;
-        if own {
-            *lock(&s.began) = None;
-        }
-        let link = match link {
+        let link = match self.connect(ctx, endpoint, None).await {
             Ok(l) => l,
-            Err(e) => return self.failed(slot, began, ctx, &e),
+            Err(f) => {
+                if let Failure::Unavailable(why) = &f {
+                    *lock(&slot.last_failure) = Some((Instant::now(), why.clone()));
+                }
+                self.health.eject(self.now());
+                return Err(f);
+            }
         };
-        let took = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.handshake_took.store(took.max(1), Relaxed);
-        if let Some(p) = s.live() {
-            tokio::spawn(async move { drop(link.close().await) });
-            return Ok(p);
-        }
         let mut exec = None;
         let handle = link.spawn(|handle| {
             let exchange = ctx.exchange(Role::EdgePool, Some(Ingress::HTTP));
@@ -435,57 +360,41 @@ impl Peer {
         });
         ctx.track(&handle);
         let exec = exec.ok_or_else(|| Failure::Unavailable("association not started".into()))?;
-        let pooled = Arc::new(Pooled {
-            exec,
-            made: Instant::now(),
-        });
-        *s.current.write().unwrap_or_else(|p| p.into_inner()) = Some(pooled.clone());
-        *lock(&s.last_failure) = None;
+        let pooled = Arc::new(Pooled { exec });
+        *slot.current.write().unwrap_or_else(|p| p.into_inner()) = Some(pooled.clone());
+        *lock(&slot.last_failure) = None;
         Ok(pooled)
     }
+}
 
-    /// A handshake for slot `slot` begun at `began` failed with `e`. If an
-    /// association made since serves (a spare made beside it; the origin
-    /// restarted and answered another), the failure is of a peer that is
-    /// gone, not of the one that answers now: that association answers,
-    /// and the origin is not ejected. Else the slot keeps the failure for
-    /// [`RECONNECT_BACKOFF`] and the origin is ejected for its backoff.
-    fn failed(
-        &self,
-        slot: usize,
-        began: Instant,
-        ctx: &Ctx,
-        e: &LinkError,
-    ) -> Result<Arc<Pooled>, Failure> {
-        let failure = self.unavailable(ctx, e);
-        let newer = self.slots.iter().find_map(|s| s.live().filter(|p| p.made > began));
-        if let Some(p) = newer {
-            info!(peer = %self.addr, slot, error = %e, "a handshake begun before the association that serves now failed");
-            return Ok(p);
-        }
-        warn!(peer = %self.addr, slot, error = %e, "cannot establish an association");
-        if let Failure::Unavailable(why) = &failure {
-            *lock(&self.slots[slot].last_failure) = Some((Instant::now(), why.clone()));
-        }
-        self.health.eject(self.now());
-        Err(failure)
+/// The first of `first` and a `spare`, started once `first` has run for
+/// `after`, to succeed; with both failed, the last failure.
+async fn first_of<T>(
+    first: impl Future<Output = Result<T, LinkError>>,
+    spare: impl Future<Output = Result<T, LinkError>>,
+    after: Duration,
+    peer: PeerAddr,
+) -> Result<T, LinkError> {
+    let mut first = pin!(first);
+    tokio::select! {
+        r = &mut first => return r,
+        () = tokio::time::sleep(after) => {}
     }
-}
-
-/// The lock a handshake for a slot is made under.
-enum Attempt {
-    /// The slot's own ([`Slot::connecting`]): one at a time per slot.
-    Slot,
-    /// A spare's ([`Peer::spare`], held by its caller): one at a time per
-    /// origin.
-    Spare(tokio::sync::OwnedMutexGuard<()>),
-}
-
-/// What a handshake's task brought.
-fn joined(
-    r: Result<Result<Arc<Pooled>, Failure>, tokio::task::JoinError>,
-) -> Result<Arc<Pooled>, Failure> {
-    r.unwrap_or_else(|e| Err(Failure::Unavailable(format!("the handshake's task ended: {e}"))))
+    warn!(
+        %peer, after = ?after,
+        "a handshake is taking far longer than the last one with this origin: making a spare beside it"
+    );
+    let mut spare = pin!(spare);
+    tokio::select! {
+        r = &mut first => match r {
+            Ok(made) => Ok(made),
+            Err(_) => spare.await,
+        },
+        r = &mut spare => match r {
+            Ok(made) => Ok(made),
+            Err(_) => first.await,
+        },
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -496,8 +405,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Slot {
     current: RwLock<Option<Arc<Pooled>>>,
     connecting: tokio::sync::Mutex<()>,
-    /// When the slot's handshake under way began.
-    began: Mutex<Option<Instant>>,
     last_failure: Mutex<Option<(Instant, String)>>,
 }
 
@@ -519,8 +426,6 @@ impl Slot {
 /// One pooled association and its exchange.
 struct Pooled {
     exec: Arc<Exec<oneshot::Sender<Reply>>>,
-    /// When its handshake ended.
-    made: Instant,
 }
 
 /// What a caller's ticket brought. A ticket dropped unanswered leaves the
@@ -548,18 +453,6 @@ mod tests {
     fn peer(slots: usize) -> Arc<Peer> {
         let addr = "tls://127.0.0.1:1".parse().expect("addr");
         Arc::new(Peer::new(addr, slots, Instant::now()))
-    }
-
-    /// `got` is the failure to reach the tests' closed port.
-    fn refused(got: Result<Arc<Pooled>, NotSent>) {
-        match got {
-            Err(NotSent::Failed(Failure::Unavailable(why))) => {
-                assert!(why.contains("127.0.0.1:1"), "{why}");
-            }
-            Err(NotSent::Failed(other)) => panic!("{other:?}"),
-            Err(NotSent::Connecting) => panic!("not sent: connecting"),
-            Ok(_) => panic!("an association to a closed port"),
-        }
     }
 
     /// The slots six of a shard's requests try first.
@@ -615,7 +508,14 @@ mod tests {
         )
         .await
         .expect("answered without waiting for slot 1's handshake");
-        refused(got);
+        match got {
+            Err(NotSent::Failed(Failure::Unavailable(why))) => {
+                assert!(why.contains("127.0.0.1:1"), "{why}");
+            }
+            Err(NotSent::Failed(other)) => panic!("{other:?}"),
+            Err(NotSent::Connecting) => panic!("not sent: connecting"),
+            Ok(_) => panic!("an association to a closed port"),
+        }
         // Slot 0 made the attempt and keeps its failure for the backoff.
         assert!(lock(&two.slots[0].last_failure).is_some());
         assert!(lock(&two.slots[1].last_failure).is_none());
@@ -638,43 +538,6 @@ mod tests {
         drop(stuck);
     }
 
-    /// A lone slot's handshake that never ends (its lock held here) holds
-    /// up the requests waiting for it only until it has run past
-    /// [`SPARE_AFTER_TIMES`] the last one's time, at least
-    /// [`SPARE_AFTER_AT_LEAST`]: then a spare is made beside it, and its
-    /// outcome (here a refused connection) answers. Before any handshake
-    /// has succeeded there is nothing to judge by, and none is made.
-    #[tokio::test]
-    async fn a_handshake_hanging_past_the_last_ones_time_gets_a_spare() {
-        let (ctx, one) = (ctx(None), peer(1));
-        let endpoint = Endpoint::new([9; 32], crate::handshake::Trust::InsecureAcceptAny);
-        let hanging = one.slots[0].connecting.lock().await;
-        *lock(&one.slots[0].began) = Some(Instant::now());
-        let waited = tokio::time::timeout(
-            SPARE_AFTER_AT_LEAST + Duration::from_millis(300),
-            one.pooled(&ctx, &endpoint, true, false),
-        )
-        .await;
-        assert!(waited.is_err(), "a spare with no handshake to judge by");
-        one.handshake_took.store(1_000, Relaxed);
-        *lock(&one.slots[0].began) = Some(Instant::now());
-        let started = Instant::now();
-        let got = tokio::time::timeout(
-            Duration::from_secs(5),
-            one.pooled(&ctx, &endpoint, true, false),
-        )
-        .await
-        .expect("answered by the spare");
-        let took = started.elapsed();
-        refused(got);
-        assert!(took >= SPARE_AFTER_AT_LEAST - Duration::from_millis(20), "{took:?}");
-        // The spare's failure is kept for the backoff and ejected the
-        // origin, as any fresh handshake's would.
-        assert!(lock(&one.slots[0].last_failure).is_some());
-        assert_eq!(one.health.ejections.load(Relaxed), 1);
-        drop(hanging);
-    }
-
     /// Requests that find their first slot's association gone while
     /// another serves leave no task behind for each of them while that
     /// slot's handshake is under way.
@@ -690,6 +553,56 @@ mod tests {
         }
         assert_eq!(alive(), before, "a task waiting per request");
         drop(hanging);
+    }
+
+    /// A handshake that hangs gets one spare once it has run `after`, and
+    /// the first of the two to succeed answers, whichever; with both
+    /// failed, the later failure. One that ends before `after` gets none.
+    #[tokio::test(start_paused = true)]
+    async fn a_hanging_handshake_gets_one_spare_and_the_first_success_answers() {
+        let peer: PeerAddr = "quic://127.0.0.1:1".parse().expect("addr");
+        let after = Duration::from_millis(500);
+        let timeout = |s| LinkError::HandshakeTimeout(Duration::from_secs(s));
+        let hangs = std::future::pending::<Result<&str, LinkError>>;
+        let at = |ms, r: Result<&'static str, LinkError>| async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            r
+        };
+        let started = tokio::time::Instant::now();
+        let got = first_of(hangs(), at(10, Ok("spare")), after, peer).await;
+        assert_eq!(got.ok(), Some("spare"));
+        assert_eq!(started.elapsed(), Duration::from_millis(510));
+        // The first ends first after all.
+        let started = tokio::time::Instant::now();
+        let got = first_of(at(600, Ok("first")), at(500, Ok("spare")), after, peer).await;
+        assert_eq!((got.ok(), started.elapsed()), (Some("first"), Duration::from_millis(600)));
+        // A spare that fails leaves the first to answer, and the other way round.
+        let got = first_of(at(2_000, Ok("first")), at(1, Err(timeout(1))), after, peer).await;
+        assert_eq!(got.ok(), Some("first"));
+        let got = first_of(at(600, Err(timeout(1))), at(400, Ok("spare")), after, peer).await;
+        assert_eq!(got.ok(), Some("spare"));
+        let got = first_of(at(600, Err(timeout(1))), at(400, Err(timeout(2))), after, peer).await;
+        assert_eq!(got.err().map(|e| e.to_string()), Some(timeout(2).to_string()));
+        // Before `after`: no spare.
+        let spared = std::sync::atomic::AtomicBool::new(false);
+        let spare = async {
+            spared.store(true, Relaxed);
+            Ok("spare")
+        };
+        let got = first_of(at(499, Err(timeout(1))), spare, after, peer).await;
+        assert!(got.is_err() && !spared.load(Relaxed));
+    }
+
+    /// A spare comes after 4 times the last successful handshake's time,
+    /// at least 500 ms; and not before any has succeeded.
+    #[test]
+    fn a_spare_comes_after_four_times_the_last_handshake() {
+        let one = peer(1);
+        assert_eq!(one.spare_after(), None);
+        one.handshake_took.store(2_000, Relaxed);
+        assert_eq!(one.spare_after(), Some(SPARE_AFTER_AT_LEAST));
+        one.handshake_took.store(300_000, Relaxed);
+        assert_eq!(one.spare_after(), Some(Duration::from_millis(1_200)));
     }
 
     #[test]
