@@ -7,6 +7,7 @@ mod support;
 
 use std::time::Duration;
 
+use support::udp_relay::Hang;
 use support::*;
 
 /// 16 closed-loop HTTP clients for `secs` through the pair's edge.
@@ -104,12 +105,15 @@ async fn a_killed_and_restarted_peer_is_noticed_at_once() {
 }
 
 /// A pair with an HTTP ingress and a pool of 2 whose second association
-/// hangs mid-handshake ([`PairOptions::hang_flow`]), once it does.
+/// hangs mid-handshake ([`PairOptions::hang`]), once it does.
 async fn pair_with_a_hanging_handshake() -> Pair {
     let pair = Pair::start(PairOptions {
         ingresses: &["http"],
         edge_extra: &["--pool-size", "2"],
-        hang_flow: Some(1),
+        hang: Some(Hang {
+            flow: 1,
+            connection: 0,
+        }),
         ..PairOptions::default()
     })
     .await;
@@ -196,7 +200,10 @@ async fn a_lone_slot_whose_handshake_hangs_gets_a_spare() {
     let mut pair = Pair::start(PairOptions {
         ingresses: &["http"],
         edge_extra: &["--pool-size", "1", "--handshake-timeout", "2"],
-        hang_flow: Some(1),
+        hang: Some(Hang {
+            flow: 1,
+            connection: 0,
+        }),
         ..PairOptions::default()
     })
     .await;
@@ -223,6 +230,46 @@ async fn a_lone_slot_whose_handshake_hangs_gets_a_spare() {
     );
     assert_eq!(origin_ejections(&pair.edge).await, ejections);
     assert_eq!(post(&http, echo).await.0, 200);
+}
+
+/// A session (WebSocket, TCP) has an association of its own, on the one
+/// client socket the edge's sessions share. Its handshake, left hanging as
+/// above (here the first after the restart on that socket), gets a spare
+/// as a pooled one does: the client that comes back after the restart is
+/// served within a second or so, not failed at the edge's 2 s handshake
+/// timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_whose_handshake_hangs_gets_a_spare() {
+    let mut pair = Pair::start(PairOptions {
+        ingresses: &["ws"],
+        edge_extra: &["--handshake-timeout", "2"],
+        // No HTTP ingress, so no pool: flow 0 is the sessions' socket, and
+        // connection 1 the first association on it after the restart.
+        hang: Some(Hang {
+            flow: 0,
+            connection: 1,
+        }),
+        ..PairOptions::default()
+    })
+    .await;
+    let ws = pair.ingress("ws://");
+    let echo = |i: u64| serde_json::json!({"jsonrpc":"2.0","id":i,"method":"echo","params":[i]});
+    let mut first = Client::ws(&ws).await;
+    let reply = first.call(echo(1)).await;
+    assert_eq!(reply["result"], serde_json::json!([1]), "{reply}");
+    kill_and_restart_the_origin(&mut pair).await;
+    drop(first);
+    let started = std::time::Instant::now();
+    let mut again = Client::ws(&ws).await;
+    let reply = again.call(echo(2)).await;
+    let took = started.elapsed();
+    assert_eq!(reply["result"], serde_json::json!([2]), "{reply}");
+    assert!(
+        took < Duration::from_millis(1800),
+        "served only after {took:?}"
+    );
+    let relay = pair.relay.as_ref().expect("a relay");
+    assert!(relay.held() > 0, "no handshake hung");
 }
 
 /// While one pooled association's handshake hangs (seconds, until its idle

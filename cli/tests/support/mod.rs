@@ -123,7 +123,7 @@ pub struct Pair {
     pub keys: tempdir::Dir,
     pub origin_pub: String,
     /// Between the edge and the origin, where asked for
-    /// ([`PairOptions::hang_flow`]).
+    /// ([`PairOptions::hang`]).
     pub relay: Option<udp_relay::UdpRelay>,
 }
 
@@ -192,8 +192,9 @@ pub struct PairOptions<'a> {
     /// The edge's ingress schemes (each on 127.0.0.1:0).
     pub ingresses: &'a [&'a str],
     /// The edge reaches the origin (over QUIC) through a
-    /// [`udp_relay::UdpRelay`] that leaves this flow hanging mid-handshake.
-    pub hang_flow: Option<usize>,
+    /// [`udp_relay::UdpRelay`] that leaves this connection hanging
+    /// mid-handshake.
+    pub hang: Option<udp_relay::Hang>,
 }
 
 impl Default for PairOptions<'_> {
@@ -204,7 +205,7 @@ impl Default for PairOptions<'_> {
             origin_extra: &[],
             edge_extra: &[],
             ingresses: &["http", "ws", "tcp"],
-            hang_flow: None,
+            hang: None,
         }
     }
 }
@@ -260,13 +261,13 @@ impl Pair {
             Up::Stdio => None,
             _ => up_args.get(1).cloned(),
         };
-        let relay = match o.hang_flow {
-            Some(flow) => {
+        let relay = match o.hang {
+            Some(hang) => {
                 let target = peer
                     .strip_prefix("quic://")
                     .and_then(|a| a.parse().ok())
                     .expect("a relay needs a quic:// origin");
-                Some(udp_relay::UdpRelay::start(target, flow).await)
+                Some(udp_relay::UdpRelay::start(target, hang).await)
             }
             None => None,
         };
