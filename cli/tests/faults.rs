@@ -222,6 +222,7 @@ async fn a_lone_slot_whose_handshake_hangs_gets_a_spare() {
     assert!(took < Duration::from_secs(3), "served only after {took:?}");
     let relay = pair.relay.as_ref().expect("a relay");
     assert!(relay.held() > 0, "no handshake hung");
+    assert_eq!(metric(&pair.edge, "npamp_handshake_spares_total").await, 1);
     // Past the 2 s at which the hanging handshake would have failed.
     tokio::time::sleep(Duration::from_millis(2500).saturating_sub(started.elapsed())).await;
     assert_eq!(
@@ -270,6 +271,7 @@ async fn a_session_whose_handshake_hangs_gets_a_spare() {
     );
     let relay = pair.relay.as_ref().expect("a relay");
     assert!(relay.held() > 0, "no handshake hung");
+    assert_eq!(metric(&pair.edge, "npamp_handshake_spares_total").await, 1);
 }
 
 /// While one pooled association's handshake hangs (seconds, until its idle

@@ -73,6 +73,9 @@ pub struct Metrics {
     pub associations: AtomicI64,
     pub associations_opened: AtomicU64,
     pub handshake_failures: AtomicU64,
+    /// Edge: handshakes that ran so far past the last one's time that a
+    /// spare was made beside them.
+    pub handshake_spares: AtomicU64,
     pub association_errors: AtomicU64,
     /// Origin: requests delivered to the upstream, and their answers.
     pub upstream_requests: AtomicU64,
@@ -266,6 +269,11 @@ impl Metrics {
                     self.handshake_failures.load(Relaxed)
                         + self.serve.handshake_failures.load(Relaxed),
                 ),
+            ),
+            (
+                "npamp_handshake_spares_total",
+                "Handshakes that ran far past the last one's time, so that a spare was made beside them (edge).",
+                &self.handshake_spares,
             ),
             (
                 "npamp_association_errors_total",

@@ -116,7 +116,18 @@ impl Peer {
             link
         };
         let link = match self.spare_after() {
-            Some(after) => first_of(once(), once(), after, self.addr).await,
+            Some(after) => {
+                // Lazy: runs only once `first_of` starts it.
+                let spare = async {
+                    ctx.metrics.handshake_spares.fetch_add(1, Relaxed);
+                    warn!(
+                        peer = %self.addr, after = ?after,
+                        "a handshake is taking far longer than the last one with this origin: making a spare beside it"
+                    );
+                    once().await
+                };
+                first_of(once(), spare, after).await
+            }
             None => once().await,
         };
         link.map_err(|e| {
@@ -373,17 +384,12 @@ async fn first_of<T>(
     first: impl Future<Output = Result<T, LinkError>>,
     spare: impl Future<Output = Result<T, LinkError>>,
     after: Duration,
-    peer: PeerAddr,
 ) -> Result<T, LinkError> {
     let mut first = pin!(first);
     tokio::select! {
         r = &mut first => return r,
         () = tokio::time::sleep(after) => {}
     }
-    warn!(
-        %peer, after = ?after,
-        "a handshake is taking far longer than the last one with this origin: making a spare beside it"
-    );
     let mut spare = pin!(spare);
     tokio::select! {
         r = &mut first => match r {
@@ -560,7 +566,6 @@ mod tests {
     /// failed, the later failure. One that ends before `after` gets none.
     #[tokio::test(start_paused = true)]
     async fn a_hanging_handshake_gets_one_spare_and_the_first_success_answers() {
-        let peer: PeerAddr = "quic://127.0.0.1:1".parse().expect("addr");
         let after = Duration::from_millis(500);
         let timeout = |s| LinkError::HandshakeTimeout(Duration::from_secs(s));
         let hangs = std::future::pending::<Result<&str, LinkError>>;
@@ -569,19 +574,19 @@ mod tests {
             r
         };
         let started = tokio::time::Instant::now();
-        let got = first_of(hangs(), at(10, Ok("spare")), after, peer).await;
+        let got = first_of(hangs(), at(10, Ok("spare")), after).await;
         assert_eq!(got.ok(), Some("spare"));
         assert_eq!(started.elapsed(), Duration::from_millis(510));
         // The first ends first after all.
         let started = tokio::time::Instant::now();
-        let got = first_of(at(600, Ok("first")), at(500, Ok("spare")), after, peer).await;
+        let got = first_of(at(600, Ok("first")), at(500, Ok("spare")), after).await;
         assert_eq!((got.ok(), started.elapsed()), (Some("first"), Duration::from_millis(600)));
         // A spare that fails leaves the first to answer, and the other way round.
-        let got = first_of(at(2_000, Ok("first")), at(1, Err(timeout(1))), after, peer).await;
+        let got = first_of(at(2_000, Ok("first")), at(1, Err(timeout(1))), after).await;
         assert_eq!(got.ok(), Some("first"));
-        let got = first_of(at(600, Err(timeout(1))), at(400, Ok("spare")), after, peer).await;
+        let got = first_of(at(600, Err(timeout(1))), at(400, Ok("spare")), after).await;
         assert_eq!(got.ok(), Some("spare"));
-        let got = first_of(at(600, Err(timeout(1))), at(400, Err(timeout(2))), after, peer).await;
+        let got = first_of(at(600, Err(timeout(1))), at(400, Err(timeout(2))), after).await;
         assert_eq!(got.err().map(|e| e.to_string()), Some(timeout(2).to_string()));
         // Before `after`: no spare.
         let spared = std::sync::atomic::AtomicBool::new(false);
@@ -589,7 +594,7 @@ mod tests {
             spared.store(true, Relaxed);
             Ok("spare")
         };
-        let got = first_of(at(499, Err(timeout(1))), spare, after, peer).await;
+        let got = first_of(at(499, Err(timeout(1))), spare, after).await;
         assert!(got.is_err() && !spared.load(Relaxed));
     }
 
