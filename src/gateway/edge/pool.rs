@@ -30,6 +30,11 @@ const SPARE_AFTER_TIMES: u32 = 4;
 /// and some scheduling delay on a loaded machine, far above a handshake's
 /// time on a LAN (1.5 ms over loopback).
 const SPARE_AFTER_AT_LEAST: Duration = Duration::from_millis(500);
+/// The most spares under way to one origin at once. A handshake left
+/// hanging by a killed origin is one of the few in flight in the
+/// milliseconds it died in; many slow ones at once are an origin that is
+/// overloaded, which twice as many would not help.
+const SPARES_AT_ONCE: usize = 4;
 
 /// An origin gateway: where it is, its pooled associations, its health.
 pub struct Peer {
@@ -42,6 +47,8 @@ pub struct Peer {
     /// How long the last handshake that succeeded took, in microseconds
     /// (0: none yet).
     handshake_took: AtomicU64,
+    /// Spares under way ([`SPARES_AT_ONCE`] at most).
+    spares: AtomicUsize,
 }
 
 /// Why a request was not sent (so it may go elsewhere as it is).
@@ -78,6 +85,7 @@ impl Peer {
             slots: (0..pool_size.max(1)).map(|_| Slot::default()).collect(),
             next: AtomicUsize::new(0),
             handshake_took: AtomicU64::new(0),
+            spares: AtomicUsize::new(0),
         }
     }
 
@@ -90,8 +98,9 @@ impl Peer {
     /// endpoint of session associations.
     ///
     /// A handshake that has run past [`Self::spare_after`] gets a spare,
-    /// made beside it, and the first of the two to succeed is kept (the
-    /// other is dropped, and its connection with it). One under way may be
+    /// made beside it (while fewer than [`SPARES_AT_ONCE`] are), and the
+    /// first of the two to succeed is kept (the other is dropped, and its
+    /// connection with it). One under way may be
     /// with a peer that has gone since it began: an origin killed
     /// mid-handshake answers nothing for it, and once restarted ignores its
     /// datagrams (they lead with a Handshake packet, which gets no stateless
@@ -119,12 +128,14 @@ impl Peer {
             Some(after) => {
                 // Lazy: runs only once `first_of` starts it.
                 let spare = async {
+                    // With as many under way as may be, none: the first alone.
+                    let _one = Spare::take(&self.spares)?;
                     ctx.metrics.handshake_spares.fetch_add(1, Relaxed);
                     warn!(
                         peer = %self.addr, after = ?after,
                         "a handshake is taking far longer than the last one with this origin: making a spare beside it"
                     );
-                    once().await
+                    Some(once().await)
                 };
                 first_of(once(), spare, after).await
             }
@@ -378,11 +389,31 @@ impl Peer {
     }
 }
 
+/// One of an origin's spares under way, counted while it lives.
+struct Spare<'a>(&'a AtomicUsize);
+
+impl<'a> Spare<'a> {
+    /// One more under way, unless [`SPARES_AT_ONCE`] are.
+    fn take(under_way: &'a AtomicUsize) -> Option<Self> {
+        under_way
+            .fetch_update(Relaxed, Relaxed, |n| (n < SPARES_AT_ONCE).then_some(n + 1))
+            .ok()
+            .map(|_| Spare(under_way))
+    }
+}
+
+impl Drop for Spare<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
 /// The first of `first` and a `spare`, started once `first` has run for
-/// `after`, to succeed; with both failed, the last failure.
+/// `after`, to succeed; with both failed, the later failure. A spare that
+/// is not made (`None`) leaves `first` to answer.
 async fn first_of<T>(
     first: impl Future<Output = Result<T, LinkError>>,
-    spare: impl Future<Output = Result<T, LinkError>>,
+    spare: impl Future<Output = Option<Result<T, LinkError>>>,
     after: Duration,
 ) -> Result<T, LinkError> {
     let mut first = pin!(first);
@@ -394,11 +425,12 @@ async fn first_of<T>(
     tokio::select! {
         r = &mut first => match r {
             Ok(made) => Ok(made),
-            Err(_) => spare.await,
+            Err(e) => spare.await.unwrap_or(Err(e)),
         },
         r = &mut spare => match r {
-            Ok(made) => Ok(made),
-            Err(_) => first.await,
+            Some(Ok(made)) => Ok(made),
+            // It failed, or was not made.
+            _ => first.await,
         },
     }
 }
@@ -573,29 +605,71 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(ms)).await;
             r
         };
+        let spare = |ms, r| async move { Some(at(ms, r).await) };
         let started = tokio::time::Instant::now();
-        let got = first_of(hangs(), at(10, Ok("spare")), after).await;
+        let got = first_of(hangs(), spare(10, Ok("spare")), after).await;
         assert_eq!(got.ok(), Some("spare"));
         assert_eq!(started.elapsed(), Duration::from_millis(510));
         // The first ends first after all.
         let started = tokio::time::Instant::now();
-        let got = first_of(at(600, Ok("first")), at(500, Ok("spare")), after).await;
+        let got = first_of(at(600, Ok("first")), spare(500, Ok("spare")), after).await;
         assert_eq!((got.ok(), started.elapsed()), (Some("first"), Duration::from_millis(600)));
         // A spare that fails leaves the first to answer, and the other way round.
-        let got = first_of(at(2_000, Ok("first")), at(1, Err(timeout(1))), after).await;
+        let got = first_of(at(2_000, Ok("first")), spare(1, Err(timeout(1))), after).await;
         assert_eq!(got.ok(), Some("first"));
-        let got = first_of(at(600, Err(timeout(1))), at(400, Ok("spare")), after).await;
+        let got = first_of(at(600, Err(timeout(1))), spare(400, Ok("spare")), after).await;
         assert_eq!(got.ok(), Some("spare"));
-        let got = first_of(at(600, Err(timeout(1))), at(400, Err(timeout(2))), after).await;
+        let got = first_of(at(600, Err(timeout(1))), spare(400, Err(timeout(2))), after).await;
         assert_eq!(got.err().map(|e| e.to_string()), Some(timeout(2).to_string()));
+        // A spare not made (too many under way) leaves the first to answer,
+        // failed or not.
+        let none = || async { None };
+        let got = first_of(at(600, Err(timeout(1))), none(), after).await;
+        assert_eq!(got.err().map(|e| e.to_string()), Some(timeout(1).to_string()));
+        let got = first_of(at(600, Ok("first")), none(), after).await;
+        assert_eq!(got.ok(), Some("first"));
         // Before `after`: no spare.
         let spared = std::sync::atomic::AtomicBool::new(false);
         let spare = async {
             spared.store(true, Relaxed);
-            Ok("spare")
+            Some(Ok("spare"))
         };
         let got = first_of(at(499, Err(timeout(1))), spare, after).await;
         assert!(got.is_err() && !spared.load(Relaxed));
+    }
+
+    /// At most [`SPARES_AT_ONCE`] spares to one origin are under way at once.
+    #[test]
+    fn spares_under_way_are_capped() {
+        let under_way = AtomicUsize::new(0);
+        let taken: Vec<_> = (0..SPARES_AT_ONCE).filter_map(|_| Spare::take(&under_way)).collect();
+        assert_eq!(taken.len(), SPARES_AT_ONCE);
+        assert!(Spare::take(&under_way).is_none());
+        drop(taken);
+        assert_eq!(under_way.load(Relaxed), 0);
+        assert!(Spare::take(&under_way).is_some());
+    }
+
+    /// A connect whose handshake hangs (an origin that never answers)
+    /// makes a spare, counted, while fewer than [`SPARES_AT_ONCE`] are
+    /// under way; past that the first answers alone.
+    #[tokio::test]
+    async fn a_connect_makes_a_spare_only_under_the_cap() {
+        let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let addr = format!("quic://{}", silent.local_addr().expect("addr"));
+        let one = Arc::new(Peer::new(addr.parse().expect("addr"), 1, Instant::now()));
+        let ctx = ctx(None);
+        let mut endpoint = Endpoint::new([9; 32], crate::handshake::Trust::InsecureAcceptAny);
+        endpoint.handshake_timeout = SPARE_AFTER_AT_LEAST + Duration::from_millis(300);
+        one.handshake_took.store(1, Relaxed);
+        let spares = || ctx.metrics.handshake_spares.load(Relaxed);
+        let all: Vec<_> = (0..SPARES_AT_ONCE).filter_map(|_| Spare::take(&one.spares)).collect();
+        assert!(one.connect(&ctx, &endpoint, None).await.is_err());
+        assert_eq!(spares(), 0, "a spare past the cap");
+        drop(all);
+        assert!(one.connect(&ctx, &endpoint, None).await.is_err());
+        assert_eq!(spares(), 1);
+        assert_eq!(one.spares.load(Relaxed), 0, "a spare left counted");
     }
 
     /// A spare comes after 4 times the last successful handshake's time,
