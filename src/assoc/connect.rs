@@ -269,6 +269,15 @@ impl Link {
             .and_then(|e| e.local_addr().ok())
     }
 
+    /// The QUIC connection's round-trip time as measured so far (`None`
+    /// over TCP + TLS).
+    pub fn rtt(&self) -> Option<Duration> {
+        match &self.binding {
+            Binding::Quic { conn, .. } => Some(conn.rtt()),
+            Binding::Tls(_) => None,
+        }
+    }
+
     /// The transport the association runs on: [`Scheme::Quic`] or
     /// [`Scheme::Tls`] (for an `npamp://` peer, the one that won).
     pub fn transport(&self) -> Scheme {

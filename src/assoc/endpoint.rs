@@ -85,6 +85,13 @@ pub struct Endpoint {
     /// `None`: quinn's (1.25 MB). What a local party does not take waits
     /// in it, so many sessions want it small.
     pub receive_window: Option<u32>,
+    /// The round-trip time this endpoint's client connections assume
+    /// before they have measured one; `None`: quinn's 333 ms (RFC 9002
+    /// §6.2.2). It sets when a lost Initial is sent again, about three
+    /// times this: a handshake sent into the gap while its peer restarts
+    /// waits that long. The edge sets it from its last association with
+    /// the same peer.
+    pub initial_rtt: Option<Duration>,
 }
 
 /// QUIC congestion control.
@@ -160,6 +167,7 @@ impl Endpoint {
             stats: Arc::new(AssocStats::default()),
             congestion: Congestion::default(),
             receive_window: None,
+            initial_rtt: None,
         }
     }
 

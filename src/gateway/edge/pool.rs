@@ -35,6 +35,12 @@ const SPARE_AFTER_AT_LEAST: Duration = Duration::from_millis(500);
 /// milliseconds it died in; many slow ones at once are an origin that is
 /// overloaded, which twice as many would not help.
 const SPARES_AT_ONCE: usize = 4;
+/// The least round-trip time a new QUIC connection to an origin assumes
+/// from the last one's ([`Peer::connect`]): a lost Initial is sent again
+/// after about three times this, doubling each time.
+const INITIAL_RTT_AT_LEAST: Duration = Duration::from_millis(5);
+/// The most: quinn's default, for a path with no measure yet.
+const INITIAL_RTT_AT_MOST: Duration = Duration::from_millis(333);
 
 /// An origin gateway: where it is, its pooled associations, its health.
 pub struct Peer {
@@ -49,6 +55,9 @@ pub struct Peer {
     handshake_took: AtomicU64,
     /// Spares under way ([`SPARES_AT_ONCE`] at most).
     spares: AtomicUsize,
+    /// The round-trip time of the last QUIC association made, when its
+    /// handshake ended, in microseconds (0: none yet).
+    last_rtt: AtomicU64,
 }
 
 /// Why a request was not sent (so it may go elsewhere as it is).
@@ -86,6 +95,7 @@ impl Peer {
             next: AtomicUsize::new(0),
             handshake_took: AtomicU64::new(0),
             spares: AtomicUsize::new(0),
+            last_rtt: AtomicU64::new(0),
         }
     }
 
@@ -106,21 +116,40 @@ impl Peer {
     /// datagrams (they lead with a Handshake packet, which gets no stateless
     /// reset) until the handshake or idle timeout, seconds later. The spare
     /// reaches whatever answers now.
+    ///
+    /// Over QUIC the connection assumes the round-trip time the last one
+    /// measured, rather than quinn's 333 ms, so that an Initial lost while
+    /// the origin restarts (a rolling restart: the edge reconnects as the
+    /// drained associations close) is sent again within milliseconds, not
+    /// after a second.
     pub async fn connect(
         &self,
         ctx: &Ctx,
         endpoint: &Endpoint,
         shared: Option<&SharedClientEndpoint>,
     ) -> Result<Link, Failure> {
+        let measured;
+        let endpoint = match self.initial_rtt() {
+            Some(rtt) => {
+                measured = Endpoint {
+                    initial_rtt: Some(rtt),
+                    ..endpoint.clone()
+                };
+                &measured
+            }
+            None => endpoint,
+        };
         let once = || async {
             let began = Instant::now();
             let link = match shared {
                 Some(shared) => Link::connect_sharing(self.addr, endpoint, shared).await,
                 None => Link::connect(self.addr, endpoint).await,
             };
-            if link.is_ok() {
-                let took = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
-                self.handshake_took.store(took.max(1), Relaxed);
+            if let Ok(link) = &link {
+                self.handshake_took.store(micros(began.elapsed()), Relaxed);
+                if let Some(rtt) = link.rtt() {
+                    self.last_rtt.store(micros(rtt), Relaxed);
+                }
             }
             link
         };
@@ -149,6 +178,14 @@ impl Peer {
                 self.addr
             ))
         })
+    }
+
+    /// The round-trip time a new QUIC connection assumes: the last one's,
+    /// within [`INITIAL_RTT_AT_LEAST`] and [`INITIAL_RTT_AT_MOST`]; none
+    /// (quinn's default) before one was made.
+    fn initial_rtt(&self) -> Option<Duration> {
+        let rtt = self.last_rtt.load(Relaxed);
+        (rtt > 0).then(|| Duration::from_micros(rtt).clamp(INITIAL_RTT_AT_LEAST, INITIAL_RTT_AT_MOST))
     }
 
     /// How long a handshake runs before it gets a spare:
@@ -387,6 +424,11 @@ impl Peer {
         *lock(&slot.last_failure) = None;
         Ok(pooled)
     }
+}
+
+/// A duration in microseconds, at least 1 (0 means "none yet").
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
 }
 
 /// One of an origin's spares under way, counted while it lives.
