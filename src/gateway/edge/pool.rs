@@ -110,12 +110,12 @@ impl Peer {
     /// A handshake that has run past [`Self::spare_after`] gets a spare,
     /// made beside it (while fewer than [`SPARES_AT_ONCE`] are), and the
     /// first of the two to succeed is kept (the other is dropped, and its
-    /// connection with it). One under way may be
-    /// with a peer that has gone since it began: an origin killed
-    /// mid-handshake answers nothing for it, and once restarted ignores its
-    /// datagrams (they lead with a Handshake packet, which gets no stateless
-    /// reset) until the handshake or idle timeout, seconds later. The spare
-    /// reaches whatever answers now.
+    /// connection with it). One under way may be with a peer that has gone
+    /// since it began: an origin killed mid-handshake answers nothing for
+    /// it, and once restarted ignores its datagrams (they lead with a
+    /// Handshake packet, which gets no stateless reset) until the handshake
+    /// or idle timeout, seconds later. The spare reaches whatever answers
+    /// now.
     ///
     /// Over QUIC the connection assumes the round-trip time the last one
     /// measured, rather than quinn's 333 ms, so that an Initial lost while
