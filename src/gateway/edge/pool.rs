@@ -140,13 +140,12 @@ impl Peer {
             None => endpoint,
         };
         let once = || async {
-            let began = Instant::now();
             let link = match shared {
                 Some(shared) => Link::connect_sharing(self.addr, endpoint, shared).await,
                 None => Link::connect(self.addr, endpoint).await,
             };
             if let Ok(link) = &link {
-                self.handshake_took.store(micros(began.elapsed()), Relaxed);
+                self.handshake_took.store(micros(link.handshake_time), Relaxed);
                 if let Some(rtt) = link.rtt() {
                     self.last_rtt.store(micros(rtt), Relaxed);
                 }
