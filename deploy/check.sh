@@ -3,6 +3,7 @@
 # - the Kubernetes manifests against the Kubernetes schemas
 #   (kubernetes-validate from PyPI, which carries them: pip install kubernetes-validate),
 # - the systemd unit (systemd-analyze verify),
+# - that deploy/build-pgo.sh parses (bash -n),
 # - with BUILD_IMAGE=1, the container image (podman build; BUILDER and BASE
 #   pass other images for the two stages).
 # A tool that is missing is said, not skipped silently. The Grafana
@@ -27,6 +28,9 @@ if command -v systemd-analyze >/dev/null; then
 else
   echo "not checked: the systemd unit (systemd-analyze is not here)"
 fi
+# The profile-guided build takes ten minutes, too long for every CI run:
+# its syntax at least is checked here (run it before a release).
+bash -n deploy/build-pgo.sh && echo "deploy/build-pgo.sh: parses" || status=1
 if [ "${BUILD_IMAGE:-0}" = 1 ]; then
   args=()
   [ -n "${BUILDER:-}" ] && args+=(--build-arg "BUILDER=$BUILDER")
