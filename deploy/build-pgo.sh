@@ -14,9 +14,9 @@
 # rebuilt; use target/release/npamp-loadgen). What it gained on this
 # project's own loopback benchmark is in results/2026-12-05-pgo/.
 #
-# Needs the Rust toolchain and its llvm-tools component
-# (`rustup component add llvm-tools`) for llvm-profdata of the compiler's
-# LLVM version. Nothing else: the upstream and the load are this project's
+# Needs the Rust toolchain and its llvm-tools component, for llvm-profdata
+# of the compiler's LLVM version (added with rustup when it is missing and
+# rustup is there). Nothing else: the upstream and the load are this project's
 # own (`npamp-gateway mock-upstream`, `npamp-loadgen`). Only 127.0.0.1 is
 # used.
 #   deploy/build-pgo.sh [SECONDS_PER_POINT (3)]
@@ -25,7 +25,12 @@ cd "$(dirname "$0")/.."
 SECS=${1:-3}
 
 host=$(rustc -vV | sed -n 's/^host: //p')
-profdata=$(find "$(rustc --print sysroot)/lib/rustlib" -name llvm-profdata -type f 2>/dev/null | head -n 1)
+find_profdata() { find "$(rustc --print sysroot)/lib/rustlib" -name llvm-profdata -type f 2>/dev/null | head -n 1; }
+profdata=$(find_profdata)
+if [ -z "$profdata" ] && command -v rustup >/dev/null; then
+  rustup component add llvm-tools
+  profdata=$(find_profdata)
+fi
 if [ -z "$profdata" ]; then
   echo "llvm-profdata not found in the toolchain: rustup component add llvm-tools"
   exit 1
@@ -40,8 +45,8 @@ mkdir -p "$profiles"
 # procedural macros (which would write profiles of their own while building).
 echo "== 1/3: instrumented build"
 RUSTFLAGS="-Cprofile-generate=$profiles" \
-  cargo build --release -q -p npamp-gateway-cli --target "$host" --target-dir "$work/instrumented"
-cargo build --release -q -p npamp-loadgen
+  cargo build --release --locked -q -p npamp-gateway-cli --target "$host" --target-dir "$work/instrumented"
+cargo build --release --locked -q -p npamp-loadgen
 gw=$work/instrumented/$host/release/npamp-gateway
 lg=target/release/npamp-loadgen
 
@@ -132,7 +137,7 @@ pids=()
 
 echo "== 3/3: optimised build"
 RUSTFLAGS="-Cprofile-use=$work/merged.profdata" \
-  cargo build --release -q -p npamp-gateway-cli --target "$host" --target-dir "$work/optimised"
+  cargo build --release --locked -q -p npamp-gateway-cli --target "$host" --target-dir "$work/optimised"
 mkdir -p "$work/release"
 cp "$work/optimised/$host/release/npamp-gateway" "$work/release/npamp-gateway"
 echo "built: target/pgo/release/npamp-gateway"

@@ -9,10 +9,13 @@
 #           through a proxy with a CA of its own).
 # Then it checks what it can without running a container: the image's
 # user, entry point and ports, and the binary copied out of it, run here.
-# Needs root, podman and debootstrap (Debian packages).
+# Needs root, podman and debootstrap (Debian packages). OUT: where the
+# results go (default: this folder). Build arguments of the Containerfile
+# (e.g. PGO=0) can be given as BUILD_ARGS="--build-arg PGO=0".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=results/2026-12-01-container
+OUT=${OUT:-results/2026-12-01-container}
+mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 debootstrap --variant=minbase bookworm "$work/root" http://deb.debian.org/debian >/dev/null
@@ -28,8 +31,8 @@ COPY ca-bundle.crt /etc/ssl/certs/ca-certificates.crt
 ENV PATH=/usr/local/rust/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CF
 podman build --isolation=chroot -t localhost/rust-local "$work/builder" >/dev/null
-results/machine-info.sh "$OUT/build-local.sh" > "$OUT/machine.txt"
-{ time podman build --isolation=chroot --build-arg BUILDER=localhost/rust-local \
+results/machine-info.sh "OUT=$OUT ${BUILD_ARGS:+BUILD_ARGS=\"$BUILD_ARGS\" }results/2026-12-01-container/build-local.sh" > "$OUT/machine.txt"
+{ time podman build --isolation=chroot ${BUILD_ARGS:-} --build-arg BUILDER=localhost/rust-local \
     --build-arg BASE=localhost/debian:bookworm-local -f deploy/Containerfile -t npamp-gateway:local . ; } \
   > "$OUT/build.log" 2>&1
 podman image inspect localhost/npamp-gateway:local \
