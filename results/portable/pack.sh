@@ -6,14 +6,17 @@
 # other machine's glibc must be as new as this one's: `ldd --version`).
 # About 30 MB, into DIR (target/portable: ignored by git, and the folder
 # to copy along with the checkout). Then, there: results/portable/run.sh.
-#   results/portable/pack.sh [DIR]
+# GATEWAY_BINARY packs another build of the gateway instead of this
+# checkout's release build (deploy/build-pgo.sh's, say).
+#   [GATEWAY_BINARY=PATH] results/portable/pack.sh [DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-target/portable}
-cargo build --release -q -p npamp-gateway-cli
+GW=${GATEWAY_BINARY:-target/release/npamp-gateway}
+[ -n "${GATEWAY_BINARY:-}" ] || cargo build --release -q -p npamp-gateway-cli
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/real" "$OUT/lib"
-strip -o "$OUT/real/npamp-gateway" target/release/npamp-gateway
+strip -o "$OUT/real/npamp-gateway" "$GW"
 for tool in nginx wrk openssl; do
   path=$(command -v "$tool") || { echo "$tool is not installed here"; exit 1; }
   cp -L "$path" "$OUT/real/$tool"
