@@ -8,7 +8,7 @@
 #   pass other images for the two stages).
 # A tool that is missing is said, not skipped silently. The Grafana
 # dashboard and the configs inside the manifests are checked by
-# `cargo test --test deploy`.
+# `cargo test --test integration deploy::`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0

@@ -4,7 +4,7 @@
 //! that every header and frame is what a browser (or a broken client)
 //! would send.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! QUIC, a TLS and an `npamp://` listener, and `ping` against each, as real
 //! processes on 127.0.0.1. A wrong pinned key fails clearly on both sides.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! killed origin fail, each with -32014 (may have executed). A slow
 //! upstream's tail is hedged.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -835,7 +835,7 @@ fn record(line: &str) {
 /// upstream whose every 100th, then every 50th, execution takes 200 ms.
 /// Not in CI (about 4 minutes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "a full run: cargo test -p npamp-gateway-cli --test failover -- --ignored"]
+#[ignore = "a full run: cargo test -p npamp-gateway-cli --test integration failover::full_runs -- --ignored"]
 async fn full_runs() {
     let _one = heavy().await;
     record(
@@ -946,7 +946,7 @@ async fn full_runs() {
 /// kills a second) for `FAILOVER_SOAK_SECONDS` (default 60): none fails
 /// and none waits a second. Not in CI.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "a soak: cargo test -p npamp-gateway-cli --test failover upstream_kills -- --ignored"]
+#[ignore = "a soak: cargo test -p npamp-gateway-cli --test integration failover::an_origin_loses -- --ignored"]
 async fn an_origin_loses_no_read_only_request_through_many_upstream_kills() {
     let _one = heavy().await;
     let seconds: f64 = std::env::var("FAILOVER_SOAK_SECONDS")

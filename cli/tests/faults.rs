@@ -3,7 +3,7 @@
 //! request gets exactly one answer, its own (id and echoed payload): a
 //! success or the documented error, never a made-up success.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! every upstream kind (HTTP, WebSocket, child process) × both transports
 //! (QUIC, TLS), and the edge semantics of DESIGN.md §5, each with a test.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};

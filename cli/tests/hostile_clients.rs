@@ -3,7 +3,7 @@
 //! reading its replies. Each is refused or dropped within its limit, counted
 //! in the metrics, and other clients are served meanwhile.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

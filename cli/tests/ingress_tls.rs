@@ -4,7 +4,7 @@
 //! beside bearer tokens. Certificates come from a CA made here; curl plays
 //! the HTTP clients.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

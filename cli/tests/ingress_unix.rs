@@ -3,7 +3,7 @@
 //! a gateway that is gone is replaced; the gateway removes its own when it
 //! stops.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

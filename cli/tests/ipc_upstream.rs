@@ -4,7 +4,7 @@
 //! reach them through a gateway pair.
 #![cfg(unix)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! the DELETE when the client goes. The server is a small Streamable HTTP
 //! implementation in this file; real processes over 127.0.0.1.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -4,7 +4,7 @@
 //! session -32013 for each request; other clients are not affected; every
 //! refusal is counted exactly once.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 //! added one and a newly trusted edge are let in, the new certificate is
 //! served; what cannot change live is left as it runs.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};

@@ -3,7 +3,7 @@
 //! child process's arguments never reach a client (NotDelivered details),
 //! nor the edge, nor either gateway's log at info level.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

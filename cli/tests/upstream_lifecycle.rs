@@ -5,7 +5,7 @@
 //! longer than the stall timeout, well inside the peer's keepalive. Real
 //! processes over 127.0.0.1.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,23 +1,5 @@
-//! Deframing and opening arbitrary bytes as sealed frames under a fixed key:
-//! never panics; anything that opens must have been sealed by us (the
-//! fuzzer cannot forge a tag), so in practice every input is rejected cleanly.
+//! The `open_frame` target: `entries/open_frame.rs` (replayed from `seeds/open_frame` by the
+//! workspace's tests too).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use npamp_gateway::record::{Suite, TrafficKeys};
-use npamp_gateway::wire::Deframer;
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(keys) = TrafficKeys::new(Suite::AES_256_GCM, &[7; 32], &[9; 12]) else {
-        return;
-    };
-    let mut buf = data.to_vec();
-    let deframer = Deframer::default();
-    let mut rest = &mut buf[..];
-    while let Ok(Some(span)) = deframer.span(rest) {
-        let (frame, tail) = rest.split_at_mut(span.len);
-        let _ = keys.open_frame_with_header(&span.header, frame);
-        rest = tail;
-    }
-    let _ = keys.open_frame(&mut data.to_vec());
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| npamp_gateway_fuzz::open_frame::run(data));

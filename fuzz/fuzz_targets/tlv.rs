@@ -1,25 +1,5 @@
-//! TLV parsing and the unknown-type receive rule over arbitrary bytes.
+//! The `tlv` target: `entries/tlv.rs` (replayed from `seeds/tlv` by the
+//! workspace's tests too).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use npamp_gateway::wire::{Tlv, TlvReader, tlv};
-
-fuzz_target!(|data: &[u8]| {
-    let mut consumed = 0;
-    for item in TlvReader::new(data) {
-        match item {
-            Ok(t) => {
-                assert!(t.tlv_type.is_known());
-                consumed += t.encoded_len();
-            }
-            Err(_) => break,
-        }
-    }
-    assert!(consumed <= data.len());
-    if let Ok(t) = tlv::decode_one(data) {
-        let mut out = Vec::new();
-        t.encode_into(&mut out).expect("a decoded TLV re-encodes");
-        assert_eq!(out, data);
-    }
-    let _ = Tlv::parse(data);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| npamp_gateway_fuzz::tlv::run(data));

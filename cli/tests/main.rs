@@ -1,0 +1,21 @@
+//! The command's integration tests, one binary: each file beside this one
+//! is a module that runs the command as processes over loopback;
+//! `cargo test -p npamp-gateway-cli --test integration MODULE::` runs one.
+
+mod support;
+
+mod browsers;
+mod cli_serve_ping;
+mod failover;
+mod faults;
+mod fuzz_replay;
+mod gateway_pair;
+mod hostile_clients;
+mod ingress_tls;
+mod ingress_unix;
+mod ipc_upstream;
+mod mcp_http;
+mod rate_limits;
+mod reload;
+mod secrets;
+mod upstream_lifecycle;
