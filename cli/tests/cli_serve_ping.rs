@@ -97,6 +97,45 @@ impl Server {
     }
 }
 
+/// A second gateway asked to listen on a QUIC port the first one holds
+/// fails to start, as it does on a TLS port: the sharded listener's
+/// SO_REUSEPORT must not let it join the first one's sockets and take a
+/// share of its datagrams (it once said "listening on" and served nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_port_in_use_is_refused_not_shared() {
+    let server = Server::start().await;
+    let taken = server.listening("quic");
+    let key = server.keys.0.join("second.key");
+    keygen(&key);
+    for shards in ["0", "1", "2", "4"] {
+        let out = tokio::time::timeout(
+            Duration::from_secs(20),
+            tokio::process::Command::new(BIN)
+                .args(["serve", "--listen", &taken, "--identity"])
+                .arg(&key)
+                .args(["--trust", &server.client_pub, "--shards", shards])
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .expect("the second gateway gives up in time")
+        .expect("run serve");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(!out.status.success(), "--shards {shards}: {stdout}{stderr}");
+        assert!(
+            stderr.contains("in use"),
+            "--shards {shards}: {stdout}{stderr}"
+        );
+        assert!(!stdout.contains("listening on"), "{stdout}");
+    }
+    // The first one still serves.
+    let (ok, out, err) = ping(&taken, &server.client_key, &server.server_pub, 1).await;
+    assert!(ok, "{out}{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_and_ping_succeed_over_quic_tls_and_npamp() {
     let server = Server::start().await;

@@ -109,7 +109,7 @@ async fn read_until_closed(
 /// The head of an HTTP/1.1 (keep-alive) POST of a JSON body of `len` octets.
 fn post_head(len: usize) -> String {
     format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
     )
 }
 
@@ -153,7 +153,7 @@ async fn slowloris_headers_and_bodies_are_cut_off() {
         tasks.push(tokio::spawn(async move {
             let mut tcp = tokio::net::TcpStream::connect(&addr).await.expect("connect");
             if i % 2 == 0 {
-                tcp.write_all(b"POST / HTTP/1.1\r\nHost: x\r\n").await.expect("write");
+                tcp.write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.expect("write");
                 let trickle = async {
                     for b in b"X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter().cycle() {
                         if tcp.write_all(&[*b]).await.is_err() {
@@ -167,7 +167,7 @@ async fn slowloris_headers_and_bodies_are_cut_off() {
                 (closed, String::new())
             } else {
                 tcp.write_all(
-                    b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+                    b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
                 )
                 .await
                 .expect("write");
@@ -539,4 +539,213 @@ async fn clients_that_never_read_are_bounded_and_cut_at_the_stall_timeout() {
         worst < Duration::from_secs(1),
         "a healthy request took {worst:?}"
     );
+}
+
+/// HTTP/2 connections that send nothing but a PING now and then (4200 of
+/// them once kept every healthy request waiting): idle is no request in
+/// service, whatever control frames flow, so each is closed at the stall
+/// timeout, counted, and a healthy client waiting behind them is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_connections_that_only_ping_are_idle() {
+    const PINGERS: usize = 8;
+    // Every client here is 127.0.0.1: no per-source cap, only the global.
+    let (pair, http, addr) = impatient_http_edge_with(
+        &[
+            "--max-connections",
+            "8",
+            "--max-connections-per-source",
+            "9",
+        ],
+        &[],
+    )
+    .await;
+    let mut pingers = Vec::new();
+    for _ in 0..PINGERS {
+        let mut tcp = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        // The client preface, an empty SETTINGS frame.
+        tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .await
+            .expect("preface");
+        pingers.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let (mut read, mut write) = tcp.into_split();
+            // A PING every 300 ms, for at most 6 s.
+            let ping = async move {
+                for i in 0u64..20 {
+                    let mut frame = b"\0\0\x08\x06\0\0\0\0\0".to_vec();
+                    frame.extend_from_slice(&i.to_be_bytes());
+                    if write.write_all(&frame).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            };
+            let closed = async {
+                let mut buf = [0u8; 1024];
+                loop {
+                    match read.read(&mut buf).await {
+                        Ok(0) | Err(_) => return started.elapsed(),
+                        Ok(_) => {}
+                    }
+                }
+            };
+            tokio::select! {
+                at = closed => Some(at),
+                () = ping => None,
+            }
+        }));
+    }
+    // Every slot is taken: a healthy client waits in the listen backlog
+    // until the idle ones are closed, and is then served.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let asked = Instant::now();
+    let (status, body) = post(&http, ECHO).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(4),
+        "the healthy client waited {:?}",
+        asked.elapsed()
+    );
+    for p in pingers {
+        let closed = p.await.expect("pinger");
+        let at = closed.expect("a connection that only pings was kept for 6 s");
+        assert!(
+            at >= Duration::from_millis(900) && at < Duration::from_secs(3),
+            "closed after {at:?}, the stall timeout is 1 s"
+        );
+    }
+    assert_eq!(
+        metric_reaches(
+            &pair.edge,
+            "npamp_stalled_clients_total",
+            PINGERS as u64,
+            Duration::from_secs(3)
+        )
+        .await,
+        PINGERS as u64
+    );
+}
+
+/// DNS rebinding: a page of `rebind.attacker.example`, its name resolved to
+/// the edge's address, sends that name as `Host` and its own origin as
+/// `Origin`, which look "same-origin". A name that is not the edge's is
+/// refused (HTTP and the WebSocket handshake), whoever asks; the edge's
+/// own address passes, over HTTP/2 (`:authority`) too; `--allowed-host`
+/// adds names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebound_host_name_is_refused_and_the_edges_own_names_are_served() {
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http", "ws"],
+        edge_extra: &["--allowed-host", "edge.example"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let ct = ("content-type", "application/json");
+    let rebound = "rebind.attacker.example";
+    for headers in [
+        vec![
+            ct,
+            ("host", rebound),
+            ("origin", "http://rebind.attacker.example"),
+        ],
+        vec![ct, ("host", rebound)],
+    ] {
+        let (status, body) = post_headers(&http, ECHO, &headers).await;
+        assert_eq!(status, 403, "{headers:?}: {body}");
+        assert!(body.contains("--allowed-host"), "{body}");
+    }
+    let (status, body) = post_headers(&http, ECHO, &[ct, ("host", "edge.example:80")]).await;
+    assert_eq!(status, 200, "{body}");
+    // The WebSocket handshake likewise.
+    let ws = pair.ingress("ws://");
+    let mut req =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(ws.as_str())
+            .expect("request");
+    req.headers_mut()
+        .insert("host", rebound.parse().expect("header"));
+    match tokio_tungstenite::connect_async(req).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status().as_u16(), 403)
+        }
+        other => panic!("expected 403, got {:?}", other.map(|_| ())),
+    }
+    // A page of the edge's own address over HTTP/2 (no Host header, the
+    // `:authority`): same origin, served.
+    let h2 = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let own = http.trim_end_matches('/').to_owned();
+    let req = hyper::Request::post(&http)
+        .header("content-type", "application/json")
+        .header("origin", own.as_str())
+        .body(http_body_util::Full::new(bytes::Bytes::from(ECHO)))
+        .expect("request");
+    let resp = tokio::time::timeout(Duration::from_secs(10), h2.request(req))
+        .await
+        .expect("in time")
+        .expect("HTTP/2 answer");
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(metric(&pair.edge, "npamp_foreign_hosts_total").await, 3);
+}
+
+/// One source address holds at most `--max-connections-per-source` of a
+/// listener's connections: one more is closed at once and counted, while a
+/// client from another address (127.0.0.2: every 127/8 address is this
+/// machine's) is served, and the source gets a slot back when one of its
+/// connections ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_source_cannot_hold_every_connection() {
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        edge_extra: &["--max-connections-per-source", "4"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let addr: std::net::SocketAddr = http
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("address");
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+    }
+    // The fifth from the same address is closed without an answer.
+    let mut fifth = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let _ = fifth.write_all(post_head(ECHO.len()).as_bytes()).await;
+    let _ = fifth.write_all(ECHO.as_bytes()).await;
+    let (text, closed) = read_until_closed(&mut fifth, Duration::from_secs(5)).await;
+    assert!(closed.is_some(), "the fifth connection was kept");
+    assert!(text.is_empty(), "{text}");
+    assert_eq!(
+        metric(&pair.edge, "npamp_source_connections_refused_total").await,
+        1
+    );
+    // Another address is served meanwhile.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.2:0".parse().expect("address"))
+        .expect("bind");
+    let mut other = socket.connect(addr).await.expect("connect from 127.0.0.2");
+    other
+        .write_all(format!("{}{ECHO}", post_head(ECHO.len())).as_bytes())
+        .await
+        .expect("write");
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), other.read(&mut buf))
+        .await
+        .expect("an answer in time")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // One of the four ends: the source may connect again (once the edge
+    // has seen it end).
+    drop(held.pop());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, body) = post(&http, ECHO).await;
+    assert_eq!(status, 200, "{body}");
 }

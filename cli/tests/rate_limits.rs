@@ -187,3 +187,37 @@ async fn each_client_gets_its_rate_and_the_rest_is_refused_and_counted() {
     );
     assert_eq!(results + limited, 30);
 }
+
+/// A batch of more requests than the client's burst can never be admitted:
+/// it is refused at once with an error that says so, not with a 429 and a
+/// `Retry-After` that no wait would honour. A batch within the burst is
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_the_burst_is_refused_for_what_it_is() {
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        edge_extra: &["--rate-limit", "20", "--rate-limit-burst", "3"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let batch = |n: u64| {
+        let items: Vec<_> = (0..n)
+            .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "echo", "params": [i]}))
+            .collect();
+        serde_json::Value::Array(items).to_string()
+    };
+    let (status, body) = post(&http, &batch(5)).await;
+    assert_eq!(status, 200, "{body}");
+    let v = parse(&body);
+    assert_eq!(v["error"]["code"], json!(-32600), "{body}");
+    let text = v["error"]["data"].to_string() + &v["error"]["message"].to_string();
+    assert!(text.contains("never admitted"), "{body}");
+    // Waiting does not change the answer, and a batch of 3 passes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, _) = post(&http, &batch(5)).await;
+    assert_eq!(status, 200);
+    let (status, body) = post(&http, &batch(3)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(parse(&body).as_array().map(Vec::len), Some(3), "{body}");
+}

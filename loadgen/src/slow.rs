@@ -343,11 +343,13 @@ fn echo_request(id: u64, pad: &str) -> String {
 async fn http(addr: &str, mode: Mode, deadline: Instant, stats: &SlowStats) -> Option<bool> {
     let mut tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
     stats.opened.fetch_add(1, Relaxed);
+    // The host it connected to, as a client names it (a gateway answers
+    // only to its own names).
     let head = match mode {
-        Mode::Body => {
-            "POST / HTTP/1.1\r\nHost: slow\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"jsonrpc\":"
-        }
-        _ => "POST / HTTP/1.1\r\nHost: slow\r\n",
+        Mode::Body => format!(
+            "POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"jsonrpc\":"
+        ),
+        _ => format!("POST / HTTP/1.1\r\nHost: {addr}\r\n"),
     };
     if tcp.write_all(head.as_bytes()).await.is_err() {
         return Some(true);
@@ -441,7 +443,7 @@ async fn tcp_no_read(addr: &str, pad: &str, deadline: Instant, stats: &SlowStats
 async fn probe(addr: &str, deadline: Instant, stats: &SlowStats) {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":["probe"]}"#;
     let request = format!(
-        "POST / HTTP/1.1\r\nHost: probe\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     let mut conn: Option<tokio::net::TcpStream> = None;

@@ -161,7 +161,19 @@ async fn server_endpoints_steered_by(
     };
     let k = shards.len();
     let mut sockets: Vec<socket2::Socket> = Vec::with_capacity(k);
-    let mut bind = addr;
+    // SO_REUSEPORT would let the group join sockets another process of the
+    // same user holds on the port, each taking a share of the other's
+    // datagrams: a plain bind first refuses a port in use (and picks one
+    // for port 0).
+    let mut bind = std::net::UdpSocket::bind(addr)
+        .and_then(|probe| probe.local_addr())
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => std::io::Error::new(
+                e.kind(),
+                format!("UDP port {addr} is in use by another socket"),
+            ),
+            _ => e,
+        })?;
     for _ in 0..k {
         let socket = udp_socket(bind, true)?;
         if let Some(bound) = socket.local_addr()?.as_socket() {

@@ -92,6 +92,12 @@ pub struct Metrics {
     /// Edge: HTTP requests and WebSocket handshakes refused because they
     /// came from a page of an origin not allowed (`--cors-origin`).
     pub foreign_origins: AtomicU64,
+    /// Edge: client connections closed at once because their source address
+    /// held `--max-connections-per-source` already.
+    pub source_connections_refused: AtomicU64,
+    /// Edge: HTTP requests and WebSocket handshakes refused because they
+    /// named a host not allowed (`--allowed-host`; DNS rebinding).
+    pub foreign_hosts: AtomicU64,
     /// Edge: client TLS handshakes that failed (no or an untrusted client
     /// certificate, a protocol or version the ingress does not speak).
     pub client_tls_failures: AtomicU64,
@@ -304,6 +310,16 @@ impl Metrics {
                 "npamp_foreign_origins_total",
                 "Client requests and WebSocket handshakes refused: from a page of an origin not allowed (--cors-origin).",
                 &self.foreign_origins,
+            ),
+            (
+                "npamp_source_connections_refused_total",
+                "Client connections closed at once: their source address held --max-connections-per-source already.",
+                &self.source_connections_refused,
+            ),
+            (
+                "npamp_foreign_hosts_total",
+                "Client requests and WebSocket handshakes refused: for a host name not allowed (--allowed-host; DNS rebinding).",
+                &self.foreign_hosts,
             ),
             (
                 "npamp_client_tls_failures_total",

@@ -87,6 +87,9 @@ pub struct Limits {
     pub max_in_flight_per_connection: usize,
     /// Client connections per ingress listener.
     pub max_connections: usize,
+    /// Client connections per ingress listener from one source address (an
+    /// IPv6 one by its /64).
+    pub max_connections_per_source: usize,
     /// A request not answered in this time gets a timeout error.
     pub request_timeout: Duration,
     /// A session client silent this long (nothing outstanding) is closed.
@@ -161,6 +164,7 @@ impl Default for Limits {
             max_in_flight: 16_384,
             max_in_flight_per_connection: 128,
             max_connections: 4096,
+            max_connections_per_source: 2048,
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(10),
@@ -551,7 +555,10 @@ impl Gateway {
         if old.tokens != new.tokens {
             changed.push("auth-token-file");
         }
-        if old.browsers != new.browsers {
+        if old.browsers.hosts_differ(&new.browsers) {
+            changed.push("allowed-host");
+        }
+        if old.browsers.origins_differ(&new.browsers) {
             changed.push("cors-origin");
         }
         if old.rate_limit != new.rate_limit {

@@ -48,6 +48,11 @@ pub struct Moved {
     /// When a write first found no room since octets last moved
     /// (nanoseconds after the clock's base); [`NOT_BLOCKED`] when none has.
     blocked: AtomicU64,
+    /// When octets last moved to a client that had stopped taking them for
+    /// a while (a write that had found no room): a reply still draining.
+    /// Small writes that find room (PING and SETTINGS acknowledgements) do
+    /// not move it, so they do not keep an idle connection.
+    drained: AtomicU64,
 }
 
 const NOT_BLOCKED: u64 = u64::MAX;
@@ -58,12 +63,19 @@ impl Moved {
             clock: Clock::start(),
             at: AtomicU64::new(0),
             blocked: AtomicU64::new(NOT_BLOCKED),
+            drained: AtomicU64::new(0),
         })
     }
 
     fn mark(&self) {
-        self.at.store(self.clock.now(), Relaxed);
-        self.blocked.store(NOT_BLOCKED, Relaxed);
+        let now = self.clock.now();
+        self.at.store(now, Relaxed);
+        // One writer per stream: a load, and stores only when it was
+        // blocked, keep the common write at two plain stores.
+        if self.blocked.load(Relaxed) != NOT_BLOCKED {
+            self.drained.store(now, Relaxed);
+            self.blocked.store(NOT_BLOCKED, Relaxed);
+        }
     }
 
     fn block(&self) {
@@ -83,6 +95,12 @@ impl Moved {
     /// When octets last moved (the stream's creation if none has).
     pub fn last(&self) -> Instant {
         self.clock.at(self.at.load(Relaxed))
+    }
+
+    /// When octets last moved after a write had waited for room (the
+    /// stream's creation if none has).
+    fn drained(&self) -> Instant {
+        self.clock.at(self.drained.load(Relaxed))
     }
 }
 
@@ -228,25 +246,29 @@ impl Drop for Serving {
     }
 }
 
-/// Resolves when a connection has had no request in service for `stall`,
-/// counted from the later of the last request's end and the last octet
-/// moved to the client: an idle keep-alive connection, or a client
-/// trickling a request's headers (slowloris). A request's head begins its
-/// service, so one arriving just in time, read by the connection before
-/// this is polled, keeps the connection. One timer per connection, re-set
-/// at most once per `stall`.
+/// Resolves when a connection has had no request in service for `stall`:
+/// an idle keep-alive connection, or a client trickling a request's
+/// headers (slowloris). Counted from the last request's end, or, where its
+/// reply was still draining to a slow reader then, from the last octet that
+/// drained; never while a write waits for room (that is the stall rule's).
+/// Octets the gateway writes of its own (HTTP/2 PING and SETTINGS
+/// acknowledgements) do not count: a client that only pings is idle. A
+/// request's head begins its service, so one arriving just in time, read
+/// by the connection before this is polled, keeps the connection. One
+/// timer per connection, re-set at most once per `stall`.
 pub async fn idle(requests: &Requests, moved: &Moved, stall: Duration) {
     loop {
         let at = match requests.idle_since() {
-            // Busy: nothing can be due before `stall` from now.
-            None => Instant::now() + stall,
-            Some(since) => {
-                let due = since.max(moved.last()) + stall;
+            // Busy, or a reply still waits for room: nothing can be due
+            // before `stall` from now.
+            Some(since) if moved.blocked_since().is_none() => {
+                let due = since.max(moved.drained()) + stall;
                 if Instant::now() >= due {
                     return;
                 }
                 due
             }
+            _ => Instant::now() + stall,
         };
         tokio::time::sleep_until(at).await;
     }
@@ -376,18 +398,37 @@ mod tests {
         assert_eq!(ended - started, Duration::from_secs(38));
         assert_eq!(Instant::now() - ended, stall);
 
-        // Octets moving to the client after the reply ended (the tail of a
-        // reply hyper buffered) count as activity too.
+        // The tail of a reply still draining to a slow reader after its
+        // request ended (writes that waited for room, then moved) counts as
+        // activity: idle `stall` after the last octet drained.
         drop(requests.begin());
-        let marks = async {
+        let drains = async {
             for _ in 0..4 {
+                moved.block();
                 tokio::time::sleep(Duration::from_secs(4)).await;
                 moved.mark();
             }
             Instant::now()
         };
-        let (last, ()) = tokio::join!(marks, idle(&requests, &moved, stall));
+        let (last, ()) = tokio::join!(drains, idle(&requests, &moved, stall));
         assert_eq!(Instant::now() - last, stall);
+
+        // Octets that find room at once after the last request (the
+        // gateway's acknowledgements of a client's PINGs every 4 s) do not:
+        // idle `stall` after the request ended, PINGs or not.
+        drop(requests.begin());
+        let ended = Instant::now();
+        let pings = async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                moved.mark();
+            }
+        };
+        tokio::select! {
+            () = pings => unreachable!("the pings never end"),
+            () = idle(&requests, &moved, stall) => {}
+        }
+        assert_eq!(Instant::now() - ended, stall);
     }
 
     #[tokio::test(start_paused = true)]

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use super::super::auth::Tokens;
-use super::super::ingress::browser::BrowserOrigins;
+use super::super::ingress::browser::{AllowedHosts, BrowserOrigins};
 use super::super::ingress::limit::RateLimit;
 use super::super::ingress::tls::IngressTls;
 use super::super::{GatewayConfig, Limits, MAX_BODY_LIMIT, Upstream, outbox};
@@ -47,13 +47,23 @@ impl GatewayOptions {
             .iter()
             .fold(SafetyPolicy::allow_all(), |p, class| p.refuse(class.0));
         let tokens = self.tokens(src)?;
-        let browsers =
-            BrowserOrigins::parse(&self.cors_origin).map_err(|m| src.error("cors-origin", m))?;
-        if !browsers.is_empty() && self.ingress.is_empty() {
-            return Err(src.error(
-                "cors-origin",
-                "web origins are allowed at an ingress: give --ingress http://ADDR or ws://ADDR",
-            ));
+        let hosts =
+            AllowedHosts::parse(&self.allowed_host).map_err(|m| src.error("allowed-host", m))?;
+        let browsers = BrowserOrigins::parse(&self.cors_origin)
+            .map_err(|m| src.error("cors-origin", m))?
+            .with_hosts(hosts);
+        for (given, key, what) in [
+            (!self.cors_origin.is_empty(), "cors-origin", "web origins"),
+            (!self.allowed_host.is_empty(), "allowed-host", "host names"),
+        ] {
+            if given && self.ingress.is_empty() {
+                return Err(src.error(
+                    key,
+                    format!(
+                        "{what} are allowed at an ingress: give --ingress http://ADDR or ws://ADDR"
+                    ),
+                ));
+            }
         }
         let ingress_tls = self.ingress_tls(tokens.is_some(), src)?;
         let endpoint = self.endpoint(src)?;
@@ -344,6 +354,9 @@ impl GatewayOptions {
             &mut l.max_connections,
             self.max_connections.map(usize::from),
         );
+        l.max_connections_per_source = self
+            .max_connections_per_source
+            .map_or((l.max_connections / 2).max(1), usize::from);
         set(&mut l.pool_size, self.pool_size.map(usize::from));
         set(&mut l.request_timeout, self.request_timeout.map(|s| s.0));
         set(&mut l.idle_timeout, self.idle_timeout.map(|s| s.0));

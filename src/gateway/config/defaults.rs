@@ -33,6 +33,10 @@ pub fn of(id: &str) -> Option<String> {
         "session_buffer" => limits.session_buffer.to_string(),
         "memory_budget" => limits.memory_budget.to_string(),
         "max_connections" => limits.max_connections.to_string(),
+        "max_connections_per_source" => format!(
+            "half of --max-connections, {} here",
+            limits.max_connections_per_source
+        ),
         "request_timeout" => time(limits.request_timeout),
         "idle_timeout" => time(limits.idle_timeout),
         "stall_timeout" => time(limits.stall_timeout),

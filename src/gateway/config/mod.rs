@@ -125,6 +125,14 @@ pub struct GatewayOptions {
     /// (no Origin header) are not affected.
     #[cfg_attr(feature = "cli", arg(long, value_name = "ORIGIN"))]
     pub cors_origin: Vec<String>,
+    /// Edge: the host names the HTTP and WebSocket ingresses answer to
+    /// (`edge.example`, `*.corp.example`, or `*` for any; repeatable).
+    /// Always allowed: IP addresses and `localhost` names over plain TCP,
+    /// any name the ingress certificate was accepted for over TLS. A
+    /// request for another (`Host` or `:authority`) is refused with 403:
+    /// a page of a name resolved to the edge (DNS rebinding) is not served.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "NAME"))]
+    pub allowed_host: Vec<String>,
     /// Edge: the certificate chain (PEM) of the https://, wss:// and
     /// tls+tcp:// ingresses.
     #[cfg_attr(
@@ -236,6 +244,11 @@ pub struct GatewayOptions {
     /// Client connections per ingress.
     #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub max_connections: Option<Count>,
+    /// Client connections per ingress from one source address (an IPv6 one
+    /// by its /64); one more is closed at once. Default: half of
+    /// --max-connections, so one source never holds every slot.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub max_connections_per_source: Option<Count>,
     /// Time before an unanswered request gets a timeout error.
     #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
     pub request_timeout: Option<Seconds>,
@@ -328,6 +341,7 @@ serve_only!(
     deny_method,
     auth_token_file,
     cors_origin,
+    allowed_host,
     ingress_cert,
     ingress_key,
     ingress_client_ca,
@@ -340,6 +354,7 @@ serve_only!(
     tls_cert,
     tls_key,
     max_connections,
+    max_connections_per_source,
     pool_size,
     shards,
     drain_timeout,

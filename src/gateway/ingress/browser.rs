@@ -1,6 +1,17 @@
-//! Browsers at the ingress: which web origins may use the edge
-//! (`--cors-origin`), the CORS answers they get, and the same check on a
-//! WebSocket handshake.
+//! Browsers at the ingress: which host names the edge answers to
+//! (`--allowed-host`), which web origins may use it (`--cors-origin`), the
+//! CORS answers they get, and the same checks on a WebSocket handshake.
+//!
+//! A request must name an allowed host in its `Host` header (HTTP/1.1) or
+//! its `:authority` (HTTP/2), whoever sends it: a page of a name the
+//! attacker controls, resolved to the edge's address (DNS rebinding), sends
+//! its own name there, and is its own "same origin". Without
+//! `--allowed-host` the names allowed over plain TCP are IP literals (a
+//! browser that sends one connected to that address) and `localhost` and
+//! its subdomains; over TLS every name is, since the browser has checked it
+//! against the ingress certificate already; over a Unix socket no page can
+//! reach the edge. With `--allowed-host` only the listed names (or
+//! `*.suffix`), and the defaults above, pass; `*` turns the check off.
 //!
 //! A request without an `Origin` header is from a program, not a page, and
 //! is let through. A request with one is from a page: it is served when the
@@ -18,9 +29,11 @@
 
 use hyper::header::{self, HeaderMap, HeaderValue};
 
-/// The web origins allowed at an edge's ingress.
+/// The host names and the web origins allowed at an edge's ingress.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BrowserOrigins {
+    /// The names the ingress answers to.
+    hosts: AllowedHosts,
     /// `*`: every origin.
     any: bool,
     /// Serialized origins (`scheme://host[:port]`, lower case, no default
@@ -39,6 +52,102 @@ pub enum Caller {
     Allowed(HeaderValue),
     /// A page of another origin: refuse.
     Foreign(String),
+    /// A request for a host name not allowed here (a page of a rebound
+    /// name, or a misdirected request): refuse.
+    ForeignHost(String),
+}
+
+/// How a connection reached the ingress, for the `Host` check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Plain TCP: the name a browser sends is checked here.
+    Plain,
+    /// TLS: the browser checked the name against the ingress certificate.
+    Tls,
+    /// A Unix domain socket: no page reaches it.
+    Local,
+}
+
+/// The host names an ingress answers to (`--allowed-host`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllowedHosts {
+    /// `*`: every name, on every connection.
+    any: bool,
+    /// Lower case, without a trailing dot; `*.example` kept as `.example`.
+    names: Vec<String>,
+}
+
+impl AllowedHosts {
+    /// From the `--allowed-host` values: `*`, `NAME` or `*.SUFFIX` (a host
+    /// name or an IP address, without a port).
+    pub fn parse<S: AsRef<str>>(values: &[S]) -> Result<Self, String> {
+        let mut h = Self::default();
+        for v in values {
+            let v = v.as_ref().trim();
+            if v == "*" {
+                h.any = true;
+                continue;
+            }
+            let (wild, name) = match v.strip_prefix("*.") {
+                Some(rest) => (true, rest),
+                None => (false, v),
+            };
+            let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+            let bracketed = name.starts_with('[') && name.ends_with(']');
+            let ok = !name.is_empty()
+                && (bracketed && name[1..name.len() - 1].parse::<std::net::Ipv6Addr>().is_ok()
+                    || name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'));
+            if !ok || (wild && bracketed) {
+                return Err(format!(
+                    "{v:?}: expected *, a host name or IP address without a port (edge.example, 10.0.0.5, [::1]) or *.SUFFIX"
+                ));
+            }
+            let name = if wild { format!(".{name}") } else { name };
+            if !h.names.contains(&name) {
+                h.names.push(name);
+            }
+        }
+        Ok(h)
+    }
+
+    /// Whether a request that names `authority` (`host[:port]`, as sent)
+    /// may be served on a connection that reached the ingress so.
+    pub fn allows(&self, authority: &str, reach: Reach) -> bool {
+        if self.any || reach != Reach::Plain {
+            return true;
+        }
+        let host = host_of(authority).to_ascii_lowercase();
+        let host = host.strip_suffix('.').unwrap_or(&host);
+        let ip = host.parse::<std::net::Ipv4Addr>().is_ok()
+            || host
+                .strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .is_some_and(|h| h.parse::<std::net::Ipv6Addr>().is_ok());
+        ip || host == "localhost"
+            || host.ends_with(".localhost")
+            || self.names.iter().any(|n| match n.strip_prefix('.') {
+                Some(suffix) => host
+                    .strip_suffix(suffix)
+                    .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
+                None => n == host,
+            })
+    }
+}
+
+/// The host of an authority (`host[:port]`, `[v6][:port]`).
+fn host_of(authority: &str) -> &str {
+    if authority.starts_with('[') {
+        return match authority.find(']') {
+            Some(end) => &authority[..=end],
+            None => authority,
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => authority,
+    }
 }
 
 impl BrowserOrigins {
@@ -63,24 +172,48 @@ impl BrowserOrigins {
         Ok(o)
     }
 
+    /// The same, answering only to these host names.
+    pub fn with_hosts(self, hosts: AllowedHosts) -> Self {
+        Self { hosts, ..self }
+    }
+
     /// Whether any foreign origin is allowed.
     pub fn is_empty(&self) -> bool {
         !self.any && self.listed.is_empty()
     }
 
-    /// Who sent a request with these headers.
-    pub fn caller(&self, headers: &HeaderMap) -> Caller {
+    /// Whether the allowed host names differ from `other`'s.
+    pub fn hosts_differ(&self, other: &Self) -> bool {
+        self.hosts != other.hosts
+    }
+
+    /// Whether the allowed web origins differ from `other`'s.
+    pub fn origins_differ(&self, other: &Self) -> bool {
+        self.any != other.any || self.listed != other.listed
+    }
+
+    /// Who sent a request with these headers for this URI (whose authority
+    /// is an HTTP/2 request's `:authority`) over a connection that reached
+    /// the ingress so.
+    pub fn caller(&self, headers: &HeaderMap, uri: &hyper::Uri, reach: Reach) -> Caller {
+        let authority = headers
+            .get(header::HOST)
+            .map(|h| h.to_str().unwrap_or("\u{fffd}"))
+            .or_else(|| uri.authority().map(hyper::http::uri::Authority::as_str));
+        if let Some(a) = authority
+            && !self.hosts.allows(a, reach)
+        {
+            return Caller::ForeignHost(a.to_owned());
+        }
         let Some(origin) = headers.get(header::ORIGIN) else {
             return Caller::Program;
         };
         let text = origin.to_str().unwrap_or("").trim();
         let canonical = canonical(text);
-        let host = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_ascii_lowercase);
-        if let (Some(c), Some(host)) = (&canonical, &host)
-            && authority_of(c).is_some_and(|a| same_authority(a, host))
+        // Same origin: the page's origin names the host the request names,
+        // which is allowed (above).
+        if let (Some(c), Some(host)) = (&canonical, authority.map(str::to_ascii_lowercase))
+            && authority_of(c).is_some_and(|a| same_authority(a, &host))
         {
             return Caller::SameOrigin;
         }
@@ -115,6 +248,15 @@ impl Caller {
                 HeaderValue::from_static(expose),
             );
         }
+    }
+
+    /// The refusal text for a host name not allowed.
+    pub fn host_refusal(authority: &str) -> String {
+        format!(
+            "host {:?} is not served here: allow it with --allowed-host {} (a name that is not this gateway's may be a DNS rebinding attack)",
+            authority,
+            host_of(authority)
+        )
     }
 
     /// The log and refusal text for a foreign origin.
@@ -160,6 +302,18 @@ fn same_authority(origin: &str, host: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A request over plain TCP with these headers, its URI a path only
+    /// (as HTTP/1.1 sends it).
+    trait Plain {
+        fn call(&self, h: &HeaderMap) -> Caller;
+    }
+
+    impl Plain for BrowserOrigins {
+        fn call(&self, h: &HeaderMap) -> Caller {
+            self.caller(h, &hyper::Uri::from_static("/"), Reach::Plain)
+        }
+    }
+
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
@@ -173,26 +327,27 @@ mod tests {
 
     #[test]
     fn programs_and_pages_of_the_edge_itself_pass_foreign_pages_do_not() {
-        let none = BrowserOrigins::default();
+        let none = BrowserOrigins::default()
+            .with_hosts(AllowedHosts::parse(&["edge.example"]).expect("valid"));
         let host = ("host", "127.0.0.1:8081");
-        assert_eq!(none.caller(&headers(&[host])), Caller::Program);
+        assert_eq!(none.call(&headers(&[host])), Caller::Program);
         assert_eq!(
-            none.caller(&headers(&[host, ("origin", "http://127.0.0.1:8081")])),
+            none.call(&headers(&[host, ("origin", "http://127.0.0.1:8081")])),
             Caller::SameOrigin
         );
         assert_eq!(
-            none.caller(&headers(&[
+            none.call(&headers(&[
                 ("host", "edge.example:80"),
                 ("origin", "http://EDGE.example")
             ])),
             Caller::SameOrigin
         );
         assert_eq!(
-            none.caller(&headers(&[host, ("origin", "https://evil.example")])),
+            none.call(&headers(&[host, ("origin", "https://evil.example")])),
             Caller::Foreign("https://evil.example".into())
         );
         assert_eq!(
-            none.caller(&headers(&[host, ("origin", "null")])),
+            none.call(&headers(&[host, ("origin", "null")])),
             Caller::Foreign("null".into())
         );
     }
@@ -203,22 +358,22 @@ mod tests {
             .expect("valid");
         let h = |origin| headers(&[("host", "127.0.0.1:8080"), ("origin", origin)]);
         assert!(
-            matches!(o.caller(&h("https://app.example")), Caller::Allowed(v) if v == "https://app.example")
+            matches!(o.call(&h("https://app.example")), Caller::Allowed(v) if v == "https://app.example")
         );
         assert!(matches!(
-            o.caller(&h("http://localhost:3000")),
+            o.call(&h("http://localhost:3000")),
             Caller::Allowed(_)
         ));
         assert!(matches!(
-            o.caller(&h("http://localhost:3001")),
+            o.call(&h("http://localhost:3001")),
             Caller::Foreign(_)
         ));
         assert!(matches!(
-            o.caller(&h("http://app.example")),
+            o.call(&h("http://app.example")),
             Caller::Foreign(_)
         ));
         let mut out = HeaderMap::new();
-        o.caller(&h("https://app.example"))
+        o.call(&h("https://app.example"))
             .decorate(&mut out, "mcp-session-id");
         assert_eq!(out["access-control-allow-origin"], "https://app.example");
         assert_eq!(out["vary"], "Origin");
@@ -229,8 +384,8 @@ mod tests {
     #[test]
     fn any_origin_is_answered_with_a_star_and_no_credentials() {
         let o = BrowserOrigins::parse(&["*"]).expect("valid");
-        let c = o.caller(&headers(&[
-            ("host", "a:1"),
+        let c = o.call(&headers(&[
+            ("host", "127.0.0.1:1"),
             ("origin", "https://x.example"),
         ]));
         let mut out = HeaderMap::new();
@@ -252,5 +407,67 @@ mod tests {
             let e = BrowserOrigins::parse(&[bad]).unwrap_err();
             assert!(e.contains("scheme://host[:port]"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_rebound_name_is_refused_whoever_asks_and_same_origin_needs_an_allowed_host() {
+        let none = BrowserOrigins::default();
+        let rebound = "rebind.attacker.example:8081";
+        // The page of the rebound name is its own "same origin": refused
+        // for the name, as a program asking for it is.
+        for h in [
+            headers(&[("host", rebound), ("origin", "http://rebind.attacker.example:8081")]),
+            headers(&[("host", rebound)]),
+        ] {
+            assert_eq!(none.call(&h), Caller::ForeignHost(rebound.into()));
+        }
+        // The defaults over plain TCP: IP literals and localhost names.
+        for ok in ["127.0.0.1:8081", "[::1]:8081", "localhost:3000", "app.localhost", "10.1.2.3"] {
+            assert_eq!(none.call(&headers(&[("host", ok)])), Caller::Program, "{ok}");
+        }
+        for bad in ["localhost.attacker.example", "127.0.0.1.nip.io:80", "[::1", "x\u{7f}"] {
+            assert!(
+                !AllowedHosts::default().allows(bad, Reach::Plain),
+                "{bad} passed"
+            );
+        }
+        // TLS: the browser checked the name against the certificate; a Unix
+        // socket: no page reaches it.
+        let uri = hyper::Uri::from_static("/");
+        let h = headers(&[("host", rebound)]);
+        assert_eq!(none.caller(&h, &uri, Reach::Tls), Caller::Program);
+        assert_eq!(none.caller(&h, &uri, Reach::Local), Caller::Program);
+        // Listed names and suffixes; `*` turns the check off.
+        let listed = AllowedHosts::parse(&["Edge.Example.", "*.corp.example"]).expect("valid");
+        for (name, ok) in [
+            ("edge.example:443", true),
+            ("EDGE.EXAMPLE", true),
+            ("api.corp.example:8080", true),
+            ("corp.example", false),
+            ("xcorp.example", false),
+            ("other.example", false),
+        ] {
+            assert_eq!(listed.allows(name, Reach::Plain), ok, "{name}");
+        }
+        assert!(AllowedHosts::parse(&["*"]).expect("valid").allows(rebound, Reach::Plain));
+        for bad in ["edge.example:80", "http://edge.example", "*.[::1]", "", "a b"] {
+            let e = AllowedHosts::parse(&[bad]).unwrap_err();
+            assert!(e.contains("without a port"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_http2_request_is_judged_by_its_authority() {
+        let none = BrowserOrigins::default();
+        let uri = |a: &str| format!("http://{a}/").parse::<hyper::Uri>().expect("uri");
+        let page = headers(&[("origin", "http://127.0.0.1:8081")]);
+        assert_eq!(
+            none.caller(&page, &uri("127.0.0.1:8081"), Reach::Plain),
+            Caller::SameOrigin
+        );
+        assert_eq!(
+            none.caller(&headers(&[]), &uri("rebind.attacker.example"), Reach::Plain),
+            Caller::ForeignHost("rebind.attacker.example".into())
+        );
     }
 }

@@ -194,11 +194,21 @@ pub fn admit(
     count: usize,
     len: usize,
 ) -> Result<(), Failure> {
+    let l = limiter.limit();
+    if l.requests.is_some() && count as f64 > l.burst + 1e-9 {
+        // More at once than the bucket ever holds: no wait would admit it,
+        // so a Retry-After would be a lie.
+        ctx.metrics.rate_limited.fetch_add(count as u64, Relaxed);
+        return Err(Failure::Invalid(format!(
+            "a batch of {count} requests is more than this client's rate limit lets through at once ({} requests, --rate-limit-burst): it is never admitted; send at most {} a batch",
+            l.burst,
+            l.burst.floor()
+        )));
+    }
     let Err(after) = limiter.check(key, count, len) else {
         return Ok(());
     };
     ctx.metrics.rate_limited.fetch_add(count as u64, Relaxed);
-    let l = limiter.limit();
     let what = match (l.requests, l.octets) {
         (Some(r), Some(o)) => format!("{r} requests and {o} octets per second"),
         (Some(r), None) => format!("{r} requests per second"),

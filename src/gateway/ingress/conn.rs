@@ -19,10 +19,13 @@ use crate::gateway::Ctx;
 use crate::gateway::stall::{Moved, Tracked};
 
 /// The client connections of one listener, at most `--max-connections` at
-/// once (a further one waits in the listen backlog), until shutdown.
+/// once (a further one waits in the listen backlog), and at most
+/// `--max-connections-per-source` from one address (a further one is
+/// closed at once), until shutdown.
 pub struct Clients {
     pub(super) listener: Listener,
     pub(super) permits: Arc<Semaphore>,
+    pub(super) sources: Arc<Sources>,
     pub(super) shutdown: Shutdown,
     /// A TLS ingress's acceptor, made again when a reload brings a new
     /// certificate.
@@ -85,6 +88,69 @@ impl Drop for Listener {
     }
 }
 
+/// The connections of one listener from each source address, each at most
+/// `max` (a Unix socket's clients are not counted: they are the machine's).
+#[derive(Debug)]
+pub struct Sources {
+    max: usize,
+    open: std::sync::Mutex<std::collections::HashMap<ClientKey, usize>>,
+}
+
+impl Sources {
+    pub fn new(max: usize) -> Self {
+        Self {
+            max: max.max(1),
+            open: Default::default(),
+        }
+    }
+
+    /// A slot for one more connection from `from`, or `None` when its
+    /// source holds `max` already.
+    fn enter(self: &Arc<Self>, from: Peer) -> Option<Option<SourceSlot>> {
+        let Peer::Net(addr) = from else {
+            return Some(None);
+        };
+        let key = ClientKey::address(addr.ip());
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(key).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(Some(SourceSlot {
+            sources: self.clone(),
+            key,
+        }))
+    }
+}
+
+/// One connection's place in its source's count; given back when dropped.
+#[derive(Debug)]
+struct SourceSlot {
+    sources: Arc<Sources>,
+    key: ClientKey,
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut open = self.sources.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// A connection's slots: one of the listener's `--max-connections`, one of
+/// its source's.
+#[derive(Debug)]
+pub struct Slot {
+    _permit: OwnedSemaphorePermit,
+    _source: Option<SourceSlot>,
+}
+
 /// An accepted socket.
 enum Socket {
     Tcp(TcpStream),
@@ -96,7 +162,7 @@ enum Socket {
 pub struct Detached {
     socket: DetachedSocket,
     from: Peer,
-    permit: OwnedSemaphorePermit,
+    permit: Slot,
     tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
@@ -171,7 +237,7 @@ impl std::fmt::Display for Peer {
 pub struct Client {
     socket: Socket,
     pub from: Peer,
-    permit: OwnedSemaphorePermit,
+    permit: Slot,
     tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
@@ -184,7 +250,7 @@ pub struct Conn {
     /// The fingerprint of the certificate the client presented, which
     /// chains to `--ingress-client-ca`: it is authenticated.
     pub certificate: Option<u64>,
-    pub permit: OwnedSemaphorePermit,
+    pub permit: Slot,
 }
 
 /// A client's byte stream: TCP, TLS over TCP, or a Unix socket.
@@ -192,6 +258,18 @@ pub enum Stream {
     Plain(Tracked<TcpStream>),
     Tls(Box<tokio_rustls::server::TlsStream<Tracked<TcpStream>>>),
     Unix(Tracked<tokio::net::UnixStream>),
+}
+
+impl Stream {
+    /// How the client reached the ingress, for the `Host` check.
+    pub fn reach(&self) -> super::browser::Reach {
+        use super::browser::Reach;
+        match self {
+            Stream::Plain(_) => Reach::Plain,
+            Stream::Tls(_) => Reach::Tls,
+            Stream::Unix(_) => Reach::Local,
+        }
+    }
 }
 
 impl Clients {
@@ -202,6 +280,19 @@ impl Clients {
             tokio::select! {
                 a = self.listener.accept() => match a {
                     Ok((socket, from)) => {
+                        let Some(source) = self.sources.enter(from) else {
+                            // Its source holds its share: closed at once.
+                            self.ctx.metrics.source_connections_refused.fetch_add(1, Relaxed);
+                            static FULL: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
+                            crate::gateway::quiet::warn_every!(
+                                FULL,
+                                %from,
+                                "client connection refused: its source holds --max-connections-per-source {} already (one line per 5 s at most; all are counted in npamp_source_connections_refused_total)",
+                                self.sources.max
+                            );
+                            continue;
+                        };
+                        let permit = Slot { _permit: permit, _source: source };
                         let tls = self.tls.as_mut().and_then(|c| c.acceptor(&self.ctx));
                         return Some(Client { socket, from, permit, tls });
                     }

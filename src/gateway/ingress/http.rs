@@ -5,18 +5,17 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::task::Poll;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use http_body_util::{BodyExt, Limited};
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tracing::debug;
 
-use super::browser::Caller;
+use super::body::{BodyError, connection_share, read_body};
+use super::browser::{Caller, Reach};
 use super::conn::Opening;
 use super::mcp::McpSessions;
 use super::response::{HttpResponse, Served, empty_response, json_response, status_only};
@@ -28,7 +27,7 @@ use crate::gateway::gated::Gated;
 use crate::gateway::stall::{Requests, idle, stalled};
 use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
 use crate::jsonrpc::{Element, Kind as Message, ScanError, Scanned, scan};
-use crate::relay::{Failure, Reply};
+use crate::relay::{Failure, Reply, Shared};
 
 /// `http://` and `https://`: JSON-RPC over HTTP POST (HTTP/1.1, and
 /// HTTP/2 by ALPN over TLS or by prior knowledge in plaintext), stateless
@@ -86,14 +85,22 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
         certificate,
         permit,
     } = conn;
+    let reach = stream.reach();
     // Requests in service, for the idle rule below. A request's service
     // begins when hyper has read its head, and ends when its reply's body
     // is dropped (written to the last octet, or given up).
     let requests = Requests::new();
+    let limits = &edge.ctx.limits;
+    let share = Arc::new(connection_share(limits.max_body, limits.memory_budget));
     let service = hyper::service::service_fn(|req| {
         let serving = requests.begin();
         let (edge, mcp) = (edge.clone(), mcp.clone());
-        let client = Remote { from, certificate };
+        let client = Remote {
+            from,
+            certificate,
+            reach,
+            share: share.clone(),
+        };
         async move {
             let response = handle_http(req, &edge, &mcp, client).await;
             Ok::<_, Infallible>(response.map(|body| Served::new(body, serving)))
@@ -105,11 +112,20 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
     // per request. The idle rule below covers what it did (a head not
     // complete within the stall timeout, an idle keep-alive connection),
     // over HTTP/2 as well, with one timer per connection.
+    // A request head of HTTP/1.1 within HTTP/2's header list limit (16 KiB,
+    // 431 past it) and a little for the request line, not hyper's 400 KB.
+    // An HTTP/2 connection is one client, as a session client is: at most
+    // --max-in-flight-per-connection requests (streams) at once, each of
+    // whose bodies being read is budgeted (`body.rs`).
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(None);
-    builder.http2().timer(TokioTimer::new());
+        .header_read_timeout(None)
+        .max_buf_size(MAX_HEAD);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(u32::try_from(limits.max_in_flight_per_connection).unwrap_or(u32::MAX));
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     // What ends a connection besides its client, polled only when one of
@@ -162,6 +178,11 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
     drop(permit);
 }
 
+/// The most an HTTP/1.1 request head may take (hyper's read buffer, so it
+/// answers 431 past it): HTTP/2's 16 KiB of header list and 4 KiB for the
+/// request line.
+const MAX_HEAD: usize = 20 << 10;
+
 /// Why a connection's watchdog ended it.
 enum Ended {
     Shutdown,
@@ -189,10 +210,13 @@ fn unauthorized() -> HttpResponse {
 pub const UNAUTHORIZED_CODE: i32 = -32012;
 
 /// Who is on the other end of an HTTP connection.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Remote {
     from: super::Peer,
     certificate: Option<u64>,
+    reach: Reach,
+    /// What the connection's bodies being read may hold.
+    share: Arc<Shared>,
 }
 
 /// The request headers a page may send (a preflight's
@@ -228,8 +252,16 @@ async fn handle_http(
     client: Remote,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
-    let caller = ctx.live().browsers.caller(req.headers());
+    let caller = ctx
+        .live()
+        .browsers
+        .caller(req.headers(), req.uri(), client.reach);
     let mut r = match &caller {
+        Caller::ForeignHost(host) => {
+            ctx.metrics.foreign_hosts.fetch_add(1, Relaxed);
+            debug!(host, "HTTP request for a host name not allowed refused");
+            return status_only(StatusCode::FORBIDDEN, &Caller::host_refusal(host));
+        }
         Caller::Foreign(origin) => {
             ctx.metrics.foreign_origins.fetch_add(1, Relaxed);
             debug!(
@@ -342,28 +374,33 @@ async fn answer(
         return too_large();
     }
     let (parts, body) = req.into_parts();
-    let mut body = std::pin::pin!(Limited::new(body, ctx.limits.max_body).collect());
-    // A body that came with its head (as most do) is taken at once, with no
-    // timer made for it: a timer reads the clock and holds the runtime.
-    let collected = match futures_util::poll!(body.as_mut()) {
-        Poll::Ready(r) => Ok(r),
-        Poll::Pending => tokio::time::timeout(ctx.limits.stall_timeout, body).await,
-    };
-    let body = match collected {
-        Ok(Ok(b)) => b.to_bytes(),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
-        Ok(Err(e)) => {
+    let stall = ctx.limits.stall_timeout;
+    let budgets = [&*ctx.shared, &*client.share];
+    let body = match read_body(body, ctx.limits.max_body, stall, budgets).await {
+        Ok(body) => body,
+        Err(BodyError::TooLarge) => return too_large(),
+        Err(BodyError::Read(e)) => {
             return status_only(StatusCode::BAD_REQUEST, &format!("reading the body: {e}"));
         }
-        Err(_) => {
-            ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
-            let mut r = status_only(
-                StatusCode::REQUEST_TIMEOUT,
-                &format!(
-                    "the body did not arrive within {} s",
-                    ctx.limits.stall_timeout.as_secs_f64()
-                ),
-            );
+        Err(e @ (BodyError::Timeout | BodyError::NoRoom)) => {
+            let mut r = if matches!(e, BodyError::Timeout) {
+                ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+                status_only(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &format!(
+                        "the body did not arrive within {} s",
+                        stall.as_secs_f64()
+                    ),
+                )
+            } else {
+                ctx.metrics.reply(ReplyClass::Unavailable);
+                status_only(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the gateway is full (--memory-budget): no room for this body while it is read",
+                )
+            };
+            // The rest of the body is not read: the connection cannot
+            // carry another request.
             r.headers_mut().insert(
                 hyper::header::CONNECTION,
                 hyper::header::HeaderValue::from_static("close"),
@@ -382,7 +419,7 @@ async fn answer(
                 Scanned::Single(m) => id_of(m).map(|i| &body[i.token.clone()]),
                 Scanned::Batch(_) => None,
             };
-            ctx.metrics.reply_n(ReplyClass::RateLimited, count);
+            ctx.metrics.reply_n(f.class(), count);
             return rate_limited(&f, id);
         }
     }

@@ -10,6 +10,7 @@
 //! and the metrics all go through it. Session clients share one loop
 //! ([`client`]): a [`client::MessageSource`] in, an outbox of replies out.
 
+pub mod body;
 pub mod browser;
 pub mod client;
 pub mod conn;
@@ -200,6 +201,9 @@ impl IngressUrl {
         };
         let clients = Clients {
             permits: Arc::new(Semaphore::new(edge.ctx.limits.max_connections)),
+            sources: Arc::new(conn::Sources::new(
+                edge.ctx.limits.max_connections_per_source,
+            )),
             listener,
             shutdown,
             tls: self

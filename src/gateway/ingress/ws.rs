@@ -26,7 +26,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use tokio_tungstenite::tungstenite::{Error, Message};
 use tracing::debug;
 
-use super::browser::Caller;
+use super::browser::{Caller, Reach};
 use super::client::{MessageSource, stream_client};
 use super::conn::Opening;
 use super::limit::ClientKey;
@@ -138,6 +138,7 @@ async fn handshake_on(conn: Conn, edge: Arc<Edge>, ingress: Ingress) {
         ingress,
         from,
         certificate,
+        reach: stream.reach(),
         _permit: permit,
     });
     let service = hyper::service::service_fn(|req| {
@@ -166,8 +167,10 @@ struct Accepted {
     from: super::Peer,
     /// The client certificate's fingerprint, when it presented one.
     certificate: Option<u64>,
+    /// How the connection reached the ingress (for the `Host` check).
+    reach: Reach,
     /// The connection's slot, held by the session once it runs.
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    _permit: super::conn::Slot,
 }
 
 impl Accepted {
@@ -190,7 +193,18 @@ impl Accepted {
 
     fn upgrade(self: Arc<Self>, mut req: Request<hyper::body::Incoming>) -> HttpResponse {
         let ctx = &self.edge.ctx;
-        let caller = ctx.live().browsers.caller(req.headers());
+        let caller = ctx
+            .live()
+            .browsers
+            .caller(req.headers(), req.uri(), self.reach);
+        if let Caller::ForeignHost(host) = &caller {
+            ctx.metrics.foreign_hosts.fetch_add(1, Relaxed);
+            debug!(
+                host,
+                "WebSocket handshake for a host name not allowed refused"
+            );
+            return status_only(StatusCode::FORBIDDEN, &Caller::host_refusal(host));
+        }
         if let Caller::Foreign(origin) = &caller {
             ctx.metrics.foreign_origins.fetch_add(1, Relaxed);
             debug!(
