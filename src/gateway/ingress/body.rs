@@ -1,14 +1,15 @@
 //! A request body read into one buffer, within `--max-body` and
 //! `--stall-timeout`, and held against `--memory-budget` while it is read.
 //!
-//! A body that arrives with its head (as most do) is taken as hyper hands it
-//! over, without a timer, a copy or a share of the budget: it is in memory
-//! already and goes on at once to the exchange, which takes its share. One
-//! that has to be waited for is another matter: a client can open many
-//! requests (hundreds of HTTP/2 streams) and send each body almost whole,
-//! slowly. From its first wait, what a body holds (its buffer's capacity)
-//! is taken from the same budget the requests in flight share, and given
-//! back when the body is handed on or given up; a body that finds no room
+//! A body that arrives in one piece with its head (as most do) is taken as
+//! hyper hands it over, without a timer, a copy or a share of the budget:
+//! it is in memory already and goes on at once to the exchange, which takes
+//! its share. One that comes in pieces, or has to be waited for, is another
+//! matter: a client can open many requests (hundreds of HTTP/2 streams) and
+//! send each body almost whole, slowly. From its second piece or its first
+//! wait, what a body holds (its buffer's capacity) is taken from the same
+//! budget the requests in flight share, and given back when the body is
+//! handed on or given up; a body that finds no room
 //! is refused at once (503), so the bodies being read never hold more than
 //! the budget. The same is taken from its connection's share
 //! ([`connection_share`]), so that one client's many slow streams cannot
@@ -167,6 +168,12 @@ where
             return Err(BodyError::TooLarge);
         }
         got.push(data);
+        // A second piece is copied into a buffer of the body's own: from
+        // then on it is budgeted, waits or not (many streams' bodies can
+        // arrive at once, each read in one go).
+        if held.is_none() && matches!(got, Gathered::Many(_)) {
+            held = Some(Held { budgets, octets: 0 });
+        }
         if let Some(h) = held.as_mut() {
             h.grow_to(got.capacity())?;
         }

@@ -118,20 +118,30 @@ impl AllowedHosts {
         if self.any || reach != Reach::Plain {
             return true;
         }
-        let host = host_of(authority).to_ascii_lowercase();
-        let host = host.strip_suffix('.').unwrap_or(&host);
-        let ip = host.parse::<std::net::Ipv4Addr>().is_ok()
-            || host
-                .strip_prefix('[')
-                .and_then(|h| h.strip_suffix(']'))
-                .is_some_and(|h| h.parse::<std::net::Ipv6Addr>().is_ok());
-        ip || host == "localhost"
-            || host.ends_with(".localhost")
-            || self.names.iter().any(|n| match n.strip_prefix('.') {
-                Some(suffix) => host
-                    .strip_suffix(suffix)
-                    .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
-                None => n == host,
+        // Compared as octets, in any case, without a copy: this runs for
+        // every request.
+        let host = host_of(authority);
+        let host = host.strip_suffix('.').unwrap_or(host).as_bytes();
+        let ends_with = |suffix: &[u8]| {
+            host.len() > suffix.len()
+                && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+        };
+        let ip = std::str::from_utf8(host).is_ok_and(|h| {
+            h.parse::<std::net::Ipv4Addr>().is_ok()
+                || h.strip_prefix('[')
+                    .and_then(|h| h.strip_suffix(']'))
+                    .is_some_and(|h| h.parse::<std::net::Ipv6Addr>().is_ok())
+        });
+        ip || host.eq_ignore_ascii_case(b"localhost")
+            || ends_with(b".localhost")
+            || self.names.iter().any(|n| {
+                let n = n.as_bytes();
+                // `.suffix`: a name under it, not the suffix itself.
+                if n.first() == Some(&b'.') {
+                    ends_with(n)
+                } else {
+                    host.eq_ignore_ascii_case(n)
+                }
             })
     }
 }
