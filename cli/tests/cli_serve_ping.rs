@@ -241,3 +241,37 @@ async fn a_gateway_without_an_upstream_answers_not_delivered() {
         1
     );
 }
+
+/// An edge whose identity the origin does not pin: the origin refuses it in
+/// the handshake, after the edge's last flight, with requests perhaps sent
+/// already. Nothing ran, so a client is told NotDelivered (never -32014
+/// MayHaveExecuted, which says the upstream may have run it), with a hint,
+/// and the edge counts the refusal as a failed handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_the_origin_refuses_answers_not_delivered_and_counts_it() {
+    let server = Server::start().await;
+    let stranger = server.keys.0.join("stranger.key");
+    keygen(&stranger);
+    let stranger = stranger.to_string_lossy().into_owned();
+    let peer = server.listening("quic");
+    let (edge, url) = http_edge_with_metrics(
+        &peer,
+        &["--identity", &stranger, "--trust", &server.server_pub],
+    )
+    .await;
+    for id in 0..5 {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"transfer","params":[1]}}"#);
+        let (status, text) = post(&url, &body).await;
+        // NotDelivered, or -32011 when no association was up to send it on.
+        let code = parse(&text)["error"]["code"].as_i64();
+        assert!(
+            (status, code) == (502, Some(-32004)) || (status, code) == (503, Some(-32011)),
+            "{status} {text}"
+        );
+        assert!(
+            text.contains("--trust") || text.contains("not among the pinned keys"),
+            "{text}"
+        );
+    }
+    assert!(metric(&edge, "npamp_handshake_failures_total").await >= 1);
+}

@@ -18,6 +18,10 @@ use crate::handshake::HandshakeError;
 use crate::record::RecordError;
 use crate::wire::WireError;
 
+/// The QUIC application error code a listener closes a connection with
+/// when the N-PAMP handshake fails (its reason says why).
+pub(crate) const HANDSHAKE_FAILED_CODE: u32 = 1;
+
 /// Errors of the association's async shell.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -83,6 +87,31 @@ pub enum LinkError {
 }
 
 impl LinkError {
+    /// Whether the peer refused this endpoint in the N-PAMP handshake: its
+    /// QUIC connection closed with [`HANDSHAKE_FAILED_CODE`]. A client's
+    /// handshake ends with its last flight, so it may have sent requests
+    /// already; the peer ran none of them. (Over TCP + TLS a refusal is only
+    /// a closed stream, which says nothing of what ran.)
+    pub fn refused_in_handshake(&self) -> bool {
+        let refusal = |e: &quinn::ConnectionError| {
+            matches!(e, quinn::ConnectionError::ApplicationClosed(c)
+                if c.error_code == quinn::VarInt::from_u32(HANDSHAKE_FAILED_CODE))
+        };
+        match self {
+            LinkError::QuicConnection(e) => refusal(e),
+            LinkError::Io(e) => e.get_ref().is_some_and(|inner| {
+                let read = inner.downcast_ref::<quinn::ReadError>();
+                let write = inner.downcast_ref::<quinn::WriteError>();
+                matches!(read, Some(quinn::ReadError::ConnectionLost(c)) if refusal(c))
+                    || matches!(write, Some(quinn::WriteError::ConnectionLost(c)) if refusal(c))
+                    || inner
+                        .downcast_ref::<quinn::ConnectionError>()
+                        .is_some_and(refusal)
+            }),
+            _ => false,
+        }
+    }
+
     /// A certificate problem, with what was being done when it happened.
     pub(crate) fn certificate(
         context: impl Into<String>,
@@ -217,6 +246,12 @@ impl End {
     pub fn error(e: impl Into<LinkError>) -> Self {
         Self::Error(Failure::new(e.into()))
     }
+
+    /// Whether the peer refused this endpoint in the handshake
+    /// ([`LinkError::refused_in_handshake`]).
+    pub fn refused_in_handshake(&self) -> bool {
+        matches!(self, End::Error(f) if f.error.refused_in_handshake())
+    }
 }
 
 impl std::fmt::Display for End {
@@ -253,6 +288,28 @@ mod tests {
         );
         let odd = LinkError::Alpn(Some(vec![0, 0xff])).to_string();
         assert!(odd.contains("0x00ff"), "{odd}");
+    }
+
+    #[test]
+    fn a_refusal_in_the_handshake_is_told_from_other_ends() {
+        let closed = |code: u32| {
+            quinn::ConnectionError::ApplicationClosed(quinn::ApplicationClose {
+                error_code: quinn::VarInt::from_u32(code),
+                reason: bytes::Bytes::from_static(b"N-PAMP handshake failed: not pinned"),
+            })
+        };
+        let read: std::io::Error = quinn::ReadError::ConnectionLost(closed(1)).into();
+        let write: std::io::Error = quinn::WriteError::ConnectionLost(closed(1)).into();
+        assert!(LinkError::from(read).refused_in_handshake());
+        assert!(LinkError::from(write).refused_in_handshake());
+        assert!(LinkError::QuicConnection(closed(1)).refused_in_handshake());
+        assert!(End::error(LinkError::QuicConnection(closed(1))).refused_in_handshake());
+        // Another code, a reset, a plain I/O error, a CLOSE: not refusals.
+        let other: std::io::Error = quinn::ReadError::ConnectionLost(closed(0)).into();
+        assert!(!LinkError::from(other).refused_in_handshake());
+        assert!(!LinkError::QuicConnection(quinn::ConnectionError::Reset).refused_in_handshake());
+        assert!(!LinkError::from(std::io::Error::other("x")).refused_in_handshake());
+        assert!(!End::PeerClosed(1).refused_in_handshake());
     }
 
     #[test]

@@ -435,7 +435,7 @@ where
             Ok(established) => established,
             Err(e) => {
                 conn.close(
-                    quinn::VarInt::from_u32(1),
+                    quinn::VarInt::from_u32(super::error::HANDSHAKE_FAILED_CODE),
                     format!("N-PAMP handshake failed: {e}").as_bytes(),
                 );
                 return Err(refusal(e));

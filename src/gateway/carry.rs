@@ -4,8 +4,18 @@
 use crate::assoc::End;
 use crate::relay::Failure;
 
-/// Why an association went away, as an edge failure.
+/// Why an association went away, as an edge failure. One the origin
+/// refused in the handshake delivered nothing: NotDelivered, never
+/// "may have executed".
 pub fn lost(end: &End) -> Failure {
+    if end.refused_in_handshake() {
+        return Failure::Transport(
+            crate::bridge::TransportError::NOT_DELIVERED,
+            format!(
+                "the origin refused this gateway in the N-PAMP handshake, so nothing was delivered (is this gateway's public key in the origin's --trust?): {end}"
+            ),
+        );
+    }
     Failure::Lost(format!("association lost before the reply: {end}"))
 }
 

@@ -327,7 +327,9 @@ impl<T: Ticket> Exec<T> {
 
     /// The association ended: what waits is answered.
     fn ended(self: &Arc<Self>, why: &End) {
-        if matches!(why, End::Error(_)) {
+        if why.refused_in_handshake() {
+            self.ctx.metrics.handshake_failures.fetch_add(1, Relaxed);
+        } else if matches!(why, End::Error(_)) {
             self.ctx.metrics.association_errors.fetch_add(1, Relaxed);
         }
         let failure = super::carry::lost(why);
