@@ -904,3 +904,65 @@ async fn a_client_that_reads_late_gets_every_reply_that_waited_for_room() {
     assert_eq!(seen, (0..REQUESTS).collect());
     let _w = writer.await.expect("writer");
 }
+
+/// `/readyz` says whether a request can go anywhere now, `/healthz` only
+/// that the process lives: an origin whose upstream is down, once it has
+/// ejected it, and an edge whose origin is gone, once it has ejected that,
+/// answer 503 saying why, so an orchestrator stops sending them traffic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_the_upstream_and_the_origin() {
+    let mut pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        origin_extra: &["--metrics", "127.0.0.1:0"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let ready = |p: &Proc| p.printed("metrics ").replace("/metrics", "/readyz");
+    let (edge_ready, origin_ready) = (ready(&pair.edge), ready(&pair.origin));
+    for url in [&edge_ready, &origin_ready] {
+        assert_eq!(http_get(url).await, (200, "ready\n".to_owned()), "{url}");
+    }
+    let echo = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#;
+    assert_eq!(post(&http, echo).await.0, 200);
+
+    // The upstream goes: the requests that find it gone eject it.
+    pair.kill_upstream();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (status, text) = loop {
+        let _ = post(&http, echo).await;
+        let (status, text) = http_get(&origin_ready).await;
+        if status == 503 || Instant::now() > deadline {
+            break (status, text);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("no upstream is up"), "{text}");
+    let (status, _) = http_get(
+        &pair
+            .origin
+            .printed("metrics ")
+            .replace("/metrics", "/healthz"),
+    )
+    .await;
+    assert_eq!(status, 200, "liveness is not readiness");
+
+    // The origin goes: the edge's requests eject it.
+    let pid = pair.origin.pid().to_string();
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status();
+    let _ = tokio::time::timeout(Duration::from_secs(10), pair.origin.child.wait()).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let (status, text) = loop {
+        let _ = post(&http, echo).await;
+        let (status, text) = http_get(&edge_ready).await;
+        if status == 503 || Instant::now() > deadline {
+            break (status, text);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("no origin is up"), "{text}");
+}

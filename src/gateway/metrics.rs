@@ -123,9 +123,35 @@ pub struct Metrics {
     upstreams: std::sync::OnceLock<std::sync::Arc<super::upstream_group::Group>>,
     /// An origin's group of session upstreams.
     session_upstreams: std::sync::OnceLock<std::sync::Arc<super::upstream_group::Sessions>>,
+    /// An origin's one HTTP upstream.
+    single_upstream: std::sync::OnceLock<std::sync::Arc<super::upstream_group::Single>>,
 }
 
 impl Metrics {
+    /// `/readyz`: whether this gateway can carry a request now (an edge: an
+    /// origin not ejected; an origin: an upstream not ejected), and why
+    /// not.
+    pub fn readiness(&self) -> Result<(), String> {
+        if let Some(origins) = self.origins.get() {
+            origins.readiness()?;
+        }
+        if let Some(group) = self.upstreams.get() {
+            group.readiness()?;
+        }
+        if let Some(group) = self.session_upstreams.get() {
+            group.readiness()?;
+        }
+        if let Some(single) = self.single_upstream.get() {
+            single.readiness()?;
+        }
+        Ok(())
+    }
+
+    /// Tells `/readyz` of an origin's one HTTP upstream.
+    pub fn show_single_upstream(&self, single: std::sync::Arc<super::upstream_group::Single>) {
+        let _ = self.single_upstream.set(single);
+    }
+
     /// Shows these origins in [`Metrics::render`] (the first edge's only).
     pub fn show_origins(&self, origins: std::sync::Arc<super::edge::Origins>) {
         let _ = self.origins.set(origins);

@@ -669,12 +669,23 @@ async fn serve_metrics(listener: TcpListener, ctx: Arc<Ctx>, shutdown: watch::Re
                 async move {
                     let (status, body) = match req.uri().path() {
                         "/metrics" => (200, ctx.metrics.render()),
-                        "/healthz" if *shutdown.borrow() => (503, "draining\n".to_owned()),
+                        "/healthz" | "/readyz" if *shutdown.borrow() => {
+                            (503, "draining\n".to_owned())
+                        }
                         "/healthz" => (
                             200,
                             format!("ok\nconfig generation {}\n", ctx.live().generation),
                         ),
-                        _ => (404, "not found: try /metrics or /healthz\n".to_owned()),
+                        // Liveness above; readiness: whether a request can
+                        // go anywhere now.
+                        "/readyz" => match ctx.metrics.readiness() {
+                            Ok(()) => (200, "ready\n".to_owned()),
+                            Err(why) => (503, format!("not ready: {why}\n")),
+                        },
+                        _ => (
+                            404,
+                            "not found: try /metrics, /healthz or /readyz\n".to_owned(),
+                        ),
                     };
                     let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
                     *r.status_mut() = hyper::StatusCode::from_u16(status)

@@ -36,7 +36,7 @@ use crate::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
 use super::session::Session;
 use super::edge::health;
-use super::upstream_group::{Group, Member, PostFailed, Sessions};
+use super::upstream_group::{Group, Member, PostFailed, Sessions, Single};
 use super::upstream_http::{Connector, host_override};
 use super::upstream_pool::{Pool, PostError};
 use super::{Ctx, GatewayConfig, Upstream};
@@ -89,6 +89,8 @@ pub struct Origin {
     group: Option<Arc<Group>>,
     /// Several session upstreams (`None`: `upstream` alone).
     sessions: Option<Arc<Sessions>>,
+    /// The one HTTP upstream's health, for `/readyz` (with no group).
+    single: Arc<Single>,
 }
 
 impl Origin {
@@ -158,10 +160,15 @@ impl Origin {
                 .map(|uri| Pool::new(connector.clone(), uri.clone(), max_idle, HTTP_IDLE_TIMEOUT))
                 .collect()
         });
+        let single = Arc::new(Single::default());
+        if group.is_none() && !posted_to.is_empty() {
+            ctx.metrics.show_single_upstream(single.clone());
+        }
         Ok(Self {
             ctx,
             upstream,
             sessions,
+            single,
             pools,
             http,
             tls,
@@ -346,8 +353,17 @@ impl Origin {
         let failed = match &self.group {
             None => match self.pools.get().first() {
                 Some(pool) => match self.post_to(pool, &self.post_headers, text, &mut room).await {
-                    Ok(reply) => return (Ok(reply), room),
-                    Err(f) => f,
+                    Ok(reply) => {
+                        self.single.answered();
+                        return (Ok(reply), room);
+                    }
+                    Err(f) => {
+                        if let PostFailed::NotSent(why) | PostFailed::Unknown(why) = &f {
+                            self.single.unreachable();
+                            say_unreachable(why);
+                        }
+                        f
+                    }
                 },
                 None => return (Err(NO_UPSTREAM.into()), None),
             },
@@ -401,7 +417,10 @@ impl Origin {
             let outcome = match &r {
                 Ok(_) => health::Outcome::Replied(ended.saturating_duration_since(started)),
                 Err(PostFailed::Final(_)) => health::Outcome::NotDelivered,
-                Err(_) => health::Outcome::Unreachable,
+                Err(PostFailed::NotSent(why) | PostFailed::Unknown(why)) => {
+                    say_unreachable(why);
+                    health::Outcome::Unreachable
+                }
             };
             m.health.finish(group.at(ended), outcome);
             match r {
@@ -917,6 +936,18 @@ fn unsafe_free_utf8(b: Bytes) -> tokio_tungstenite::tungstenite::Utf8Bytes {
     tokio_tungstenite::tungstenite::Utf8Bytes::try_from(b).unwrap_or_default()
 }
 
+
+/// A request that could not reach its HTTP upstream, at warn, one line per
+/// 5 s at most: a dead upstream is seen at the default log level, and a
+/// flood of failing requests is not a flood of lines.
+fn say_unreachable(why: &str) {
+    static DOWN: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
+    crate::gateway::quiet::warn_every!(
+        DOWN,
+        error = %why,
+        "a request could not reach the upstream (one line per 5 s at most; all are counted in npamp_upstream_failures_total)"
+    );
+}
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -32,6 +32,35 @@ pub struct Group {
     pub budget: RetryBudget,
 }
 
+/// An origin's one HTTP upstream (no group), for `/readyz`: ejected when a
+/// request cannot reach it, with the group's backoff, and admitted again by
+/// the next reply. Requests still all go to it; a reply costs three loads.
+#[derive(Debug, Default)]
+pub struct Single {
+    chooser: Chooser,
+    health: Health,
+}
+
+impl Single {
+    /// A request could not be sent to it, or its connection failed.
+    pub fn unreachable(&self) {
+        self.health.eject(self.chooser.now());
+    }
+
+    /// It answered.
+    pub fn answered(&self) {
+        self.health.revive();
+    }
+
+    /// `/readyz`: why not, while it is ejected.
+    pub fn readiness(&self) -> Result<(), String> {
+        if self.health.is_up(self.chooser.now()) {
+            return Ok(());
+        }
+        Err("no upstream is up: a request could not reach the upstream; it is tried again after its backoff".into())
+    }
+}
+
 /// How a POST failed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum PostFailed {
@@ -69,6 +98,19 @@ impl Group {
             chooser: Chooser::default(),
             budget: RetryBudget::new(retry_budget),
         }
+    }
+
+    /// `/readyz`: why no request can be delivered now, when every member
+    /// is ejected.
+    pub fn readiness(&self) -> Result<(), String> {
+        let now = self.now();
+        if self.members.iter().any(|m| m.health.is_up(now)) {
+            return Ok(());
+        }
+        Err(format!(
+            "no upstream is up: {} ejected after failing, each retried after its backoff",
+            self.members.len()
+        ))
     }
 
     /// The members' lines of `/metrics`, each named as it may be shown
@@ -208,6 +250,19 @@ impl Sessions {
         on.member.health.eject(now);
         (self.members.iter().enumerate())
             .any(|(i, m)| i != on.index && m.health.standing(now) == health::Standing::Admitted)
+    }
+
+    /// `/readyz`: why no upstream session can start now, when every member
+    /// is ejected.
+    pub fn readiness(&self) -> Result<(), String> {
+        let now = self.now();
+        if self.members.iter().any(|m| m.health.is_up(now)) {
+            return Ok(());
+        }
+        Err(format!(
+            "no upstream is up: {} ejected after their sessions failed, each retried after its backoff",
+            self.members.len()
+        ))
     }
 
     /// The members' lines of `/metrics`.

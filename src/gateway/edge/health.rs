@@ -98,16 +98,7 @@ impl Health {
         match outcome {
             Outcome::Replied(latency) => {
                 self.answered_at.store(now, Relaxed);
-                // Written only when set: every reply of every request comes
-                // here, and a shared line written by all cores costs.
-                for flag in [&self.failures, &self.strikes] {
-                    if flag.load(Relaxed) != 0 {
-                        flag.store(0, Relaxed);
-                    }
-                }
-                if self.ejected_until.load(Relaxed) != 0 {
-                    self.ejected_until.store(0, Relaxed);
-                }
+                self.revive();
                 let sample = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).max(1);
                 let old = self.latency_us.load(Relaxed);
                 let new = if old == 0 {
@@ -125,6 +116,20 @@ impl Health {
             }
             Outcome::Unreachable => self.eject(now),
             Outcome::Neutral => {}
+        }
+    }
+
+    /// A reply came: admitted again, its failures forgotten. Written only
+    /// when set: every reply of every request comes here, and a shared
+    /// line written by all cores costs.
+    pub fn revive(&self) {
+        for flag in [&self.failures, &self.strikes] {
+            if flag.load(Relaxed) != 0 {
+                flag.store(0, Relaxed);
+            }
+        }
+        if self.ejected_until.load(Relaxed) != 0 {
+            self.ejected_until.store(0, Relaxed);
         }
     }
 
@@ -147,6 +152,12 @@ impl Health {
         self.failures.store(0, Relaxed);
         self.ejected_until.store(until, Relaxed);
         self.ejections.fetch_add(1, Relaxed);
+    }
+
+    /// Whether requests may go here now (not ejected; a stalled one still
+    /// takes them when nothing better is left).
+    pub fn is_up(&self, now: u64) -> bool {
+        self.ejected_until.load(Relaxed) <= now
     }
 
     pub fn standing(&self, now: u64) -> Standing {

@@ -98,6 +98,19 @@ impl Origins {
         }
     }
 
+    /// `/readyz`: why no request can go anywhere now, when every origin is
+    /// ejected.
+    pub fn readiness(&self) -> Result<(), String> {
+        let now = self.now();
+        if self.peers.iter().any(|p| p.health.is_up(now)) {
+            return Ok(());
+        }
+        Err(format!(
+            "no origin is up: {} ejected after failing (handshakes or requests), each retried after its backoff",
+            self.peers.len()
+        ))
+    }
+
     /// The origins' lines of `/metrics`.
     pub fn render(&self, o: &mut String) {
         let shown: Vec<(String, &Health)> =
