@@ -966,3 +966,61 @@ async fn readiness_follows_the_upstream_and_the_origin() {
     assert_eq!(status, 503, "{text}");
     assert!(text.contains("no origin is up"), "{text}");
 }
+
+/// A herd: 96 WebSocket clients whose first messages arrive together, each
+/// needing an association of its own. The origin takes at most 32
+/// handshakes from one source at once and refuses the rest; the edge makes
+/// at most 16 at once to one origin and the others wait their turn, so
+/// every client is answered (once, most got -32011).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_herd_of_session_clients_waits_its_turn_and_is_served() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    const CLIENTS: usize = 96;
+    let pair = Pair::start(PairOptions {
+        ingresses: &["ws"],
+        ..PairOptions::default()
+    })
+    .await;
+    let ws = pair.ingress("ws://");
+    let mut conns = Vec::new();
+    for _ in 0..CLIENTS {
+        let (conn, _) = tokio_tungstenite::connect_async(ws.as_str())
+            .await
+            .expect("WebSocket handshake");
+        conns.push(conn);
+    }
+    let together = std::sync::Arc::new(tokio::sync::Barrier::new(CLIENTS));
+    let mut tasks = Vec::new();
+    for (i, mut conn) in conns.into_iter().enumerate() {
+        let together = together.clone();
+        tasks.push(tokio::spawn(async move {
+            together.wait().await;
+            let req = json!({"jsonrpc": "2.0", "id": i, "method": "echo", "params": [i]});
+            conn.send(Message::Text(req.to_string().into()))
+                .await
+                .expect("send");
+            let reply = tokio::time::timeout(Duration::from_secs(30), conn.next())
+                .await
+                .expect("a reply within 30 s")
+                .expect("a message")
+                .expect("a frame");
+            let reply: Value = serde_json::from_str(reply.to_text().expect("text")).expect("JSON");
+            (i, reply)
+        }));
+    }
+    let mut failed = Vec::new();
+    for t in tasks {
+        let (i, reply) = t.await.expect("client");
+        if reply["result"] != json!([i]) {
+            failed.push(reply);
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {CLIENTS} clients not served: {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert!(metric(&pair.edge, "npamp_handshakes_queued_total").await > 0);
+}

@@ -76,6 +76,9 @@ pub struct Metrics {
     /// Edge: handshakes that ran so far past the last one's time that a
     /// spare was made beside them.
     pub handshake_spares: AtomicU64,
+    /// Edge: handshakes that waited for a turn (more than
+    /// [`super::edge::HANDSHAKES_AT_ONCE`] under way to their origin).
+    pub handshakes_queued: AtomicU64,
     pub association_errors: AtomicU64,
     /// Origin: requests delivered to the upstream, and their answers.
     pub upstream_requests: AtomicU64,
@@ -306,6 +309,11 @@ impl Metrics {
                 "npamp_handshake_spares_total",
                 "Handshakes that ran far past the last one's time, so that a spare was made beside them (edge).",
                 &self.handshake_spares,
+            ),
+            (
+                "npamp_handshakes_queued_total",
+                "Handshakes that waited for a turn: as many were under way to their origin as it takes from one source (edge).",
+                &self.handshakes_queued,
             ),
             (
                 "npamp_association_errors_total",

@@ -30,6 +30,7 @@ pub mod health;
 mod pool;
 
 use health::{Chooser, Health, Outcome, RetryBudget};
+pub use pool::HANDSHAKES_AT_ONCE;
 use pool::{NotSent, Peer};
 
 /// The edge: the origins and how to reach them.

@@ -58,7 +58,18 @@ pub struct Peer {
     /// The round-trip time of the last QUIC association made, when its
     /// handshake ended, in microseconds (0: none yet).
     last_rtt: AtomicU64,
+    /// Turns for handshakes ([`HANDSHAKES_AT_ONCE`]).
+    handshakes: tokio::sync::Semaphore,
 }
+
+/// The most handshakes under way to one origin at once (spares aside).
+/// An origin takes at most `--max-handshakes-per-source` (32 by default)
+/// from one address, and refuses the rest at once: a herd of session
+/// clients (hundreds of WebSocket clients whose first messages come
+/// together, the reconnections after a restart) would mostly be refused.
+/// Past this many, a handshake waits for a turn instead, for at most
+/// `--handshake-timeout`, counted in `npamp_handshakes_queued_total`.
+pub const HANDSHAKES_AT_ONCE: usize = 16;
 
 /// Why a request was not sent (so it may go elsewhere as it is).
 pub enum NotSent {
@@ -96,6 +107,7 @@ impl Peer {
             handshake_took: AtomicU64::new(0),
             spares: AtomicUsize::new(0),
             last_rtt: AtomicU64::new(0),
+            handshakes: tokio::sync::Semaphore::new(HANDSHAKES_AT_ONCE),
         }
     }
 
@@ -128,6 +140,22 @@ impl Peer {
         endpoint: &Endpoint,
         shared: Option<&SharedClientEndpoint>,
     ) -> Result<Link, Failure> {
+        let _turn = match self.handshakes.try_acquire() {
+            Ok(turn) => turn,
+            Err(_) => {
+                ctx.metrics.handshakes_queued.fetch_add(1, Relaxed);
+                let wait = endpoint.handshake_timeout;
+                match tokio::time::timeout(wait, self.handshakes.acquire()).await {
+                    Ok(Ok(turn)) => turn,
+                    _ => {
+                        return Err(Failure::Unavailable(format!(
+                            "no association to the peer gateway {}: {HANDSHAKES_AT_ONCE} handshakes with it were under way and none ended within {wait:?} (--handshake-timeout)",
+                            self.addr
+                        )));
+                    }
+                }
+            }
+        };
         let measured;
         let endpoint = match self.initial_rtt() {
             Some(rtt) => {
@@ -171,7 +199,13 @@ impl Peer {
         };
         link.map_err(|e| {
             ctx.metrics.handshake_failures.fetch_add(1, Relaxed);
-            warn!(peer = %self.addr, error = %e, "cannot establish an association");
+            static FAILED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
+            crate::gateway::quiet::warn_every!(
+                FAILED,
+                peer = %self.addr,
+                error = %e,
+                "cannot establish an association (one line per 5 s at most; all are counted in npamp_handshake_failures_total)"
+            );
             Failure::Unavailable(format!(
                 "no association to the peer gateway {}: {e}",
                 self.addr
