@@ -823,3 +823,97 @@ async fn an_mcp_http_client_gets_a_session_of_its_own_at_the_edge() {
     .await;
     assert_eq!(r["result"], json!([7]), "{r}");
 }
+
+/// MCP sessions are bounded: one client (here its address) holds at most
+/// `--max-sessions-per-client`, one more `initialize` gets 503 saying so
+/// while another address is served; an open GET stream does not keep a
+/// session from idling out from its last POST (once one client held
+/// sessions forever that way), and an ended session gives its slot back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sessions_are_bounded_per_client_and_a_get_stream_does_not_hold_one() {
+    use http_client::{BOTH, Events, send};
+    use hyper::Method;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Stdio,
+        origin_extra: &["--protocol", "mcp"],
+        edge_extra: &[
+            "--protocol",
+            "mcp",
+            "--max-sessions-per-client",
+            "2",
+            "--idle-timeout",
+            "1",
+        ],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let url = pair.ingress("http");
+    let init =
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":VERSION}});
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let resp = send(&url, Method::POST, None, BOTH, Some(init.clone())).await;
+        assert_eq!(resp.status(), 200);
+        ids.push(
+            resp.headers()["mcp-session-id"]
+                .to_str()
+                .expect("id")
+                .to_owned(),
+        );
+    }
+    let third = send(&url, Method::POST, None, BOTH, Some(init.clone())).await;
+    assert_eq!(third.status(), 503);
+    let text =
+        String::from_utf8_lossy(&third.into_body().collect().await.expect("body").to_bytes())
+            .into_owned();
+    assert!(text.contains("--max-sessions-per-client"), "{text}");
+    assert_eq!(
+        metric(&pair.edge, "npamp_mcp_sessions_refused_total").await,
+        1
+    );
+
+    // Another address is another client.
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.2:0".parse().expect("address"))
+        .expect("bind");
+    let mut tcp = socket
+        .connect(addr.parse().expect("address"))
+        .await
+        .expect("connect from 127.0.0.2");
+    let body = init.to_string();
+    tcp.write_all(
+        format!(
+            "POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\naccept: {BOTH}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("write");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    // A GET stream open on the first session, no POST: it idles out.
+    let mut get =
+        Events::of(send(&url, Method::GET, Some(&ids[0]), "text/event-stream", None).await);
+    let ended = tokio::time::timeout(Duration::from_secs(5), get.next()).await;
+    assert!(
+        matches!(ended, Ok(None)),
+        "the GET stream should end with its idle session"
+    );
+    let echo = json!({"jsonrpc":"2.0","id":2,"method":"echo","params":[2]});
+    let resp = send(&url, Method::POST, Some(&ids[0]), BOTH, Some(echo)).await;
+    assert_eq!(resp.status(), 404);
+    // Its slot is free again (the second session has idled out too).
+    let resp = send(&url, Method::POST, None, BOTH, Some(init)).await;
+    assert_eq!(resp.status(), 200);
+}

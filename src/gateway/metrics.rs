@@ -95,6 +95,9 @@ pub struct Metrics {
     /// Edge: HTTP requests and WebSocket handshakes refused because they
     /// came from a page of an origin not allowed (`--cors-origin`).
     pub foreign_origins: AtomicU64,
+    /// Edge: MCP `initialize` refused: the sessions at their limits
+    /// (`--max-connections`, `--max-sessions-per-client`).
+    pub sessions_refused: AtomicU64,
     /// Edge: client connections closed at once because their source address
     /// held `--max-connections-per-source` already.
     pub source_connections_refused: AtomicU64,
@@ -344,6 +347,11 @@ impl Metrics {
                 "npamp_foreign_origins_total",
                 "Client requests and WebSocket handshakes refused: from a page of an origin not allowed (--cors-origin).",
                 &self.foreign_origins,
+            ),
+            (
+                "npamp_mcp_sessions_refused_total",
+                "MCP initialize refused: the sessions at --max-connections or --max-sessions-per-client (edge).",
+                &self.sessions_refused,
             ),
             (
                 "npamp_source_connections_refused_total",

@@ -90,6 +90,9 @@ pub struct Limits {
     /// Client connections per ingress listener from one source address (an
     /// IPv6 one by its /64).
     pub max_connections_per_source: usize,
+    /// MCP sessions at one HTTP ingress from one client (its bearer token,
+    /// else its certificate, else its address).
+    pub max_sessions_per_client: usize,
     /// A request not answered in this time gets a timeout error.
     pub request_timeout: Duration,
     /// A session client silent this long (nothing outstanding) is closed.
@@ -165,6 +168,7 @@ impl Default for Limits {
             max_in_flight_per_connection: 128,
             max_connections: 4096,
             max_connections_per_source: 2048,
+            max_sessions_per_client: 16,
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(10),

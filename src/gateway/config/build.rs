@@ -354,6 +354,10 @@ impl GatewayOptions {
             &mut l.max_connections,
             self.max_connections.map(usize::from),
         );
+        set(
+            &mut l.max_sessions_per_client,
+            self.max_sessions_per_client.map(usize::from),
+        );
         l.max_connections_per_source = self
             .max_connections_per_source
             .map_or((l.max_connections / 2).max(1), usize::from);

@@ -33,6 +33,7 @@ pub fn of(id: &str) -> Option<String> {
         "session_buffer" => limits.session_buffer.to_string(),
         "memory_budget" => limits.memory_budget.to_string(),
         "max_connections" => limits.max_connections.to_string(),
+        "max_sessions_per_client" => limits.max_sessions_per_client.to_string(),
         "max_connections_per_source" => format!(
             "half of --max-connections, {} here",
             limits.max_connections_per_source

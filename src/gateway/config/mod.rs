@@ -249,6 +249,12 @@ pub struct GatewayOptions {
     /// --max-connections, so one source never holds every slot.
     #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub max_connections_per_source: Option<Count>,
+    /// MCP sessions (`--protocol mcp` over HTTP) one client may hold at an
+    /// ingress: its bearer token, else its certificate, else its address.
+    /// One more `initialize` gets 503 saying so; --max-connections bounds
+    /// them all.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub max_sessions_per_client: Option<Count>,
     /// Time before an unanswered request gets a timeout error.
     #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
     pub request_timeout: Option<Seconds>,
@@ -355,6 +361,7 @@ serve_only!(
     tls_key,
     max_connections,
     max_connections_per_source,
+    max_sessions_per_client,
     pool_size,
     shards,
     drain_timeout,

@@ -435,7 +435,7 @@ async fn answer(
             // sets it up, would be as large.
             if is_mcp
                 && let Some(a) =
-                    Box::pin(mcp.post(edge, &parts.headers, body.clone(), kind.clone())).await
+                    Box::pin(mcp.post(edge, &parts.headers, body.clone(), kind.clone(), key)).await
             {
                 return a;
             }

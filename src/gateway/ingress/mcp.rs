@@ -13,7 +13,10 @@
 //! - GET with the id opens the stream for what the server sends outside any
 //!   request; DELETE ends the session and its association.
 //! - An unknown or ended session's id gets 404, so the client initializes
-//!   again; a session idle for `--idle-timeout` is ended.
+//!   again; a session with no POST for `--idle-timeout` and no request in
+//!   flight is ended, its GET stream open or not.
+//! - At most `--max-connections` sessions, and `--max-sessions-per-client`
+//!   of one client, their slots taken before their handshakes begin.
 //!
 //! Requests without a session id (and without `initialize`) keep the
 //! stateless path: pooled associations, one reply per POST.
@@ -30,6 +33,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::Ingress;
+use super::limit::ClientKey;
 use super::response::{HttpResponse, empty_response, event_response, json_response};
 use crate::gateway::Ctx;
 use crate::gateway::edge::Edge;
@@ -47,6 +51,35 @@ const STREAM_QUEUE: usize = 64;
 #[derive(Default)]
 pub struct McpSessions {
     map: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// Sessions held or being opened, in all and by client: a slot is taken
+    /// before the session's handshake begins, so a burst of `initialize`
+    /// cannot overshoot the limits.
+    held: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    total: usize,
+    by_client: HashMap<ClientKey, usize>,
+}
+
+/// One session's place in [`McpSessions::held`]; given back when dropped.
+struct SessionSlot {
+    sessions: Arc<McpSessions>,
+    client: ClientKey,
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        let mut held = lock(&self.sessions.held);
+        held.total -= 1;
+        if let Some(n) = held.by_client.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                held.by_client.remove(&self.client);
+            }
+        }
+    }
 }
 
 struct HttpSession {
@@ -55,6 +88,8 @@ struct HttpSession {
     session: Session,
     routes: Mutex<Routes>,
     last_used: Mutex<Instant>,
+    /// Held while the session is.
+    _slot: SessionSlot,
 }
 
 #[derive(Default)]
@@ -106,6 +141,33 @@ impl McpSessions {
         lock(&self.map).get(id).cloned()
     }
 
+    /// A slot for one more session of `client`, or why there is none.
+    fn reserve(
+        self: &Arc<Self>,
+        client: ClientKey,
+        max_total: usize,
+        max_per_client: usize,
+    ) -> Result<SessionSlot, String> {
+        let mut held = lock(&self.held);
+        if held.total >= max_total {
+            return Err(format!(
+                "{max_total} MCP sessions are open (--max-connections)"
+            ));
+        }
+        let mine = held.by_client.entry(client).or_insert(0);
+        if *mine >= max_per_client {
+            return Err(format!(
+                "this client holds {max_per_client} MCP sessions already (--max-sessions-per-client): end one (DELETE) or let it idle out"
+            ));
+        }
+        *mine += 1;
+        held.total += 1;
+        Ok(SessionSlot {
+            sessions: self.clone(),
+            client,
+        })
+    }
+
     /// A POST of one message, if it is MCP session traffic: it names a
     /// session, or it is `initialize`. `None`: the stateless path takes it.
     pub async fn post(
@@ -114,6 +176,7 @@ impl McpSessions {
         headers: &HeaderMap,
         body: Bytes,
         kind: Kind,
+        client: ClientKey,
     ) -> Option<HttpResponse> {
         let events = accepts_events(headers);
         if let Some(id) = session_id(headers) {
@@ -127,7 +190,7 @@ impl McpSessions {
         if !initialize {
             return None;
         }
-        Some(self.open(edge, body, kind, events).await)
+        Some(self.open(edge, body, kind, events, client).await)
     }
 
     /// A batch naming a session: MCP 2025-06-18 has no batches.
@@ -149,17 +212,21 @@ impl McpSessions {
         body: Bytes,
         kind: Kind,
         events: bool,
+        client: ClientKey,
     ) -> HttpResponse {
         let ctx = &edge.ctx;
         let id_token =
             crate::jsonrpc::carriage::id_of(&kind).map(|id| body.slice(id.token.clone()));
-        let max = ctx.limits.max_connections;
-        if lock(&self.map).len() >= max {
-            let f = crate::relay::Failure::Unavailable(format!(
-                "{max} MCP sessions are open (--max-connections)"
-            ));
-            return json_response(f.http_status(), f.response(id_token.as_deref()));
-        }
+        let limits = &ctx.limits;
+        let slot = match self.reserve(client, limits.max_connections, limits.max_sessions_per_client)
+        {
+            Ok(slot) => slot,
+            Err(why) => {
+                ctx.metrics.sessions_refused.fetch_add(1, Relaxed);
+                let f = crate::relay::Failure::Unavailable(why);
+                return json_response(f.http_status(), f.response(id_token.as_deref()));
+            }
+        };
         let (tx, rx) = ctx.limits.outbox();
         let session = match edge.session(Ingress::HTTP, tx).await {
             Ok(s) => s,
@@ -178,6 +245,7 @@ impl McpSessions {
             session,
             routes: Mutex::new(Routes::default()),
             last_used: Mutex::new(Instant::now()),
+            _slot: slot,
         });
         lock(&self.map).insert(id.clone(), s.clone());
         info!(session = %id, "MCP session opened");
@@ -242,7 +310,7 @@ impl McpSessions {
                     break;
                 }
                 _ = tick.tick() => {
-                    if lock(&s.last_used).elapsed() > idle && !s.streaming() {
+                    if lock(&s.last_used).elapsed() > idle && !s.busy() {
                         info!(session = %s.id, "MCP session idle: ended");
                         s.session.close().await;
                         break;
@@ -267,11 +335,13 @@ impl HttpSession {
         *lock(&self.last_used) = Instant::now();
     }
 
-    /// A request is in flight or the GET stream is open: not idle, however
-    /// long since the last POST.
-    fn streaming(&self) -> bool {
-        let routes = lock(&self.routes);
-        !routes.waiting.is_empty() || routes.get.as_ref().is_some_and(|g| !g.is_closed())
+    /// A request is in flight: not idle, however long since the last POST.
+    /// An open GET stream alone does not keep a session: a client could
+    /// hold sessions forever with one each, and a session idle from its
+    /// last POST for `--idle-timeout` is ended (its client gets 404 and
+    /// initializes again).
+    fn busy(&self) -> bool {
+        !lock(&self.routes).waiting.is_empty()
     }
 
     /// One message from the client.
