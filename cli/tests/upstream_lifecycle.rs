@@ -542,3 +542,41 @@ async fn an_executed_request_whose_reply_is_over_max_body_says_so() {
         "{body}"
     );
 }
+
+/// Each association to an origin with `--upstream-cmd` starts a process of
+/// its own: they are bounded (once 100 unauthenticated MCP `initialize`
+/// calls started 100 processes, 1.3 GiB). Past `--max-upstream-processes`
+/// an association starts none and its requests get NotDelivered saying
+/// so, counted; those within are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_processes_are_bounded() {
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Stdio,
+        origin_extra: &["--max-upstream-processes", "2", "--metrics", "127.0.0.1:0"],
+        ingresses: &["ws"],
+        ..PairOptions::default()
+    })
+    .await;
+    let ws = pair.ingress("ws://");
+    let mut clients = Vec::new();
+    for i in 0..3 {
+        let mut c = Client::ws(&ws).await;
+        c.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{i},"method":"echo","params":[{i}]}}"#
+        ))
+        .await;
+        let reply = tokio::time::timeout(Duration::from_secs(10), c.recv())
+            .await
+            .expect("a reply in time")
+            .expect("a reply");
+        if i < 2 {
+            assert_eq!(reply["result"], serde_json::json!([i]), "{reply}");
+        } else {
+            assert_eq!(reply["error"]["code"], -32004, "{reply}");
+            let detail = reply["error"]["data"]["detail"].to_string();
+            assert!(detail.contains("--max-upstream-processes"), "{reply}");
+        }
+        clients.push(c);
+    }
+    assert!(metric(&pair.origin, "npamp_upstream_processes_refused_total").await >= 1);
+}

@@ -95,6 +95,9 @@ pub struct Metrics {
     /// Edge: HTTP requests and WebSocket handshakes refused because they
     /// came from a page of an origin not allowed (`--cors-origin`).
     pub foreign_origins: AtomicU64,
+    /// Origin: upstream sessions that found `--max-upstream-processes`
+    /// running and started none.
+    pub upstream_processes_refused: AtomicU64,
     /// Edge: MCP `initialize` refused: the sessions at their limits
     /// (`--max-connections`, `--max-sessions-per-client`).
     pub sessions_refused: AtomicU64,
@@ -347,6 +350,11 @@ impl Metrics {
                 "npamp_foreign_origins_total",
                 "Client requests and WebSocket handshakes refused: from a page of an origin not allowed (--cors-origin).",
                 &self.foreign_origins,
+            ),
+            (
+                "npamp_upstream_processes_refused_total",
+                "Upstream sessions that started no process: --max-upstream-processes ran already (origin).",
+                &self.upstream_processes_refused,
             ),
             (
                 "npamp_mcp_sessions_refused_total",

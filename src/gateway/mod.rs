@@ -93,6 +93,9 @@ pub struct Limits {
     /// MCP sessions at one HTTP ingress from one client (its bearer token,
     /// else its certificate, else its address).
     pub max_sessions_per_client: usize,
+    /// Origin: upstream child processes (`--upstream-cmd`, one per
+    /// association) running at once.
+    pub max_upstream_processes: usize,
     /// A request not answered in this time gets a timeout error.
     pub request_timeout: Duration,
     /// A session client silent this long (nothing outstanding) is closed.
@@ -169,6 +172,7 @@ impl Default for Limits {
             max_connections: 4096,
             max_connections_per_source: 2048,
             max_sessions_per_client: 16,
+            max_upstream_processes: 64,
             request_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(10),

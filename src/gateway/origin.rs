@@ -76,6 +76,8 @@ pub struct Origin {
     tls: Arc<rustls::ClientConfig>,
     /// Bounds the upstream calls in flight (HTTP).
     pub(super) permits: Arc<Semaphore>,
+    /// Bounds the upstream child processes running (`--upstream-cmd`).
+    children: Arc<Semaphore>,
     /// The octets of HTTP replies read and not yet sealed for the peer:
     /// `--memory-budget` of them in all (see [`collect_within`]).
     replies: Arc<Semaphore>,
@@ -161,6 +163,7 @@ impl Origin {
                 .collect()
         });
         let single = Arc::new(Single::default());
+        let children = Arc::new(Semaphore::new(ctx.limits.max_upstream_processes));
         if group.is_none() && !posted_to.is_empty() {
             ctx.metrics.show_single_upstream(single.clone());
         }
@@ -169,6 +172,7 @@ impl Origin {
             upstream,
             sessions,
             single,
+            children,
             pools,
             http,
             tls,
@@ -293,7 +297,22 @@ impl Origin {
     /// Runs one upstream session until it fails; returns why.
     async fn one_upstream(&self, upstream: &Upstream, session: &Session, rx: &mut Inbox) -> String {
         match upstream {
-            Upstream::Cmd(argv) => run_child(argv, session, rx, &self.ctx).await,
+            Upstream::Cmd(argv) => {
+                // Each association its own process: bounded, so a flood of
+                // associations (MCP clients initializing) cannot start one
+                // each without end.
+                let Ok(_running) = self.children.clone().try_acquire_owned() else {
+                    self.ctx
+                        .metrics
+                        .upstream_processes_refused
+                        .fetch_add(1, Relaxed);
+                    return format!(
+                        "{} upstream processes run already (--max-upstream-processes): none started for this association",
+                        self.ctx.limits.max_upstream_processes
+                    );
+                };
+                run_child(argv, session, rx, &self.ctx).await
+            }
             Upstream::Ipc(path) => run_ipc(path, session, rx, &self.ctx).await,
             Upstream::Ws(url) => {
                 run_ws(url, session, rx, &self.ctx, self.tls.clone(), &self.headers).await

@@ -952,7 +952,10 @@ impl<T> Exchange<T> {
     /// NotDelivered, and so do new ones until [`Exchange::local_starting`];
     /// its own requests are forgotten (nobody is left to take the replies).
     pub fn local_down(&mut self, why: &str) {
-        self.local_gone(format!("the {} is not running", self.config.local_name));
+        self.local_gone(format!(
+            "the {} is not running: {why}",
+            self.config.local_name
+        ));
         let detail = format!(
             "the {} went away before replying: {why}",
             self.config.local_name

@@ -358,6 +358,9 @@ impl GatewayOptions {
             &mut l.max_sessions_per_client,
             self.max_sessions_per_client.map(usize::from),
         );
+        l.max_upstream_processes = self
+            .max_upstream_processes
+            .map_or(16 * default_shards(), usize::from);
         l.max_connections_per_source = self
             .max_connections_per_source
             .map_or((l.max_connections / 2).max(1), usize::from);

@@ -34,6 +34,9 @@ pub fn of(id: &str) -> Option<String> {
         "memory_budget" => limits.memory_budget.to_string(),
         "max_connections" => limits.max_connections.to_string(),
         "max_sessions_per_client" => limits.max_sessions_per_client.to_string(),
+        "max_upstream_processes" => {
+            format!("16 per CPU, {} here", 16 * super::build::default_shards())
+        }
         "max_connections_per_source" => format!(
             "half of --max-connections, {} here",
             limits.max_connections_per_source

@@ -255,6 +255,12 @@ pub struct GatewayOptions {
     /// them all.
     #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub max_sessions_per_client: Option<Count>,
+    /// Origin: upstream child processes (`--upstream-cmd`, one per
+    /// association) running at once; an association past it gets
+    /// NotDelivered saying so, and its upstream is tried again after its
+    /// backoff. Default: 16 per CPU.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    pub max_upstream_processes: Option<Count>,
     /// Time before an unanswered request gets a timeout error.
     #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
     pub request_timeout: Option<Seconds>,
@@ -362,6 +368,7 @@ serve_only!(
     max_connections,
     max_connections_per_source,
     max_sessions_per_client,
+    max_upstream_processes,
     pool_size,
     shards,
     drain_timeout,
