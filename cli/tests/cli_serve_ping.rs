@@ -275,3 +275,39 @@ async fn an_edge_the_origin_refuses_answers_not_delivered_and_counts_it() {
     }
     assert!(metric(&edge, "npamp_handshake_failures_total").await >= 1);
 }
+
+/// An origin that never answers (a UDP port whose socket says nothing): the
+/// client hears of it within `--handshake-timeout`, with a hint at what to
+/// check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_origin_is_reported_in_time_with_a_hint() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let peer = format!("quic://{}", silent.local_addr().expect("address"));
+    let keys = tempdir::Dir::new();
+    let key = keys.0.join("edge.key");
+    keygen(&key);
+    let key = key.to_string_lossy().into_owned();
+    let (_edge, url) = http_edge(
+        &peer,
+        &[
+            "--identity",
+            &key,
+            "--insecure-accept-any-peer",
+            "--handshake-timeout",
+            "1",
+        ],
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let (status, body) = post(&url, r#"{"jsonrpc":"2.0","id":1,"method":"echo"}"#).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("is the origin running") && body.contains("UDP"),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "answered after {:?}",
+        started.elapsed()
+    );
+}

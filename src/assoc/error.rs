@@ -112,6 +112,16 @@ impl LinkError {
         }
     }
 
+    /// Whether the peer never answered: QUIC's handshake timed out, or the
+    /// N-PAMP handshake did not finish in time.
+    pub fn no_answer(&self) -> bool {
+        matches!(
+            self,
+            LinkError::QuicConnection(quinn::ConnectionError::TimedOut)
+                | LinkError::HandshakeTimeout(_)
+        )
+    }
+
     /// A certificate problem, with what was being done when it happened.
     pub(crate) fn certificate(
         context: impl Into<String>,

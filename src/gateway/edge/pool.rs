@@ -206,8 +206,17 @@ impl Peer {
                 error = %e,
                 "cannot establish an association (one line per 5 s at most; all are counted in npamp_handshake_failures_total)"
             );
+            let hint = match self.addr.scheme {
+                _ if !e.no_answer() => "",
+                crate::assoc::Scheme::Tls => {
+                    " (no answer: is the origin running, and does TCP reach that port?)"
+                }
+                _ => {
+                    " (no answer: is the origin running, and does UDP reach that port? tls:// tries TCP)"
+                }
+            };
             Failure::Unavailable(format!(
-                "no association to the peer gateway {}: {e}",
+                "no association to the peer gateway {}: {e}{hint}",
                 self.addr
             ))
         })
