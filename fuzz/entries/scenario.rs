@@ -2,8 +2,8 @@
 //! never panic, and a scenario that passes the check can be run: its
 //! durations and rates are usable and every message it generates is JSON.
 
+use npamp_loadgen::mix::Generator;
 use npamp_loadgen::scenario::Scenario;
-use npamp_loadgen::template::Generator;
 
 /// One input, as the fuzzer hands it over.
 pub fn run(data: &[u8]) {

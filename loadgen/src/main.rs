@@ -529,7 +529,7 @@ fn main() -> ExitCode {
                 Ok(m) => {
                     print!("{}", m.summary.table());
                     if let Some(dir) = out {
-                        if let Err(e) = m.write(&dir) {
+                        if let Err(e) = npamp_loadgen::run_dir::write(&m, &dir) {
                             return fail(EXIT_RUN, &anyhow::anyhow!(e));
                         }
                         eprintln!(
@@ -959,7 +959,7 @@ async fn run(
             per_method,
             intervals,
         };
-        measured.write(&dir).map_err(anyhow::Error::msg)?;
+        npamp_loadgen::run_dir::write(&measured, &dir).map_err(anyhow::Error::msg)?;
         eprintln!(
             "wrote {}, report.html, report.svg, latency.hlog, histograms.hlog",
             dir.join("summary.json").display()

@@ -61,26 +61,6 @@ fn method_tag(name: &str) -> String {
 }
 
 impl Measured {
-    /// Writes the run directory's files (creating it if needed).
-    pub fn write(&self, dir: &Path) -> Result<(), String> {
-        let io = |what: &str, e: std::io::Error| format!("{}: {e}", dir.join(what).display());
-        std::fs::create_dir_all(dir).map_err(|e| io("", e))?;
-        let json = serde_json::to_string_pretty(&self.summary).map_err(|e| e.to_string())?;
-        std::fs::write(dir.join("summary.json"), json).map_err(|e| io("summary.json", e))?;
-        std::fs::write(
-            dir.join("report.svg"),
-            report::svg(&self.summary, &self.overall, &self.intervals),
-        )
-        .map_err(|e| io("report.svg", e))?;
-        std::fs::write(dir.join("report.html"), crate::html::page(self, None))
-            .map_err(|e| io("report.html", e))?;
-        std::fs::write(dir.join("latency.hlog"), self.interval_log()?)
-            .map_err(|e| io("latency.hlog", e))?;
-        std::fs::write(dir.join("histograms.hlog"), self.histogram_log()?)
-            .map_err(|e| io("histograms.hlog", e))?;
-        Ok(())
-    }
-
     /// The HdrHistogram interval log: one histogram per second, µs values
     /// (reported in ms, as the max-value divisor says).
     pub fn interval_log(&self) -> Result<Vec<u8>, String> {

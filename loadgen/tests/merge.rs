@@ -74,9 +74,11 @@ proptest! {
         for (i, samples) in shards.iter().enumerate() {
             // Written and read back, as `merge` reads them.
             let d = dir.join(i.to_string());
-            part(i as u32, count, samples, 1_000_000 + skew * i as u64)
-                .write(&d)
-                .expect("write");
+            npamp_loadgen::run_dir::write(
+                &part(i as u32, count, samples, 1_000_000 + skew * i as u64),
+                &d,
+            )
+            .expect("write");
             parts.push(Measured::read(&d).expect("read"));
         }
         let merged = merge::merge(&parts).expect("merge");

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{Job, Lane, Outcome, Source};
 use crate::http1::HttpConn;
-use crate::template::Expect;
+use crate::mix::Expect;
 
 /// How one exchange ended.
 pub(super) enum Answer {

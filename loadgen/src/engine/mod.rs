@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use npamp_gateway::assoc::Scheme;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use crate::mix::{Generator, Outbound};
 use crate::scenario::{Load, Scenario};
-use crate::template::{Generator, Outbound};
 pub use stats::{Outcome, Stats};
 
 /// Where the load goes.

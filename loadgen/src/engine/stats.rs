@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::template::Expect;
+use crate::mix::Expect;
 
 /// Adds `from` into `into`; every histogram here resizes itself (see
 /// [`hist`]), so no count is out of its range.

@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use super::exchange::{classify, reply_id};
 use super::{Job, Lane, Outcome, Source};
-use crate::template::Expect;
+use crate::mix::Expect;
 
 /// What a streaming connection has sent and not yet had answered.
 struct Pending {
