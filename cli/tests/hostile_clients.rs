@@ -879,3 +879,30 @@ async fn bodies_in_one_octet_chunks_are_one_buffer_each() {
     // all; with a buffer object per chunk, 67 MiB.
     assert!(grew < 40.0, "the edge grew by {grew:.1} MiB");
 }
+
+/// An HTTP/1.1 request head is held to about HTTP/2's header list limit
+/// (it once took about 1 MB): one of 30 KiB gets 431, one of 8 KiB is
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_http1_head_is_refused() {
+    let (_pair, http, addr) = impatient_http_edge().await;
+    let mut tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let big = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{ECHO}",
+        "a".repeat(30 << 10),
+        ECHO.len()
+    );
+    let _ = tcp.write_all(big.as_bytes()).await;
+    let (text, _) = read_until_closed(&mut tcp, Duration::from_secs(5)).await;
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    let pad = "a".repeat(8 << 10);
+    let (status, body) = post_headers(
+        &http,
+        ECHO,
+        &[("content-type", "application/json"), ("x-pad", &pad)],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}

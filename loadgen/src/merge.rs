@@ -107,7 +107,7 @@ impl Measured {
         }
     }
 
-    /// Reads a run directory written by [`Measured::write`].
+    /// Reads a run directory written by [`crate::run_dir::write`].
     pub fn read(dir: &Path) -> Result<Self, String> {
         let read = |name: &str| {
             std::fs::read(dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))

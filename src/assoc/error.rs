@@ -88,7 +88,7 @@ pub enum LinkError {
 
 impl LinkError {
     /// Whether the peer refused this endpoint in the N-PAMP handshake: its
-    /// QUIC connection closed with [`HANDSHAKE_FAILED_CODE`]. A client's
+    /// QUIC connection closed with `HANDSHAKE_FAILED_CODE` (1). A client's
     /// handshake ends with its last flight, so it may have sent requests
     /// already; the peer ran none of them. (Over TCP + TLS a refusal is only
     /// a closed stream, which says nothing of what ran.)

@@ -77,7 +77,7 @@ pub struct Metrics {
     /// spare was made beside them.
     pub handshake_spares: AtomicU64,
     /// Edge: handshakes that waited for a turn (more than
-    /// [`super::edge::HANDSHAKES_AT_ONCE`] under way to their origin).
+    /// `HANDSHAKES_AT_ONCE`, 16, under way to their origin).
     pub handshakes_queued: AtomicU64,
     pub association_errors: AtomicU64,
     /// Origin: requests delivered to the upstream, and their answers.

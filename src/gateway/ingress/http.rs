@@ -178,10 +178,23 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
     drop(permit);
 }
 
-/// The most an HTTP/1.1 request head may take (hyper's read buffer, so it
-/// answers 431 past it): HTTP/2's 16 KiB of header list and 4 KiB for the
-/// request line.
+/// The most an HTTP/1.1 request head may take while it is read (hyper's
+/// read buffer, so it answers 431 past it): HTTP/2's 16 KiB of header list
+/// and 4 KiB for the request line. A head that came whole in one read is
+/// held to [`MAX_HEADER_LIST`] after.
 const MAX_HEAD: usize = 20 << 10;
+
+/// The most a request's headers may take, counted as HTTP/2 counts its
+/// header list (each name and value and 32 octets): hyper's HTTP/2 limit.
+const MAX_HEADER_LIST: usize = 16 << 10;
+
+/// A request's headers as HTTP/2 counts them (RFC 9113 §6.5.2).
+fn header_list_size(headers: &hyper::HeaderMap) -> usize {
+    headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 32)
+        .sum()
+}
 
 /// Why a connection's watchdog ended it.
 enum Ended {
@@ -252,6 +265,13 @@ async fn handle_http(
     client: Remote,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
+    if req.version() < hyper::Version::HTTP_2 && header_list_size(req.headers()) > MAX_HEADER_LIST
+    {
+        return status_only(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            &format!("request headers over {MAX_HEADER_LIST} octets"),
+        );
+    }
     let caller = ctx
         .live()
         .browsers
