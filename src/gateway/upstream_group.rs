@@ -54,10 +54,7 @@ impl Single {
 
     /// `/readyz`: why not, while it is ejected.
     pub fn readiness(&self) -> Result<(), String> {
-        if self.health.is_up(self.chooser.now()) {
-            return Ok(());
-        }
-        Err("no upstream is up: a request could not reach the upstream; it is tried again after its backoff".into())
+        health::readiness("upstream", [&self.health], self.chooser.now())
     }
 }
 
@@ -103,14 +100,8 @@ impl Group {
     /// `/readyz`: why no request can be delivered now, when every member
     /// is ejected.
     pub fn readiness(&self) -> Result<(), String> {
-        let now = self.now();
-        if self.members.iter().any(|m| m.health.is_up(now)) {
-            return Ok(());
-        }
-        Err(format!(
-            "no upstream is up: {} ejected after failing, each retried after its backoff",
-            self.members.len()
-        ))
+        let healths = self.members.iter().map(|m| &m.health);
+        health::readiness("upstream", healths, self.now())
     }
 
     /// The members' lines of `/metrics`, each named as it may be shown
@@ -255,14 +246,8 @@ impl Sessions {
     /// `/readyz`: why no upstream session can start now, when every member
     /// is ejected.
     pub fn readiness(&self) -> Result<(), String> {
-        let now = self.now();
-        if self.members.iter().any(|m| m.health.is_up(now)) {
-            return Ok(());
-        }
-        Err(format!(
-            "no upstream is up: {} ejected after their sessions failed, each retried after its backoff",
-            self.members.len()
-        ))
+        let healths = self.members.iter().map(|m| &m.health);
+        health::readiness("upstream", healths, self.now())
     }
 
     /// The members' lines of `/metrics`.

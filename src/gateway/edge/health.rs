@@ -219,6 +219,25 @@ pub fn choose<'a>(
         .min_by_key(|&i| (health(i).standing(now), health(i).load(now)))
 }
 
+/// `/readyz` for a set of origins or upstreams (`what`): ready while one
+/// of them is not ejected; else why not.
+pub fn readiness<'a>(
+    what: &str,
+    healths: impl IntoIterator<Item = &'a Health>,
+    now: u64,
+) -> Result<(), String> {
+    let mut ejected = 0;
+    for h in healths {
+        if h.is_up(now) {
+            return Ok(());
+        }
+        ejected += 1;
+    }
+    Err(format!(
+        "no {what} is up: {ejected} ejected after failing, each tried again after its backoff"
+    ))
+}
+
 /// What every chooser of origins or upstreams keeps: the clock its
 /// healths count in, and the turn that breaks ties round robin.
 #[derive(Debug)]

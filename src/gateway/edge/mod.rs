@@ -102,14 +102,8 @@ impl Origins {
     /// `/readyz`: why no request can go anywhere now, when every origin is
     /// ejected.
     pub fn readiness(&self) -> Result<(), String> {
-        let now = self.now();
-        if self.peers.iter().any(|p| p.health.is_up(now)) {
-            return Ok(());
-        }
-        Err(format!(
-            "no origin is up: {} ejected after failing (handshakes or requests), each retried after its backoff",
-            self.peers.len()
-        ))
+        let healths = self.peers.iter().map(|p| &p.health);
+        health::readiness("origin", healths, self.now())
     }
 
     /// The origins' lines of `/metrics`.

@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, warn};
 
-use super::limit::ClientKey;
+use super::limit::{ClientKey, Place, Places};
 use super::{Ingress, Shutdown, stopped};
 use crate::gateway::Ctx;
 use crate::gateway::stall::{Moved, Tracked};
@@ -25,7 +25,9 @@ use crate::gateway::stall::{Moved, Tracked};
 pub struct Clients {
     pub(super) listener: Listener,
     pub(super) permits: Arc<Semaphore>,
-    pub(super) sources: Arc<Sources>,
+    /// Each source address's connections (`--max-connections-per-source`;
+    /// no total: that is `permits`).
+    pub(super) sources: Arc<Places>,
     pub(super) shutdown: Shutdown,
     /// A TLS ingress's acceptor, made again when a reload brings a new
     /// certificate.
@@ -88,67 +90,13 @@ impl Drop for Listener {
     }
 }
 
-/// The connections of one listener from each source address, each at most
-/// `max` (a Unix socket's clients are not counted: they are the machine's).
-#[derive(Debug)]
-pub struct Sources {
-    max: usize,
-    open: std::sync::Mutex<std::collections::HashMap<ClientKey, usize>>,
-}
-
-impl Sources {
-    pub fn new(max: usize) -> Self {
-        Self {
-            max: max.max(1),
-            open: Default::default(),
-        }
-    }
-
-    /// A slot for one more connection from `from`, or `None` when its
-    /// source holds `max` already.
-    fn enter(self: &Arc<Self>, from: Peer) -> Option<Option<SourceSlot>> {
-        let Peer::Net(addr) = from else {
-            return Some(None);
-        };
-        let key = ClientKey::address(addr.ip());
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(key).or_insert(0);
-        if *n >= self.max {
-            return None;
-        }
-        *n += 1;
-        Some(Some(SourceSlot {
-            sources: self.clone(),
-            key,
-        }))
-    }
-}
-
-/// One connection's place in its source's count; given back when dropped.
-#[derive(Debug)]
-struct SourceSlot {
-    sources: Arc<Sources>,
-    key: ClientKey,
-}
-
-impl Drop for SourceSlot {
-    fn drop(&mut self) {
-        let mut open = self.sources.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.key);
-            }
-        }
-    }
-}
-
 /// A connection's slots: one of the listener's `--max-connections`, one of
 /// its source's.
 #[derive(Debug)]
 pub struct Slot {
     _permit: OwnedSemaphorePermit,
-    _source: Option<SourceSlot>,
+    /// None for a Unix socket's client: the machine's own, not counted.
+    _source: Option<Place>,
 }
 
 /// An accepted socket.
@@ -280,7 +228,11 @@ impl Clients {
             tokio::select! {
                 a = self.listener.accept() => match a {
                     Ok((socket, from)) => {
-                        let Some(source) = self.sources.enter(from) else {
+                        let source = match from {
+                            Peer::Net(addr) => self.sources.take(ClientKey::address(addr.ip())).map(Some),
+                            Peer::Local { .. } => Ok(None),
+                        };
+                        let Ok(source) = source else {
                             // Its source holds its share: closed at once.
                             self.ctx.metrics.source_connections_refused.fetch_add(1, Relaxed);
                             static FULL: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
@@ -288,7 +240,7 @@ impl Clients {
                                 FULL,
                                 %from,
                                 "client connection refused: its source holds --max-connections-per-source {} already (one line per 5 s at most; all are counted in npamp_source_connections_refused_total)",
-                                self.sources.max
+                                self.sources.max_each()
                             );
                             continue;
                         };

@@ -62,7 +62,11 @@ impl Kind for Http {
 }
 
 async fn serve(clients: Clients, edge: Arc<Edge>) {
-    let mcp = Arc::new(McpSessions::default());
+    let limits = &edge.ctx.limits;
+    let mcp = Arc::new(McpSessions::new(
+        limits.max_connections,
+        limits.max_sessions_per_client,
+    ));
     let shutdown = clients.shutdown();
     let opening = Opening {
         first_octet: true,

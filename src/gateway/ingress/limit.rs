@@ -223,9 +223,97 @@ impl Limiter {
     }
 }
 
+/// Things clients hold (connections, sessions), counted by client and in
+/// all, each within its limit; a [`Place`] is given back when dropped.
+#[derive(Debug)]
+pub struct Places {
+    max_total: usize,
+    max_each: usize,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    total: usize,
+    by_client: HashMap<ClientKey, usize>,
+}
+
+/// Which limit a client reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacesFull {
+    Total,
+    Each,
+}
+
+impl Places {
+    pub fn new(max_total: usize, max_each: usize) -> Self {
+        Self {
+            max_total,
+            max_each: max_each.max(1),
+            held: Mutex::default(),
+        }
+    }
+
+    /// What one client may hold.
+    pub fn max_each(&self) -> usize {
+        self.max_each
+    }
+
+    /// One more place for `client`, or which limit it is at.
+    pub fn take(self: &std::sync::Arc<Self>, client: ClientKey) -> Result<Place, PlacesFull> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if held.total >= self.max_total {
+            return Err(PlacesFull::Total);
+        }
+        let mine = held.by_client.entry(client).or_insert(0);
+        if *mine >= self.max_each {
+            return Err(PlacesFull::Each);
+        }
+        *mine += 1;
+        held.total += 1;
+        Ok(Place {
+            places: self.clone(),
+            client,
+        })
+    }
+}
+
+/// One place in [`Places`]; given back when dropped.
+#[derive(Debug)]
+pub struct Place {
+    places: std::sync::Arc<Places>,
+    client: ClientKey,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut held = self.places.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.total -= 1;
+        if let Some(n) = held.by_client.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                held.by_client.remove(&self.client);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn places_are_bounded_by_client_and_in_all_and_given_back() {
+        let p = std::sync::Arc::new(Places::new(3, 2));
+        let (a, b) = (ClientKey::Certificate(1), ClientKey::Certificate(2));
+        let a1 = p.take(a).expect("a 1");
+        let _a2 = p.take(a).expect("a 2");
+        assert_eq!(p.take(a).unwrap_err(), PlacesFull::Each);
+        let _b1 = p.take(b).expect("b 1");
+        assert_eq!(p.take(b).unwrap_err(), PlacesFull::Total);
+        drop(a1);
+        assert!(p.take(b).is_ok());
+    }
 
     fn limiter(requests: Option<f64>, burst: f64, octets: Option<f64>) -> Limiter {
         Limiter::new(RateLimit {

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::Ingress;
-use super::limit::ClientKey;
+use super::limit::{ClientKey, Place, PlacesFull, Places};
 use super::response::{HttpResponse, empty_response, event_response, json_response};
 use crate::gateway::Ctx;
 use crate::gateway::edge::Edge;
@@ -48,38 +48,13 @@ pub const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id")
 const STREAM_QUEUE: usize = 64;
 
 /// The sessions of one HTTP ingress.
-#[derive(Default)]
 pub struct McpSessions {
     map: Mutex<HashMap<String, Arc<HttpSession>>>,
-    /// Sessions held or being opened, in all and by client: a slot is taken
-    /// before the session's handshake begins, so a burst of `initialize`
-    /// cannot overshoot the limits.
-    held: Mutex<Held>,
-}
-
-#[derive(Default)]
-struct Held {
-    total: usize,
-    by_client: HashMap<ClientKey, usize>,
-}
-
-/// One session's place in [`McpSessions::held`]; given back when dropped.
-struct SessionSlot {
-    sessions: Arc<McpSessions>,
-    client: ClientKey,
-}
-
-impl Drop for SessionSlot {
-    fn drop(&mut self) {
-        let mut held = lock(&self.sessions.held);
-        held.total -= 1;
-        if let Some(n) = held.by_client.get_mut(&self.client) {
-            *n -= 1;
-            if *n == 0 {
-                held.by_client.remove(&self.client);
-            }
-        }
-    }
+    /// Sessions held or being opened, in all (`--max-connections`) and by
+    /// client (`--max-sessions-per-client`): a place is taken before the
+    /// session's handshake begins, so a burst of `initialize` cannot
+    /// overshoot the limits.
+    places: Arc<Places>,
 }
 
 struct HttpSession {
@@ -89,7 +64,7 @@ struct HttpSession {
     routes: Mutex<Routes>,
     last_used: Mutex<Instant>,
     /// Held while the session is.
-    _slot: SessionSlot,
+    _place: Place,
 }
 
 #[derive(Default)]
@@ -137,35 +112,16 @@ fn unknown_session(id: &str) -> HttpResponse {
 }
 
 impl McpSessions {
-    fn find(&self, id: &str) -> Option<Arc<HttpSession>> {
-        lock(&self.map).get(id).cloned()
+    /// At most `max_total` sessions, `max_per_client` of one client.
+    pub fn new(max_total: usize, max_per_client: usize) -> Self {
+        Self {
+            map: Mutex::default(),
+            places: Arc::new(Places::new(max_total, max_per_client)),
+        }
     }
 
-    /// A slot for one more session of `client`, or why there is none.
-    fn reserve(
-        self: &Arc<Self>,
-        client: ClientKey,
-        max_total: usize,
-        max_per_client: usize,
-    ) -> Result<SessionSlot, String> {
-        let mut held = lock(&self.held);
-        if held.total >= max_total {
-            return Err(format!(
-                "{max_total} MCP sessions are open (--max-connections)"
-            ));
-        }
-        let mine = held.by_client.entry(client).or_insert(0);
-        if *mine >= max_per_client {
-            return Err(format!(
-                "this client holds {max_per_client} MCP sessions already (--max-sessions-per-client): end one (DELETE) or let it idle out"
-            ));
-        }
-        *mine += 1;
-        held.total += 1;
-        Ok(SessionSlot {
-            sessions: self.clone(),
-            client,
-        })
+    fn find(&self, id: &str) -> Option<Arc<HttpSession>> {
+        lock(&self.map).get(id).cloned()
     }
 
     /// A POST of one message, if it is MCP session traffic: it names a
@@ -217,12 +173,20 @@ impl McpSessions {
         let ctx = &edge.ctx;
         let id_token =
             crate::jsonrpc::carriage::id_of(&kind).map(|id| body.slice(id.token.clone()));
-        let limits = &ctx.limits;
-        let slot = match self.reserve(client, limits.max_connections, limits.max_sessions_per_client)
-        {
-            Ok(slot) => slot,
-            Err(why) => {
+        let place = match self.places.take(client) {
+            Ok(place) => place,
+            Err(full) => {
                 ctx.metrics.sessions_refused.fetch_add(1, Relaxed);
+                let why = match full {
+                    PlacesFull::Total => format!(
+                        "{} MCP sessions are open (--max-connections)",
+                        ctx.limits.max_connections
+                    ),
+                    PlacesFull::Each => format!(
+                        "this client holds {} MCP sessions already (--max-sessions-per-client): end one (DELETE) or let it idle out",
+                        self.places.max_each()
+                    ),
+                };
                 let f = crate::relay::Failure::Unavailable(why);
                 return json_response(f.http_status(), f.response(id_token.as_deref()));
             }
@@ -245,7 +209,7 @@ impl McpSessions {
             session,
             routes: Mutex::new(Routes::default()),
             last_used: Mutex::new(Instant::now()),
-            _slot: slot,
+            _place: place,
         });
         lock(&self.map).insert(id.clone(), s.clone());
         info!(session = %id, "MCP session opened");

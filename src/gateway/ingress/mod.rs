@@ -201,7 +201,8 @@ impl IngressUrl {
         };
         let clients = Clients {
             permits: Arc::new(Semaphore::new(edge.ctx.limits.max_connections)),
-            sources: Arc::new(conn::Sources::new(
+            sources: Arc::new(limit::Places::new(
+                usize::MAX,
                 edge.ctx.limits.max_connections_per_source,
             )),
             listener,
