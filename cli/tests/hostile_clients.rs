@@ -324,6 +324,89 @@ async fn a_long_request_keeps_its_connection_and_an_idle_http2_one_is_closed() {
     );
 }
 
+/// HTTP/2 keep-alive: a client gone without a FIN (it answers nothing,
+/// not even a PING) is given up while its request is still in service,
+/// a stall timeout after its connection went silent and one more for the
+/// PING's answer; a live client (hyper's, which answers PINGs) keeps its
+/// connection through a longer request. Without keep-alive the gone client
+/// held its stream until the reply, 5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_that_answers_no_ping_is_given_up() {
+    let (_pair, http, addr) = impatient_http_edge().await;
+
+    let mut tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let sleep = r#"{"jsonrpc":"2.0","id":1,"method":"sleep","params":[5000]}"#;
+    let mut opening = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec();
+    opening.extend(h2_frame(1, 0x4, 1, &h2_post_headers(&addr, sleep.len())));
+    opening.extend(h2_frame(0, 0x1, 1, sleep.as_bytes()));
+    tcp.write_all(&opening).await.expect("request");
+    // Read what comes, answer nothing.
+    let (_, closed) = read_until_closed(&mut tcp, Duration::from_secs(8)).await;
+    let closed = closed.expect("a client that answers no PING kept its connection for 8 s");
+    assert!(
+        closed >= Duration::from_millis(1500) && closed < Duration::from_millis(4000),
+        "closed after {closed:?}: the stall timeout is 1 s, the reply was due at 5 s"
+    );
+
+    // hyper's client answers the edge's PINGs: 2.5 s of service is served.
+    let tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .expect("HTTP/2 handshake");
+    let _driver = tokio::spawn(conn);
+    let body = r#"{"jsonrpc":"2.0","id":2,"method":"sleep","params":[2500]}"#;
+    let req = hyper::Request::post(http.as_str())
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(
+            body.as_bytes(),
+        )))
+        .expect("request");
+    let reply = send.send_request(req).await.expect("HTTP/2 reply");
+    assert_eq!(reply.status(), 200);
+    let body = http_body_util::BodyExt::collect(reply.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    assert!(String::from_utf8_lossy(&body).contains("2500"), "{body:?}");
+}
+
+/// An HTTP/2 frame: `kind`, `flags`, `stream`, `payload`.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).expect("a small frame");
+    let mut f = len.to_be_bytes()[1..].to_vec();
+    f.extend([kind, flags]);
+    f.extend(stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The HPACK block of `POST /` to `authority` with a JSON body of `len`
+/// octets: static-table names, literal values, nothing indexed.
+fn h2_post_headers(authority: &str, len: usize) -> Vec<u8> {
+    // :method POST, :scheme http, :path /.
+    let mut block = vec![0x83, 0x86, 0x84];
+    let len = len.to_string();
+    // :authority (1), content-type (31), content-length (28): a 4-bit
+    // prefix, so past 15 the rest follows in a second octet.
+    for (name, value) in [
+        (&[0x01][..], authority),
+        (&[0x0f, 31 - 15][..], "application/json"),
+        (&[0x0f, 28 - 15][..], len.as_str()),
+    ] {
+        block.extend_from_slice(name);
+        block.push(u8::try_from(value.len()).expect("a short value"));
+        block.extend_from_slice(value.as_bytes());
+    }
+    block
+}
+
 /// An HTTP client that asks for a large reply and reads none of it is
 /// dropped `--stall-timeout` after the edge's writes to it stopped moving
 /// (hyper has no write timeout; before, such a client held its reply for as

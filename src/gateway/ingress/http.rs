@@ -126,9 +126,19 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
         .timer(TokioTimer::new())
         .header_read_timeout(None)
         .max_buf_size(MAX_HEAD);
+    // HTTP/2 keep-alive, on hyper's own timers: a connection silent for
+    // the stall timeout gets a PING, and one whose client does not answer
+    // it within the stall timeout more is closed: a client gone without a
+    // FIN (a sleeping laptop, a dropped NAT mapping) no longer holds its
+    // streams (an MCP GET stream, a long call) until they end of
+    // themselves. The answers do not make a connection busy: idle is no
+    // request in service (`stall::idle`). It costs an uncontended lock and
+    // a clock read per frame read.
     builder
         .http2()
         .timer(TokioTimer::new())
+        .keep_alive_interval(Some(stall))
+        .keep_alive_timeout(stall)
         .max_concurrent_streams(u32::try_from(limits.max_in_flight_per_connection).unwrap_or(u32::MAX));
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
