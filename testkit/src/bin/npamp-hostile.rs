@@ -97,14 +97,16 @@ enum Attack {
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
     },
-    /// MCP `initialize` from `clients` clients at the same moment.
+    /// MCP `initialize` from `clients` clients at the same moment, each
+    /// from an address of its own (127.1.x.y).
     McpHerd {
         #[arg(long)]
         url: String,
         #[arg(long, default_value_t = 300)]
         clients: usize,
     },
-    /// WebSocket clients whose first requests are sent at the same moment.
+    /// WebSocket clients whose first requests are sent at the same moment,
+    /// each from an address of its own (127.1.x.y).
     WsHerd {
         #[arg(long)]
         url: String,
@@ -364,6 +366,22 @@ async fn connect(target: SocketAddr) -> std::io::Result<TcpStream> {
     TcpStream::connect(target).await
 }
 
+/// Client `i` of a herd: an address of its own, 127.1.x.y.
+fn herd_member(i: usize) -> IpAddr {
+    let [_, _, x, y] = u32::try_from(i + 1).unwrap_or(u32::MAX).to_be_bytes();
+    IpAddr::from([127, 1, x, y])
+}
+
+async fn connect_from(target: SocketAddr, from: IpAddr) -> std::io::Result<TcpStream> {
+    let socket = if target.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.bind(SocketAddr::new(from, 0))?;
+    socket.connect(target).await
+}
+
 fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
@@ -590,15 +608,16 @@ fn initialize_body() -> String {
     .to_string()
 }
 
-/// One MCP `initialize` over a new HTTP/1.1 connection: its status.
-async fn initialize(url: &str) -> String {
+/// One MCP `initialize` over a new HTTP/1.1 connection from `from`: its
+/// status.
+async fn initialize(url: &str, from: IpAddr) -> String {
     let Ok(target) = loopback_of(url) else {
         return "bad URL".to_owned();
     };
     let init = initialize_body();
     let path = path_of(url);
     let attempt = async {
-        let mut tcp = connect(target).await?;
+        let mut tcp = connect_from(target, from).await?;
         let request = format!(
             "POST {path} HTTP/1.1\r\nHost: {target}\r\nContent-Type: application/json\r\nAccept: {MCP_ACCEPT}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{init}",
             init.len()
@@ -625,7 +644,7 @@ async fn mcp_flood(url: String, sessions: usize, concurrency: usize, until: Inst
         workers.push(tokio::spawn(async move {
             let mut tally = Tally::default();
             while next.fetch_add(1, Relaxed) < sessions as u64 && Instant::now() < until {
-                tally.add(initialize(&url).await);
+                tally.add(initialize(&url, IpAddr::from([127, 0, 0, 1])).await);
             }
             tally
         }));
@@ -645,11 +664,11 @@ async fn mcp_flood(url: String, sessions: usize, concurrency: usize, until: Inst
 async fn mcp_herd(url: String, clients: usize) -> Value {
     let go = Arc::new(Barrier::new(clients));
     let tasks: Vec<_> = (0..clients)
-        .map(|_| {
+        .map(|i| {
             let (url, go) = (url.clone(), go.clone());
             tokio::spawn(async move {
                 go.wait().await;
-                initialize(&url).await
+                initialize(&url, herd_member(i)).await
             })
         })
         .collect();
@@ -668,9 +687,15 @@ async fn ws_herd(url: String, clients: usize) -> Value {
         .map(|i| {
             let (url, go) = (url.clone(), go.clone());
             tokio::spawn(async move {
-                let ws = tokio_tungstenite::connect_async(url.as_str()).await;
+                let ws = async {
+                    let target = loopback_of(&url)?;
+                    let tcp = connect_from(target, herd_member(i)).await?;
+                    let (ws, _) = tokio_tungstenite::client_async(url.as_str(), tcp).await?;
+                    Ok::<_, Error>(ws)
+                };
+                let ws = ws.await;
                 go.wait().await;
-                let Ok((mut ws, _)) = ws else {
+                let Ok(mut ws) = ws else {
                     return "WebSocket handshake failed".to_owned();
                 };
                 let nonce = format!("herd-{i}");
