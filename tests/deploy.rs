@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use npamp_gateway::gateway::IngressCounts;
 use npamp_gateway::gateway::config::Sourced;
 use npamp_gateway::gateway::metrics::Metrics;
 
@@ -35,7 +36,9 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 fn the_dashboard_asks_only_for_metrics_the_gateway_serves() {
     let text = std::fs::read_to_string(deploy("grafana/npamp-gateway.json")).expect("dashboard");
     let dashboard: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-    let served = Metrics::default().render();
+    let metrics = Metrics::default();
+    metrics.show(std::sync::Arc::new(IngressCounts));
+    let served = metrics.render();
     let served_names = metric_names(&served);
     let mut exprs = Vec::new();
     for panel in dashboard["panels"].as_array().expect("panels") {

@@ -1,5 +1,6 @@
-//! The edge's answers when the bridge fails: what an association's end or
-//! an upstream's unreadable reply means for the request that waited.
+//! The answers when the bridge fails: what an association's end, an
+//! upstream's unreadable reply or an origin's full `--max-in-flight` means
+//! for the request that waited.
 
 use crate::assoc::End;
 use crate::relay::Failure;
@@ -17,6 +18,16 @@ pub fn lost(end: &End) -> Failure {
         );
     }
     Failure::Lost(format!("association lost before the reply: {end}"))
+}
+
+/// Why a request waited in vain for room under `--max-in-flight` (an
+/// origin's).
+pub fn in_flight_full(ctx: &super::Ctx) -> String {
+    format!(
+        "{} requests to the upstream are in flight (--max-in-flight) and none finished within {:.1} s (--stall-timeout)",
+        ctx.limits.max_in_flight,
+        ctx.limits.stall_timeout.as_secs_f64()
+    )
 }
 
 /// The NotDelivered detail for an upstream's reply body that could not be

@@ -34,7 +34,9 @@ use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
 use super::Ctx;
-use super::origin::{HttpsClient, Origin, SESSION_OVER, in_flight_full};
+use super::carry::in_flight_full;
+use super::session::SESSION_OVER;
+use super::upstream_http::HttpsClient;
 use crate::assoc::error::error_chain;
 use super::outbox::Inbox;
 use super::session::Session;
@@ -109,20 +111,31 @@ impl Message {
     }
 }
 
+/// An MCP server over Streamable HTTP, as the origin reaches it.
+pub(super) struct Upstream<'a> {
+    pub ctx: &'a Arc<Ctx>,
+    /// The origin's room under `--max-in-flight`.
+    pub permits: &'a Arc<tokio::sync::Semaphore>,
+    /// `--upstream-header`s.
+    pub headers: &'a Arc<[(HeaderName, HeaderValue)]>,
+    pub uri: &'a Uri,
+    pub client: &'a HttpsClient,
+}
+
 /// Runs the upstream session until the association ends.
-pub(super) async fn run(
-    origin: &Origin,
-    uri: &Uri,
-    client: &HttpsClient,
-    session: &Session,
-    rx: &mut Inbox,
-) -> String {
-    let (ctx, permits) = (&origin.ctx, &origin.permits);
+pub(super) async fn run(up: Upstream<'_>, session: &Session, rx: &mut Inbox) -> String {
+    let Upstream {
+        ctx,
+        permits,
+        headers,
+        uri,
+        client,
+    } = up;
     let mcp = Arc::new(McpSession {
         uri: uri.clone(),
         shown: super::redact::PublicUrl::of_uri(uri),
         client: client.clone(),
-        headers: origin.headers.clone(),
+        headers: headers.clone(),
         ctx: ctx.clone(),
         session: session.clone(),
         negotiated: Mutex::new(Negotiated::default()),

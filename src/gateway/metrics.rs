@@ -1,5 +1,9 @@
 //! Gateway metrics: lock-free counters rendered in the Prometheus text
-//! exposition format (`/metrics`).
+//! exposition format (`/metrics`), and `/readyz`.
+//!
+//! Telemetry knows no other room: what an edge's origins, an origin's
+//! upstream groups or the ingress kinds show of themselves, each registers
+//! as a [`Section`] when it is built.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -58,14 +62,47 @@ impl Histogram {
     }
 }
 
-pub use super::ingress::Ingress;
 pub use crate::relay::ReplyClass;
+
+/// Where a JSON-RPC message entered the gateway: a slot of the per-ingress
+/// counters. The ingress registry gives the slots their constants
+/// (`Ingress::HTTP`, `Ingress::STDIO`) and their names, and renders them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ingress(pub(super) u8);
+
+impl Ingress {
+    /// The slots the counters have room for (the registry checks that its
+    /// kinds fit).
+    pub const SLOTS: usize = 8;
+
+    /// Its index in the metrics' arrays.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What a part of the gateway shows of itself in `/metrics` and
+/// `/readyz`, registered with [`Metrics::show`] as it is built.
+pub trait Section: Send + Sync {
+    /// What it is; a second section of the same name is not shown (one
+    /// process's first edge shows its origins).
+    fn name(&self) -> &'static str;
+    /// Appends its metrics, in the Prometheus text format (none by
+    /// default: some parts only answer `/readyz`).
+    fn render(&self, metrics: &Metrics, out: &mut String) {
+        let _ = (metrics, out);
+    }
+    /// Whether it can carry a request now, and why not.
+    fn readiness(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
 
 /// All counters of one gateway process.
 #[derive(Default)]
 pub struct Metrics {
-    requests: [AtomicU64; Ingress::COUNT],
-    notifications: [AtomicU64; Ingress::COUNT],
+    requests: [AtomicU64; Ingress::SLOTS],
+    notifications: [AtomicU64; Ingress::SLOTS],
     replies: [AtomicU64; ReplyClass::ALL.len()],
     /// Transport errors by code (1–5; 0 counts unknown codes).
     transport_errors: [AtomicU64; 6],
@@ -126,14 +163,8 @@ pub struct Metrics {
     /// What peers did wrong (drops, errors by class, refused handshakes):
     /// the endpoint's counters, shared by all its associations.
     pub assoc: std::sync::Arc<crate::assoc::stats::AssocStats>,
-    /// An edge's origins: their health, retries and hedges.
-    origins: std::sync::OnceLock<std::sync::Arc<super::edge::Origins>>,
-    /// An origin's group of HTTP upstreams.
-    upstreams: std::sync::OnceLock<std::sync::Arc<super::upstream_group::Group>>,
-    /// An origin's group of session upstreams.
-    session_upstreams: std::sync::OnceLock<std::sync::Arc<super::upstream_group::Sessions>>,
-    /// An origin's one HTTP upstream.
-    single_upstream: std::sync::OnceLock<std::sync::Arc<super::upstream_group::Single>>,
+    /// What the other rooms show of themselves, in the order they came.
+    sections: std::sync::Mutex<Vec<std::sync::Arc<dyn Section>>>,
 }
 
 impl Metrics {
@@ -141,39 +172,23 @@ impl Metrics {
     /// origin not ejected; an origin: an upstream not ejected), and why
     /// not.
     pub fn readiness(&self) -> Result<(), String> {
-        if let Some(origins) = self.origins.get() {
-            origins.readiness()?;
-        }
-        if let Some(group) = self.upstreams.get() {
-            group.readiness()?;
-        }
-        if let Some(group) = self.session_upstreams.get() {
-            group.readiness()?;
-        }
-        if let Some(single) = self.single_upstream.get() {
-            single.readiness()?;
-        }
-        Ok(())
+        self.sections().iter().try_for_each(|s| s.readiness())
     }
 
-    /// Tells `/readyz` of an origin's one HTTP upstream.
-    pub fn show_single_upstream(&self, single: std::sync::Arc<super::upstream_group::Single>) {
-        let _ = self.single_upstream.set(single);
+    /// Shows `section` in [`Metrics::render`] and [`Metrics::readiness`],
+    /// unless one of its name is shown already.
+    pub fn show(&self, section: std::sync::Arc<dyn Section>) {
+        let mut sections = self.sections();
+        if sections.iter().all(|s| s.name() != section.name()) {
+            sections.push(section);
+        }
     }
 
-    /// Shows these origins in [`Metrics::render`] (the first edge's only).
-    pub fn show_origins(&self, origins: std::sync::Arc<super::edge::Origins>) {
-        let _ = self.origins.set(origins);
-    }
-
-    /// Shows an origin's upstream group in [`Metrics::render`].
-    pub fn show_upstreams(&self, group: std::sync::Arc<super::upstream_group::Group>) {
-        let _ = self.upstreams.set(group);
-    }
-
-    /// Shows an origin's session upstream group in [`Metrics::render`].
-    pub fn show_session_upstreams(&self, group: std::sync::Arc<super::upstream_group::Sessions>) {
-        let _ = self.session_upstreams.set(group);
+    fn sections(&self) -> std::sync::MutexGuard<'_, Vec<std::sync::Arc<dyn Section>>> {
+        // A panic while one was held leaves a whole list behind.
+        self.sections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Metrics that also report the association counters of an endpoint.
@@ -209,6 +224,10 @@ impl Metrics {
         self.requests[ingress.index()].load(Relaxed)
     }
 
+    pub fn notifications(&self, ingress: Ingress) -> u64 {
+        self.notifications[ingress.index()].load(Relaxed)
+    }
+
     pub fn transport_error(&self, code: TransportError) {
         let i = if (1..=5).contains(&code.0) {
             code.0 as usize
@@ -224,32 +243,6 @@ impl Metrics {
         let counter = |o: &mut String, name: &str, help: &str| {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
         };
-        counter(
-            &mut o,
-            "npamp_requests_total",
-            "JSON-RPC requests accepted from clients, by ingress.",
-        );
-        for i in Ingress::all() {
-            let _ = writeln!(
-                o,
-                "npamp_requests_total{{ingress=\"{}\"}} {}",
-                i.name(),
-                self.requests[i.index()].load(Relaxed)
-            );
-        }
-        counter(
-            &mut o,
-            "npamp_notifications_total",
-            "JSON-RPC notifications accepted from clients, by ingress.",
-        );
-        for i in Ingress::all() {
-            let _ = writeln!(
-                o,
-                "npamp_notifications_total{{ingress=\"{}\"}} {}",
-                i.name(),
-                self.notifications[i.index()].load(Relaxed)
-            );
-        }
         counter(
             &mut o,
             "npamp_replies_total",
@@ -480,14 +473,8 @@ impl Metrics {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");
             h.render(&mut o, name, "");
         }
-        if let Some(origins) = self.origins.get() {
-            origins.render(&mut o);
-        }
-        if let Some(group) = self.upstreams.get() {
-            group.render(&mut o);
-        }
-        if let Some(group) = self.session_upstreams.get() {
-            group.render(&mut o);
+        for section in self.sections().iter() {
+            section.render(self, &mut o);
         }
         o
     }
@@ -500,13 +487,11 @@ mod tests {
     #[test]
     fn renders_counters_and_cumulative_buckets() {
         let m = Metrics::default();
-        m.request(Ingress::HTTP);
         m.reply(ReplyClass::Success);
         m.transport_error(TransportError::NOT_DELIVERED);
         m.latency.observe(Duration::from_micros(300));
         m.latency.observe(Duration::from_secs(60));
         let text = m.render();
-        assert!(text.contains("npamp_requests_total{ingress=\"http\"} 1"));
         assert!(text.contains("npamp_replies_total{class=\"success\"} 1"));
         assert!(text.contains("npamp_transport_errors_total{code=\"NotDelivered\"} 1"));
         assert!(text.contains("npamp_request_duration_seconds_bucket{le=\"0.0005\"} 1"));

@@ -225,7 +225,7 @@ impl std::fmt::Display for Upstream {
     }
 }
 
-pub use ingress::IngressUrl;
+pub use ingress::{Counts as IngressCounts, IngressUrl};
 
 /// Everything one gateway process does.
 #[derive(Clone)]
@@ -400,6 +400,7 @@ impl Gateway {
             tracing::warn!("{INSECURE_PEERS_WARNING}");
         }
         let metrics = Arc::new(Metrics::with_assoc_stats(config.endpoint.stats.clone()));
+        metrics.show(Arc::new(ingress::Counts));
         let shards = match config.shards {
             0 => None,
             n => Some(Arc::new(crate::shard::Shards::start(n).map_err(|e| {

@@ -37,7 +37,9 @@ use super::outbox::Inbox;
 use super::session::Session;
 use super::edge::health;
 use super::upstream_group::{Group, Member, PostFailed, Sessions, Single};
-use super::upstream_http::{Connector, host_override};
+use super::carry::in_flight_full;
+use super::session::SESSION_OVER;
+use super::upstream_http::{Connector, HttpsClient, host_override};
 use super::upstream_pool::{Pool, PostError};
 use super::{Ctx, GatewayConfig, Upstream};
 use crate::assoc::AssocHandle;
@@ -52,8 +54,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// How long an idle keep-alive connection to an HTTP upstream is kept.
 const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
-
-pub(super) type HttpsClient = Client<Connector, Full<Bytes>>;
 
 /// Why a gateway without an upstream does not deliver a request.
 const NO_UPSTREAM: &str = "this gateway has no upstream (--upstream or --upstream-cmd)";
@@ -149,12 +149,12 @@ impl Origin {
                 .collect();
             let default = config.upstream_group.len();
             let group = Arc::new(Group::new(members, default, routes, ctx.limits.retry_budget));
-            ctx.metrics.show_upstreams(group.clone());
+            ctx.metrics.show(group.clone());
             group
         });
         let sessions = (!config.session_group.is_empty()).then(|| {
             let sessions = Arc::new(Sessions::new(config.session_group.clone()));
-            ctx.metrics.show_session_upstreams(sessions.clone());
+            ctx.metrics.show(sessions.clone());
             sessions
         });
         let pools = PerShard::new(ctx.shards.as_deref(), || {
@@ -165,7 +165,7 @@ impl Origin {
         let single = Arc::new(Single::default());
         let children = Arc::new(Semaphore::new(ctx.limits.max_upstream_processes));
         if group.is_none() && !posted_to.is_empty() {
-            ctx.metrics.show_single_upstream(single.clone());
+            ctx.metrics.show(single.clone());
         }
         Ok(Self {
             ctx,
@@ -318,7 +318,16 @@ impl Origin {
                 run_ws(url, session, rx, &self.ctx, self.tls.clone(), &self.headers).await
             }
             Upstream::Http(uri) => match self.http.as_ref().map(PerShard::get) {
-                Some(client) => super::mcp_http::run(self, uri, client, session, rx).await,
+                Some(client) => {
+                    let up = super::mcp_http::Upstream {
+                        ctx: &self.ctx,
+                        permits: &self.permits,
+                        headers: &self.headers,
+                        uri,
+                        client,
+                    };
+                    super::mcp_http::run(up, session, rx).await
+                }
                 None => "no HTTP client for the upstream".into(),
             },
         }
@@ -655,15 +664,6 @@ fn post_headers(
     map
 }
 
-/// Why a request waited in vain for room under `--max-in-flight`.
-pub(super) fn in_flight_full(ctx: &Ctx) -> String {
-    format!(
-        "{} requests to the upstream are in flight (--max-in-flight) and none finished within {:.1} s (--stall-timeout)",
-        ctx.limits.max_in_flight,
-        ctx.limits.stall_timeout.as_secs_f64()
-    )
-}
-
 /// The sink of an association at the origin.
 pub type OriginSink = ExecSink<()>;
 
@@ -836,9 +836,6 @@ impl Drop for Counted<'_> {
         self.0.fetch_sub(1, Relaxed);
     }
 }
-
-/// Why an upstream session ended when its association did.
-pub(super) const SESSION_OVER: &str = "the association ended";
 
 /// How long an upstream child gets to exit after its stdin closes, and again
 /// after SIGTERM, before it is killed.

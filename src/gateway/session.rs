@@ -22,6 +22,9 @@ use crate::assoc::AssocHandle;
 use crate::jsonrpc::{IdKind, ScanError, Scanned, scan};
 use crate::relay::Role;
 
+/// Why an upstream session ended when its association did.
+pub(super) const SESSION_OVER: &str = "the association ended";
+
 /// A running session; cheap to clone.
 #[derive(Clone)]
 pub struct Session(Arc<Exec<()>>);

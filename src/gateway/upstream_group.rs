@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::Duration;
 
 use super::edge::health::{self, Chooser, Health, RetryBudget};
+use super::metrics::{Metrics, Section};
 
 /// One HTTP upstream of the group.
 pub struct Member {
@@ -52,8 +53,15 @@ impl Single {
         self.health.revive();
     }
 
+}
+
+impl Section for Single {
+    fn name(&self) -> &'static str {
+        "upstream"
+    }
+
     /// `/readyz`: why not, while it is ejected.
-    pub fn readiness(&self) -> Result<(), String> {
+    fn readiness(&self) -> Result<(), String> {
         health::readiness("upstream", [&self.health], self.chooser.now())
     }
 }
@@ -97,24 +105,6 @@ impl Group {
         }
     }
 
-    /// `/readyz`: why no request can be delivered now, when every member
-    /// is ejected.
-    pub fn readiness(&self) -> Result<(), String> {
-        let healths = self.members.iter().map(|m| &m.health);
-        health::readiness("upstream", healths, self.now())
-    }
-
-    /// The members' lines of `/metrics`, each named as it may be shown
-    /// (no user information, path or query).
-    pub fn render(&self, o: &mut String) {
-        let shown: Vec<(String, &Health)> = self
-            .members
-            .iter()
-            .map(|m| (super::redact::PublicUrl::of_uri(&m.uri).to_string(), &m.health))
-            .collect();
-        health::render(o, "npamp_group", "upstream", &shown, self.now(), &self.budget);
-    }
-
     pub fn has_routes(&self) -> bool {
         !self.routes.is_empty()
     }
@@ -156,6 +146,30 @@ impl Group {
             PostFailed::Unknown(_) => resend_safe && self.budget.withdraw(self.now()),
             PostFailed::Final(_) => false,
         }
+    }
+}
+
+impl Section for Group {
+    fn name(&self) -> &'static str {
+        "upstreams"
+    }
+
+    /// `/readyz`: why no request can be delivered now, when every member
+    /// is ejected.
+    fn readiness(&self) -> Result<(), String> {
+        let healths = self.members.iter().map(|m| &m.health);
+        health::readiness("upstream", healths, self.now())
+    }
+
+    /// The members' lines of `/metrics`, each named as it may be shown
+    /// (no user information, path or query).
+    fn render(&self, _: &Metrics, o: &mut String) {
+        let shown: Vec<(String, &Health)> = self
+            .members
+            .iter()
+            .map(|m| (super::redact::PublicUrl::of_uri(&m.uri).to_string(), &m.health))
+            .collect();
+        health::render(o, "npamp_group", "upstream", &shown, self.now(), &self.budget);
     }
 }
 
@@ -243,15 +257,22 @@ impl Sessions {
             .any(|(i, m)| i != on.index && m.health.standing(now) == health::Standing::Admitted)
     }
 
+}
+
+impl Section for Sessions {
+    fn name(&self) -> &'static str {
+        "session upstreams"
+    }
+
     /// `/readyz`: why no upstream session can start now, when every member
     /// is ejected.
-    pub fn readiness(&self) -> Result<(), String> {
+    fn readiness(&self) -> Result<(), String> {
         let healths = self.members.iter().map(|m| &m.health);
         health::readiness("upstream", healths, self.now())
     }
 
     /// The members' lines of `/metrics`.
-    pub fn render(&self, o: &mut String) {
+    fn render(&self, _: &Metrics, o: &mut String) {
         use std::fmt::Write;
         let now = self.now();
         type Value = fn(&SessionMember, u64) -> String;
@@ -329,7 +350,7 @@ mod tests {
         let next: Vec<OnMember<'_>> = (0..3).map(|_| g.enter(Some(failed))).collect();
         assert!(next.iter().all(|s| s.index != failed));
         let mut shown = String::new();
-        g.render(&mut shown);
+        g.render(&Metrics::default(), &mut shown);
         let up = format!("npamp_session_upstream_up{{upstream=\"ws://127.0.0.1:{}\"}} 0", failed + 1);
         assert!(shown.contains(&up), "{shown}");
         assert!(shown.contains("npamp_session_upstream_sessions{"), "{shown}");

@@ -25,6 +25,11 @@ pub const UNIX_SCHEME: &str = "http+unix";
 
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The origin's HTTP client: pooled connections to an HTTP upstream, over
+/// TCP, TLS or a Unix socket.
+pub(super) type HttpsClient =
+    hyper_util::client::legacy::Client<Connector, http_body_util::Full<bytes::Bytes>>;
+
 /// `http+unix:///PATH` or `http+unix://%2FPATH/REQUEST-PATH` as the URI the
 /// client is given; `None` when `s` is not an `http+unix` URL. The error
 /// names the forms expected.

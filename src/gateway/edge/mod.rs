@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::{Ctx, HedgeAfter};
-use super::metrics::Ingress;
+use super::metrics::{Ingress, Metrics, Section};
 use super::outbox::Outbox;
 use super::session::Session;
 use crate::assoc::{Endpoint, PeerAddr, SharedClientEndpoint};
@@ -99,15 +99,22 @@ impl Origins {
         }
     }
 
+}
+
+impl Section for Origins {
+    fn name(&self) -> &'static str {
+        "origins"
+    }
+
     /// `/readyz`: why no request can go anywhere now, when every origin is
     /// ejected.
-    pub fn readiness(&self) -> Result<(), String> {
+    fn readiness(&self) -> Result<(), String> {
         let healths = self.peers.iter().map(|p| &p.health);
         health::readiness("origin", healths, self.now())
     }
 
     /// The origins' lines of `/metrics`.
-    pub fn render(&self, o: &mut String) {
+    fn render(&self, _: &Metrics, o: &mut String) {
         let shown: Vec<(String, &Health)> =
             self.peers.iter().map(|p| (p.addr.to_string(), &p.health)).collect();
         health::render(o, "npamp_origin", "origin", &shown, self.now(), &self.budget);
@@ -158,7 +165,7 @@ impl Edge {
                 HedgeAfter::Percentile(p) => Hedging::Percentile(Box::new(health::Percentile::new(p))),
             }),
         });
-        ctx.metrics.show_origins(origins.clone());
+        ctx.metrics.show(origins.clone());
         Self {
             endpoint,
             session_endpoint,

@@ -33,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use super::edge::Edge;
+use super::metrics::{Metrics, Section};
 
 /// One kind of listening ingress.
 pub trait Kind: Sync {
@@ -59,10 +60,11 @@ pub trait Kind: Sync {
 /// ([`Ingress`]). A new kind is its module and one line here.
 static KINDS: [&dyn Kind; 3] = [&http::Http, &ws::WebSocket, &tcp::Lines];
 
+pub use super::metrics::Ingress;
+
 /// Where a JSON-RPC message entered the gateway: a slot of the metrics, one
 /// per kind of `KINDS` and one for stdio (`npamp-gateway connect`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ingress(u8);
+const _: () = assert!(Ingress::COUNT <= Ingress::SLOTS);
 
 impl Ingress {
     /// HTTP clients, and the pool of associations that carries them.
@@ -77,16 +79,43 @@ impl Ingress {
         (0..Self::COUNT as u8).map(Ingress)
     }
 
-    /// Its index in the metrics' arrays.
-    pub const fn index(self) -> usize {
-        self.0 as usize
-    }
-
     /// Its `ingress` label in the metrics.
     pub fn name(self) -> &'static str {
         match KINDS.get(self.index()) {
             Some(kind) => kind.scheme(),
             None => "stdio",
+        }
+    }
+}
+
+/// The per-ingress counters in `/metrics`, by the registry's names.
+pub struct Counts;
+
+impl Section for Counts {
+    fn name(&self) -> &'static str {
+        "ingresses"
+    }
+
+    fn render(&self, metrics: &Metrics, o: &mut String) {
+        use std::fmt::Write;
+        type Count = fn(&Metrics, Ingress) -> u64;
+        let families: [(&str, &str, Count); 2] = [
+            (
+                "npamp_requests_total",
+                "JSON-RPC requests accepted from clients, by ingress.",
+                Metrics::requests,
+            ),
+            (
+                "npamp_notifications_total",
+                "JSON-RPC notifications accepted from clients, by ingress.",
+                Metrics::notifications,
+            ),
+        ];
+        for (name, help, count) in families {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+            for i in Ingress::all() {
+                let _ = writeln!(o, "{name}{{ingress=\"{}\"}} {}", i.name(), count(metrics, i));
+            }
         }
     }
 }
@@ -308,6 +337,22 @@ fn identify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_counts_of_every_ingress_are_shown_by_name() {
+        let m = Metrics::default();
+        m.show(Arc::new(Counts));
+        m.request(Ingress::HTTP);
+        m.notification(Ingress::STDIO);
+        let text = m.render();
+        assert!(text.contains("npamp_requests_total{ingress=\"http\"} 1"), "{text}");
+        assert!(text.contains("npamp_requests_total{ingress=\"ws\"} 0"), "{text}");
+        assert!(text.contains("npamp_notifications_total{ingress=\"stdio\"} 1"), "{text}");
+        assert_eq!(text.matches("# TYPE npamp_requests_total counter").count(), 1);
+        // A second registration is not shown twice.
+        m.show(Arc::new(Counts));
+        assert_eq!(m.render().matches("# TYPE npamp_requests_total").count(), 1);
+    }
 
     #[test]
     fn ingress_urls_parse_print_and_name_their_metric_slot() {
