@@ -76,6 +76,14 @@ const LAYERS: &[Layer] = &[
         must_not_use: &["gateway"],
         pure: false,
     },
+    Layer {
+        // The gateway's policy: health, choice, retry budget. The shell
+        // reads the clock for it.
+        name: "gateway policy",
+        paths: &["src/gateway/policy"],
+        must_not_use: &["assoc", "gateway", "handshake", "record", "wire"],
+        pure: true,
+    },
 ];
 
 /// What a pure layer must not contain: a runtime, sockets, the clock, the

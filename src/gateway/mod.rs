@@ -31,6 +31,7 @@ internal! {
     mod mcp_http;
     mod origin;
     mod outbox;
+    mod policy;
     mod redact;
     mod session;
     mod stall;

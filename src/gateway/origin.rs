@@ -35,7 +35,7 @@ use super::exec::{Exec, ExecSink, Local, Serve};
 use crate::lines::{LineReader, LineSkipped, write_line};
 use super::outbox::Inbox;
 use super::session::Session;
-use super::edge::health;
+use super::policy::health;
 use super::upstream_group::{Group, Member, PostFailed, Sessions, Single};
 use super::carry::in_flight_full;
 use super::session::SESSION_OVER;
@@ -162,7 +162,7 @@ impl Origin {
                 .map(|uri| Pool::new(connector.clone(), uri.clone(), max_idle, HTTP_IDLE_TIMEOUT))
                 .collect()
         });
-        let single = Arc::new(Single::default());
+        let single = Arc::new(Single::starting(Instant::now()));
         let children = Arc::new(Semaphore::new(ctx.limits.max_upstream_processes));
         if group.is_none() && !posted_to.is_empty() {
             ctx.metrics.show(single.clone());

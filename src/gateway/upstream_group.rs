@@ -1,13 +1,13 @@
 //! An origin's HTTP upstreams as a group (`--upstream` repeated) and its
 //! method routes (`--route GLOB=URL`): which upstreams may take a request,
 //! which of them is chosen (the edge's health and choice,
-//! [`super::edge::health`]), and whether a failed POST may go to another;
+//! [`super::policy::health`]), and whether a failed POST may go to another;
 //! and its session upstreams as a group ([`Sessions`]).
 
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::Duration;
 
-use super::edge::health::{self, Chooser, Health, RetryBudget};
+use super::policy::health::{self, Chooser, Health, RetryBudget};
 use super::metrics::{Metrics, Section};
 
 /// One HTTP upstream of the group.
@@ -36,16 +36,24 @@ pub struct Group {
 /// An origin's one HTTP upstream (no group), for `/readyz`: ejected when a
 /// request cannot reach it, with the group's backoff, and admitted again by
 /// the next reply. Requests still all go to it; a reply costs three loads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Single {
     chooser: Chooser,
     health: Health,
 }
 
 impl Single {
+    /// Its health counts time from `epoch`.
+    pub fn starting(epoch: std::time::Instant) -> Self {
+        Self {
+            chooser: Chooser::starting(epoch),
+            health: Health::default(),
+        }
+    }
+
     /// A request could not be sent to it, or its connection failed.
     pub fn unreachable(&self) {
-        self.health.eject(self.chooser.now());
+        self.health.eject(self.chooser.at(std::time::Instant::now()));
     }
 
     /// It answered.
@@ -62,7 +70,7 @@ impl Section for Single {
 
     /// `/readyz`: why not, while it is ejected.
     fn readiness(&self) -> Result<(), String> {
-        health::readiness("upstream", [&self.health], self.chooser.now())
+        health::readiness("upstream", [&self.health], self.chooser.at(std::time::Instant::now()))
     }
 }
 
@@ -100,7 +108,7 @@ impl Group {
             members,
             routes: grouped,
             default: (0..default).fold(0, |m, i| m | 1 << i),
-            chooser: Chooser::default(),
+            chooser: Chooser::starting(std::time::Instant::now()),
             budget: RetryBudget::new(retry_budget),
         }
     }
@@ -118,7 +126,7 @@ impl Group {
     }
 
     pub fn now(&self) -> u64 {
-        self.chooser.now()
+        self.chooser.at(std::time::Instant::now())
     }
 
     /// `t` as the members' healths count time.
@@ -219,12 +227,12 @@ impl Sessions {
             .collect();
         Self {
             members,
-            chooser: Chooser::default(),
+            chooser: Chooser::starting(std::time::Instant::now()),
         }
     }
 
     fn now(&self) -> u64 {
-        self.chooser.now()
+        self.chooser.at(std::time::Instant::now())
     }
 
     /// The member for the next upstream session, `avoid` (the one that

@@ -26,10 +26,9 @@ use crate::bridge::{Effect, TransportError};
 use crate::jsonrpc::Kind;
 use crate::relay::{Failure, Reply, label_of};
 
-pub mod health;
 mod pool;
 
-use health::{Chooser, Health, Outcome, RetryBudget};
+use super::policy::health::{self, Chooser, Health, Outcome, RetryBudget};
 pub use pool::HANDSHAKES_AT_ONCE;
 use pool::{NotSent, Peer};
 
@@ -67,7 +66,7 @@ enum Hedging {
 
 impl Origins {
     fn now(&self) -> u64 {
-        self.chooser.now()
+        self.chooser.at(Instant::now())
     }
 
     /// Whether a request may go elsewhere after this one: retries, hedges.
@@ -87,7 +86,8 @@ impl Origins {
             return (tried & 1 == 0).then_some(0);
         }
         let health = |i: usize| &self.peers[i].health;
-        self.chooser.choose(self.peers.len(), health, tried)
+        self.chooser
+            .choose_at(self.now(), self.peers.len(), health, tried)
     }
 
     /// How long a read-only request waits before it is hedged now; `None`
@@ -150,7 +150,7 @@ impl Edge {
             receive_window: Some(u32::try_from(window).unwrap_or(u32::MAX)),
             ..endpoint.clone()
         };
-        let chooser = Chooser::default();
+        let chooser = Chooser::starting(Instant::now());
         let epoch = chooser.epoch();
         let origins = Arc::new(Origins {
             peers: peers

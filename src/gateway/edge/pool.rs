@@ -10,7 +10,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use tracing::warn;
 
-use super::health::Health;
+use crate::gateway::policy::health::{self, Health};
 use crate::assoc::{Endpoint, Link, LinkError, PeerAddr, SharedClientEndpoint};
 use crate::gateway::Ctx;
 use crate::gateway::exec::{Exec, ExecSink, Local};
@@ -113,7 +113,7 @@ impl Peer {
 
     /// Now, as its health counts time.
     pub fn now(&self) -> u64 {
-        super::health::millis(self.epoch, Instant::now())
+        health::millis(self.epoch, Instant::now())
     }
 
     /// Establishes an association to this origin; `shared`: the client

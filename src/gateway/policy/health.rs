@@ -1,7 +1,9 @@
-//! How the edge judges its origins and spends retries, without I/O: each
-//! origin's [`Health`] (counters a request updates as it goes), the
-//! choice of an origin for a stateless request ([`choose`]), and the
-//! [`RetryBudget`] that keeps failover from multiplying an outage.
+//! How a gateway judges the members it can send to and spends retries,
+//! without I/O: each member's [`Health`] (counters a request updates as it
+//! goes; an edge's origins, an origin's upstreams), the choice of one for a
+//! stateless request ([`choose`]), and the [`RetryBudget`] that keeps
+//! failover from multiplying an outage. The rules below are put in terms
+//! of an edge's origins; an origin's upstreams follow the same.
 //!
 //! - An origin is **ejected** when an association to it cannot be made or
 //!   one ends under its requests, and after [`EJECT_AFTER_FAILURES`]
@@ -246,24 +248,19 @@ pub struct Chooser {
     turn: AtomicUsize,
 }
 
-impl Default for Chooser {
-    fn default() -> Self {
+impl Chooser {
+    /// A chooser whose healths count time from `epoch` (the shell reads
+    /// the clock for it).
+    pub fn starting(epoch: Instant) -> Self {
         Self {
-            epoch: Instant::now(),
+            epoch,
             turn: AtomicUsize::new(0),
         }
     }
-}
 
-impl Chooser {
     /// Where the clock counts from.
     pub fn epoch(&self) -> Instant {
         self.epoch
-    }
-
-    /// Milliseconds since the epoch (at least 1).
-    pub fn now(&self) -> u64 {
-        millis(self.epoch, Instant::now())
     }
 
     /// Where the next round-robin scan starts.
@@ -271,20 +268,10 @@ impl Chooser {
         self.turn.fetch_add(1, Relaxed)
     }
 
-    /// `t` as its healths count time (milliseconds since the epoch): for a
-    /// caller that has read the clock already.
+    /// `t` as its healths count time: milliseconds since the epoch, at
+    /// least 1.
     pub fn at(&self, t: Instant) -> u64 {
         millis(self.epoch, t)
-    }
-
-    /// [`choose`] now, from the next turn.
-    pub fn choose<'a>(
-        &self,
-        n: usize,
-        health: impl Fn(usize) -> &'a Health,
-        tried: u64,
-    ) -> Option<usize> {
-        self.choose_at(self.now(), n, health, tried)
     }
 
     /// [`choose`] at `now` (from [`Chooser::at`]), from the next turn.
