@@ -18,4 +18,5 @@ mod mcp_http;
 mod rate_limits;
 mod reload;
 mod secrets;
+mod telemetry;
 mod upstream_lifecycle;

@@ -263,6 +263,7 @@ impl McpSession {
     /// Posts one message from the peer and delivers what comes back.
     async fn exchange(&self, text: Bytes, what: Message) {
         let ctx = &self.ctx;
+        let is_notification = matches!(what, Message::Notification(_));
         let (asked, notification) = match what {
             Message::Request(a) => (Some(a), None),
             Message::Notification(m) => (None, m),
@@ -271,9 +272,15 @@ impl McpSession {
         let started = Instant::now();
         let posted =
             tokio::time::timeout(ctx.limits.request_timeout, self.post(text, asked.as_ref())).await;
-        ctx.metrics.upstream_latency.observe(started.elapsed());
+        // The upstream's latency: a request's, to its answer.
+        if asked.is_some() && matches!(posted, Ok(Ok(()))) {
+            ctx.metrics.upstream_latency.observe(started.elapsed());
+        }
         match (posted, asked) {
             (Ok(Ok(())), _) => {
+                if is_notification {
+                    ctx.metrics.upstream_notifications.fetch_add(1, Relaxed);
+                }
                 if notification.as_deref() == Some("notifications/initialized") {
                     self.initialized.notify_one();
                 }

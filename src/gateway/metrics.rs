@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use crate::bridge::TransportError;
 
-/// Upper bounds of the latency histogram buckets, in seconds.
-const BUCKETS: [f64; 16] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0,
+/// Upper bounds of the latency histogram buckets, in seconds: from 25 µs,
+/// about two to an octave below 10 ms (a hop of this gateway takes tens
+/// of µs, an upstream often well under a millisecond), fewer above.
+const BUCKETS: [f64; 25] = [
+    0.000025, 0.00005, 0.000075, 0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0015,
+    0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 /// A latency histogram with fixed buckets (cumulative on render).
@@ -29,8 +31,9 @@ pub struct Histogram {
 impl Histogram {
     pub fn observe(&self, d: Duration) {
         let s = d.as_secs_f64();
-        match BUCKETS.iter().position(|&b| s <= b) {
-            Some(i) => self.buckets[i].fetch_add(1, Relaxed),
+        // The first bucket whose bound is not below it.
+        match self.buckets.get(BUCKETS.partition_point(|&b| b < s)) {
+            Some(bucket) => bucket.fetch_add(1, Relaxed),
             None => self.overflow.fetch_add(1, Relaxed),
         };
         self.sum_micros
@@ -119,6 +122,8 @@ pub struct Metrics {
     pub association_errors: AtomicU64,
     /// Origin: requests delivered to the upstream, and their answers.
     pub upstream_requests: AtomicU64,
+    /// Notifications the upstream took (origin).
+    pub upstream_notifications: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub upstream_restarts: AtomicU64,
     /// Origin: upstream sessions (WebSocket connections, child processes)
@@ -325,6 +330,11 @@ impl Metrics {
                 &self.upstream_requests,
             ),
             (
+                "npamp_upstream_notifications_total",
+                "Notifications the upstream took (origin); their answers are not replies.",
+                &self.upstream_notifications,
+            ),
+            (
                 "npamp_upstream_failures_total",
                 "Requests the upstream could not be reached for (answered NotDelivered).",
                 &self.upstream_failures,
@@ -480,6 +490,120 @@ impl Metrics {
     }
 }
 
+/// The process's own metrics, named as Prometheus's client libraries name
+/// them (`process_cpu_seconds_total`, `process_resident_memory_bytes`,
+/// ...; read from `/proc` at each scrape, on Linux), and the build's
+/// (`npamp_build_info`).
+pub struct Process;
+
+impl Section for Process {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    fn render(&self, _: &Metrics, o: &mut String) {
+        let _ = writeln!(
+            o,
+            "# HELP npamp_build_info The gateway's version (the value is 1).\n# TYPE npamp_build_info gauge\nnpamp_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        #[cfg(target_os = "linux")]
+        if let Some(p) = proc_self::read() {
+            p.render(o);
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod proc_self {
+    use std::fmt::Write as _;
+
+    /// What `/proc` says of this process.
+    pub struct ProcSelf {
+        cpu_seconds: f64,
+        resident_bytes: u64,
+        virtual_bytes: u64,
+        threads: u64,
+        start_time_seconds: f64,
+        open_fds: u64,
+        max_fds: Option<u64>,
+    }
+
+    /// `None` where `/proc` cannot be read or says something else than
+    /// Linux's layout (the metrics are then left out, not made up).
+    pub fn read() -> Option<ProcSelf> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // The command's name, in parentheses, may hold spaces: the fields
+        // are counted from after its last `)`, which is field 2.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+        let ticks = rustix::param::clock_ticks_per_second() as f64;
+        let boot: u64 = std::fs::read_to_string("/proc/stat")
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+        let page = rustix::param::page_size() as u64;
+        let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+        let max_fds = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        Some(ProcSelf {
+            cpu_seconds: (field(14)? + field(15)?) as f64 / ticks,
+            threads: field(20)?,
+            start_time_seconds: boot as f64 + field(22)? as f64 / ticks,
+            virtual_bytes: field(23)?,
+            resident_bytes: field(24)? * page,
+            open_fds,
+            max_fds,
+        })
+    }
+
+    impl ProcSelf {
+        pub fn render(&self, o: &mut String) {
+            let mut one = |name: &str, kind: &str, help: &str, value: String| {
+                let _ = writeln!(
+                    o,
+                    "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+                );
+            };
+            one(
+                "process_cpu_seconds_total",
+                "counter",
+                "User and system CPU time spent, in seconds.",
+                self.cpu_seconds.to_string(),
+            );
+            for (name, help, v) in [
+                (
+                    "process_resident_memory_bytes",
+                    "Resident memory size in bytes.",
+                    self.resident_bytes,
+                ),
+                (
+                    "process_virtual_memory_bytes",
+                    "Virtual memory size in bytes.",
+                    self.virtual_bytes,
+                ),
+                ("process_threads", "Threads of the process.", self.threads),
+                ("process_open_fds", "Open file descriptors.", self.open_fds),
+            ] {
+                one(name, "gauge", help, v.to_string());
+            }
+            if let Some(max) = self.max_fds {
+                one(
+                    "process_max_fds",
+                    "gauge",
+                    "The most file descriptors the process may open.",
+                    max.to_string(),
+                );
+            }
+            one(
+                "process_start_time_seconds",
+                "gauge",
+                "When the process started, in seconds since the Unix epoch.",
+                self.start_time_seconds.to_string(),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -490,14 +614,58 @@ mod tests {
         m.reply(ReplyClass::Success);
         m.transport_error(TransportError::NOT_DELIVERED);
         m.latency.observe(Duration::from_micros(300));
+        m.latency.observe(Duration::from_micros(30));
+        m.latency.observe(Duration::from_micros(25));
         m.latency.observe(Duration::from_secs(60));
         let text = m.render();
         assert!(text.contains("npamp_replies_total{class=\"success\"} 1"));
         assert!(text.contains("npamp_transport_errors_total{code=\"NotDelivered\"} 1"));
-        assert!(text.contains("npamp_request_duration_seconds_bucket{le=\"0.0005\"} 1"));
-        assert!(text.contains("npamp_request_duration_seconds_bucket{le=\"10\"} 1"));
-        assert!(text.contains("npamp_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
-        assert!(text.contains("npamp_request_duration_seconds_count 2"));
+        // 25 µs is in the first bucket (bounds are inclusive), 30 µs in the
+        // second, 300 µs in the 0.0003 one; 60 s only in +Inf.
+        for (le, n) in [
+            ("0.000025", 1),
+            ("0.00005", 2),
+            ("0.0002", 2),
+            ("0.0003", 3),
+            ("10", 3),
+            ("+Inf", 4),
+        ] {
+            let line = format!("npamp_request_duration_seconds_bucket{{le=\"{le}\"}} {n}\n");
+            assert!(text.contains(&line), "{line}{text}");
+        }
+        assert!(text.contains("npamp_request_duration_seconds_count 4"));
+    }
+
+    #[test]
+    fn shows_the_process_and_the_build() {
+        let m = Metrics::default();
+        m.show(std::sync::Arc::new(Process));
+        let text = m.render();
+        let value = |name: &str| -> Option<f64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        };
+        let version = format!(
+            "npamp_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&version), "{text}");
+        if cfg!(target_os = "linux") {
+            let rss = value("process_resident_memory_bytes").expect("RSS");
+            assert!(rss > 1e6, "{rss}");
+            assert!(value("process_open_fds").expect("fds") >= 3.0);
+            assert!(value("process_threads").expect("threads") >= 1.0);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_secs_f64();
+            let started = value("process_start_time_seconds").expect("start");
+            assert!(
+                started <= now + 1.0 && started > now - 86_400.0,
+                "{started} {now}"
+            );
+            assert!(value("process_cpu_seconds_total").expect("CPU") >= 0.0);
+        }
     }
 
     #[test]

@@ -402,6 +402,7 @@ impl Gateway {
         }
         let metrics = Arc::new(Metrics::with_assoc_stats(config.endpoint.stats.clone()));
         metrics.show(Arc::new(ingress::Counts));
+        metrics.show(Arc::new(metrics::Process));
         let shards = match config.shards {
             0 => None,
             n => Some(Arc::new(crate::shard::Shards::start(n).map_err(|e| {

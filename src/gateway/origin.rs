@@ -47,7 +47,7 @@ use crate::assoc::error::error_chain;
 use crate::shard::PerShard;
 use crate::bridge::ProtocolId;
 use crate::jsonrpc::{Kind, Scanned, scan};
-use crate::relay::{MAY_HAVE_EXECUTED, Role, Served, ToServe};
+use crate::relay::{MAY_HAVE_EXECUTED, Role, ToServe};
 
 /// The longest pause between upstream restarts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -354,36 +354,56 @@ impl Origin {
             Some(p) => Ok(Ok(p)),
             None => tokio::time::timeout(wait, self.permits.clone().acquire_owned()).await,
         };
+        let notification = corr.is_none();
         let (outcome, _room) = match permit {
-            Ok(Ok(_permit)) => self.post(text, resend_safe).await,
+            Ok(Ok(_permit)) => self.post(text, resend_safe, notification).await,
             Ok(Err(_)) => return,
             Err(_) => (Err(in_flight_full(ctx)), None),
         };
         // The reply's octets count until it is sealed for the peer, when
         // `with` returns (`_room` is dropped after).
         match corr {
-            Some(corr) => exec.with(|x, now| x.served(now, &corr, outcome)).await,
-            None => {
-                if let Err(e) = outcome {
+            Some(corr) => {
+                let served = outcome.and_then(|posted| match posted {
+                    Posted::Reply(text, kind) => Ok((text, kind)),
+                    // post() reads a request's answer as a reply, always.
+                    Posted::Taken => Err("the upstream's answer was not read as a reply".into()),
+                });
+                exec.with(|x, now| x.served(now, &corr, served)).await;
+            }
+            None => match outcome {
+                Ok(_) => {
+                    ctx.metrics.upstream_notifications.fetch_add(1, Relaxed);
+                }
+                Err(e) => {
                     ctx.metrics.dropped.fetch_add(1, Relaxed);
                     debug!(error = %e, "notification to the upstream failed");
                 }
-            }
+            },
         }
     }
 
-    /// One request to the HTTP upstream (or the group's best member, then
-    /// another when that cannot execute it twice): the reply (one JSON-RPC
-    /// response, scanned), or why there is none, and the room its octets
-    /// hold in the reply budget. A notification's reply is not read.
-    async fn post(&self, text: Bytes, resend_safe: bool) -> (Served, Option<OwnedSemaphorePermit>) {
+    /// One request or notification to the HTTP upstream (or the group's
+    /// best member, then another when that cannot execute it twice): a
+    /// request's reply (one JSON-RPC response, scanned) or a notification
+    /// taken, or why not, and the room a reply's octets hold in the reply
+    /// budget.
+    async fn post(
+        &self,
+        text: Bytes,
+        resend_safe: bool,
+        notification: bool,
+    ) -> (Result<Posted, String>, Option<OwnedSemaphorePermit>) {
         let mut room = None;
+        let headers = &self.post_headers;
         let failed = match &self.group {
             None => match self.pools.get().first() {
-                Some(pool) => match self.post_to(pool, &self.post_headers, text, &mut room).await {
-                    Ok(reply) => {
-                        self.single.answered();
-                        return (Ok(reply), room);
+                Some(pool) => match self.post_to(pool, headers, text, notification, &mut room).await {
+                    Ok(posted) => {
+                        if let Posted::Reply(..) = posted {
+                            self.single.answered();
+                        }
+                        return (Ok(posted), room);
                     }
                     Err(f) => {
                         if let PostFailed::NotSent(why) | PostFailed::Unknown(why) = &f {
@@ -395,10 +415,13 @@ impl Origin {
                 },
                 None => return (Err(NO_UPSTREAM.into()), None),
             },
-            Some(group) => match self.post_grouped(group, text, resend_safe, &mut room).await {
-                Ok(reply) => return (Ok(reply), room),
-                Err(f) => f,
-            },
+            Some(group) => {
+                let posted = self.post_grouped(group, text, resend_safe, notification, &mut room);
+                match posted.await {
+                    Ok(posted) => return (Ok(posted), room),
+                    Err(f) => f,
+                }
+            }
         };
         let why = match failed {
             PostFailed::Unknown(why) if !resend_safe => format!("{MAY_HAVE_EXECUTED}{why}"),
@@ -408,14 +431,17 @@ impl Origin {
     }
 
     /// [`Origin::post`] over the group: the best member the request's
-    /// method may go to, then others while the failure allows.
+    /// method may go to, then others while the failure allows. A
+    /// notification's answer, or its absence, says nothing of a member's
+    /// health; only a connection that could not be made does.
     async fn post_grouped(
         &self,
         group: &Group,
         text: Bytes,
         resend_safe: bool,
+        notification: bool,
         room: &mut Option<OwnedSemaphorePermit>,
-    ) -> Result<(Bytes, Kind), PostFailed> {
+    ) -> Result<Posted, PostFailed> {
         // One clock read for each try's start and one for its end, shared by
         // the budget, the choice and the member's health.
         let mut started = Instant::now();
@@ -440,10 +466,14 @@ impl Origin {
                 break;
             };
             m.health.start(group.at(started));
-            let r = self.post_to(pool, &m.post_headers, text.clone(), room).await;
+            let r = (self.post_to(pool, &m.post_headers, text.clone(), notification, room)).await;
             let ended = Instant::now();
             let outcome = match &r {
-                Ok(_) => health::Outcome::Replied(ended.saturating_duration_since(started)),
+                Ok(Posted::Reply(..)) => {
+                    health::Outcome::Replied(ended.saturating_duration_since(started))
+                }
+                Ok(Posted::Taken) => health::Outcome::Neutral,
+                Err(PostFailed::Final(_)) if notification => health::Outcome::Neutral,
                 Err(PostFailed::Final(_)) => health::Outcome::NotDelivered,
                 Err(PostFailed::NotSent(why) | PostFailed::Unknown(why)) => {
                     say_unreachable(why);
@@ -467,14 +497,18 @@ impl Origin {
         Err(last)
     }
 
-    /// One POST to the HTTP upstream `pool` connects to.
+    /// One POST to the HTTP upstream `pool` connects to. A notification's
+    /// answer (204, or 200 with a body or none) is read and let go, not
+    /// taken for a reply; only a request's time to its answer is observed
+    /// as the upstream's latency.
     async fn post_to(
         &self,
         pool: &Pool,
         headers: &hyper::HeaderMap,
         text: Bytes,
+        notification: bool,
         room: &mut Option<OwnedSemaphorePermit>,
-    ) -> Result<(Bytes, Kind), PostFailed> {
+    ) -> Result<Posted, PostFailed> {
         let uri = pool.uri();
         let ctx = &self.ctx;
         // tokio's clock, as the timeout's (paused in tests); the deadline is
@@ -524,7 +558,9 @@ impl Origin {
         });
         let deadline = started + ctx.limits.request_timeout;
         let result = tokio::time::timeout_at(deadline, exchange).await;
-        ctx.metrics.upstream_latency.observe(started.elapsed());
+        if !notification && matches!(result, Ok(Ok(_))) {
+            ctx.metrics.upstream_latency.observe(started.elapsed());
+        }
         let (status, body) = result.map_err(|_| {
             PostFailed::Final(format!(
                 "upstream {} did not answer within {:?}",
@@ -532,8 +568,13 @@ impl Origin {
                 ctx.limits.request_timeout
             ))
         })??;
+        if notification {
+            return Ok(Posted::Taken);
+        }
         match scan(&body, &ctx.scan) {
-            Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => Ok((body, k)),
+            Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => {
+                Ok(Posted::Reply(body, k))
+            }
             _ => Err(PostFailed::Final(format!(
                 "upstream {} answered HTTP {status} without a JSON-RPC response ({} octets)",
                 shown(),
@@ -541,6 +582,15 @@ impl Origin {
             ))),
         }
     }
+}
+
+/// What one POST to the HTTP upstream came to.
+enum Posted {
+    /// A request's reply: one JSON-RPC response, scanned.
+    Reply(Bytes, Kind),
+    /// A notification taken. Whatever the upstream answered (204, or 200
+    /// with a body or none) is not a reply, and says nothing of its health.
+    Taken,
 }
 
 /// The octets the origin's HTTP replies may hold between the upstream and
