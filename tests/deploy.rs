@@ -1,15 +1,15 @@
 //! The deployment files under `deploy/` agree with the gateway: every
-//! metric (and label) the Grafana dashboard asks for is one the gateway
-//! serves, and the configs in the Kubernetes manifests are valid gateway
+//! metric (and label) the Grafana dashboard asks for is one a pair of
+//! gateways serves, and the configs in the Kubernetes manifests are valid gateway
 //! options. (`deploy/check.sh` validates the manifests against the
 //! Kubernetes schemas and the systemd unit, where those tools are.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use npamp_gateway::gateway::IngressCounts;
+use npamp_gateway::assoc::{PeerAddr, Scheme};
 use npamp_gateway::gateway::config::Sourced;
-use npamp_gateway::gateway::metrics::Metrics;
+use npamp_gateway::gateway::{Gateway, IngressUrl, Upstream};
 
 fn deploy(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -32,13 +32,38 @@ fn metric_names(text: &str) -> BTreeSet<String> {
     names
 }
 
-#[test]
-fn the_dashboard_asks_only_for_metrics_the_gateway_serves() {
+/// What a pair of gateways serves on `/metrics`: an origin (its listener,
+/// an HTTP upstream) and an edge (an HTTP ingress, the origin its peer),
+/// each started through the library and showing its own role's metrics.
+async fn served_by_a_pair() -> String {
+    let origin = Gateway::builder()
+        .identity_seed([5; 32])
+        .insecure_accept_any_peer()
+        .listen(PeerAddr {
+            scheme: Scheme::Quic,
+            addr: "127.0.0.1:0".parse().expect("addr"),
+        })
+        // Nothing is sent to it: only its metrics are read.
+        .upstream(Upstream::Http("http://127.0.0.1:9/".parse().expect("uri")))
+        .start()
+        .await
+        .expect("origin");
+    let edge = Gateway::builder()
+        .identity_seed([6; 32])
+        .insecure_accept_any_peer()
+        .peer(origin.listening[0])
+        .ingress(IngressUrl::http("127.0.0.1:0".parse().expect("addr")))
+        .start()
+        .await
+        .expect("edge");
+    format!("{}{}", origin.metrics().render(), edge.metrics().render())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_asks_only_for_metrics_the_gateway_serves() {
     let text = std::fs::read_to_string(deploy("grafana/npamp-gateway.json")).expect("dashboard");
     let dashboard: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-    let metrics = Metrics::default();
-    metrics.show(std::sync::Arc::new(IngressCounts));
-    let served = metrics.render();
+    let served = served_by_a_pair().await;
     let served_names = metric_names(&served);
     let mut exprs = Vec::new();
     for panel in dashboard["panels"].as_array().expect("panels") {
@@ -46,6 +71,16 @@ fn the_dashboard_asks_only_for_metrics_the_gateway_serves() {
             exprs.push(target["expr"].as_str().expect("expr").to_owned());
         }
     }
+    let variables = dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables");
+    exprs.extend(
+        variables
+            .iter()
+            .filter_map(|v| v["query"].as_str())
+            .filter(|q| q.contains("npamp_"))
+            .map(str::to_owned),
+    );
     assert!(exprs.len() >= 10, "{} queries", exprs.len());
     for expr in &exprs {
         let names = metric_names(expr);
@@ -60,9 +95,14 @@ fn the_dashboard_asks_only_for_metrics_the_gateway_serves() {
         if let Some(by) = expr.split("by (").nth(1).and_then(|s| s.split(')').next()) {
             for label in by.split(',').map(str::trim).filter(|l| *l != "le") {
                 let has = served.lines().any(|l| {
-                    names
-                        .iter()
-                        .any(|n| l.starts_with(&format!("{n}{{{label}=")))
+                    names.iter().any(|n| {
+                        l.strip_prefix(&format!("{n}{{"))
+                            .and_then(|rest| rest.split('}').next())
+                            .is_some_and(|set| {
+                                set.split(',')
+                                    .any(|pair| pair.starts_with(&format!("{label}=")))
+                            })
+                    })
                 });
                 assert!(has, "no {label:?} label on {names:?} (in {expr})");
             }

@@ -265,7 +265,7 @@ async fn serve(matches: clap::ArgMatches) -> anyhow::Result<()> {
     eprintln!(
         "stopped: {} associations opened, {} handshakes failed, {} requests left unanswered at the drain deadline",
         // Both roles: every established association is tracked once.
-        m.associations_opened.load(Relaxed),
+        m.associations_opened(),
         m.handshake_failures.load(Relaxed) + m.serve.handshake_failures.load(Relaxed),
         left
     );

@@ -133,7 +133,7 @@ async fn pair_with_a_hanging_handshake() -> Pair {
 /// is no association; one made with the new origin meanwhile (a spare
 /// made beside a hanging handshake) may serve already.
 async fn kill_and_restart_the_origin(pair: &mut Pair) {
-    let live = metric(&pair.edge, "npamp_associations").await;
+    let live = metric(&pair.edge, "npamp_associations{role=\"edge\"}").await;
     let errors = metric(&pair.edge, "npamp_association_errors_total").await;
     pair.restart_origin_with("-KILL").await;
     let ended = metric_reaches(

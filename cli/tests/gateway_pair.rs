@@ -654,8 +654,14 @@ async fn idle_associations_stay_up_through_keepalive() {
         .await;
     assert_eq!(reply["result"], serde_json::json!([2]), "{reply}");
     // One pooled association for HTTP, one for the WebSocket client.
-    metric_reaches(&pair.edge, "npamp_associations", 2, Duration::from_secs(5)).await;
-    let opened = metric(&pair.edge, "npamp_associations_opened_total").await;
+    metric_reaches(
+        &pair.edge,
+        "npamp_associations{role=\"edge\"}",
+        2,
+        Duration::from_secs(5),
+    )
+    .await;
+    let opened = metric(&pair.edge, "npamp_associations_opened_total{role=\"edge\"}").await;
     assert_eq!(opened, 2);
 
     tokio::time::sleep(Duration::from_millis(3500)).await;
@@ -666,11 +672,14 @@ async fn idle_associations_stay_up_through_keepalive() {
         .await;
     assert_eq!(reply["result"], serde_json::json!([3]), "{reply}");
     assert_eq!(
-        metric(&pair.edge, "npamp_associations_opened_total").await,
+        metric(&pair.edge, "npamp_associations_opened_total{role=\"edge\"}").await,
         opened,
         "an association was lost and reopened while idle"
     );
-    assert_eq!(metric(&pair.edge, "npamp_associations").await, 2);
+    assert_eq!(
+        metric(&pair.edge, "npamp_associations{role=\"edge\"}").await,
+        2
+    );
     let (_, text) = http_get(&pair.edge.printed("metrics ")).await;
     assert!(
         text.contains("npamp_associations_failed_total{class=\"io\"} 0"),
@@ -692,7 +701,13 @@ async fn the_pool_is_made_before_the_first_request() {
         ..PairOptions::default()
     })
     .await;
-    let made = metric_reaches(&pair.edge, "npamp_associations", 2, Duration::from_secs(5)).await;
+    let made = metric_reaches(
+        &pair.edge,
+        "npamp_associations{role=\"edge\"}",
+        2,
+        Duration::from_secs(5),
+    )
+    .await;
     assert_eq!(made, 2, "pooled associations made with no request yet");
     let http = pair.ingress("http://");
     let echo = r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}"#;
@@ -700,7 +715,7 @@ async fn the_pool_is_made_before_the_first_request() {
         assert_eq!(post(&http, echo).await.0, 200);
     }
     assert_eq!(
-        metric(&pair.edge, "npamp_associations_opened_total").await,
+        metric(&pair.edge, "npamp_associations_opened_total{role=\"edge\"}").await,
         2,
         "the requests went over the associations made at the start"
     );
@@ -816,7 +831,7 @@ async fn a_message_over_the_origins_max_body_is_refused_alone() {
         "{body}"
     );
     assert_eq!(
-        metric(&pair.edge, "npamp_associations_opened_total").await,
+        metric(&pair.edge, "npamp_associations_opened_total{role=\"edge\"}").await,
         1
     );
     assert_eq!(

@@ -503,7 +503,7 @@ async fn short_sessions_never_raise_the_replay_alarm() {
     }
     let opened = metric_reaches(
         &origin,
-        "npamp_associations_opened_total",
+        "npamp_associations_opened_total{role=\"origin\"}",
         8,
         Duration::from_secs(10),
     )

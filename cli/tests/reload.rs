@@ -184,7 +184,7 @@ async fn a_reload_changes_trust_tokens_and_certificate_without_dropping_anyone()
         origin_toml(&[&edge_pub, &other_pub]).replace("127.0.0.1:0\"]", "127.0.0.1:1\"]"),
     )
     .expect("origin.toml");
-    let opened = metric(&edge, "npamp_associations_opened_total").await;
+    let opened = metric(&edge, "npamp_associations_opened_total{role=\"edge\"}").await;
     hup(&edge);
     hup(&origin);
     generation_reaches(&edge, 2).await;
@@ -205,7 +205,7 @@ async fn a_reload_changes_trust_tokens_and_certificate_without_dropping_anyone()
     assert_eq!(failed.load(Relaxed), 0, "of {} sent", sent.load(Relaxed));
     // No association was dropped and opened again.
     assert_eq!(
-        metric(&edge, "npamp_associations_opened_total").await,
+        metric(&edge, "npamp_associations_opened_total{role=\"edge\"}").await,
         opened
     );
 }

@@ -268,7 +268,10 @@ async fn an_upstream_that_stops_reading_is_restarted_before_the_peer_gives_up() 
     assert_eq!(r["result"], serde_json::json!([1]), "{r}");
     assert_eq!(metric(&origin, "npamp_stalled_upstreams_total").await, 1);
     assert_eq!(metric(&origin, "npamp_upstream_restarts_total").await, 1);
-    assert_eq!(metric(&edge, "npamp_associations_opened_total").await, 1);
+    assert_eq!(
+        metric(&edge, "npamp_associations_opened_total{role=\"edge\"}").await,
+        1
+    );
     assert_eq!(metric(&edge, "npamp_association_errors_total").await, 0);
 }
 

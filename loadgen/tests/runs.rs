@@ -823,19 +823,10 @@ expect_error = true
     );
     // One association per session (4), and no other: the pool of the
     // stateless path was never needed.
-    let opened = pair
-        .edge
-        .metrics()
-        .associations_opened
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let opened = pair.edge.metrics().associations_opened();
     assert_eq!(opened, 4, "associations the edge opened");
     // Each connection ended its session (DELETE): its association closed.
-    let live = || {
-        pair.edge
-            .metrics()
-            .associations
-            .load(std::sync::atomic::Ordering::Relaxed)
-    };
+    let live = || pair.edge.metrics().associations_open();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while live() > 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use super::*;
+use crate::gateway::metrics::Side;
 
 /// The part of a running gateway's configuration that a reload (SIGHUP)
 /// replaces while it serves; everything else needs a restart.
@@ -139,11 +140,10 @@ impl Ctx {
         None
     }
 
-    /// Remembers an association for metrics and shutdown.
-    pub fn track(&self, handle: &AssocHandle) {
-        let m = &self.metrics;
-        m.associations.fetch_add(1, Relaxed);
-        m.associations_opened.fetch_add(1, Relaxed);
+    /// Remembers an association, which this gateway is the `side` of, for
+    /// metrics and shutdown.
+    pub fn track(&self, handle: &AssocHandle, side: Side) {
+        self.metrics.association_opened(side);
         {
             let mut all = self.assocs.lock().unwrap_or_else(|p| p.into_inner());
             all.retain(AssocHandle::is_open);
@@ -152,7 +152,7 @@ impl Ctx {
         let (h, m) = (handle.clone(), self.metrics.clone());
         tokio::spawn(async move {
             h.ended().await;
-            m.associations.fetch_sub(1, Relaxed);
+            m.association_closed(side);
         });
     }
 

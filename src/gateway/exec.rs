@@ -432,8 +432,8 @@ impl Observer for Counting {
         self.metrics.dropped.fetch_add(1, Relaxed);
     }
 
-    fn transport_error(&self, code: TransportError) {
-        self.metrics.transport_error(code);
+    fn transport_error(&self, code: TransportError, sent: bool) {
+        self.metrics.transport_error(code, sent);
     }
 
     fn delivered(&self) {
@@ -445,6 +445,12 @@ impl Observer for Counting {
     fn not_delivered(&self) {
         if self.ingress.is_none() {
             self.metrics.upstream_failures.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn replied(&self) {
+        if self.ingress.is_none() {
+            self.metrics.upstream_replies.fetch_add(1, Relaxed);
         }
     }
 }

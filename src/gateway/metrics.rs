@@ -84,6 +84,26 @@ impl Ingress {
     }
 }
 
+/// Which end of an association this gateway is: an edge opens them, an
+/// origin accepts them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Edge = 0,
+    Origin = 1,
+}
+
+impl Side {
+    pub const ALL: [Side; 2] = [Side::Edge, Side::Origin];
+
+    /// Its `role` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Edge => "edge",
+            Side::Origin => "origin",
+        }
+    }
+}
+
 /// What a part of the gateway shows of itself in `/metrics` and
 /// `/readyz`, registered with [`Metrics::show`] as it is built.
 pub trait Section: Send + Sync {
@@ -107,11 +127,16 @@ pub struct Metrics {
     requests: [AtomicU64; Ingress::SLOTS],
     notifications: [AtomicU64; Ingress::SLOTS],
     replies: [AtomicU64; ReplyClass::ALL.len()],
-    /// Transport errors by code (1–5; 0 counts unknown codes).
-    transport_errors: [AtomicU64; 6],
+    /// Transport errors sent, and received, by code (1–5; 0 counts unknown
+    /// codes).
+    transport_errors: [[AtomicU64; 6]; 2],
     pub in_flight: AtomicI64,
-    pub associations: AtomicI64,
-    pub associations_opened: AtomicU64,
+    /// Open associations, and those ever opened, by [`Side`].
+    associations: [AtomicI64; 2],
+    associations_opened: [AtomicU64; 2],
+    /// The roles this gateway has (edge, origin); both are shown while
+    /// none was said.
+    roles: std::sync::OnceLock<[bool; 2]>,
     pub handshake_failures: AtomicU64,
     /// Edge: handshakes that ran so far past the last one's time that a
     /// spare was made beside them.
@@ -124,6 +149,9 @@ pub struct Metrics {
     pub upstream_requests: AtomicU64,
     /// Notifications the upstream took (origin).
     pub upstream_notifications: AtomicU64,
+    /// Origin: requests the upstream answered (a result or a JSON-RPC
+    /// error).
+    pub upstream_replies: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub upstream_restarts: AtomicU64,
     /// Origin: upstream sessions (WebSocket connections, child processes)
@@ -233,182 +261,147 @@ impl Metrics {
         self.notifications[ingress.index()].load(Relaxed)
     }
 
-    pub fn transport_error(&self, code: TransportError) {
+    /// A transport error this gateway sent (`sent`) or received.
+    pub fn transport_error(&self, code: TransportError, sent: bool) {
         let i = if (1..=5).contains(&code.0) {
             code.0 as usize
         } else {
             0
         };
-        self.transport_errors[i].fetch_add(1, Relaxed);
+        self.transport_errors[usize::from(!sent)][i].fetch_add(1, Relaxed);
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// Says which roles this gateway has: only their metrics are shown.
+    pub fn for_roles(&self, edge: bool, origin: bool) {
+        let _ = self.roles.set([edge, origin]);
+    }
+
+    /// An association was opened, at this end of it.
+    pub fn association_opened(&self, side: Side) {
+        self.associations[side as usize].fetch_add(1, Relaxed);
+        self.associations_opened[side as usize].fetch_add(1, Relaxed);
+    }
+
+    /// An association ended.
+    pub fn association_closed(&self, side: Side) {
+        self.associations[side as usize].fetch_sub(1, Relaxed);
+    }
+
+    /// Associations opened so far, at either end.
+    pub fn associations_opened(&self) -> u64 {
+        self.associations_opened
+            .iter()
+            .map(|n| n.load(Relaxed))
+            .sum()
+    }
+
+    /// Associations open now, at either end.
+    pub fn associations_open(&self) -> i64 {
+        self.associations.iter().map(|n| n.load(Relaxed)).sum()
+    }
+
+    /// The Prometheus text exposition of every metric of the roles this
+    /// gateway has ([`Metrics::for_roles`]; both when none was said).
     pub fn render(&self) -> String {
-        let mut o = String::with_capacity(4096);
-        let counter = |o: &mut String, name: &str, help: &str| {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
-        };
-        counter(
-            &mut o,
-            "npamp_replies_total",
-            "Answers given to client requests, by class.",
-        );
-        for c in ReplyClass::ALL {
-            let _ = writeln!(
-                o,
-                "npamp_replies_total{{class=\"{}\"}} {}",
-                c.name(),
-                self.replies[c as usize].load(Relaxed)
-            );
+        let mut o = String::with_capacity(8192);
+        self.render_both(&mut o);
+        if self.shows(Side::Edge) {
+            self.render_edge(&mut o);
         }
-        counter(
-            &mut o,
+        if self.shows(Side::Origin) {
+            self.render_origin(&mut o);
+        }
+        for section in self.sections().iter() {
+            section.render(self, &mut o);
+        }
+        o
+    }
+
+    fn shows(&self, side: Side) -> bool {
+        match self.roles.get() {
+            None => true,
+            Some(roles) => roles[side as usize],
+        }
+    }
+
+    /// What both roles count: associations, transport errors, what peers
+    /// did wrong, drops.
+    fn render_both(&self, o: &mut String) {
+        counter_family(
+            o,
             "npamp_transport_errors_total",
-            "N-PAMP transport errors received or sent, by code.",
+            "N-PAMP transport errors, by code and by whether this gateway sent or received them.",
         );
-        for code in 0..6u8 {
-            let _ = writeln!(
-                o,
-                "npamp_transport_errors_total{{code=\"{}\"}} {}",
-                TransportError(code).name(),
-                self.transport_errors[code as usize].load(Relaxed)
-            );
+        for (side, errors) in ["sent", "received"].iter().zip(&self.transport_errors) {
+            for (code, n) in errors.iter().enumerate() {
+                let name = TransportError(code as u8).name();
+                let _ = writeln!(
+                    o,
+                    "npamp_transport_errors_total{{code=\"{name}\",side=\"{side}\"}} {}",
+                    n.load(Relaxed)
+                );
+            }
         }
-        let gauge = |o: &mut String, name: &str, help: &str, v: i64| {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        };
-        gauge(
-            &mut o,
-            "npamp_in_flight",
-            "Requests awaiting a reply.",
-            self.in_flight.load(Relaxed),
-        );
-        gauge(
-            &mut o,
+        gauge_family(o, "npamp_in_flight", "Requests awaiting a reply.");
+        let _ = writeln!(o, "npamp_in_flight {}", self.in_flight.load(Relaxed));
+        gauge_family(
+            o,
             "npamp_associations",
-            "Open N-PAMP associations.",
-            self.associations.load(Relaxed),
+            "Open N-PAMP associations, by this gateway's role in them.",
         );
-        gauge(
-            &mut o,
-            "npamp_upstream_sessions",
-            "Upstream sessions (WebSocket connections, child processes), one per association.",
-            self.upstream_sessions.load(Relaxed),
-        );
-        for (name, help, v) in [
-            (
-                "npamp_associations_opened_total",
-                "N-PAMP associations established.",
-                &self.associations_opened,
-            ),
-            (
-                "npamp_handshake_failures_total",
-                "N-PAMP handshakes that failed (both roles).",
-                &AtomicU64::new(
-                    self.handshake_failures.load(Relaxed)
-                        + self.serve.handshake_failures.load(Relaxed),
-                ),
-            ),
-            (
-                "npamp_handshake_spares_total",
-                "Handshakes that ran far past the last one's time, so that a spare was made beside them (edge).",
-                &self.handshake_spares,
-            ),
-            (
-                "npamp_handshakes_queued_total",
-                "Handshakes that waited for a turn: as many were under way to their origin as it takes from one source (edge).",
-                &self.handshakes_queued,
-            ),
-            (
-                "npamp_association_errors_total",
-                "Associations that ended with an error (tampered, out-of-sequence, I/O).",
-                &self.association_errors,
-            ),
-            (
-                "npamp_upstream_requests_total",
-                "Requests delivered to the upstream.",
-                &self.upstream_requests,
-            ),
-            (
-                "npamp_upstream_notifications_total",
-                "Notifications the upstream took (origin); their answers are not replies.",
-                &self.upstream_notifications,
-            ),
-            (
-                "npamp_upstream_failures_total",
-                "Requests the upstream could not be reached for (answered NotDelivered).",
-                &self.upstream_failures,
-            ),
-            (
-                "npamp_upstream_restarts_total",
-                "Upstream child processes restarted.",
-                &self.upstream_restarts,
-            ),
-            (
-                "npamp_unauthorized_total",
-                "Client requests and WebSocket handshakes refused: missing or unknown bearer token.",
-                &self.unauthorized,
-            ),
-            (
-                "npamp_foreign_origins_total",
-                "Client requests and WebSocket handshakes refused: from a page of an origin not allowed (--cors-origin).",
-                &self.foreign_origins,
-            ),
-            (
-                "npamp_upstream_processes_refused_total",
-                "Upstream sessions that started no process: --max-upstream-processes ran already (origin).",
-                &self.upstream_processes_refused,
-            ),
-            (
-                "npamp_mcp_sessions_refused_total",
-                "MCP initialize refused: the sessions at --max-connections or --max-sessions-per-client (edge).",
-                &self.sessions_refused,
-            ),
-            (
-                "npamp_source_connections_refused_total",
-                "Client connections closed at once: their source address held --max-connections-per-source already.",
-                &self.source_connections_refused,
-            ),
-            (
-                "npamp_foreign_hosts_total",
-                "Client requests and WebSocket handshakes refused: for a host name not allowed (--allowed-host; DNS rebinding).",
-                &self.foreign_hosts,
-            ),
-            (
-                "npamp_client_tls_failures_total",
-                "Client TLS handshakes at a TLS ingress that failed (no or an untrusted client certificate, no common protocol).",
-                &self.client_tls_failures,
-            ),
-            (
-                "npamp_rate_limited_total",
-                "Client requests and notifications refused: over the client's rate limit (--rate-limit, --rate-limit-octets).",
-                &self.rate_limited,
-            ),
-            (
-                "npamp_stalled_clients_total",
-                "Clients dropped for not moving data within the stall timeout.",
-                &self.stalled_clients,
-            ),
-            (
-                "npamp_stalled_upstreams_total",
-                "Upstream sessions (stdio, WebSocket) restarted for taking no message within the stall timeout.",
-                &self.stalled_upstreams,
-            ),
-            (
-                "npamp_dropped_total",
-                "Messages dropped: malformed frames, unknown correlation ids, no client.",
-                &self.dropped,
-            ),
-        ] {
-            counter(&mut o, name, help);
-            let _ = writeln!(o, "{name} {}", v.load(Relaxed));
+        for side in Side::ALL {
+            if self.shows(side) {
+                let _ = writeln!(
+                    o,
+                    "npamp_associations{{role=\"{}\"}} {}",
+                    side.name(),
+                    self.associations[side as usize].load(Relaxed)
+                );
+            }
         }
-        counter(
-            &mut o,
+        counter_family(
+            o,
+            "npamp_associations_opened_total",
+            "N-PAMP associations established, by this gateway's role in them.",
+        );
+        for side in Side::ALL {
+            if self.shows(side) {
+                let _ = writeln!(
+                    o,
+                    "npamp_associations_opened_total{{role=\"{}\"}} {}",
+                    side.name(),
+                    self.associations_opened[side as usize].load(Relaxed)
+                );
+            }
+        }
+        let failed_handshakes =
+            self.handshake_failures.load(Relaxed) + self.serve.handshake_failures.load(Relaxed);
+        counters(
+            o,
+            [
+                (
+                    "npamp_handshake_failures_total",
+                    "N-PAMP handshakes that failed (both roles).",
+                    failed_handshakes,
+                ),
+                (
+                    "npamp_association_errors_total",
+                    "Associations that ended with an error (tampered, out-of-sequence, I/O).",
+                    self.association_errors.load(Relaxed),
+                ),
+                (
+                    "npamp_dropped_total",
+                    "Messages dropped: malformed frames, unknown correlation ids, no client.",
+                    self.dropped.load(Relaxed),
+                ),
+            ],
+        );
+        let a = &self.assoc;
+        counter_family(
+            o,
             "npamp_frames_dropped_total",
             "Frames dropped under the receive rules without closing the association, by reason.",
         );
-        let a = &self.assoc;
         for (reason, v) in [
             ("unknown_channel", &a.dropped_unknown_channel),
             ("forged_close", &a.dropped_forged_close),
@@ -420,8 +413,8 @@ impl Metrics {
                 v.load(Relaxed)
             );
         }
-        counter(
-            &mut o,
+        counter_family(
+            o,
             "npamp_associations_failed_total",
             "Associations closed for an error, by class (tampered, out_of_sequence, malformed, io).",
         );
@@ -433,61 +426,195 @@ impl Metrics {
                 a.closed_counter(class).load(Relaxed)
             );
         }
-        counter(
-            &mut o,
-            "npamp_handshakes_refused_total",
-            "Connections refused because too many handshakes were in progress.",
+    }
+
+    /// An edge's: its clients' requests, replies and refusals, and the
+    /// handshakes it makes.
+    fn render_edge(&self, o: &mut String) {
+        counter_family(
+            o,
+            "npamp_replies_total",
+            "Answers given to client requests, by class.",
+        );
+        for c in ReplyClass::ALL {
+            let _ = writeln!(
+                o,
+                "npamp_replies_total{{class=\"{}\"}} {}",
+                c.name(),
+                self.replies[c as usize].load(Relaxed)
+            );
+        }
+        let n = |v: &AtomicU64| v.load(Relaxed);
+        counters(
+            o,
+            [
+                (
+                    "npamp_handshake_spares_total",
+                    "Handshakes that ran far past the last one's time, so that a spare was made beside them (edge).",
+                    n(&self.handshake_spares),
+                ),
+                (
+                    "npamp_handshakes_queued_total",
+                    "Handshakes that waited for a turn: as many were under way to their origin as it takes from one source (edge).",
+                    n(&self.handshakes_queued),
+                ),
+                (
+                    "npamp_unauthorized_total",
+                    "Client requests and WebSocket handshakes refused: missing or unknown bearer token.",
+                    n(&self.unauthorized),
+                ),
+                (
+                    "npamp_foreign_origins_total",
+                    "Client requests and WebSocket handshakes refused: from a page of an origin not allowed (--cors-origin).",
+                    n(&self.foreign_origins),
+                ),
+                (
+                    "npamp_mcp_sessions_refused_total",
+                    "MCP initialize refused: the sessions at --max-connections or --max-sessions-per-client (edge).",
+                    n(&self.sessions_refused),
+                ),
+                (
+                    "npamp_source_connections_refused_total",
+                    "Client connections closed at once: their source address held --max-connections-per-source already.",
+                    n(&self.source_connections_refused),
+                ),
+                (
+                    "npamp_foreign_hosts_total",
+                    "Client requests and WebSocket handshakes refused: for a host name not allowed (--allowed-host; DNS rebinding).",
+                    n(&self.foreign_hosts),
+                ),
+                (
+                    "npamp_client_tls_failures_total",
+                    "Client TLS handshakes at a TLS ingress that failed (no or an untrusted client certificate, no common protocol).",
+                    n(&self.client_tls_failures),
+                ),
+                (
+                    "npamp_rate_limited_total",
+                    "Client requests and notifications refused: over the client's rate limit (--rate-limit, --rate-limit-octets).",
+                    n(&self.rate_limited),
+                ),
+                (
+                    "npamp_stalled_clients_total",
+                    "Clients dropped for not moving data within the stall timeout.",
+                    n(&self.stalled_clients),
+                ),
+            ],
+        );
+        histogram_family(
+            o,
+            "npamp_request_duration_seconds",
+            "Edge: time from a request's arrival to its answer.",
+            &self.latency,
+        );
+    }
+
+    /// An origin's: its upstream, and the connections its listeners take.
+    fn render_origin(&self, o: &mut String) {
+        gauge_family(
+            o,
+            "npamp_upstream_sessions",
+            "Upstream sessions (WebSocket connections, child processes), one per association.",
         );
         let _ = writeln!(
             o,
-            "npamp_handshakes_refused_total {}",
-            a.handshakes_refused.load(Relaxed)
+            "npamp_upstream_sessions {}",
+            self.upstream_sessions.load(Relaxed)
         );
-        counter(
-            &mut o,
+        let n = |v: &AtomicU64| v.load(Relaxed);
+        let a = &self.assoc;
+        counters(
+            o,
+            [
+                (
+                    "npamp_upstream_requests_total",
+                    "Requests delivered to the upstream.",
+                    n(&self.upstream_requests),
+                ),
+                (
+                    "npamp_upstream_replies_total",
+                    "Requests the upstream answered (a result or a JSON-RPC error).",
+                    n(&self.upstream_replies),
+                ),
+                (
+                    "npamp_upstream_notifications_total",
+                    "Notifications the upstream took (origin); their answers are not replies.",
+                    n(&self.upstream_notifications),
+                ),
+                (
+                    "npamp_upstream_failures_total",
+                    "Requests the upstream could not be reached for (answered NotDelivered).",
+                    n(&self.upstream_failures),
+                ),
+                (
+                    "npamp_upstream_restarts_total",
+                    "Upstream child processes restarted.",
+                    n(&self.upstream_restarts),
+                ),
+                (
+                    "npamp_upstream_processes_refused_total",
+                    "Upstream sessions that started no process: --max-upstream-processes ran already (origin).",
+                    n(&self.upstream_processes_refused),
+                ),
+                (
+                    "npamp_stalled_upstreams_total",
+                    "Upstream sessions (stdio, WebSocket) restarted for taking no message within the stall timeout.",
+                    n(&self.stalled_upstreams),
+                ),
+                (
+                    "npamp_handshakes_refused_total",
+                    "Connections refused because too many handshakes were in progress.",
+                    n(&a.handshakes_refused),
+                ),
+                (
+                    "npamp_quic_retries_total",
+                    "QUIC connection attempts answered with a Retry (address validation) while many handshakes were in progress.",
+                    n(&a.quic_retries),
+                ),
+            ],
+        );
+        counter_family(
+            o,
             "npamp_connections_dropped_total",
             "Connections dropped before their handshake began, by reason (silent: nothing sent within --first-octets-timeout; evicted: pushed out of a full waiting room by newer ones).",
         );
-        for (reason, n) in [
+        for (reason, v) in [
             ("silent", &a.connections_silent),
             ("evicted", &a.connections_evicted),
         ] {
             let _ = writeln!(
                 o,
                 "npamp_connections_dropped_total{{reason=\"{reason}\"}} {}",
-                n.load(Relaxed)
+                v.load(Relaxed)
             );
         }
-        counter(
-            &mut o,
-            "npamp_quic_retries_total",
-            "QUIC connection attempts answered with a Retry (address validation) while many handshakes were in progress.",
-        );
-        let _ = writeln!(
+        histogram_family(
             o,
-            "npamp_quic_retries_total {}",
-            a.quic_retries.load(Relaxed)
+            "npamp_upstream_duration_seconds",
+            "Origin: time the upstream took to answer a request.",
+            &self.upstream_latency,
         );
-        for (name, help, h) in [
-            (
-                "npamp_request_duration_seconds",
-                "Edge: time from a request's arrival to its answer.",
-                &self.latency,
-            ),
-            (
-                "npamp_upstream_duration_seconds",
-                "Origin: time the upstream took to answer.",
-                &self.upstream_latency,
-            ),
-        ] {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");
-            h.render(&mut o, name, "");
-        }
-        for section in self.sections().iter() {
-            section.render(self, &mut o);
-        }
-        o
     }
+}
+
+fn counter_family(o: &mut String, name: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+}
+
+fn gauge_family(o: &mut String, name: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
+}
+
+/// Counters without labels: name, help, value.
+fn counters<const N: usize>(o: &mut String, all: [(&str, &str, u64); N]) {
+    for (name, help, v) in all {
+        counter_family(o, name, help);
+        let _ = writeln!(o, "{name} {v}");
+    }
+}
+
+fn histogram_family(o: &mut String, name: &str, help: &str, h: &Histogram) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");
+    h.render(o, name, "");
 }
 
 /// The process's own metrics, named as Prometheus's client libraries name
@@ -612,14 +739,23 @@ mod tests {
     fn renders_counters_and_cumulative_buckets() {
         let m = Metrics::default();
         m.reply(ReplyClass::Success);
-        m.transport_error(TransportError::NOT_DELIVERED);
+        m.transport_error(TransportError::NOT_DELIVERED, true);
+        m.transport_error(TransportError::NOT_DELIVERED, false);
+        m.transport_error(TransportError::NOT_DELIVERED, false);
         m.latency.observe(Duration::from_micros(300));
         m.latency.observe(Duration::from_micros(30));
         m.latency.observe(Duration::from_micros(25));
         m.latency.observe(Duration::from_secs(60));
         let text = m.render();
         assert!(text.contains("npamp_replies_total{class=\"success\"} 1"));
-        assert!(text.contains("npamp_transport_errors_total{code=\"NotDelivered\"} 1"));
+        assert!(
+            text.contains("npamp_transport_errors_total{code=\"NotDelivered\",side=\"sent\"} 1")
+        );
+        assert!(
+            text.contains(
+                "npamp_transport_errors_total{code=\"NotDelivered\",side=\"received\"} 2"
+            )
+        );
         // 25 µs is in the first bucket (bounds are inclusive), 30 µs in the
         // second, 300 µs in the 0.0003 one; 60 s only in +Inf.
         for (le, n) in [
@@ -634,6 +770,55 @@ mod tests {
             assert!(text.contains(&line), "{line}{text}");
         }
         assert!(text.contains("npamp_request_duration_seconds_count 4"));
+    }
+
+    #[test]
+    fn each_role_shows_its_own_metrics() {
+        let edge = Metrics::default();
+        edge.for_roles(true, false);
+        edge.association_opened(Side::Edge);
+        let text = edge.render();
+        assert!(
+            text.contains("npamp_associations{role=\"edge\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("npamp_replies_total{class=\"success\"} 0"));
+        assert!(text.contains("npamp_request_duration_seconds_count 0"));
+        for origin_only in [
+            "npamp_associations{role=\"origin\"}",
+            "npamp_upstream_",
+            "npamp_quic_retries_total",
+        ] {
+            assert!(!text.contains(origin_only), "{origin_only} at an edge");
+        }
+        let origin = Metrics::default();
+        origin.for_roles(false, true);
+        origin.association_opened(Side::Origin);
+        origin.association_opened(Side::Origin);
+        origin.association_closed(Side::Origin);
+        let text = origin.render();
+        assert!(
+            text.contains("npamp_associations{role=\"origin\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("npamp_associations_opened_total{role=\"origin\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("npamp_upstream_duration_seconds_count 0"));
+        for edge_only in [
+            "role=\"edge\"",
+            "npamp_replies_total",
+            "npamp_request_duration",
+            "npamp_stalled_clients_total",
+        ] {
+            assert!(!text.contains(edge_only), "{edge_only} at an origin");
+        }
+        // Both, when no role was said (the library's own uses).
+        let both = Metrics::default().render();
+        assert!(
+            both.contains("npamp_replies_total") && both.contains("npamp_upstream_requests_total")
+        );
     }
 
     #[test]

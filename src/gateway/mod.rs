@@ -226,7 +226,7 @@ impl std::fmt::Display for Upstream {
     }
 }
 
-pub use ingress::{Counts as IngressCounts, IngressUrl};
+pub use ingress::IngressUrl;
 
 /// Everything one gateway process does.
 #[derive(Clone)]
@@ -401,7 +401,13 @@ impl Gateway {
             tracing::warn!("{INSECURE_PEERS_WARNING}");
         }
         let metrics = Arc::new(Metrics::with_assoc_stats(config.endpoint.stats.clone()));
-        metrics.show(Arc::new(ingress::Counts));
+        // Each role shows its own metrics: an edge carries to peers (its
+        // clients come in at its ingresses), an origin listens.
+        let (edge, origin) = (!config.peers.is_empty(), !config.listen.is_empty());
+        metrics.for_roles(edge, origin);
+        if edge {
+            metrics.show(Arc::new(ingress::Counts));
+        }
         metrics.show(Arc::new(metrics::Process));
         let shards = match config.shards {
             0 => None,

@@ -186,7 +186,7 @@ impl Origin {
 
     /// The sink for a newly accepted association.
     pub fn sink(self: &Arc<Self>, assoc: AssocHandle) -> OriginSink {
-        self.ctx.track(&assoc);
+        self.ctx.track(&assoc, super::metrics::Side::Origin);
         let upstream = match &self.upstream {
             // MCP over HTTP is a session (Streamable HTTP).
             Some(Upstream::Http(_)) if self.ctx.protocol == ProtocolId::MCP => {

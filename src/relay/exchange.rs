@@ -130,12 +130,15 @@ pub trait Observer: Send + Sync {
     fn in_flight(&self, _delta: i64) {}
     /// A message was dropped (malformed, for nobody, too late).
     fn dropped(&self) {}
-    /// A transport error was sent or received.
-    fn transport_error(&self, _code: TransportError) {}
+    /// A transport error was sent (`sent`) or received.
+    fn transport_error(&self, _code: TransportError, _sent: bool) {}
     /// A request of the peer went to the local party.
     fn delivered(&self) {}
     /// A request of the peer was answered NotDelivered by this side.
     fn not_delivered(&self) {}
+    /// A request of the peer was answered by the local party (a result or
+    /// a JSON-RPC error).
+    fn replied(&self) {}
 }
 
 /// An observer that counts nothing.
@@ -643,6 +646,7 @@ impl<T> Exchange<T> {
                     return;
                 };
                 let corr = incoming.corr.clone();
+                self.config.observer.replied();
                 self.send_message(text, kind, corr, None);
                 self.released(now, incoming);
             }
@@ -931,6 +935,7 @@ impl<T> Exchange<T> {
                     self.not_delivered(incoming.corr.clone(), d);
                 } else {
                     let corr = incoming.corr.clone();
+                    self.config.observer.replied();
                     self.send_message(text, kind, corr, None);
                 }
             }
@@ -1111,7 +1116,7 @@ impl<T> Exchange<T> {
                 detail,
                 correlation_id,
             }) => {
-                self.config.observer.transport_error(code);
+                self.config.observer.transport_error(code, false);
                 match self.outgoing.abandon(correlation_id) {
                     Some(p) => {
                         let detail = String::from_utf8_lossy(detail).into_owned();
@@ -1136,9 +1141,11 @@ impl<T> Exchange<T> {
                 request,
             } => {
                 if !request {
+                    // Nothing can be sent back for what is not a request:
+                    // counted as the peer's.
                     self.config
                         .observer
-                        .transport_error(TransportError::PROTOCOL_UNSUPPORTED);
+                        .transport_error(TransportError::PROTOCOL_UNSUPPORTED, false);
                     self.config.observer.dropped();
                     return;
                 }
@@ -1278,7 +1285,7 @@ impl<T> Exchange<T> {
     }
 
     fn transport_error(&mut self, corr: Corr, code: TransportError, detail: String) {
-        self.config.observer.transport_error(code);
+        self.config.observer.transport_error(code, true);
         self.push(Action::Send(ToPeer::Error { corr, code, detail }));
     }
 

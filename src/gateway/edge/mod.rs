@@ -232,7 +232,7 @@ impl Edge {
             session = Some(s);
             sink
         });
-        self.ctx.track(&handle);
+        self.ctx.track(&handle, super::metrics::Side::Edge);
         session.ok_or_else(|| Failure::Unavailable("session not created".into()))
     }
 

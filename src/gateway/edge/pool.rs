@@ -459,7 +459,7 @@ impl Peer {
             exec = Some(e.clone());
             ExecSink(e)
         });
-        ctx.track(&handle);
+        ctx.track(&handle, crate::gateway::metrics::Side::Edge);
         let exec = exec.ok_or_else(|| Failure::Unavailable("association not started".into()))?;
         let pooled = Arc::new(Pooled { exec });
         *slot.current.write().unwrap_or_else(|p| p.into_inner()) = Some(pooled.clone());
