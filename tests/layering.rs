@@ -325,6 +325,106 @@ fn no_file_in_assoc_is_over_600_lines() {
     assert!(long.is_empty(), "split these by what they own: {long:?}");
 }
 
+/// The functions of a file's code (unit tests beside it left out) longer
+/// than `most` lines, from the line of `fn` to the brace that closes it at
+/// the same indentation: `(name, first line, lines)`.
+fn long_functions(text: &str, most: usize) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let tests = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("#[cfg(test)]"))
+        .unwrap_or(lines.len());
+    let mut long = Vec::new();
+    for (i, line) in lines[..tests].iter().enumerate() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let mut words = body.split_whitespace().peekable();
+        while let Some(w) = words.peek() {
+            if w.starts_with("pub") || ["async", "const", "unsafe", "extern"].contains(w) {
+                words.next();
+            } else {
+                break;
+            }
+        }
+        if words.next() != Some("fn") {
+            continue;
+        }
+        let name: String = words
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // A declaration without a body (a trait's), or a body on one line:
+        // nothing to measure.
+        let opens = lines[i..tests]
+            .iter()
+            .map(|l| code(l).trim_end())
+            .find(|l| l.ends_with('{') || l.ends_with(';') || l.ends_with('}'));
+        if !opens.is_some_and(|l| l.ends_with('{')) {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = lines[i + 1..tests].iter().position(|l| *l == close) {
+            let n = end + 2;
+            if n > most {
+                long.push((name, i + 1, n));
+            }
+        }
+    }
+    long
+}
+
+/// No function of the gateway's shell is over 80 lines: a longer one does
+/// several things, each of which deserves a name.
+#[test]
+fn no_function_in_the_gateway_is_over_80_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut paths = Vec::new();
+    rust_files(&root.join("src/gateway"), &mut paths);
+    assert!(paths.len() > 30, "only {} files read", paths.len());
+    let long: Vec<String> = paths
+        .iter()
+        .filter(|p| !is_test_file(p))
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(p).expect("source");
+            long_functions(&text, 80)
+                .into_iter()
+                .map(move |(name, line, n)| {
+                    let shown = p.strip_prefix(root).unwrap_or(p);
+                    format!("{}:{line}: {name}: {n} lines", shown.display())
+                })
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "split these by what they do:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_function_measure_counts_from_fn_to_its_closing_brace() {
+    let short = "fn a() {\n    x;\n}\n";
+    assert!(
+        long_functions(short, 2)
+            .iter()
+            .any(|(n, l, len)| n == "a" && *l == 1 && *len == 3)
+    );
+    assert!(long_functions(short, 3).is_empty());
+    let nested =
+        "impl X {\n    pub(crate) async fn b(\n        &self,\n    ) {\n        y;\n    }\n}\n";
+    assert_eq!(long_functions(nested, 1), vec![("b".to_owned(), 2, 5)]);
+    let tests_too =
+        "fn c() {}\n#[cfg(test)]\nmod tests {\n    fn long() {\n        a;\n        b;\n    }\n}\n";
+    assert!(
+        long_functions(tests_too, 1).is_empty(),
+        "unit tests are not counted"
+    );
+    let declared = "trait T {\n    fn d(&self);\n}\nfn e() {\n    z;\n}\n";
+    assert_eq!(long_functions(declared, 1), vec![("e".to_owned(), 4, 3)]);
+}
+
 // ---- Import circles, across the workspace ----
 
 /// The crates of the workspace: where their sources are.

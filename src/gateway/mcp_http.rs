@@ -301,6 +301,58 @@ impl McpSession {
         }
     }
 
+    /// Delivers the messages of a POST's event stream until the reply to
+    /// `asked` (if it asked): whether the reply came, and the last message
+    /// that was not it.
+    async fn read_events(
+        &self,
+        mut body: hyper::body::Incoming,
+        asked: Option<&Asked>,
+    ) -> Result<(bool, Bytes), String> {
+        let uri = &self.shown;
+        let mut events = SseDecoder::new(self.ctx.limits.max_body);
+        let (mut answered, mut other) = (false, Bytes::new());
+        while !answered {
+            let Some(frame) = body.frame().await else {
+                break;
+            };
+            let frame = frame.map_err(|e| {
+                format!(
+                    "upstream {uri}: reading its event stream: {}",
+                    error_chain(&e)
+                )
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let mut complete = Vec::new();
+            let pushed = events.push(&data, &mut complete);
+            for event in complete {
+                if !crate::sse::carries_a_message(&event) {
+                    continue;
+                }
+                if self.deliver(event.clone(), asked).await {
+                    answered = true;
+                } else {
+                    other = event;
+                }
+            }
+            if let Err(e) = pushed {
+                if answered {
+                    break;
+                }
+                // The decoder's only error: an event over --max-body.
+                let crate::sse::SseError::TooLarge { max } = e;
+                return Err(super::carry::reply_over_max_body(
+                    &format!("upstream {uri}"),
+                    None,
+                    max,
+                ));
+            }
+        }
+        Ok((answered, other))
+    }
+
     /// The POST of one message; `Err` says why the request (if it is one)
     /// got no reply.
     async fn post(&self, text: Bytes, asked: Option<&Asked>) -> Result<(), String> {
@@ -328,61 +380,21 @@ impl McpSession {
                     .starts_with("text/event-stream")
             });
         let max = self.ctx.limits.max_body;
-        let mut answered = false;
-        // The last message that was not the reply, quoted if none is.
-        let mut other = Bytes::new();
-        let mut body = resp.into_body();
-        if sse {
-            let mut events = SseDecoder::new(max);
-            while !answered {
-                let Some(frame) = body.frame().await else {
-                    break;
-                };
-                let frame = frame.map_err(|e| {
-                    format!(
-                        "upstream {uri}: reading its event stream: {}",
-                        error_chain(&e)
-                    )
-                })?;
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                let mut complete = Vec::new();
-                let pushed = events.push(&data, &mut complete);
-                for event in complete {
-                    if !crate::sse::carries_a_message(&event) {
-                        continue;
-                    }
-                    if self.deliver(event.clone(), asked).await {
-                        answered = true;
-                    } else {
-                        other = event;
-                    }
-                }
-                if let Err(e) = pushed {
-                    if answered {
-                        break;
-                    }
-                    // The decoder's only error: an event over --max-body.
-                    let crate::sse::SseError::TooLarge { max } = e;
-                    return Err(super::carry::reply_over_max_body(
-                        &format!("upstream {uri}"),
-                        None,
-                        max,
-                    ));
-                }
-            }
+        // Whether the reply came, and the last message that was not the
+        // reply (quoted if none is).
+        let (answered, other) = if sse {
+            self.read_events(resp.into_body(), asked).await?
         } else {
-            let body = Limited::new(body, max)
+            let body = Limited::new(resp.into_body(), max)
                 .collect()
                 .await
                 .map_err(|e| super::carry::reading_reply_failed(uri, &*e, max))?
                 .to_bytes();
-            if !body.is_empty() {
-                answered = self.deliver(body.clone(), asked).await;
-                other = body;
+            match body.is_empty() {
+                true => (false, body),
+                false => (self.deliver(body.clone(), asked).await, body),
             }
-        }
+        };
         if answered || (asked.is_none() && status.is_success()) {
             return Ok(());
         }

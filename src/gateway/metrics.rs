@@ -396,6 +396,12 @@ impl Metrics {
                 ),
             ],
         );
+        self.render_peer_faults(o);
+    }
+
+    /// What peers did wrong: frames dropped, associations closed for an
+    /// error.
+    fn render_peer_faults(&self, o: &mut String) {
         let a = &self.assoc;
         counter_family(
             o,
@@ -521,7 +527,6 @@ impl Metrics {
             self.upstream_sessions.load(Relaxed)
         );
         let n = |v: &AtomicU64| v.load(Relaxed);
-        let a = &self.assoc;
         counters(
             o,
             [
@@ -560,6 +565,25 @@ impl Metrics {
                     "Upstream sessions (stdio, WebSocket) restarted for taking no message within the stall timeout.",
                     n(&self.stalled_upstreams),
                 ),
+            ],
+        );
+        self.render_listeners(o);
+        histogram_family(
+            o,
+            "npamp_upstream_duration_seconds",
+            "Origin: time the upstream took to answer a request.",
+            &self.upstream_latency,
+        );
+    }
+
+    /// An origin's listeners: connections refused or dropped before their
+    /// handshake, QUIC retries.
+    fn render_listeners(&self, o: &mut String) {
+        let a = &self.assoc;
+        let n = |v: &AtomicU64| v.load(Relaxed);
+        counters(
+            o,
+            [
                 (
                     "npamp_handshakes_refused_total",
                     "Connections refused because too many handshakes were in progress.",
@@ -587,12 +611,6 @@ impl Metrics {
                 v.load(Relaxed)
             );
         }
-        histogram_family(
-            o,
-            "npamp_upstream_duration_seconds",
-            "Origin: time the upstream took to answer a request.",
-            &self.upstream_latency,
-        );
     }
 }
 

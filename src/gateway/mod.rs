@@ -365,6 +365,177 @@ pub struct Reloaded {
     pub refused: Vec<&'static str>,
 }
 
+/// The metrics of a gateway with this configuration: each role shows its
+/// own (an edge carries to peers, its clients coming in at its ingresses;
+/// an origin listens), and the process its own.
+fn metrics_of(config: &GatewayConfig) -> Arc<Metrics> {
+    let metrics = Arc::new(Metrics::with_assoc_stats(config.endpoint.stats.clone()));
+    let (edge, origin) = (!config.peers.is_empty(), !config.listen.is_empty());
+    metrics.for_roles(edge, origin);
+    if edge {
+        metrics.show(Arc::new(ingress::Counts));
+    }
+    metrics.show(Arc::new(metrics::Process));
+    metrics
+}
+
+/// The origin's side, where the configuration has one: a listener for each
+/// `--listen` address, its associations delivered to the upstream.
+async fn start_origin(
+    ctx: &Arc<Ctx>,
+    config: &GatewayConfig,
+    shards: Option<Arc<crate::shard::Shards>>,
+) -> Result<Vec<Listener>, GatewayError> {
+    let mut listeners = Vec::new();
+    if config.listen.is_empty() {
+        return Ok(listeners);
+    }
+    if config.upstream.is_none() {
+        warn!(
+            "no upstream (--upstream or --upstream-cmd): associations are accepted, \
+             and every request that arrives over them is answered NotDelivered"
+        );
+    }
+    let origin = Arc::new(origin::Origin::new(ctx.clone(), config)?);
+    for addr in &config.listen {
+        let origin = origin.clone();
+        let l = Listener::bind_with(
+            *addr,
+            config.endpoint.clone(),
+            ctx.metrics.serve.clone(),
+            shards.clone(),
+            move |assoc| origin.sink(assoc),
+        )
+        .await
+        .map_err(|source| GatewayError::Listen {
+            addr: *addr,
+            source,
+        })?;
+        info!(listen = %l.local_addr, "accepting associations");
+        listeners.push(l);
+    }
+    Ok(listeners)
+}
+
+/// The edge's side, where the configuration has one: its ingresses, bound
+/// and serving, carrying to `--peer`; the ingresses and their tasks.
+async fn start_edge(
+    ctx: &Arc<Ctx>,
+    config: &GatewayConfig,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(Vec<IngressUrl>, Vec<tokio::task::JoinHandle<()>>), GatewayError> {
+    let (mut ingress, mut tasks) = (Vec::new(), Vec::new());
+    if config.ingress.is_empty() {
+        return Ok((ingress, tasks));
+    }
+    if config.peers.is_empty() {
+        return Err(GatewayError::Config(
+            "--ingress needs --peer quic://ADDR, tls://ADDR or npamp://ADDR".into(),
+        ));
+    }
+    let edge = Arc::new(edge::Edge::with_peers(
+        &config.peers,
+        config.endpoint.clone(),
+        ctx.clone(),
+    ));
+    // MCP clients hold sessions, each over its own association; the pool
+    // serves only what comes without one, and is made when that first
+    // comes.
+    if config.ingress.iter().any(IngressUrl::uses_pool)
+        && ctx.protocol != crate::bridge::ProtocolId::MCP
+    {
+        edge.open_pools();
+    }
+    let peer = Peers(&config.peers);
+    let tls = config
+        .ingress_tls
+        .as_ref()
+        .map(ingress::tls::IngressTls::server_config)
+        .transpose()?;
+    let live = ctx.live();
+    ctx.set_live(Live {
+        generation: live.generation,
+        tokens: live.tokens.clone(),
+        browsers: live.browsers.clone(),
+        limiter: live.limiter.clone(),
+        tls,
+    });
+    for url in &config.ingress {
+        let (bound, task) = url.clone().start(edge.clone(), shutdown.clone()).await?;
+        info!(ingress = %bound, peer = %peer, "accepting JSON-RPC clients");
+        ingress.push(bound);
+        tasks.push(task);
+    }
+    Ok((ingress, tasks))
+}
+
+/// What differs between the configuration a gateway runs and a new one,
+/// but cannot change while it runs (flag names).
+fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static str> {
+    let mut refused = Vec::new();
+    let mut differs = |name: &'static str, same: bool| {
+        if !same {
+            refused.push(name);
+        }
+    };
+    differs("listen", old.listen == new.listen);
+    differs("ingress", old.ingress == new.ingress);
+    differs("peer", old.peers == new.peers);
+    differs("metrics", old.metrics == new.metrics);
+    differs(
+        "upstream",
+        old.upstream == new.upstream
+            && old.upstream_group == new.upstream_group
+            && old.routes == new.routes
+            && old.session_group == new.session_group,
+    );
+    differs("upstream-ca", old.upstream_ca == new.upstream_ca);
+    differs(
+        "upstream-header",
+        old.upstream_headers == new.upstream_headers,
+    );
+    differs("protocol", old.protocol == new.protocol);
+    differs("effect", old.effects == new.effects);
+    differs("refuse-effect", old.policy == new.policy);
+    differs("allow-method", old.allow_methods == new.allow_methods);
+    differs("deny-method", old.deny_methods == new.deny_methods);
+    differs("limits", old.limits == new.limits);
+    differs("shards", old.shards == new.shards);
+    differs(
+        "identity",
+        *old.endpoint.identity_seed == *new.endpoint.identity_seed,
+    );
+    differs(
+        "ingress-client-ca",
+        old.ingress_tls.as_ref().map(|t| (&t.client_ca, t.certless))
+            == new.ingress_tls.as_ref().map(|t| (&t.client_ca, t.certless)),
+    );
+    refused
+}
+
+/// What differs between the configuration a gateway runs and a new one,
+/// and changes while it runs (flag names; the ingress certificate, read
+/// again, aside).
+fn changes_live(old: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static str> {
+    let mut changed = Vec::new();
+    if old.endpoint.trust.current() != new.endpoint.trust.current() {
+        changed.push("trust");
+    }
+    if old.tokens != new.tokens {
+        changed.push("auth-token-file");
+    }
+    if old.browsers.hosts_differ(&new.browsers) {
+        changed.push("allowed-host");
+    }
+    if old.browsers.origins_differ(&new.browsers) {
+        changed.push("cors-origin");
+    }
+    if old.rate_limit != new.rate_limit {
+        changed.push("rate-limit");
+    }
+    changed
+}
+
 /// A running gateway.
 pub struct Gateway {
     pub(crate) ctx: Arc<Ctx>,
@@ -400,15 +571,7 @@ impl Gateway {
         ) {
             tracing::warn!("{INSECURE_PEERS_WARNING}");
         }
-        let metrics = Arc::new(Metrics::with_assoc_stats(config.endpoint.stats.clone()));
-        // Each role shows its own metrics: an edge carries to peers (its
-        // clients come in at its ingresses), an origin listens.
-        let (edge, origin) = (!config.peers.is_empty(), !config.listen.is_empty());
-        metrics.for_roles(edge, origin);
-        if edge {
-            metrics.show(Arc::new(ingress::Counts));
-        }
-        metrics.show(Arc::new(metrics::Process));
+        let metrics = metrics_of(&config);
         let shards = match config.shards {
             0 => None,
             n => Some(Arc::new(crate::shard::Shards::start(n).map_err(|e| {
@@ -417,77 +580,9 @@ impl Gateway {
         };
         let ctx = Arc::new(Ctx::new(&config, metrics.clone()).with_shards(shards.clone()));
         let (shutdown, watch_rx) = watch::channel(false);
-        let mut listeners = Vec::new();
-        let mut listening = Vec::new();
-        let mut tasks = Vec::new();
-        if !config.listen.is_empty() {
-            if config.upstream.is_none() {
-                warn!(
-                    "no upstream (--upstream or --upstream-cmd): associations are accepted, \
-                     and every request that arrives over them is answered NotDelivered"
-                );
-            }
-            let origin = Arc::new(origin::Origin::new(ctx.clone(), &config)?);
-            for addr in &config.listen {
-                let origin = origin.clone();
-                let l = Listener::bind_with(
-                    *addr,
-                    config.endpoint.clone(),
-                    metrics.serve.clone(),
-                    shards.clone(),
-                    move |assoc| origin.sink(assoc),
-                )
-                .await
-                .map_err(|source| GatewayError::Listen {
-                    addr: *addr,
-                    source,
-                })?;
-                info!(listen = %l.local_addr, "accepting associations");
-                listening.push(l.local_addr);
-                listeners.push(l);
-            }
-        }
-        let mut ingress = Vec::new();
-        if !config.ingress.is_empty() {
-            if config.peers.is_empty() {
-                return Err(GatewayError::Config(
-                    "--ingress needs --peer quic://ADDR, tls://ADDR or npamp://ADDR".into(),
-                ));
-            }
-            let edge = Arc::new(edge::Edge::with_peers(
-                &config.peers,
-                config.endpoint.clone(),
-                ctx.clone(),
-            ));
-            // MCP clients hold sessions, each over its own association; the
-            // pool serves only what comes without one, and is made when
-            // that first comes.
-            if config.ingress.iter().any(IngressUrl::uses_pool)
-                && ctx.protocol != crate::bridge::ProtocolId::MCP
-            {
-                edge.open_pools();
-            }
-            let peer = Peers(&config.peers);
-            let tls = config
-                .ingress_tls
-                .as_ref()
-                .map(ingress::tls::IngressTls::server_config)
-                .transpose()?;
-            let live = ctx.live();
-            ctx.set_live(Live {
-                generation: live.generation,
-                tokens: live.tokens.clone(),
-                browsers: live.browsers.clone(),
-                limiter: live.limiter.clone(),
-                tls,
-            });
-            for url in &config.ingress {
-                let (bound, task) = url.clone().start(edge.clone(), watch_rx.clone()).await?;
-                info!(ingress = %bound, peer = %peer, "accepting JSON-RPC clients");
-                ingress.push(bound);
-                tasks.push(task);
-            }
-        }
+        let listeners = start_origin(&ctx, &config, shards).await?;
+        let listening = listeners.iter().map(|l| l.local_addr).collect();
+        let (ingress, mut tasks) = start_edge(&ctx, &config, &watch_rx).await?;
         let mut metrics_addr = None;
         if let Some(addr) = config.metrics {
             let listener = TcpListener::bind(addr)
@@ -526,61 +621,9 @@ impl Gateway {
     /// unreadable certificate) changes nothing.
     pub fn reload(&mut self, new: GatewayConfig) -> Result<Reloaded, GatewayError> {
         let old = &self.running;
-        let mut refused = Vec::new();
-        let mut differs = |name: &'static str, same: bool| {
-            if !same {
-                refused.push(name);
-            }
-        };
-        differs("listen", old.listen == new.listen);
-        differs("ingress", old.ingress == new.ingress);
-        differs("peer", old.peers == new.peers);
-        differs("metrics", old.metrics == new.metrics);
-        differs(
-            "upstream",
-            old.upstream == new.upstream
-                && old.upstream_group == new.upstream_group
-                && old.routes == new.routes
-                && old.session_group == new.session_group,
-        );
-        differs("upstream-ca", old.upstream_ca == new.upstream_ca);
-        differs(
-            "upstream-header",
-            old.upstream_headers == new.upstream_headers,
-        );
-        differs("protocol", old.protocol == new.protocol);
-        differs("effect", old.effects == new.effects);
-        differs("refuse-effect", old.policy == new.policy);
-        differs("allow-method", old.allow_methods == new.allow_methods);
-        differs("deny-method", old.deny_methods == new.deny_methods);
-        differs("limits", old.limits == new.limits);
-        differs("shards", old.shards == new.shards);
-        differs(
-            "identity",
-            *old.endpoint.identity_seed == *new.endpoint.identity_seed,
-        );
-        differs(
-            "ingress-client-ca",
-            old.ingress_tls.as_ref().map(|t| (&t.client_ca, t.certless))
-                == new.ingress_tls.as_ref().map(|t| (&t.client_ca, t.certless)),
-        );
-        let mut changed = Vec::new();
+        let refused = needs_restart(old, &new);
+        let mut changed = changes_live(old, &new);
         let trust = new.endpoint.trust.current();
-        if old.endpoint.trust.current() != trust {
-            changed.push("trust");
-        }
-        if old.tokens != new.tokens {
-            changed.push("auth-token-file");
-        }
-        if old.browsers.hosts_differ(&new.browsers) {
-            changed.push("allowed-host");
-        }
-        if old.browsers.origins_differ(&new.browsers) {
-            changed.push("cors-origin");
-        }
-        if old.rate_limit != new.rate_limit {
-            changed.push("rate-limit");
-        }
         // The ingress certificate is read again: a renewed one usually
         // keeps its file names.
         let digest = new

@@ -55,6 +55,39 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// How long an idle keep-alive connection to an HTTP upstream is kept.
 const HTTP_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// The group of HTTP upstreams (`--upstream` repeated, `--route`), if the
+/// configuration has one, shown in the metrics, and its members' URLs in
+/// its order.
+fn http_group(ctx: &Ctx, config: &GatewayConfig) -> Option<(Arc<Group>, Vec<hyper::Uri>)> {
+    if config.upstream_group.is_empty() && config.routes.is_empty() {
+        return None;
+    }
+    let mut uris = config.upstream_group.clone();
+    let routes = config
+        .routes
+        .iter()
+        .map(|(glob, uri)| {
+            let i = uris.iter().position(|u| u == uri).unwrap_or_else(|| {
+                uris.push(uri.clone());
+                uris.len() - 1
+            });
+            (glob.clone(), i)
+        })
+        .collect();
+    let members = uris
+        .iter()
+        .map(|uri| Member {
+            post_headers: post_headers(uri, &config.upstream_headers),
+            uri: uri.clone(),
+            health: Default::default(),
+        })
+        .collect();
+    let default = config.upstream_group.len();
+    let group = Arc::new(Group::new(members, default, routes, ctx.limits.retry_budget));
+    ctx.metrics.show(group.clone());
+    Some((group, uris))
+}
+
 /// Why a gateway without an upstream does not deliver a request.
 const NO_UPSTREAM: &str = "this gateway has no upstream (--upstream or --upstream-cmd)";
 
@@ -123,33 +156,10 @@ impl Origin {
             Some(Upstream::Http(uri)) => post_headers(uri, &headers),
             _ => hyper::HeaderMap::new(),
         };
-        let group = (!config.upstream_group.is_empty() || !config.routes.is_empty()).then(|| {
-            let mut uris = config.upstream_group.clone();
-            let routes = config
-                .routes
-                .iter()
-                .map(|(glob, uri)| {
-                    let i = uris.iter().position(|u| u == uri).unwrap_or_else(|| {
-                        uris.push(uri.clone());
-                        uris.len() - 1
-                    });
-                    (glob.clone(), i)
-                })
-                .collect();
+        let group = http_group(&ctx, config).map(|(group, uris)| {
             if !mcp {
-                posted_to.clone_from(&uris);
+                posted_to = uris;
             }
-            let members = uris
-                .into_iter()
-                .map(|uri| Member {
-                    post_headers: post_headers(&uri, &headers),
-                    uri,
-                    health: Default::default(),
-                })
-                .collect();
-            let default = config.upstream_group.len();
-            let group = Arc::new(Group::new(members, default, routes, ctx.limits.retry_budget));
-            ctx.metrics.show(group.clone());
             group
         });
         let sessions = (!config.session_group.is_empty()).then(|| {
@@ -571,16 +581,25 @@ impl Origin {
         if notification {
             return Ok(Posted::Taken);
         }
-        match scan(&body, &ctx.scan) {
-            Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => {
-                Ok(Posted::Reply(body, k))
-            }
-            _ => Err(PostFailed::Final(format!(
-                "upstream {} answered HTTP {status} without a JSON-RPC response ({} octets)",
-                shown(),
-                body.len()
-            ))),
+        reply_in(ctx, &shown(), status, body)
+    }
+}
+
+/// A request's answer as its reply: one JSON-RPC response, else why not.
+fn reply_in(
+    ctx: &Ctx,
+    shown: &dyn std::fmt::Display,
+    status: hyper::StatusCode,
+    body: Bytes,
+) -> Result<Posted, PostFailed> {
+    match scan(&body, &ctx.scan) {
+        Ok(Scanned::Single(k @ (Kind::Success { .. } | Kind::Error { .. }))) => {
+            Ok(Posted::Reply(body, k))
         }
+        _ => Err(PostFailed::Final(format!(
+            "upstream {shown} answered HTTP {status} without a JSON-RPC response ({} octets)",
+            body.len()
+        ))),
     }
 }
 

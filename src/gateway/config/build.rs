@@ -19,22 +19,7 @@ impl GatewayOptions {
         // Every upstream, built once for the checks and groups below.
         let all = self.upstreams().map_err(|(key, m)| src.error(key, m))?;
         let upstream = self.upstream(&all, src)?;
-        if self.peer.len() > super::super::edge::MAX_PEERS {
-            return Err(src.error(
-                "peer",
-                format!(
-                    "{} origins: an edge carries to {} at most",
-                    self.peer.len(),
-                    super::super::edge::MAX_PEERS
-                ),
-            ));
-        }
-        if !self.ingress.is_empty() && self.peer.is_empty() {
-            return Err(src.error(
-                "ingress",
-                "accepting clients needs a peer gateway: --peer quic://ADDR, tls://ADDR or npamp://ADDR",
-            ));
-        }
+        self.check_peers(src)?;
         let protocol = self.protocol.unwrap_or_default().id();
         let effects = self
             .effect
@@ -47,24 +32,7 @@ impl GatewayOptions {
             .iter()
             .fold(SafetyPolicy::allow_all(), |p, class| p.refuse(class.0));
         let tokens = self.tokens(src)?;
-        let hosts =
-            AllowedHosts::parse(&self.allowed_host).map_err(|m| src.error("allowed-host", m))?;
-        let browsers = BrowserOrigins::parse(&self.cors_origin)
-            .map_err(|m| src.error("cors-origin", m))?
-            .with_hosts(hosts);
-        for (given, key, what) in [
-            (!self.cors_origin.is_empty(), "cors-origin", "web origins"),
-            (!self.allowed_host.is_empty(), "allowed-host", "host names"),
-        ] {
-            if given && self.ingress.is_empty() {
-                return Err(src.error(
-                    key,
-                    format!(
-                        "{what} are allowed at an ingress: give --ingress http://ADDR or ws://ADDR"
-                    ),
-                ));
-            }
-        }
+        let browsers = self.browsers(src)?;
         let ingress_tls = self.ingress_tls(tokens.is_some(), src)?;
         let endpoint = self.endpoint(src)?;
         let limits = self.limits(src)?;
@@ -115,6 +83,51 @@ impl GatewayOptions {
             shards: self.shards.unwrap_or_else(default_shards),
             ..GatewayConfig::new(endpoint)
         })
+    }
+
+    /// At most `MAX_PEERS` origins, and one at least where clients come in.
+    fn check_peers(&self, src: &Sourced) -> Result<(), ConfigError> {
+        if self.peer.len() > super::super::edge::MAX_PEERS {
+            return Err(src.error(
+                "peer",
+                format!(
+                    "{} origins: an edge carries to {} at most",
+                    self.peer.len(),
+                    super::super::edge::MAX_PEERS
+                ),
+            ));
+        }
+        if !self.ingress.is_empty() && self.peer.is_empty() {
+            return Err(src.error(
+                "ingress",
+                "accepting clients needs a peer gateway: --peer quic://ADDR, tls://ADDR or npamp://ADDR",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The host names and web origins an ingress serves browsers from
+    /// (`--allowed-host`, `--cors-origin`: only where there is an ingress).
+    fn browsers(&self, src: &Sourced) -> Result<BrowserOrigins, ConfigError> {
+        let hosts =
+            AllowedHosts::parse(&self.allowed_host).map_err(|m| src.error("allowed-host", m))?;
+        let browsers = BrowserOrigins::parse(&self.cors_origin)
+            .map_err(|m| src.error("cors-origin", m))?
+            .with_hosts(hosts);
+        for (given, key, what) in [
+            (!self.cors_origin.is_empty(), "cors-origin", "web origins"),
+            (!self.allowed_host.is_empty(), "allowed-host", "host names"),
+        ] {
+            if given && self.ingress.is_empty() {
+                return Err(src.error(
+                    key,
+                    format!(
+                        "{what} are allowed at an ingress: give --ingress http://ADDR or ws://ADDR"
+                    ),
+                ));
+            }
+        }
+        Ok(browsers)
     }
 
     /// Every `--upstream`, or every `--upstream-cmd` as a program and its

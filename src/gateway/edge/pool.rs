@@ -140,22 +140,7 @@ impl Peer {
         endpoint: &Endpoint,
         shared: Option<&SharedClientEndpoint>,
     ) -> Result<Link, Failure> {
-        let _turn = match self.handshakes.try_acquire() {
-            Ok(turn) => turn,
-            Err(_) => {
-                ctx.metrics.handshakes_queued.fetch_add(1, Relaxed);
-                let wait = endpoint.handshake_timeout;
-                match tokio::time::timeout(wait, self.handshakes.acquire()).await {
-                    Ok(Ok(turn)) => turn,
-                    _ => {
-                        return Err(Failure::Unavailable(format!(
-                            "no association to the peer gateway {}: {HANDSHAKES_AT_ONCE} handshakes with it were under way and none ended within {wait:?} (--handshake-timeout)",
-                            self.addr
-                        )));
-                    }
-                }
-            }
-        };
+        let _turn = self.turn(ctx, endpoint).await?;
         let measured;
         let endpoint = match self.initial_rtt() {
             Some(rtt) => {
@@ -197,29 +182,55 @@ impl Peer {
             }
             None => once().await,
         };
-        link.map_err(|e| {
-            ctx.metrics.handshake_failures.fetch_add(1, Relaxed);
-            static FAILED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
-            crate::gateway::quiet::warn_every!(
-                FAILED,
-                peer = %self.addr,
-                error = %e,
-                "cannot establish an association (one line per 5 s at most; all are counted in npamp_handshake_failures_total)"
-            );
-            let hint = match self.addr.scheme {
-                _ if !e.no_answer() => "",
-                crate::assoc::Scheme::Tls => {
-                    " (no answer: is the origin running, and does TCP reach that port?)"
-                }
-                _ => {
-                    " (no answer: is the origin running, and does UDP reach that port? tls:// tries TCP)"
-                }
-            };
-            Failure::Unavailable(format!(
-                "no association to the peer gateway {}: {e}{hint}",
+        link.map_err(|e| self.failed(ctx, &e))
+    }
+
+    /// A turn among the handshakes under way to this origin
+    /// ([`HANDSHAKES_AT_ONCE`]), waited for within the handshake timeout.
+    async fn turn(
+        &self,
+        ctx: &Ctx,
+        endpoint: &Endpoint,
+    ) -> Result<tokio::sync::SemaphorePermit<'_>, Failure> {
+        if let Ok(turn) = self.handshakes.try_acquire() {
+            return Ok(turn);
+        }
+        ctx.metrics.handshakes_queued.fetch_add(1, Relaxed);
+        let wait = endpoint.handshake_timeout;
+        match tokio::time::timeout(wait, self.handshakes.acquire()).await {
+            Ok(Ok(turn)) => Ok(turn),
+            _ => Err(Failure::Unavailable(format!(
+                "no association to the peer gateway {}: {HANDSHAKES_AT_ONCE} handshakes with it were under way and none ended within {wait:?} (--handshake-timeout)",
                 self.addr
-            ))
-        })
+            ))),
+        }
+    }
+
+    /// A handshake that failed: counted, logged (throttled), and said to
+    /// the requests that waited, with a hint where the origin never
+    /// answered.
+    fn failed(&self, ctx: &Ctx, e: &LinkError) -> Failure {
+        ctx.metrics.handshake_failures.fetch_add(1, Relaxed);
+        static FAILED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
+        crate::gateway::quiet::warn_every!(
+            FAILED,
+            peer = %self.addr,
+            error = %e,
+            "cannot establish an association (one line per 5 s at most; all are counted in npamp_handshake_failures_total)"
+        );
+        let hint = match self.addr.scheme {
+            _ if !e.no_answer() => "",
+            crate::assoc::Scheme::Tls => {
+                " (no answer: is the origin running, and does TCP reach that port?)"
+            }
+            _ => {
+                " (no answer: is the origin running, and does UDP reach that port? tls:// tries TCP)"
+            }
+        };
+        Failure::Unavailable(format!(
+            "no association to the peer gateway {}: {e}{hint}",
+            self.addr
+        ))
     }
 
     /// The round-trip time a new QUIC connection assumes: the last one's,

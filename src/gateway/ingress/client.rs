@@ -114,32 +114,8 @@ pub async fn stream_client<S: MessageSource>(
             Ok(Ok(Some(text))) => text,
             Ok(Ok(None)) => break,
             Ok(Err(e)) => {
-                if let Some(skipped) = LineSkipped::of(&e) {
-                    // A line over --max-body, skipped whole: the client
-                    // hears why (with the request's id when the line's
-                    // head shows it) and its connection carries on.
-                    ctx.metrics.reply(ReplyClass::Invalid);
-                    let _ = tx.send(too_large_line(skipped).into()).await;
+                if read_failed(&ctx, &e, &tx).await {
                     continue;
-                }
-                if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    // A TLS client gone without close_notify: it is gone.
-                    debug!(error = %e, "client connection ended");
-                } else {
-                    static FAILED: crate::gateway::quiet::Every =
-                        crate::gateway::quiet::Every::new();
-                    crate::gateway::quiet::warn_every!(
-                        FAILED,
-                        error = %e,
-                        "client connection failed (one line per 5 s at most)"
-                    );
-                }
-                let f = ScanError::TooLarge {
-                    len: ctx.limits.max_body + 1,
-                    limit: ctx.limits.max_body,
-                };
-                if e.kind() == std::io::ErrorKind::InvalidData {
-                    let _ = tx.send(scan_error_response(&f).into()).await;
                 }
                 break;
             }
@@ -151,15 +127,9 @@ pub async fn stream_client<S: MessageSource>(
                 break;
             }
         };
-        if let (Some(limiter), Some(key)) = (&ctx.live().limiter, key) {
-            let count = match scan(&text, &ctx.scan) {
-                Ok(Scanned::Batch(elements)) => elements.len(),
-                _ => 1,
-            };
-            if let Err(f) = admit(&ctx, limiter, key, count, text.len()) {
-                answer_all(&text, &f, &tx, &edge).await;
-                continue;
-            }
+        if let Some(f) = over_rate_limit(&ctx, key, &text) {
+            answer_all(&text, &f, &tx, &edge).await;
+            continue;
         }
         if session.is_none() {
             match edge.session(ingress, tx.clone()).await {
@@ -183,6 +153,50 @@ pub async fn stream_client<S: MessageSource>(
         }
         s.close().await;
     }
+}
+
+/// Why a session client's message is refused under its rate limit
+/// (`--rate-limit`, `--rate-limit-octets`; a batch counts each element),
+/// if it is.
+fn over_rate_limit(ctx: &Ctx, key: Option<ClientKey>, text: &Bytes) -> Option<Failure> {
+    let live = ctx.live();
+    let (limiter, key) = (live.limiter.as_ref()?, key?);
+    let count = match scan(text, &ctx.scan) {
+        Ok(Scanned::Batch(elements)) => elements.len(),
+        _ => 1,
+    };
+    admit(ctx, limiter, key, count, text.len()).err()
+}
+
+/// A session client's message could not be read: `true` when its
+/// connection carries on (a line over `--max-body`, skipped whole, the
+/// client told why, with the request's id when the line's head shows it),
+/// `false` when it is done (told why, where it sent something too large).
+async fn read_failed(ctx: &Ctx, e: &std::io::Error, tx: &Outbox) -> bool {
+    if let Some(skipped) = LineSkipped::of(e) {
+        ctx.metrics.reply(ReplyClass::Invalid);
+        let _ = tx.send(too_large_line(skipped).into()).await;
+        return true;
+    }
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        // A TLS client gone without close_notify: it is gone.
+        debug!(error = %e, "client connection ended");
+    } else {
+        static FAILED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
+        crate::gateway::quiet::warn_every!(
+            FAILED,
+            error = %e,
+            "client connection failed (one line per 5 s at most)"
+        );
+    }
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        let f = ScanError::TooLarge {
+            len: ctx.limits.max_body + 1,
+            limit: ctx.limits.max_body,
+        };
+        let _ = tx.send(scan_error_response(&f).into()).await;
+    }
+    false
 }
 
 /// Takes `count` messages of `len` octets in all from `key`'s rate limit,

@@ -111,35 +111,7 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
         }
     });
     let stall = edge.ctx.limits.stall_timeout;
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // No header-read timer of hyper's: it costs a timer armed and cleared
-    // per request. The idle rule below covers what it did (a head not
-    // complete within the stall timeout, an idle keep-alive connection),
-    // over HTTP/2 as well, with one timer per connection.
-    // A request head of HTTP/1.1 within HTTP/2's header list limit (16 KiB,
-    // 431 past it) and a little for the request line, not hyper's 400 KB.
-    // An HTTP/2 connection is one client, as a session client is: at most
-    // --max-in-flight-per-connection requests (streams) at once, each of
-    // whose bodies being read is budgeted (`body.rs`).
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(None)
-        .max_buf_size(MAX_HEAD);
-    // HTTP/2 keep-alive, on hyper's own timers: a connection silent for
-    // the stall timeout gets a PING, and one whose client does not answer
-    // it within the stall timeout more is closed: a client gone without a
-    // FIN (a sleeping laptop, a dropped NAT mapping) no longer holds its
-    // streams (an MCP GET stream, a long call) until they end of
-    // themselves. The answers do not make a connection busy: idle is no
-    // request in service (`stall::idle`). It costs an uncontended lock and
-    // a clock read per frame read.
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(stall))
-        .keep_alive_timeout(stall)
-        .max_concurrent_streams(u32::try_from(limits.max_in_flight_per_connection).unwrap_or(u32::MAX));
+    let builder = http_builder(limits);
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     // What ends a connection besides its client, polled only when one of
@@ -168,20 +140,8 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
                 conn.as_mut().graceful_shutdown();
                 conn.await
             }
-            Ended::Idle => {
-                edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
-                debug!(%from, "HTTP connection with no request for the stall timeout: closing it");
-                Ok(())
-            }
-            Ended::Stalled => {
-                static STALLED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
-                crate::gateway::quiet::warn_every!(
-                    STALLED,
-                    %from,
-                    "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it (one line per 5 s at most; all are counted in npamp_stalled_clients_total)",
-                    stall.as_secs_f64()
-                );
-                edge.ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+            why => {
+                given_up(&edge.ctx, from, why);
                 Ok(())
             }
         }
@@ -190,6 +150,57 @@ async fn connection(conn: Conn, edge: Arc<Edge>, mcp: Arc<McpSessions>, shutdown
         debug!(%from, error = %e, "HTTP connection ended");
     }
     drop(permit);
+}
+
+/// Counts and logs a connection the watchdog ended: idle, or stalled.
+fn given_up(ctx: &Ctx, from: super::Peer, why: Ended) {
+    ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+    if matches!(why, Ended::Idle) {
+        debug!(%from, "HTTP connection with no request for the stall timeout: closing it");
+        return;
+    }
+    static STALLED: crate::gateway::quiet::Every = crate::gateway::quiet::Every::new();
+    crate::gateway::quiet::warn_every!(
+        STALLED,
+        %from,
+        "HTTP client took no octet of its reply for {:.1} s (--stall-timeout): dropping it (one line per 5 s at most; all are counted in npamp_stalled_clients_total)",
+        ctx.limits.stall_timeout.as_secs_f64()
+    );
+}
+
+/// The HTTP/1.1 and HTTP/2 settings every connection is served with.
+fn http_builder(limits: &crate::gateway::Limits) -> auto::Builder<TokioExecutor> {
+    let stall = limits.stall_timeout;
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // No header-read timer of hyper's: it costs a timer armed and cleared
+    // per request. The idle rule (`connection`) covers what it did (a head not
+    // complete within the stall timeout, an idle keep-alive connection),
+    // over HTTP/2 as well, with one timer per connection.
+    // A request head of HTTP/1.1 within HTTP/2's header list limit (16 KiB,
+    // 431 past it) and a little for the request line, not hyper's 400 KB.
+    // An HTTP/2 connection is one client, as a session client is: at most
+    // --max-in-flight-per-connection requests (streams) at once, each of
+    // whose bodies being read is budgeted (`body.rs`).
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .max_buf_size(MAX_HEAD);
+    // HTTP/2 keep-alive, on hyper's own timers: a connection silent for
+    // the stall timeout gets a PING, and one whose client does not answer
+    // it within the stall timeout more is closed: a client gone without a
+    // FIN (a sleeping laptop, a dropped NAT mapping) no longer holds its
+    // streams (an MCP GET stream, a long call) until they end of
+    // themselves. The answers do not make a connection busy: idle is no
+    // request in service (`stall::idle`). It costs an uncontended lock and
+    // a clock read per frame read.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(stall))
+        .keep_alive_timeout(stall)
+        .max_concurrent_streams(u32::try_from(limits.max_in_flight_per_connection).unwrap_or(u32::MAX));
+    builder
 }
 
 /// The most an HTTP/1.1 request head may take while it is read (hyper's
@@ -346,119 +357,23 @@ async fn answer(
     let Some(key) = identify(ctx, req.headers(), client.certificate, client.from) else {
         return unauthorized();
     };
-    if let Some(te) = req.headers().get(header::TRANSFER_ENCODING)
-        && !te
-            .to_str()
-            .is_ok_and(|te| te.trim().eq_ignore_ascii_case("chunked"))
-    {
-        // hyper takes the chunks apart; gzip & co. under them are not
-        // decoded here, and a body that is not JSON-RPC text is refused
-        // for what it is.
-        return status_only(
-            StatusCode::NOT_IMPLEMENTED,
-            "Transfer-Encoding other than chunked is not supported",
-        );
-    }
     let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
-    if is_mcp {
-        let answer = match *req.method() {
-            hyper::Method::GET => mcp.get(req.headers()),
-            hyper::Method::DELETE => mcp.delete(req.headers()).await,
-            _ => None,
-        };
-        if let Some(a) = answer {
-            return a;
-        }
-    }
-    if req.method() != hyper::Method::POST {
-        let mut r = status_only(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "JSON-RPC over HTTP: use POST",
-        );
-        r.headers_mut().insert(
-            header::ALLOW,
-            HeaderValue::from_static(allowed_methods(ctx)),
-        );
-        return r;
-    }
-    if let Some(ct) = req.headers().get(hyper::header::CONTENT_TYPE)
-        && !names_json(ct)
-    {
-        return status_only(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "Content-Type must be application/json",
-        );
-    }
-    let too_large = || {
-        ctx.metrics.reply(ReplyClass::Invalid);
-        status_only(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "body larger than the limit of {} octets",
-                ctx.limits.max_body
-            ),
-        )
-    };
-    let declared = req
-        .headers()
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > ctx.limits.max_body as u64) {
-        return too_large();
+    if let Some(refused) = refuse_head(ctx, &req, is_mcp.then_some(mcp)).await {
+        return refused;
     }
     let (parts, body) = req.into_parts();
-    let stall = ctx.limits.stall_timeout;
-    let budgets = [&*ctx.shared, &*client.share];
-    let body = match read_body(body, ctx.limits.max_body, stall, budgets).await {
+    let body = match read_request_body(ctx, &parts.headers, body, &client).await {
         Ok(body) => body,
-        Err(BodyError::TooLarge) => return too_large(),
-        Err(BodyError::Read(e)) => {
-            return status_only(StatusCode::BAD_REQUEST, &format!("reading the body: {e}"));
-        }
-        Err(e @ (BodyError::Timeout | BodyError::NoRoom)) => {
-            let mut r = if matches!(e, BodyError::Timeout) {
-                ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
-                status_only(
-                    StatusCode::REQUEST_TIMEOUT,
-                    &format!(
-                        "the body did not arrive within {} s",
-                        stall.as_secs_f64()
-                    ),
-                )
-            } else {
-                ctx.metrics.reply(ReplyClass::Unavailable);
-                status_only(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the gateway is full (--memory-budget): no room for this body while it is read",
-                )
-            };
-            // The rest of the body is not read: the connection cannot
-            // carry another request.
-            r.headers_mut().insert(
-                hyper::header::CONNECTION,
-                hyper::header::HeaderValue::from_static("close"),
-            );
-            return r;
-        }
+        Err(refused) => return refused,
     };
     let scanned = scan(&body, &ctx.scan);
-    if let (Some(limiter), Ok(message)) = (&ctx.live().limiter, &scanned) {
-        let count = match message {
-            Scanned::Single(_) => 1,
-            Scanned::Batch(elements) => elements.len(),
-        };
-        if let Err(f) = super::client::admit(ctx, limiter, key, count, body.len()) {
-            let id = match message {
-                Scanned::Single(m) => id_of(m).map(|i| &body[i.token.clone()]),
-                Scanned::Batch(_) => None,
-            };
-            ctx.metrics.reply_n(f.class(), count);
-            return rate_limited(&f, id);
-        }
+    if let Ok(message) = &scanned
+        && let Some(refused) = over_rate_limit(ctx, key, message, &body)
+    {
+        return refused;
     }
     match scanned {
-        Err(ScanError::TooLarge { .. }) => too_large(),
+        Err(ScanError::TooLarge { .. }) => too_large(ctx),
         Err(e) => {
             ctx.metrics.reply(ReplyClass::Invalid);
             json_response(200, scan_error_response(&e))
@@ -481,6 +396,148 @@ async fn answer(
             None => nothing_to_answer(ctx),
         },
     }
+}
+
+/// What is refused, or answered, from a request's head alone: a
+/// `Transfer-Encoding` other than chunked, MCP's GET and DELETE (`mcp`: an
+/// MCP ingress), a method other than POST, a `Content-Type` other than
+/// JSON.
+async fn refuse_head(
+    ctx: &Ctx,
+    req: &Request<hyper::body::Incoming>,
+    mcp: Option<&Arc<McpSessions>>,
+) -> Option<HttpResponse> {
+    if let Some(te) = req.headers().get(header::TRANSFER_ENCODING)
+        && !te
+            .to_str()
+            .is_ok_and(|te| te.trim().eq_ignore_ascii_case("chunked"))
+    {
+        // hyper takes the chunks apart; gzip & co. under them are not
+        // decoded here, and a body that is not JSON-RPC text is refused
+        // for what it is.
+        return Some(status_only(
+            StatusCode::NOT_IMPLEMENTED,
+            "Transfer-Encoding other than chunked is not supported",
+        ));
+    }
+    if let Some(mcp) = mcp {
+        let answer = match *req.method() {
+            hyper::Method::GET => mcp.get(req.headers()),
+            hyper::Method::DELETE => mcp.delete(req.headers()).await,
+            _ => None,
+        };
+        if answer.is_some() {
+            return answer;
+        }
+    }
+    if req.method() != hyper::Method::POST {
+        let mut r = status_only(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "JSON-RPC over HTTP: use POST",
+        );
+        r.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static(allowed_methods(ctx)),
+        );
+        return Some(r);
+    }
+    if let Some(ct) = req.headers().get(hyper::header::CONTENT_TYPE)
+        && !names_json(ct)
+    {
+        return Some(status_only(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Content-Type must be application/json",
+        ));
+    }
+    None
+}
+
+/// 413: a body over `--max-body`.
+fn too_large(ctx: &Ctx) -> HttpResponse {
+    ctx.metrics.reply(ReplyClass::Invalid);
+    status_only(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!(
+            "body larger than the limit of {} octets",
+            ctx.limits.max_body
+        ),
+    )
+}
+
+/// The request's body, read within `--max-body`, the stall timeout and the
+/// memory budgets (`body.rs`), or the answer that refuses it.
+async fn read_request_body(
+    ctx: &Ctx,
+    headers: &hyper::HeaderMap,
+    body: hyper::body::Incoming,
+    client: &Remote,
+) -> Result<Bytes, HttpResponse> {
+    let declared = headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > ctx.limits.max_body as u64) {
+        return Err(too_large(ctx));
+    }
+    let stall = ctx.limits.stall_timeout;
+    let budgets = [&*ctx.shared, &*client.share];
+    let e = match read_body(body, ctx.limits.max_body, stall, budgets).await {
+        Ok(body) => return Ok(body),
+        Err(e) => e,
+    };
+    let mut r = match e {
+        BodyError::TooLarge => return Err(too_large(ctx)),
+        BodyError::Read(e) => {
+            return Err(status_only(
+                StatusCode::BAD_REQUEST,
+                &format!("reading the body: {e}"),
+            ));
+        }
+        BodyError::Timeout => {
+            ctx.metrics.stalled_clients.fetch_add(1, Relaxed);
+            status_only(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!("the body did not arrive within {} s", stall.as_secs_f64()),
+            )
+        }
+        BodyError::NoRoom => {
+            ctx.metrics.reply(ReplyClass::Unavailable);
+            status_only(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the gateway is full (--memory-budget): no room for this body while it is read",
+            )
+        }
+    };
+    // The rest of the body is not read: the connection cannot carry
+    // another request.
+    r.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    Err(r)
+}
+
+/// 429 for a message over its client's rate limit (`--rate-limit`,
+/// `--rate-limit-octets`); `None` when it is admitted or there is none.
+fn over_rate_limit(
+    ctx: &Ctx,
+    key: super::limit::ClientKey,
+    message: &Scanned,
+    body: &Bytes,
+) -> Option<HttpResponse> {
+    let live = ctx.live();
+    let limiter = live.limiter.as_ref()?;
+    let count = match message {
+        Scanned::Single(_) => 1,
+        Scanned::Batch(elements) => elements.len(),
+    };
+    let f = super::client::admit(ctx, limiter, key, count, body.len()).err()?;
+    let id = match message {
+        Scanned::Single(m) => id_of(m).map(|i| &body[i.token.clone()]),
+        Scanned::Batch(_) => None,
+    };
+    ctx.metrics.reply_n(f.class(), count);
+    Some(rate_limited(&f, id))
 }
 
 /// Whether a Content-Type begins with `application/json`, in any case and
