@@ -131,11 +131,11 @@ async fn total(prometheus: &str, expr: &str) -> f64 {
 
 /// A real Prometheus (Debian's package; the test says loudly that it was
 /// skipped where `prometheus` and `promtool` are not installed) scrapes a
-/// pair every second while clients send successes, JSON-RPC errors and
-/// notifications. `promtool check metrics` passes on both roles' `/metrics`;
-/// every query of the Grafana dashboard returns data; and what Prometheus
-/// holds equals what the clients sent: requests, successes, errors, the
-/// upstream's answers and the notifications it took.
+/// pair every second while the load generator sends successes, JSON-RPC
+/// errors and notifications. `promtool check metrics` passes on both roles'
+/// `/metrics`; every query of the Grafana dashboard returns data; and what
+/// Prometheus holds equals what the load generator counted: requests,
+/// successes, errors, the upstream's answers and the notifications it took.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_prometheus_scrapes_a_pair_and_every_panel_has_data() {
     let (Some(prometheus), Some(promtool)) = (on_path("prometheus"), on_path("promtool")) else {
@@ -177,32 +177,54 @@ async fn a_real_prometheus_scrapes_a_pair_and_every_panel_has_data() {
         .spawn()
         .expect("prometheus starts");
 
-    // The load, counted.
-    let (mut successes, mut errors, mut notifications) = (0u64, 0u64, 0u64);
-    for n in 0..150u64 {
-        let (body, status) = match n % 3 {
-            0 => (
-                json!({"jsonrpc": "2.0", "id": n, "method": "echo", "params": [n]}),
-                200,
-            ),
-            1 => (
-                json!({"jsonrpc": "2.0", "id": n, "method": "fail", "params": [n]}),
-                200,
-            ),
-            _ => (
-                json!({"jsonrpc": "2.0", "method": "mock/notice", "params": [n]}),
-                204,
-            ),
-        };
-        let (got, text) = post(&http, &body.to_string()).await;
-        assert_eq!(got, status, "{text}");
-        match n % 3 {
-            0 => successes += 1,
-            1 => errors += 1,
-            _ => notifications += 1,
-        }
-    }
-    let requests = successes + errors;
+    // The load: the load generator's engine, which counts what it sent
+    // and what came back. Requests (echo, and `fail`, whose JSON-RPC error
+    // is expected) and notifications, at 300 a second for 1.2 s.
+    let scenario = npamp_loadgen::scenario::Scenario::parse(
+        r#"
+name = "telemetry"
+duration = 1.0
+warmup = 0.2
+connections = 4
+timeout = 5
+[load]
+model = "open"
+rate = 300
+[mix]
+notification_share = 0.2
+[[mix.message]]
+method = "echo"
+params = '{"n": {seq}}'
+[[mix.message]]
+method = "fail"
+weight = 0.5
+expect_error = true
+"#,
+        "telemetry",
+    )
+    .expect("scenario");
+    let target = npamp_loadgen::engine::Target::Http(http.parse().expect("uri"));
+    let stats = npamp_loadgen::engine::run(&scenario, target, 7, |_, _| {})
+        .await
+        .expect("the load runs");
+    let summary = npamp_loadgen::report::summarize(&stats, &scenario, "edge", "telemetry".into());
+    let counted = &summary.accounting;
+    assert_eq!(
+        counted.unexpected_errors + counted.timed_out + counted.lost,
+        0,
+        "{counted:?}"
+    );
+    assert!(
+        counted.ok > 0 && counted.expected_errors > 0 && counted.sent_notifications > 0,
+        "{counted:?}"
+    );
+    let (successes, errors, notifications) = (
+        counted.ok,
+        counted.expected_errors,
+        counted.sent_notifications,
+    );
+    let requests = counted.sent_requests;
+    assert_eq!(successes + errors, requests, "{counted:?}");
 
     // promtool reads both roles' exposition as Prometheus does.
     for gateway in [&pair.edge, &pair.origin] {
