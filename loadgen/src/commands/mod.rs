@@ -1,0 +1,183 @@
+//! The commands of `npamp-loadgen`, one module each (`main.rs` parses the
+//! command line and calls the one asked for), and what they share: exit
+//! codes, the embedded pair's and npamp targets' flags, the target a URL
+//! names.
+
+pub mod capacity;
+pub mod compare;
+pub mod flood;
+pub mod impair;
+pub mod merge;
+pub mod run;
+pub mod slow;
+pub mod upstream;
+
+pub(crate) use std::path::PathBuf;
+pub(crate) use std::process::ExitCode;
+pub(crate) use std::sync::Arc;
+pub(crate) use std::time::Duration;
+
+pub(crate) use anyhow::{Context, bail};
+pub(crate) use npamp_gateway::assoc::{PeerAddr, Scheme};
+pub(crate) use npamp_gateway::gateway::Client;
+pub(crate) use npamp_gateway::gateway::config::{Count, GatewayOptions, PeerKey};
+pub(crate) use npamp_gateway::gateway::{Limits, MAX_BODY_LIMIT};
+pub(crate) use npamp_loadgen::engine::{self, Stats, Target};
+pub(crate) use npamp_loadgen::merge::{self as merging, Measured};
+pub(crate) use npamp_loadgen::report::{self, Summary};
+pub(crate) use npamp_loadgen::scenario::{Load, Scenario, Shard};
+pub(crate) use npamp_testkit::exactly_once::EmbeddedPair;
+pub(crate) use npamp_testkit::mock::{self, MockAddr};
+
+/// What an embedded pair is called in a run's summary: the same in every
+/// run, whatever ports it listened on, so runs of it compare as runs of one
+/// target (the ports are printed when it starts).
+const EMBEDDED_PAIR: &str = "embedded gateway pair (HTTP ingress, N-PAMP over QUIC, mock upstream)";
+
+pub const EXIT_RUN: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_SLO: u8 = 3;
+pub const EXIT_ACCOUNTING: u8 = 4;
+pub const EXIT_REGRESSION: u8 = 5;
+pub const EXIT_NOT_SERVED: u8 = 6;
+
+/// The exit code of a run's (or a merge's) summary.
+pub fn verdict(summary: &Summary) -> ExitCode {
+    if summary.accounting_failed() {
+        ExitCode::from(EXIT_ACCOUNTING)
+    } else if summary.not_served().is_some() {
+        ExitCode::from(EXIT_NOT_SERVED)
+    } else if !summary.pass {
+        ExitCode::from(EXIT_SLO)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+pub fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {e:#}");
+    ExitCode::from(code)
+}
+
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// What an npamp target and the embedded pair take from the command line.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct GatewayFlags {
+    /// npamp targets: this side's identity key file (from `npamp-gateway
+    /// keygen`); without it an ephemeral identity is used.
+    #[arg(long, value_name = "FILE")]
+    identity: Option<PathBuf>,
+    /// npamp targets: the gateway's public key, 64 hex digits (repeatable).
+    #[arg(long, value_name = "HEX")]
+    trust: Vec<PeerKey>,
+    /// npamp targets: accept any gateway identity. INSECURE.
+    #[arg(long, conflicts_with = "trust")]
+    insecure_accept_any_peer: bool,
+    /// Largest message, octets: of the embedded pair [default: 67108864,
+    /// the most a gateway allows], and of an npamp target's edge [default:
+    /// the gateway's, 1048576].
+    #[arg(long, value_name = "OCTETS")]
+    max_body: Option<Count>,
+}
+
+impl GatewayFlags {
+    fn max_body(&self) -> usize {
+        self.max_body.map_or(MAX_BODY_LIMIT, Count::get)
+    }
+}
+
+pub async fn target_of(url: &str, npamp: &GatewayFlags) -> anyhow::Result<Target> {
+    // `npamp://` names a gateway as such (transport negotiated);
+    // `npamp+quic://` and `npamp+tls://` fix the transport.
+    let peer_url = url
+        .strip_prefix("npamp+")
+        .or_else(|| url.starts_with("npamp://").then_some(url));
+    if let Some(rest) = peer_url {
+        let peer: PeerAddr = rest.parse()?;
+        let options = GatewayOptions {
+            identity: npamp.identity.clone(),
+            trust: npamp.trust.clone(),
+            insecure_accept_any_peer: npamp.insecure_accept_any_peer,
+            max_body: npamp.max_body,
+            peer: vec![peer],
+            ..GatewayOptions::default()
+        };
+        let config = options.resolve()?;
+        return Ok(Target::Npamp(Arc::new(Client::new(&config)?)));
+    }
+    if let Some(addr) = url.strip_prefix("tcp://") {
+        return Ok(Target::Tcp(addr.trim_end_matches('/').to_owned()));
+    }
+    if url.starts_with("ws://") || url.starts_with("wss://") {
+        return Ok(Target::Ws(url.to_owned()));
+    }
+    if url.starts_with("http://") {
+        return Ok(Target::Http(
+            url.parse().with_context(|| format!("bad URL {url:?}"))?,
+        ));
+    }
+    if let Some(http) = url.strip_prefix("mcp+")
+        && http.starts_with("http://")
+    {
+        return Ok(Target::Mcp(
+            http.parse().with_context(|| format!("bad URL {url:?}"))?,
+        ));
+    }
+    bail!(
+        "unknown target {url:?}: expected http://, mcp+http://, ws://, tcp://, npamp://, npamp+quic:// or npamp+tls://"
+    )
+}
+
+/// The scenario's target, or an embedded gateway pair when it has none;
+/// and the target's name in the summary.
+pub async fn prepare(
+    scenario: &Scenario,
+    npamp: &GatewayFlags,
+) -> anyhow::Result<(Option<EmbeddedPair>, Target, String)> {
+    Ok(match &scenario.target {
+        Some(url) => {
+            let target = target_of(url, npamp).await?;
+            let described = target.describe();
+            (None, target, described)
+        }
+        None => {
+            // The embedded pair carries what the scenario sends (4 MiB
+            // messages, say): --max-body if given, else the largest a
+            // gateway allows.
+            let max_body = npamp.max_body();
+            if max_body > MAX_BODY_LIMIT {
+                bail!("--max-body {max_body}: expected 1 to {MAX_BODY_LIMIT}");
+            }
+            let limits = Limits {
+                max_body,
+                ..Limits::default()
+            };
+            let pair = EmbeddedPair::start(Scheme::Quic, limits)
+                .await
+                .map_err(|e| anyhow::anyhow!("starting the embedded gateway pair: {e}"))?;
+            eprintln!(
+                "embedded gateway pair: HTTP ingress {} -> N-PAMP over QUIC -> mock upstream {}",
+                pair.ingress, pair.upstream
+            );
+            let t = Target::Http(pair.ingress.parse()?);
+            (Some(pair), t, EMBEDDED_PAIR.to_owned())
+        }
+    })
+}
+
+/// Checks before a run that its results can be written to `dir`
+/// (created if missing).
+pub fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--out {}: cannot create it", dir.display()))?;
+    let probe = dir.join(".npamp-loadgen-probe");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("--out {}: cannot write there", dir.display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
