@@ -291,31 +291,11 @@ async fn a_long_request_keeps_its_connection_and_an_idle_http2_one_is_closed() {
     );
 
     // HTTP/2 by prior knowledge: one request answered, then nothing.
-    let tcp = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tcp),
-    )
-    .await
-    .expect("HTTP/2 handshake");
-    let driver = tokio::spawn(conn);
-    let req = hyper::Request::post(http.as_str())
-        .header("content-type", "application/json")
-        .body(http_body_util::Full::new(bytes::Bytes::from_static(
-            ECHO.as_bytes(),
-        )))
-        .expect("request");
-    let reply = send.send_request(req).await.expect("HTTP/2 reply");
-    assert_eq!(reply.status(), 200);
-    let body = http_body_util::BodyExt::collect(reply.into_body())
-        .await
-        .expect("body")
-        .to_bytes();
-    assert!(body.starts_with(b"{"), "{body:?}");
+    let h2 = h2_post(&addr, &http, ECHO).await;
+    assert_eq!(h2.status, 200);
+    assert!(h2.body.starts_with(b"{"), "{:?}", h2.body);
     let idle_from = Instant::now();
-    let ended = tokio::time::timeout(Duration::from_secs(6), driver).await;
+    let ended = tokio::time::timeout(Duration::from_secs(6), h2.driver).await;
     assert!(ended.is_ok(), "an idle HTTP/2 connection was never closed");
     let closed = idle_from.elapsed();
     assert!(
@@ -351,30 +331,55 @@ async fn an_http2_client_that_answers_no_ping_is_given_up() {
     );
 
     // hyper's client answers the edge's PINGs: 2.5 s of service is served.
-    let tcp = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
+    let sleep = r#"{"jsonrpc":"2.0","id":2,"method":"sleep","params":[2500]}"#;
+    let h2 = h2_post(&addr, &http, sleep).await;
+    assert_eq!(h2.status, 200);
+    assert!(
+        String::from_utf8_lossy(&h2.body).contains("2500"),
+        "{:?}",
+        h2.body
+    );
+}
+
+/// An HTTP/2 exchange of hyper's client and the connection it leaves open.
+struct H2 {
+    status: u16,
+    body: bytes::Bytes,
+    /// Drives the connection; ends when the connection does.
+    driver: tokio::task::JoinHandle<hyper::Result<()>>,
+    /// Keeps the connection open on the client's side.
+    _send: hyper::client::conn::http2::SendRequest<http_body_util::Full<bytes::Bytes>>,
+}
+
+/// One POST over a new HTTP/2 (prior knowledge) connection from hyper's
+/// client, which answers PINGs.
+async fn h2_post(addr: &str, url: &str, body: &'static str) -> H2 {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let (mut send, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(tcp),
     )
     .await
     .expect("HTTP/2 handshake");
-    let _driver = tokio::spawn(conn);
-    let body = r#"{"jsonrpc":"2.0","id":2,"method":"sleep","params":[2500]}"#;
-    let req = hyper::Request::post(http.as_str())
+    let driver = tokio::spawn(conn);
+    let req = hyper::Request::post(url)
         .header("content-type", "application/json")
         .body(http_body_util::Full::new(bytes::Bytes::from_static(
             body.as_bytes(),
         )))
         .expect("request");
     let reply = send.send_request(req).await.expect("HTTP/2 reply");
-    assert_eq!(reply.status(), 200);
+    let status = reply.status().as_u16();
     let body = http_body_util::BodyExt::collect(reply.into_body())
         .await
         .expect("body")
         .to_bytes();
-    assert!(String::from_utf8_lossy(&body).contains("2500"), "{body:?}");
+    H2 {
+        status,
+        body,
+        driver,
+        _send: send,
+    }
 }
 
 /// An HTTP/2 frame: `kind`, `flags`, `stream`, `payload`.

@@ -71,16 +71,10 @@ pub fn main(args: CapacityArgs) -> ExitCode {
         seed,
         npamp,
     } = args;
-    let mut s = match Scenario::load(&scenario) {
+    let mut s = match scenario_with(&scenario, target, connections) {
         Ok(s) => s,
-        Err(e) => return fail(EXIT_USAGE, &e.into()),
+        Err(exit) => return exit,
     };
-    if let Some(t) = target {
-        s.target = Some(t);
-    }
-    if let Some(c) = connections {
-        s.connections = c.max(1);
-    }
     s.duration = step;
     s.warmup = warmup;
     if !(start > 0.0 && max >= start && precision > 0.0 && precision < 100.0) {

@@ -181,3 +181,21 @@ pub fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
     let _ = std::fs::remove_file(probe);
     Ok(())
 }
+
+/// The scenario file at `path`, with the command line's `--target` and
+/// `--connections` in place of its own; the exit code of a usage error
+/// (said) where it cannot be read.
+pub fn scenario_with(
+    path: &std::path::Path,
+    target: Option<String>,
+    connections: Option<usize>,
+) -> Result<Scenario, ExitCode> {
+    let mut s = Scenario::load(path).map_err(|e| fail(EXIT_USAGE, &e.into()))?;
+    if let Some(t) = target {
+        s.target = Some(t);
+    }
+    if let Some(c) = connections {
+        s.connections = c.max(1);
+    }
+    Ok(s)
+}

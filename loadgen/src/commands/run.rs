@@ -79,16 +79,10 @@ pub fn main(args: RunArgs) -> ExitCode {
         },
         (None, None) => None,
     };
-    let mut s = match Scenario::load(&scenario) {
+    let mut s = match scenario_with(&scenario, target, connections) {
         Ok(s) => s,
-        Err(e) => return fail(EXIT_USAGE, &e.into()),
+        Err(exit) => return exit,
     };
-    if let Some(t) = target {
-        s.target = Some(t);
-    }
-    if let Some(c) = connections {
-        s.connections = c.max(1);
-    }
     if let Some(c) = concurrency {
         s.load = Load::Closed {
             concurrency: c.max(1),

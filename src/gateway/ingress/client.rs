@@ -127,7 +127,11 @@ pub async fn stream_client<S: MessageSource>(
                 break;
             }
         };
-        if let Some(f) = over_rate_limit(&ctx, key, &text) {
+        let count = || match scan(&text, &ctx.scan) {
+            Ok(Scanned::Batch(elements)) => elements.len(),
+            _ => 1,
+        };
+        if let Some(f) = key.and_then(|key| over_rate_limit(&ctx, key, text.len(), count)) {
             answer_all(&text, &f, &tx, &edge).await;
             continue;
         }
@@ -155,17 +159,19 @@ pub async fn stream_client<S: MessageSource>(
     }
 }
 
-/// Why a session client's message is refused under its rate limit
-/// (`--rate-limit`, `--rate-limit-octets`; a batch counts each element),
-/// if it is.
-fn over_rate_limit(ctx: &Ctx, key: Option<ClientKey>, text: &Bytes) -> Option<Failure> {
+/// Why a message of `len` octets from `key` is refused under its rate
+/// limit (`--rate-limit`, `--rate-limit-octets`; `count`: the requests and
+/// notifications in it, asked only where a limit is set), if it is:
+/// counted, with the failure to answer with. HTTP and session clients
+/// alike.
+pub fn over_rate_limit(
+    ctx: &Ctx,
+    key: ClientKey,
+    len: usize,
+    count: impl FnOnce() -> usize,
+) -> Option<Failure> {
     let live = ctx.live();
-    let (limiter, key) = (live.limiter.as_ref()?, key?);
-    let count = match scan(text, &ctx.scan) {
-        Ok(Scanned::Batch(elements)) => elements.len(),
-        _ => 1,
-    };
-    admit(ctx, limiter, key, count, text.len()).err()
+    admit(ctx, live.limiter.as_ref()?, key, count(), len).err()
 }
 
 /// A session client's message could not be read: `true` when its
@@ -201,7 +207,7 @@ async fn read_failed(ctx: &Ctx, e: &std::io::Error, tx: &Outbox) -> bool {
 
 /// Takes `count` messages of `len` octets in all from `key`'s rate limit,
 /// or refuses them (counted) with the failure to answer with.
-pub fn admit(
+fn admit(
     ctx: &Ctx,
     limiter: &Limiter,
     key: ClientKey,

@@ -525,13 +525,11 @@ fn over_rate_limit(
     message: &Scanned,
     body: &Bytes,
 ) -> Option<HttpResponse> {
-    let live = ctx.live();
-    let limiter = live.limiter.as_ref()?;
     let count = match message {
         Scanned::Single(_) => 1,
         Scanned::Batch(elements) => elements.len(),
     };
-    let f = super::client::admit(ctx, limiter, key, count, body.len()).err()?;
+    let f = super::client::over_rate_limit(ctx, key, body.len(), || count)?;
     let id = match message {
         Scanned::Single(m) => id_of(m).map(|i| &body[i.token.clone()]),
         Scanned::Batch(_) => None,

@@ -335,13 +335,7 @@ async fn exchange(
     body: &str,
     session: Option<&str>,
 ) -> Result<(u16, String), Error> {
-    let socket = if target.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.bind(SocketAddr::new(from, 0))?;
-    let mut tcp = socket.connect(target).await?;
+    let mut tcp = connect_from(target, from).await?;
     let mcp = match session {
         Some(id) => format!("Accept: {MCP_ACCEPT}\r\nMcp-Session-Id: {id}\r\n"),
         None => format!("Accept: {MCP_ACCEPT}\r\n"),
