@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use npamp_gateway::assoc::{PeerAddr, Scheme};
-use npamp_gateway::gateway::{Client, Gateway, Upstream};
+use npamp_gateway::gateway::{Client, Gateway};
 use serde_json::{Value, json};
 
 /// Answers each request with its params as the result; a notification
@@ -60,7 +60,7 @@ async fn a_client_carries_requests_batches_and_notifications_as_an_edge_does() {
             scheme: Scheme::Quic,
             addr: "127.0.0.1:0".parse().expect("addr"),
         })
-        .upstream(Upstream::Http(url.parse().expect("uri")))
+        .upstream(url.parse().expect("an upstream URL"))
         .start()
         .await
         .expect("origin");

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use npamp_gateway::assoc::{PeerAddr, Scheme};
 use npamp_gateway::gateway::config::Sourced;
-use npamp_gateway::gateway::{Gateway, IngressUrl, Upstream};
+use npamp_gateway::gateway::{Gateway, IngressUrl};
 
 fn deploy(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -44,7 +44,7 @@ async fn served_by_a_pair() -> String {
             addr: "127.0.0.1:0".parse().expect("addr"),
         })
         // Nothing is sent to it: only its metrics are read.
-        .upstream(Upstream::Http("http://127.0.0.1:9/".parse().expect("uri")))
+        .upstream("http://127.0.0.1:9/".parse().expect("an upstream URL"))
         .start()
         .await
         .expect("origin");

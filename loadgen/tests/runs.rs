@@ -547,7 +547,7 @@ fn exit_codes_say_what_went_wrong() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npamp_targets_send_frames_straight_to_an_origin() {
     use npamp_gateway::assoc::PeerAddr;
-    use npamp_gateway::gateway::{Client, Gateway, Upstream};
+    use npamp_gateway::gateway::{Client, Gateway};
     use std::sync::Arc;
 
     let bound = mock::spawn(
@@ -566,7 +566,7 @@ async fn npamp_targets_send_frames_straight_to_an_origin() {
                 scheme,
                 addr: "127.0.0.1:0".parse().expect("addr"),
             })
-            .upstream(Upstream::Http(bound.to_string().parse().expect("uri")))
+            .upstream(bound.to_string().parse().expect("an upstream URL"))
             .start()
             .await
             .expect("origin");

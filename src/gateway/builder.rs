@@ -107,6 +107,7 @@ impl GatewayBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::Address;
 
     #[test]
     fn a_builder_is_checked_as_the_options_are() {
@@ -119,7 +120,7 @@ mod tests {
         let seed = zeroize::Zeroizing::new([9; 32]);
         let c = Gateway::builder()
             .listen("quic://127.0.0.1:0".parse().unwrap())
-            .upstream(Upstream::Cmd(vec!["cat".into()]))
+            .upstream(Upstream::command(vec!["cat".into()]).unwrap())
             .trust([1; 32])
             .identity_seed(seed)
             .options(|o| o.max_batch = Some("7".parse().unwrap()))
@@ -128,6 +129,9 @@ mod tests {
         assert_eq!(*c.endpoint.identity_seed, [9; 32]);
         assert!(!c.ephemeral_identity);
         assert_eq!(c.limits.max_batch, 7);
-        assert!(matches!(c.upstream, Some(Upstream::Cmd(_))));
+        assert!(matches!(
+            c.upstream.as_ref().map(|u| u.address()),
+            Some(Address::Command(_))
+        ));
     }
 }

@@ -21,23 +21,19 @@ pub(crate) mod quiet;
 internal! {
     mod auth;
     mod carry;
-    mod child;
     mod context;
     mod json_stream;
     mod edge;
     mod exec;
     mod gated;
     mod ingress;
-    mod mcp_http;
     mod origin;
     mod outbox;
     mod policy;
     mod redact;
     mod session;
     mod stall;
-    mod upstream_http;
-    mod upstream_pool;
-    mod upstream_group;
+    mod upstream;
 }
 
 use std::collections::HashSet;
@@ -201,30 +197,7 @@ pub enum HedgeAfter {
     Percentile(u32),
 }
 
-/// Where the origin delivers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Upstream {
-    Http(hyper::Uri),
-    Ws(String),
-    /// A program and its arguments.
-    Cmd(Vec<String>),
-    /// A Unix domain socket speaking JSON-RPC values back to back, as
-    /// geth's IPC endpoint does (`unix:///path/geth.ipc`).
-    Ipc(std::path::PathBuf),
-}
-
-/// An upstream as it may be shown to clients, peers and logs: no user
-/// information, path, query or command arguments (see `redact`).
-impl std::fmt::Display for Upstream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Upstream::Http(u) => redact::PublicUrl::of_uri(u).fmt(f),
-            Upstream::Ws(u) => redact::PublicUrl::of(u).fmt(f),
-            Upstream::Cmd(argv) => f.write_str(&redact::program(argv)),
-            Upstream::Ipc(path) => write!(f, "unix://{}", path.display()),
-        }
-    }
-}
+pub use upstream::{Address, Upstream};
 
 pub use ingress::IngressUrl;
 

@@ -22,7 +22,7 @@ impl PublicUrl {
 
     /// `scheme://host[:port]` of a parsed URI.
     pub fn of_uri(uri: &hyper::Uri) -> Self {
-        if let Some(socket) = super::upstream_http::shown(uri) {
+        if let Some(socket) = super::upstream::http_client::shown(uri) {
             return Self(socket);
         }
         let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {

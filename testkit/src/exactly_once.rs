@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use npamp_gateway::assoc::{Endpoint, PeerAddr, Scheme};
 use npamp_gateway::bridge::ProtocolId;
 use npamp_gateway::gateway::config::random_seed;
-use npamp_gateway::gateway::{Gateway, GatewayConfig, IngressUrl, Limits, Upstream};
+use npamp_gateway::gateway::{Gateway, GatewayConfig, IngressUrl, Limits};
 use npamp_gateway::handshake::{Identity, Trust};
 use npamp_gateway::jsonrpc::EffectTable;
 
@@ -205,7 +205,7 @@ impl EmbeddedPair {
             scheme: transport,
             addr: loopback(),
         }];
-        origin.upstream = Some(Upstream::Http(upstream_uri));
+        origin.upstream = Some(upstream_uri);
         let origin = Gateway::start(origin).await.map_err(|e| e.to_string())?;
         let peer = *origin
             .listening

@@ -141,10 +141,7 @@ impl GatewayOptions {
         }
         let cmds = self.upstream_cmd.iter().map(|cmd| {
             let argv: Vec<String> = cmd.split_whitespace().map(str::to_owned).collect();
-            match argv.is_empty() {
-                true => Err(("upstream-cmd", "empty command".to_owned())),
-                false => Ok(Upstream::Cmd(argv)),
-            }
+            Upstream::command(argv).ok_or(("upstream-cmd", "empty command".to_owned()))
         });
         self.upstream.iter().cloned().map(Ok).chain(cmds).collect()
     }
@@ -159,16 +156,17 @@ impl GatewayOptions {
     /// Whether these upstreams are HTTP JSON-RPC ones, served request by
     /// request (not MCP sessions).
     fn http_group(&self, all: &[Upstream]) -> bool {
-        let mcp = self.protocol.unwrap_or_default().id() == crate::bridge::ProtocolId::MCP;
-        !mcp && all.iter().all(|u| matches!(u, Upstream::Http(_)))
+        let protocol = self.protocol.unwrap_or_default().id();
+        all.iter().all(|u| u.per_request(protocol))
     }
 
     /// Where an origin delivers: `--upstream` or `--upstream-cmd`, and the
     /// headers that go with an HTTP or WebSocket one.
     fn upstream(&self, all: &[Upstream], src: &Sourced) -> Result<Option<Upstream>, ConfigError> {
         let upstream = all.first().cloned();
+        let protocol = self.protocol.unwrap_or_default().id();
         if !self.upstream_header.is_empty()
-            && !matches!(upstream, Some(Upstream::Http(_) | Upstream::Ws(_)))
+            && !upstream.as_ref().is_some_and(|u| u.takes_headers(protocol))
         {
             return Err(src.error(
                 "upstream-header",
@@ -184,9 +182,7 @@ impl GatewayOptions {
                  session, whose requests all go to one upstream",
             ));
         }
-        let mcp = self.protocol.unwrap_or_default().id() == crate::bridge::ProtocolId::MCP;
-        let session = |u: &Upstream| mcp || !matches!(u, Upstream::Http(_));
-        if all.len() > 1 && !http && !all.iter().all(session) {
+        if all.len() > 1 && !http && all.iter().any(|u| u.per_request(protocol)) {
             return Err(src.error(
                 "upstream",
                 "several upstreams are all HTTP JSON-RPC ones (http://, https://, http+unix://), \
@@ -211,10 +207,7 @@ impl GatewayOptions {
     /// The HTTP upstream group (all of `--upstream` when there are several
     /// or routes), and the routes.
     fn group(&self, all: &[Upstream]) -> (Vec<hyper::Uri>, Vec<(String, hyper::Uri)>) {
-        let uri = |u: &Upstream| match u {
-            Upstream::Http(uri) => Some(uri.clone()),
-            _ => None,
-        };
+        let uri = |u: &Upstream| u.http_uri().cloned();
         let group = if (all.len() > 1 || !self.route.is_empty()) && self.http_group(all) {
             self.upstream.iter().filter_map(uri).collect()
         } else {

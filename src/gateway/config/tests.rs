@@ -133,7 +133,7 @@ fn file_keys_are_flag_names_and_flags_win() {
         c.limits.max_batch, 9,
         "the file's value stays where no flag is given"
     );
-    assert!(matches!(c.upstream, Some(Upstream::Http(_))));
+    assert!(c.upstream.as_ref().and_then(|u| u.http_uri()).is_some());
     assert!(matches!(
         c.endpoint.trust.current(),
         crate::handshake::Trust::InsecureAcceptAny
@@ -622,7 +622,7 @@ fn several_upstreams_form_a_group_of_http_ones_or_of_sessions_and_routes_are_htt
     let c = origin(&["--upstream-cmd", "a", "--upstream-cmd", "b --x"]).unwrap();
     assert_eq!(
         c.session_group[1],
-        Upstream::Cmd(vec!["b".into(), "--x".into()])
+        Upstream::command(vec!["b".into(), "--x".into()]).unwrap()
     );
     for (bad, says) in [
         (

@@ -352,7 +352,7 @@ impl FromStr for RouteRule {
             .split_once('=')
             .ok_or_else(|| format!("{s:?}: expected GLOB=URL (eth_getLogs=http://archive:8545)"))?;
         let upstream: Upstream = url.trim().parse()?;
-        if !matches!(upstream, Upstream::Http(_)) {
+        if upstream.http_uri().is_none() {
             return Err(format!(
                 "{s:?}: a route goes to an http(s):// or http+unix:// upstream"
             ));
@@ -436,37 +436,6 @@ impl FromStr for HostPort {
             .and_then(|mut a| a.next())
             .map(Self)
             .ok_or_else(|| format!("bad address {s:?}: expected HOST:PORT"))
-    }
-}
-
-/// `--upstream`: an http(s):// or ws(s):// URL.
-impl FromStr for Upstream {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        if let Some(path) = s.strip_prefix("unix://") {
-            let path = std::path::PathBuf::from(path);
-            if !path.is_absolute() {
-                return Err(format!(
-                    "bad URL {s:?}: expected unix:///PATH, an absolute path (unix:///run/geth.ipc)"
-                ));
-            }
-            return Ok(Upstream::Ipc(path));
-        }
-        if let Some(uri) = crate::gateway::upstream_http::parse_unix_url(s) {
-            return uri.map(Upstream::Http);
-        }
-        let uri: hyper::Uri = s.parse().map_err(|e| format!("bad URL {s:?}: {e}"))?;
-        if uri.host().is_none() {
-            return Err(format!("bad URL {s:?}: no host"));
-        }
-        match uri.scheme_str() {
-            Some("http" | "https") => Ok(Upstream::Http(uri)),
-            Some("ws" | "wss") => Ok(Upstream::Ws(s.to_owned())),
-            _ => Err(format!(
-                "bad URL {s:?}: expected http://, https://, http+unix:///PATH, ws://, wss:// or unix:///PATH"
-            )),
-        }
     }
 }
 

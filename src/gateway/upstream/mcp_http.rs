@@ -33,13 +33,16 @@ use hyper::{Method, StatusCode, Uri};
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
-use super::Ctx;
-use super::carry::in_flight_full;
-use super::session::SESSION_OVER;
-use super::upstream_http::HttpsClient;
+use futures_util::FutureExt;
+
+use super::http_client::HttpsClient;
+use super::{Address, Delivery, Env, Kind as UpstreamKind};
 use crate::assoc::error::error_chain;
-use super::outbox::Inbox;
-use super::session::Session;
+use crate::bridge::ProtocolId;
+use crate::gateway::Ctx;
+use crate::gateway::carry::in_flight_full;
+use crate::gateway::outbox::Inbox;
+use crate::gateway::session::{SESSION_OVER, Session};
 use crate::sse::SseDecoder;
 use crate::jsonrpc::carriage::method_of;
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
@@ -68,8 +71,8 @@ struct Negotiated {
 /// One association's MCP session at the upstream.
 struct McpSession {
     uri: Uri,
-    /// The URI as it may be shown (no secrets: [`super::redact`]).
-    shown: super::redact::PublicUrl,
+    /// The URI as it may be shown (no secrets: [`crate::gateway::redact`]).
+    shown: crate::gateway::redact::PublicUrl,
     client: HttpsClient,
     /// `--upstream-header`.
     headers: Arc<[(HeaderName, HeaderValue)]>,
@@ -111,29 +114,48 @@ impl Message {
     }
 }
 
-/// An MCP server over Streamable HTTP, as the origin reaches it.
-pub(super) struct Upstream<'a> {
-    pub ctx: &'a Arc<Ctx>,
-    /// The origin's room under `--max-in-flight`.
-    pub permits: &'a Arc<tokio::sync::Semaphore>,
-    /// `--upstream-header`s.
-    pub headers: &'a Arc<[(HeaderName, HeaderValue)]>,
-    pub uri: &'a Uri,
-    pub client: &'a HttpsClient,
+/// MCP over Streamable HTTP: `http://`, `https://` or `http+unix://` with
+/// `--protocol mcp`.
+pub struct McpHttp;
+
+impl UpstreamKind for McpHttp {
+    fn name(&self) -> &'static str {
+        "mcp-http"
+    }
+
+    /// Its URLs are read by [`super::http::Http`], as every HTTP one.
+    fn parse(&self, _url: &str) -> Option<Result<Address, String>> {
+        None
+    }
+
+    fn takes(&self, address: &Address, protocol: ProtocolId) -> bool {
+        matches!(address, Address::Uri(_)) && protocol == ProtocolId::MCP
+    }
+
+    fn takes_headers(&self) -> bool {
+        true
+    }
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Session(|address, env, session, rx| match address {
+            Address::Uri(uri) => run(uri, env, session, rx).boxed(),
+            _ => std::future::ready("not an HTTP URL".to_owned()).boxed(),
+        })
+    }
 }
 
 /// Runs the upstream session until the association ends.
-pub(super) async fn run(up: Upstream<'_>, session: &Session, rx: &mut Inbox) -> String {
-    let Upstream {
+async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String {
+    let Env {
         ctx,
         permits,
         headers,
-        uri,
-        client,
-    } = up;
+        ..
+    } = env;
+    let client = env.https_client();
     let mcp = Arc::new(McpSession {
         uri: uri.clone(),
-        shown: super::redact::PublicUrl::of_uri(uri),
+        shown: crate::gateway::redact::PublicUrl::of_uri(uri),
         client: client.clone(),
         headers: headers.clone(),
         ctx: ctx.clone(),
@@ -208,7 +230,7 @@ impl McpSession {
         if !body.is_empty() {
             req = req.header(CONTENT_TYPE, "application/json");
         }
-        if let Some(host) = super::upstream_http::host_override(&self.uri) {
+        if let Some(host) = super::http_client::host_override(&self.uri) {
             req = req.header(hyper::header::HOST, host);
         }
         for (name, value) in self.headers.iter() {
@@ -343,7 +365,7 @@ impl McpSession {
                 }
                 // The decoder's only error: an event over --max-body.
                 let crate::sse::SseError::TooLarge { max } = e;
-                return Err(super::carry::reply_over_max_body(
+                return Err(crate::gateway::carry::reply_over_max_body(
                     &format!("upstream {uri}"),
                     None,
                     max,
@@ -388,7 +410,7 @@ impl McpSession {
             let body = Limited::new(resp.into_body(), max)
                 .collect()
                 .await
-                .map_err(|e| super::carry::reading_reply_failed(uri, &*e, max))?
+                .map_err(|e| crate::gateway::carry::reading_reply_failed(uri, &*e, max))?
                 .to_bytes();
             match body.is_empty() {
                 true => (false, body),

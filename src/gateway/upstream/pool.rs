@@ -37,7 +37,7 @@ use hyper::client::conn::http1::{self, Connection, SendRequest};
 use hyper::{Request, Response, Uri};
 use tower_service::Service;
 
-use super::upstream_http::{BoxError, Conn, Connector};
+use super::http_client::{BoxError, Conn, Connector};
 
 /// Why a POST has no reply.
 #[derive(Debug)]

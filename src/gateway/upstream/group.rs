@@ -1,14 +1,14 @@
 //! An origin's HTTP upstreams as a group (`--upstream` repeated) and its
 //! method routes (`--route GLOB=URL`): which upstreams may take a request,
 //! which of them is chosen (the edge's health and choice,
-//! [`super::policy::health`]), and whether a failed POST may go to another;
+//! [`crate::gateway::policy::health`]), and whether a failed POST may go to another;
 //! and its session upstreams as a group ([`Sessions`]).
 
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::Duration;
 
-use super::policy::health::{self, Chooser, Health, RetryBudget};
-use super::metrics::{Metrics, Section};
+use crate::gateway::metrics::{Metrics, Section};
+use crate::gateway::policy::health::{self, Chooser, Health, RetryBudget};
 
 /// One HTTP upstream of the group.
 pub struct Member {
@@ -175,7 +175,7 @@ impl Section for Group {
         let shown: Vec<(String, &Health)> = self
             .members
             .iter()
-            .map(|m| (super::redact::PublicUrl::of_uri(&m.uri).to_string(), &m.health))
+            .map(|m| (crate::gateway::redact::PublicUrl::of_uri(&m.uri).to_string(), &m.health))
             .collect();
         health::render(o, "npamp_group", "upstream", &shown, self.now(), &self.budget);
     }
@@ -340,7 +340,7 @@ mod tests {
 
     #[test]
     fn sessions_spread_over_members_and_move_off_one_that_failed() {
-        let ws = |port: u16| super::super::Upstream::Ws(format!("ws://127.0.0.1:{port}"));
+        let ws = |port: u16| format!("ws://127.0.0.1:{port}").parse::<crate::gateway::Upstream>().expect("a URL");
         let g = Sessions::new(vec![ws(1), ws(2), ws(3)]);
         // Four sessions: the fewest first, so 2-1-1 in some order.
         let on: Vec<OnMember<'_>> = (0..4).map(|_| g.enter(None)).collect();

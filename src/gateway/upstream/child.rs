@@ -1,0 +1,165 @@
+//! A child process speaking newline-delimited JSON-RPC on its stdio
+//! (`--upstream-cmd`): one process per association, started when the
+//! association opens and ended politely when it closes.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tracing::{debug, info, warn};
+
+use super::process::{Stop, UpstreamChild};
+use super::{Address, Delivery, Env, Kind};
+use crate::bridge::ProtocolId;
+use crate::gateway::outbox::Inbox;
+use crate::gateway::session::{SESSION_OVER, Session};
+use crate::lines::{LineReader, LineSkipped, write_line};
+
+/// A program and its arguments, for every protocol but MCP (whose stdio
+/// servers are [`super::mcp_stdio`]).
+pub struct Command;
+
+impl Kind for Command {
+    fn name(&self) -> &'static str {
+        "command"
+    }
+
+    fn parse(&self, _url: &str) -> Option<Result<Address, String>> {
+        None
+    }
+
+    fn takes(&self, address: &Address, protocol: ProtocolId) -> bool {
+        matches!(address, Address::Command(_)) && protocol != ProtocolId::MCP
+    }
+
+    fn delivery(&self) -> Delivery {
+        Delivery::Session(|address, env, session, rx| match address {
+            Address::Command(argv) => run(argv, env, session, rx).boxed(),
+            _ => std::future::ready("not a command".to_owned()).boxed(),
+        })
+    }
+}
+/// A child process speaking newline-delimited JSON-RPC on stdio.
+pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) -> String {
+    let ctx = &env.ctx;
+    let Some((program, args)) = argv.split_first() else {
+        return "empty upstream command".into();
+    };
+    let _running = match room_for_one(env) {
+        Ok(room) => room,
+        Err(why) => return why,
+    };    let (mut child, mut stdin, stdout, stderr) = match UpstreamChild::spawn(program, args) {
+        Ok(c) => c,
+        Err(e) => return format!("cannot start {}: {e}", crate::gateway::redact::program(argv)),
+    };
+    let pid = child.id();
+    info!(pid, command = %crate::gateway::redact::program(argv), "upstream process started");
+    debug!(pid, argv = ?argv, "upstream process arguments");
+    session.local_up();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            info!(target: "upstream", pid, "{line}");
+        }
+    });
+    let why = {
+        let write = async {
+            while let Some(text) = rx.recv().await {
+                let write = async {
+                    write_line(&mut stdin, &text).await?;
+                    if rx.is_empty() {
+                        stdin.flush().await?;
+                    }
+                    Ok::<_, std::io::Error>(())
+                };
+                if let Err(why) = super::write_within(ctx, "its stdin", write).await {
+                    return Some(why);
+                }
+            }
+            None
+        };
+        let read = async {
+            // One reply too large for --max-body is dropped, not a reason to
+            // restart the upstream (and lose its other requests and state):
+            // the request it answers is told so when the reply's head names
+            // it, else it times out.
+            let mut lines = LineReader::skipping_long_lines(stdout, ctx.limits.max_body);
+            loop {
+                match lines.next().await {
+                    Ok(Some(line)) => session.on_local_message(line).await,
+                    Ok(None) => return "the upstream closed its stdout".to_owned(),
+                    Err(e) => match LineSkipped::of(&e) {
+                        Some(s) => session.local_message_too_large(&s.head, s.len).await,
+                        None => return format!("reading the upstream's stdout: {e}"),
+                    },
+                }
+            }
+        };
+        tokio::select! {
+            w = write => w,
+            r = read => Some(r),
+            status = child.wait() => Some(match status {
+                Ok(s) => format!("the upstream process exited ({s})"),
+                Err(e) => format!("waiting for the upstream process: {e}"),
+            }),
+            _ = session.assoc().ended() => None,
+        }
+    };
+    match why {
+        Some(why) => {
+            child.stop(Stop::Kill);
+            why
+        }
+        None => {
+            // The association is over, the child is fine: let it exit on
+            // its own, as MCP's stdio shutdown asks (stdin closed, then
+            // SIGTERM, then SIGKILL).
+            drop(stdin);
+            stop_child(&mut child, pid).await;
+            SESSION_OVER.to_owned()
+        }
+    }
+}
+
+/// Room for one more process under `--max-upstream-processes`: each
+/// association has its own, so a flood of associations (MCP clients
+/// initializing) cannot start one each without end.
+fn room_for_one(env: &Env) -> Result<tokio::sync::OwnedSemaphorePermit, String> {
+    let ctx = &env.ctx;
+    env.children.clone().try_acquire_owned().map_err(|_| {
+        ctx.metrics.upstream_processes_refused.fetch_add(1, Relaxed);
+        format!(
+            "{} upstream processes run already (--max-upstream-processes): none started for this association",
+            ctx.limits.max_upstream_processes
+        )
+    })
+}
+
+/// How long an upstream child gets to exit after its stdin closes, and again
+/// after SIGTERM, before it is killed.
+const CHILD_EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Waits for a child whose stdin was closed to exit; SIGTERM after
+/// [`CHILD_EXIT_GRACE`], SIGKILL after another.
+async fn stop_child(child: &mut UpstreamChild, pid: u32) {
+    let exited = async |child: &mut UpstreamChild| {
+        tokio::time::timeout(CHILD_EXIT_GRACE, child.wait())
+            .await
+            .is_ok()
+    };
+    if exited(child).await {
+        debug!(pid, "upstream process exited after its stdin closed");
+        return;
+    }
+    if cfg!(unix) {
+        child.stop(Stop::Terminate);
+        if exited(child).await {
+            info!(pid, "upstream process exited on SIGTERM");
+            return;
+        }
+    }
+    warn!(pid, "upstream process did not exit; killing it");
+    child.stop(Stop::Kill);
+    let _ = child.wait().await;
+}
