@@ -10,7 +10,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{Axes, CHAR_WIDTH, Chart, Scale, Series, Summary, label, legend_bottom, xml};
+use crate::chart::{self, Axes, BLUE, Chart, GREEN, ORANGE, RED, Scale, Series, label};
+use crate::summary::Summary;
 
 /// `--slo "p99<50ms,errors<0.1%"`: every term must hold.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -385,28 +386,16 @@ pub fn svg(c: &Capacity, title: &str) -> String {
         .map(|s| s.p99_ms)
         .chain(c.slo.latency.iter().map(|(_, ms)| *ms))
         .fold(0.001, f64::max);
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    let chart = Chart {
+    let mut o = chart::document(w, h);
+    let frame = Chart {
         x0: 80.0,
         y0: 40.0,
         width: w - 110.0,
         height: h - 100.0,
     };
-    let _ = writeln!(
-        o,
-        r#"<text x="{}" y="20" font-size="14">{} — {}</text>"#,
-        chart.x0,
-        xml(title),
-        xml(&c.verdict())
-    );
-    let lines: [(&str, &str, Quantile); 2] = [
-        ("p50", "#2ca02c", |s| s.p50_ms),
-        ("p99", "#1f77b4", |s| s.p99_ms),
-    ];
+    chart::heading(&mut o, frame.x0, &format!("{title} — {}", c.verdict()));
+    let lines: [(&str, &str, Quantile); 2] =
+        [("p50", GREEN, |s| s.p50_ms), ("p99", BLUE, |s| s.p99_ms)];
     let points: Vec<Vec<(f64, f64)>> = lines
         .iter()
         .map(|(_, _, of)| steps.iter().map(|s| (s.achieved, of(s))).collect())
@@ -423,64 +412,33 @@ pub fn svg(c: &Capacity, title: &str) -> String {
         y_title: "latency, ms",
         shade: None,
     };
-    let plot = chart.draw(&mut o, &axes, &series);
-    let (x0, y0, x1, y1) = (
-        chart.x0,
-        chart.y0,
-        chart.x0 + chart.width,
-        chart.y0 + chart.height,
-    );
+    let plot = frame.draw(&mut o, &axes, &series);
     for (name, colour, of) in lines {
         for s in &steps {
-            let fill = if s.pass { colour } else { "white" };
-            let _ = writeln!(
-                o,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{fill}" stroke="{colour}"><title>{name} {:.3} ms at {:.0}/s offered, {:.0}/s achieved{}</title></circle>"#,
-                plot.x(s.achieved),
-                plot.y(of(s)),
+            let tip = format!(
+                "{name} {:.3} ms at {:.0}/s offered, {:.0}/s achieved{}",
                 of(s),
                 s.rate,
                 s.achieved,
-                s.why
-                    .as_deref()
-                    .map_or(String::new(), |w| format!(": {}", xml(w)))
+                s.why.as_deref().map_or(String::new(), |w| format!(": {w}"))
             );
+            plot.point(&mut o, (s.achieved, of(s)), colour, !s.pass, &tip);
         }
     }
     for (q, ms) in &c.slo.latency {
-        let _ = writeln!(
-            o,
-            r##"<line x1="{x0}" y1="{y:.1}" x2="{x1:.1}" y2="{y:.1}" stroke="#ff7f0e" stroke-dasharray="6 3"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#ff7f0e">SLO {q} &lt; {} ms</text>"##,
-            x1 - 4.0,
-            plot.y(*ms) - 4.0,
-            label(*ms),
-            y = plot.y(*ms)
-        );
+        plot.level(&mut o, *ms, ORANGE, &format!("SLO {q} < {} ms", label(*ms)));
     }
     if let Some(k) = c.knee {
-        // Its label below the legend (which takes the frame's top right
-        // corner), and left of the line where it would run out of the frame.
         let text = format!("knee {}/s", label(k.round()));
-        let x = plot.x(k);
-        let wide = CHAR_WIDTH * text.chars().count() as f64;
-        let (tx, anchor) = if x + 4.0 + wide > x1 {
-            (x - 4.0, "end")
-        } else {
-            (x + 4.0, "start")
-        };
-        let _ = writeln!(
-            o,
-            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1:.1}" stroke="#d62728" stroke-dasharray="4 3"/><text x="{tx:.1}" y="{:.1}" text-anchor="{anchor}" fill="#d62728">{text}</text>"##,
-            y0 + legend_bottom(series.len()) + 14.0,
-        );
+        plot.upright(&mut o, k, RED, &text, series.len());
     }
-    o.push_str("</svg>\n");
-    o
+    chart::finish(o)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chart::{CHAR_WIDTH, legend_bottom};
 
     #[test]
     fn slos_parse_as_a_planner_writes_them() {

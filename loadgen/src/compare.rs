@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::Summary;
+use crate::summary::Summary;
 
 /// How a row is judged.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -88,7 +88,7 @@ pub fn compare(base: &Summary, new: &Summary, threshold_pct: f64) -> (String, bo
     row(&mut o, "p99.9 ms", l.p999, m.p999, false, Gate::No);
     row(&mut o, "max ms", l.max, m.max, false, Gate::No);
     let (a, b) = (&base.accounting, &new.accounting);
-    let errors = |x: &crate::report::Accounting| {
+    let errors = |x: &crate::summary::Accounting| {
         (x.unexpected_errors + x.transport_errors.values().sum::<u64>() + x.timed_out) as f64
     };
     row(&mut o, "errors", errors(a), errors(b), true, Gate::No);

@@ -5,8 +5,10 @@
 
 use std::fmt::Write as _;
 
+use crate::chart::{self, PALETTE};
 use crate::merge::Measured;
-use crate::report::{self, Latency, Summary};
+use crate::report;
+use crate::summary::{Latency, Summary};
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -36,11 +38,6 @@ fn latency_row(o: &mut String, name: &str, l: &Latency) {
 }
 
 const LATENCY_HEAD: &str = "<tr><th></th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>n</th></tr>";
-
-/// Line colours, in order.
-const PALETTE: [&str; 8] = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-];
 
 /// The page of a run (`m`), with a capacity search's curve when given.
 pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
@@ -117,15 +114,15 @@ pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
         let spectra: Vec<(String, Vec<(f64, f64)>)> = m
             .per_method
             .iter()
-            .map(|(name, h)| (name.clone(), report::spectrum(h)))
+            .map(|(name, h)| (name.clone(), chart::spectrum(h)))
             .collect();
-        let lines: Vec<report::Line<'_>> = spectra
+        let lines: Vec<chart::Line<'_>> = spectra
             .iter()
             .zip(PALETTE.iter().cycle())
             .map(|((name, points), colour)| (name.as_str(), *colour, points.as_slice()))
             .collect();
-        o.push_str(&report::chart_svg(
-            report::spectrum_scale(),
+        o.push_str(&chart::chart_svg(
+            chart::spectrum_scale(),
             "percentile",
             "latency by method, ms",
             None,
@@ -196,9 +193,9 @@ pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
             .enumerate()
             .map(|(i, n)| ((i + 1) as f64, *n as f64))
             .collect();
-        o.push_str(&report::series_svg(
+        o.push_str(&chart::series_svg(
             "outstanding requests",
-            &[("outstanding", "#9467bd", &points)],
+            &[("outstanding", chart::PURPLE, &points)],
             s.warmup_s,
         ));
     }
@@ -237,10 +234,10 @@ impl Compared {
     /// percentiles on the same axis.
     fn spectrum(&self) -> Vec<(f64, f64)> {
         if self.histograms {
-            return report::spectrum(&self.run.overall);
+            return chart::spectrum(&self.run.overall);
         }
         let l = &self.run.summary.latency_ms;
-        let x = |q: f64| (1.0 / (1.0 - q)).log10();
+        let x = chart::percentile_x;
         vec![
             (x(0.5), l.p50),
             (x(0.9), l.p90),
@@ -297,8 +294,8 @@ pub fn compare_page(runs: &[Compared], tables: &str, regressed: bool) -> String 
         o.push_str("<p class=\"note\">A run given as summary.json alone is drawn from its percentiles (p50 to p99.9).</p>");
     }
     let spectra: Vec<_> = runs.iter().map(Compared::spectrum).collect();
-    o.push_str(&report::chart_svg(
-        report::spectrum_scale(),
+    o.push_str(&chart::chart_svg(
+        chart::spectrum_scale(),
         "percentile",
         "latency, ms",
         None,
@@ -316,11 +313,11 @@ pub fn compare_page(runs: &[Compared], tables: &str, regressed: bool) -> String 
     let mut rates = overlay(&labels, &replies);
     rates.extend(overlay(&offered_labels, &offered));
     o.push_str("<h2>Replies per second</h2>");
-    o.push_str(&report::series_svg("per second", &rates, 0.0));
+    o.push_str(&chart::series_svg("per second", &rates, 0.0));
     if runs.iter().all(|r| r.histograms) {
         let p99: Vec<_> = runs.iter().map(Compared::p99_each_second).collect();
         o.push_str("<h2>p99 each second</h2>");
-        o.push_str(&report::series_svg("p99, ms", &overlay(&labels, &p99), 0.0));
+        o.push_str(&chart::series_svg("p99, ms", &overlay(&labels, &p99), 0.0));
     }
     o.push_str(DRAWN);
     o.push_str("</body></html>\n");
@@ -328,7 +325,7 @@ pub fn compare_page(runs: &[Compared], tables: &str, regressed: bool) -> String 
 }
 
 /// One line per run, run `i` in colour `i`.
-fn overlay<'a>(labels: &'a [String], points: &'a [Vec<(f64, f64)>]) -> Vec<report::Line<'a>> {
+fn overlay<'a>(labels: &'a [String], points: &'a [Vec<(f64, f64)>]) -> Vec<chart::Line<'a>> {
     (labels.iter().zip(points).enumerate())
         .map(|(i, (l, p))| (l.as_str(), PALETTE[i % PALETTE.len()], p.as_slice()))
         .collect()
@@ -402,7 +399,7 @@ mod tests {
     use hdrhistogram::Histogram;
 
     use crate::merge::Measured;
-    use crate::report::Summary;
+    use crate::summary::Summary;
 
     fn measured() -> Measured {
         let summary: Summary =

@@ -6,7 +6,10 @@
 //! - [`template`]: `params` templates and the messages of a run;
 //! - [`engine`]: the schedule, the targets (HTTP, WebSocket, TCP, N-PAMP)
 //!   and the accounting;
-//! - [`report`]: the table, the JSON summary, the SVG report;
+//! - [`summary`]: the JSON summary of a run, its schema, how it is computed;
+//! - [`table`]: the final table;
+//! - [`chart`]: the chart kit every page draws with;
+//! - [`report`]: `report.svg`, a run's charts (and the summary's old paths);
 //! - [`html`]: the self-contained HTML report;
 //! - [`capacity`]: the highest rate that meets an SLO (steps, then bisection);
 //! - [`compare`]: two summaries side by side, with a regression threshold;
@@ -15,6 +18,7 @@
 //! - [`slow`]: slow clients (slowloris, unread WebSocket replies).
 
 pub mod capacity;
+pub mod chart;
 pub mod compare;
 pub mod engine;
 pub mod flood;
@@ -27,4 +31,6 @@ pub mod report;
 pub mod run_dir;
 pub mod scenario;
 pub mod slow;
+pub mod summary;
+pub mod table;
 pub mod template;

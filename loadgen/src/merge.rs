@@ -20,8 +20,8 @@ use hdrhistogram::serialization::interval_log::{
 };
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 
-use crate::report::{self, Accounting, Latency, Rates, Summary};
 use crate::scenario::Slo;
+use crate::summary::{Accounting, Latency, Rates, SCHEMA_ID, Summary, checks, stages};
 
 /// What one run (or one merge) measured, whole.
 #[derive(Clone, Debug)]
@@ -380,10 +380,10 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
         sent: parts.iter().map(|p| p.summary.rates.sent).sum(),
         achieved: throughput,
     };
-    let slo = report::checks(&whole_run_slo(parts), &latency, &accounting, throughput);
+    let slo = checks(&whole_run_slo(parts), &latency, &accounting, throughput);
     let pass = slo.iter().all(|c| c.pass);
     let summary = Summary {
-        schema: report::SCHEMA_ID.into(),
+        schema: SCHEMA_ID.into(),
         scenario: first.scenario.clone(),
         target: first.target.clone(),
         model: first.model.clone(),
@@ -431,7 +431,7 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
         .map(|(s, h)| (Duration::from_secs(s), h))
         .collect();
     let mut summary = summary;
-    summary.stages = report::stages(&summary, &intervals);
+    summary.stages = stages(&summary, &intervals);
     Ok(Measured {
         summary,
         overall,

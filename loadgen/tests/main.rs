@@ -7,4 +7,5 @@ mod deploy;
 mod flood;
 mod html;
 mod merge;
+mod pages;
 mod runs;

@@ -137,7 +137,7 @@ async fn capacity(
             ))
         })
         .map_err(|e| anyhow::anyhow!(e))?;
-        let summary = report::summarize(&stats, &s, &described, String::new());
+        let summary = summarize(&stats, &s, &described, String::new());
         let step = Step::judge(rate, &summary, &slo);
         eprintln!(
             "step {n:>2}: offered {rate:>9.0}/s  achieved {:>9.0}/s  p99 {:>9.3} ms  errors {:.3} %  {}",
@@ -167,7 +167,7 @@ async fn capacity(
         let doc = serde_json::json!({
             "scenario": scenario.name,
             "target": described,
-            "machine": report::Machine::here(),
+            "machine": Machine::here(),
             "connections": scenario.connections,
             "step_s": scenario.duration,
             "warmup_s": scenario.warmup,

@@ -24,8 +24,8 @@ pub(crate) use npamp_gateway::gateway::config::{Count, GatewayOptions, PeerKey};
 pub(crate) use npamp_gateway::gateway::{Limits, MAX_BODY_LIMIT};
 pub(crate) use npamp_loadgen::engine::{self, Stats, Target};
 pub(crate) use npamp_loadgen::merge::{self as merging, Measured};
-pub(crate) use npamp_loadgen::report::{self, Summary};
 pub(crate) use npamp_loadgen::scenario::{Load, Scenario, Shard};
+pub(crate) use npamp_loadgen::summary::{Machine, Summary, stages, summarize};
 pub(crate) use npamp_testkit::exactly_once::EmbeddedPair;
 pub(crate) use npamp_testkit::mock::{self, MockAddr};
 

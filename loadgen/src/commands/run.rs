@@ -207,9 +207,9 @@ async fn run(
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_owned())
         .unwrap_or_default();
-    let mut summary = report::summarize(&stats, &scenario, &described, date);
+    let mut summary = summarize(&stats, &scenario, &described, date);
     summary.outstanding_per_second = outstanding;
-    summary.stages = report::stages(&summary, &intervals);
+    summary.stages = stages(&summary, &intervals);
     print!("{}", summary.table());
     if let Some(dir) = out {
         let mut per_method: std::collections::BTreeMap<String, hdrhistogram::Histogram<u64>> =
