@@ -27,6 +27,7 @@ use tracing::{info, warn};
 
 use super::exec::{Exec, ExecSink, Local, Serve};
 use super::outbox::Inbox;
+use super::policy::backoff::Backoff;
 use super::session::Session;
 use super::upstream::group::Sessions;
 use super::upstream::http::{NO_UPSTREAM, Requests};
@@ -35,9 +36,13 @@ use super::{Ctx, GatewayConfig};
 use crate::assoc::AssocHandle;
 use crate::relay::Role;
 
-/// The longest pause between upstream restarts.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
-const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// The pauses between upstream restarts: 100 ms, doubling to 5 s; a
+/// session that ran over 10 s starts them over.
+const RESTARTS: Backoff = Backoff::new(
+    Duration::from_millis(100),
+    Duration::from_secs(5),
+    Duration::from_secs(10),
+);
 
 /// What the origin delivers to; shared by all associations.
 pub struct Origin {
@@ -124,7 +129,7 @@ impl Origin {
     async fn run_upstream(&self, single: Upstream, session: Session, mut rx: Inbox) {
         let _counted = Counted::new(&self.ctx.metrics.upstream_sessions);
         let group = self.sessions.as_deref();
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = RESTARTS;
         let mut first = true;
         let mut failed = None;
         loop {
@@ -152,9 +157,7 @@ impl Origin {
             // Everything queued has been answered NotDelivered: emptying the
             // queue now frees the association's reader if it waits for room.
             while rx.try_recv().is_some() {}
-            if started.elapsed() > MAX_BACKOFF * 2 {
-                backoff = FIRST_BACKOFF;
-            }
+            backoff.ended(started.elapsed());
             let another = match (group, &on) {
                 (Some(g), Some(on)) => {
                     failed = Some(on.index);
@@ -169,10 +172,9 @@ impl Origin {
                 info!(from = %upstream, "upstream session moves to another upstream of the group");
             } else {
                 tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(backoff.pause()) => {}
                     _ = session.assoc().ended() => return,
                 }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
             // What was queued while the upstream was down was answered
             // NotDelivered already: it must not reach the next upstream.

@@ -12,10 +12,13 @@
 //!   started on; when that association ends, the client's connection does.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
+use std::pin::pin;
+
 use bytes::Bytes;
+use futures_util::FutureExt;
+use futures_util::future::Fuse;
 
 use super::{Ctx, HedgeAfter};
 use super::metrics::{Ingress, Metrics, Section};
@@ -28,7 +31,9 @@ use crate::relay::{Failure, Reply, label_of};
 
 mod pool;
 
+use super::policy::carry::{Action, Carry, Ended, Members, Next};
 use super::policy::health::{self, Chooser, Health, Outcome, RetryBudget};
+use super::policy::race::Slot;
 pub use pool::HANDSHAKES_AT_ONCE;
 use pool::{NotSent, Peer};
 
@@ -99,6 +104,24 @@ impl Origins {
         }
     }
 
+}
+
+impl Members for Origins {
+    fn count(&self) -> usize {
+        self.peers.len()
+    }
+
+    fn health(&self, i: usize) -> &Health {
+        &self.peers[i].health
+    }
+
+    fn chooser(&self) -> &Chooser {
+        &self.chooser
+    }
+
+    fn budget(&self) -> &RetryBudget {
+        &self.budget
+    }
 }
 
 impl Section for Origins {
@@ -248,7 +271,7 @@ impl Edge {
             // request's future (copied as it is set up) as small as one try.
             Box::pin(self.carry(text, kind)).await
         } else {
-            match self.attempt(0, false, 0, started, text, kind).await {
+            match self.only_try(started, text, kind).await {
                 Ok(reply) => reply,
                 Err(not_sent) => not_sent.into_reply(),
             }
@@ -268,60 +291,75 @@ impl Edge {
         reply
     }
 
-    /// [`Edge::call`] where a request may be tried more than once.
+    /// [`Edge::call`] where a request may be tried more than once: the
+    /// policy's [`Carry`] says where each try goes, when a read-only one
+    /// is hedged and which end answers; this sends and waits as told.
     async fn carry(&self, text: Bytes, kind: Kind) -> Reply {
-        // Only requests that can be tried again earn retries.
-        self.origins.budget.deposit(self.now());
         let started = Instant::now();
         let mut effect = None;
         let hedging = (self.origins.hedging.as_ref())
             .filter(|_| self.effect(&mut effect, &text, &kind) == Some(Effect::ReadOnly));
         let hedge = hedging.and_then(|h| self.origins.hedge_delay(h));
-        let mut tried = 0u64;
+        let mut carry = Carry::new(&*self.origins, u64::MAX, hedge);
+        let try_at = |member: usize, second: bool, wait: bool| {
+            let peer = self.peer_at(member);
+            let (text, kind) = (text.clone(), kind.clone());
+            peer.call(&self.ctx, &self.endpoint, wait, second, text, kind).fuse()
+        };
+        let mut first = pin!(Fuse::terminated());
+        let mut second = pin!(Fuse::terminated());
+        let mut hedge_timer = pin!(Fuse::terminated());
+        let mut ends: [Option<Result<Reply, NotSent>>; 2] = [None, None];
+        let mut steps = carry.start(started);
         loop {
-            let Some(i) = self.choose(tried) else {
-                return Reply::Failed(Failure::Unavailable("no origin to carry to".into()));
-            };
-            tried |= 1 << i;
-            let tried_one = match hedge {
-                Some(after) => self.hedged(i, after, &mut tried, &text, &kind).await,
-                None => {
-                    let at = Instant::now();
-                    self.attempt(i, false, tried, at, text.clone(), kind.clone()).await
+            for action in steps {
+                match action {
+                    Action::Try { slot: Slot::First, member, second: again, wait } => {
+                        first.set(try_at(member, again, wait));
+                    }
+                    Action::Try { slot: Slot::Second, member, second: again, wait } => {
+                        second.set(try_at(member, again, wait));
+                    }
+                    Action::HedgeAt(due) => {
+                        hedge_timer.set(tokio::time::sleep_until(due.into()).fuse());
+                    }
+                    Action::GiveUp(Slot::First) => first.set(Fuse::terminated()),
+                    Action::GiveUp(Slot::Second) => second.set(Fuse::terminated()),
+                    Action::Answer(slot) => {
+                        let Some(end) = ends[slot.index()].take() else {
+                            return Reply::Failed(Failure::Unavailable("no try answered".into()));
+                        };
+                        let reply = end.unwrap_or_else(NotSent::into_reply);
+                        if let (Some(Hedging::Percentile(p)), Reply::Message { .. }) = (hedging, &reply) {
+                            p.record(self.now(), started.elapsed());
+                        }
+                        return reply;
+                    }
+                    Action::NoMember => {
+                        return Reply::Failed(Failure::Unavailable("no origin to carry to".into()));
+                    }
                 }
-            };
-            let reply = match tried_one {
-                Ok(reply) => reply,
-                // Not sent: the next origin takes it as it is (no load
-                // added anywhere, so no retry budget spent).
-                Err(_) if self.origins.left(tried) => continue,
-                Err(not_sent) => not_sent.into_reply(),
-            };
-            if !self.retry(&reply, &mut effect, &text, &kind, tried) {
-                if let (Some(Hedging::Percentile(p)), Reply::Message { .. }) = (hedging, &reply) {
-                    p.record(self.now(), started.elapsed());
-                }
-                return reply;
             }
-            self.peer_at(i).health.retries.fetch_add(1, Relaxed);
+            let (slot, end) = tokio::select! {
+                r = &mut first => (Slot::First, r),
+                r = &mut second => (Slot::Second, r),
+                () = &mut hedge_timer => {
+                    steps = carry.hedge_due(Instant::now());
+                    continue;
+                }
+            };
+            let ended = ended_of(&end);
+            ends[slot.index()] = Some(end);
+            let resend_safe = || self.effect(&mut effect, &text, &kind).is_some_and(Effect::resend_safe);
+            steps = carry.ended(Instant::now(), slot, ended, resend_safe);
         }
     }
 
-    /// One try at origin `i`, begun at `started` (the caller's clock
-    /// reading), with its health kept (also when the try is given up, as
-    /// the slower of a hedged pair is). It waits for an association only
-    /// when no origin is left to try after it.
-    async fn attempt(
-        &self,
-        i: usize,
-        second: bool,
-        tried: u64,
-        started: Instant,
-        text: Bytes,
-        kind: Kind,
-    ) -> Result<Reply, NotSent> {
-        let peer = self.peer_at(i);
-        let wait = !self.origins.left(tried | 1 << i);
+    /// The one try of a request that cannot go elsewhere (one origin, no
+    /// hedging), begun at `started`, with its health kept (also when the
+    /// request is dropped). It waits for an association.
+    async fn only_try(&self, started: Instant, text: Bytes, kind: Kind) -> Result<Reply, NotSent> {
+        let peer = self.peer_at(0);
         let mut guard = Attempt {
             health: &peer.health,
             epoch: self.origins.chooser.epoch(),
@@ -329,89 +367,12 @@ impl Edge {
             outcome: Outcome::Neutral,
         };
         peer.health.start(health::millis(self.origins.chooser.epoch(), started));
-        let r = (peer.call(&self.ctx, &self.endpoint, wait, second, text, kind)).await;
+        let r = (peer.call(&self.ctx, &self.endpoint, true, false, text, kind)).await;
         // Not sent: the pool ejected the origin if it could not connect.
         if let Ok(reply) = &r {
             guard.outcome = outcome(reply);
         }
         r
-    }
-
-    /// A read-only request at origin `first`, and a second copy at another
-    /// (or the same, when it is the only one) if no reply came within
-    /// `after`: the first reply wins, the other is abandoned.
-    async fn hedged(
-        &self,
-        first: usize,
-        after: Duration,
-        tried: &mut u64,
-        text: &Bytes,
-        kind: &Kind,
-    ) -> Result<Reply, NotSent> {
-        let a = self.attempt(first, false, *tried, Instant::now(), text.clone(), kind.clone());
-        tokio::pin!(a);
-        tokio::select! {
-            r = &mut a => return r,
-            () = tokio::time::sleep(after) => {}
-        }
-        let second = self.choose(*tried).unwrap_or(first);
-        if !self.origins.budget.withdraw(self.now()) {
-            return a.await;
-        }
-        *tried |= 1 << second;
-        let health = &self.peer_at(second).health;
-        health.hedges.fetch_add(1, Relaxed);
-        let b = self.attempt(
-            second,
-            second == first,
-            *tried,
-            Instant::now(),
-            text.clone(),
-            kind.clone(),
-        );
-        tokio::pin!(b);
-        // The first reply wins; a failure waits for the other.
-        tokio::select! {
-            r = &mut a => match r {
-                Ok(Reply::Message { .. }) => r,
-                _ => b.await.or(r),
-            },
-            r = &mut b => match r {
-                Ok(Reply::Message { .. }) => {
-                    health.hedges_won.fetch_add(1, Relaxed);
-                    r
-                }
-                _ => a.await,
-            },
-        }
-    }
-
-    /// Whether a request that got `reply` goes to another origin: it was
-    /// not delivered, sending it again cannot execute it twice, an origin
-    /// is left to try, and the budget allows it.
-    fn retry(
-        &self,
-        reply: &Reply,
-        effect: &mut Option<Option<Effect>>,
-        text: &[u8],
-        kind: &Kind,
-        tried: u64,
-    ) -> bool {
-        let Reply::Failed(f) = reply else {
-            return false;
-        };
-        let again = match f {
-            // Never sent (no association), or the exchange found it safe
-            // to send again (Lost is only for those).
-            Failure::Unavailable(_) | Failure::Lost(_) => true,
-            // The origin could not deliver it: perhaps after its upstream
-            // began executing it.
-            Failure::Transport(code, _) if *code == TransportError::NOT_DELIVERED => self
-                .effect(effect, text, kind)
-                .is_some_and(Effect::resend_safe),
-            _ => false,
-        };
-        again && self.origins.left(tried) && self.origins.budget.withdraw(self.now())
     }
 
     /// The request's effect class, labelled once.
@@ -461,6 +422,36 @@ impl Drop for Attempt<'_> {
     }
 }
 
+/// How a try ended, for the policy: a reply answers; a try that sent
+/// nothing goes on as it is; one the exchange could not deliver and knows
+/// was not executed goes on within the budget; one the origin could not
+/// deliver, only when it cannot execute twice; anything else is final.
+fn ended_of(end: &Result<Reply, NotSent>) -> Ended {
+    let Ok(reply) = end else {
+        // The pool ejected the origin if it could not connect.
+        return Ended {
+            next: Next::NotSent,
+            outcome: Outcome::Neutral,
+        };
+    };
+    let next = match reply {
+        Reply::Message { .. } => Next::Reply,
+        // Never sent (no association), or the exchange found it safe to
+        // send again (Lost is only for those).
+        Reply::Failed(Failure::Unavailable(_) | Failure::Lost(_)) => Next::Again,
+        // The origin could not deliver it: perhaps after its upstream
+        // began executing it.
+        Reply::Failed(Failure::Transport(code, _)) if *code == TransportError::NOT_DELIVERED => {
+            Next::IfResendSafe
+        }
+        Reply::Failed(_) => Next::Final,
+    };
+    Ended {
+        next,
+        outcome: outcome(reply),
+    }
+}
+
 /// What a reply says about the origin that gave it (a reply's latency is
 /// the try's, filled in by [`Attempt`]).
 fn outcome(reply: &Reply) -> Outcome {
@@ -484,6 +475,37 @@ fn outcome(reply: &Reply) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the relay makes of a try's end reaches the policy as the
+    /// rules need it: only a reply wins; what was not sent, or is known
+    /// not to have run, may go on; what the origin could not deliver goes
+    /// on only when it cannot run twice; a request that may have executed,
+    /// a timeout and other errors answered are final.
+    #[test]
+    fn each_end_of_a_try_reaches_the_policy_as_the_rules_need_it() {
+        let failed = |f: Failure| Ok(Reply::Failed(f));
+        let message = Ok(Reply::Message {
+            text: Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":1}"#),
+            is_error: false,
+        });
+        let not_delivered = |detail: &str| {
+            failed(Failure::from_peer(TransportError::NOT_DELIVERED, detail.into()))
+        };
+        let cases = [
+            (message, Next::Reply),
+            (Err(NotSent::Connecting), Next::NotSent),
+            (failed(Failure::Unavailable("no association".into())), Next::Again),
+            (failed(Failure::Lost("ended".into())), Next::Again),
+            (not_delivered("upstream refused"), Next::IfResendSafe),
+            (not_delivered("may have executed: reset"), Next::Final),
+            (failed(Failure::MayHaveExecuted("ended".into())), Next::Final),
+            (failed(Failure::Timeout), Next::Final),
+            (failed(Failure::from_peer(TransportError::SAFETY_POLICY, "refused".into())), Next::Final),
+        ];
+        for (i, (end, next)) in cases.into_iter().enumerate() {
+            assert_eq!(ended_of(&end).next, next, "case {i}");
+        }
+    }
 
     /// A request's future is moved (copied) as it is set up: what only a
     /// hedge or a handshake needs stays out of it.

@@ -10,7 +10,10 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use tracing::warn;
 
+use futures_util::FutureExt;
+
 use crate::gateway::policy::health::{self, Health};
+use crate::gateway::policy::race::{self, End, Race, Verdict};
 use crate::assoc::{Endpoint, Link, LinkError, PeerAddr, SharedClientEndpoint};
 use crate::gateway::Ctx;
 use crate::gateway::exec::{Exec, ExecSink, Local};
@@ -22,14 +25,6 @@ use crate::relay::{Failure, Reply, Role};
 /// starting a handshake with a peer that is down.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(200);
 
-/// A handshake that has run this many times as long as the last one with
-/// the origin that succeeded (and at least [`SPARE_AFTER_AT_LEAST`]) gets a
-/// spare ([`Peer::connect`]).
-const SPARE_AFTER_TIMES: u32 = 4;
-/// The least a handshake runs before it gets a spare: a few round trips
-/// and some scheduling delay on a loaded machine, far above a handshake's
-/// time on a LAN (1.5 ms over loopback).
-const SPARE_AFTER_AT_LEAST: Duration = Duration::from_millis(500);
 /// The most spares under way to one origin at once. A handshake left
 /// hanging by a killed origin is one of the few in flight in the
 /// milliseconds it died in; many slow ones at once are an origin that is
@@ -241,13 +236,12 @@ impl Peer {
         (rtt > 0).then(|| Duration::from_micros(rtt).clamp(INITIAL_RTT_AT_LEAST, INITIAL_RTT_AT_MOST))
     }
 
-    /// How long a handshake runs before it gets a spare:
-    /// [`SPARE_AFTER_TIMES`] the last successful one, at least
-    /// [`SPARE_AFTER_AT_LEAST`]. None before the first success: nothing
-    /// tells a slow origin from a gone one yet.
+    /// How long a handshake runs before it gets a spare
+    /// ([`race::spare_after`] the last successful one). None before the
+    /// first success: nothing tells a slow origin from a gone one yet.
     fn spare_after(&self) -> Option<Duration> {
         let took = self.handshake_took.load(Relaxed);
-        (took > 0).then(|| (Duration::from_micros(took) * SPARE_AFTER_TIMES).max(SPARE_AFTER_AT_LEAST))
+        (took > 0).then(|| race::spare_after(Duration::from_micros(took)))
     }
 
     /// Makes the slots' associations in the background, so that the first
@@ -504,29 +498,43 @@ impl Drop for Spare<'_> {
 }
 
 /// The first of `first` and a `spare`, started once `first` has run for
-/// `after`, to succeed; with both failed, the later failure. A spare that
-/// is not made (`None`) leaves `first` to answer.
+/// `after`, to succeed, as the policy's [`Race`] rules: with both failed,
+/// the spare's failure. A spare that is not made (`None`) leaves `first`
+/// to answer.
 async fn first_of<T>(
     first: impl Future<Output = Result<T, LinkError>>,
     spare: impl Future<Output = Option<Result<T, LinkError>>>,
     after: Duration,
 ) -> Result<T, LinkError> {
-    let mut first = pin!(first);
+    let mut first = pin!(first.fuse());
     tokio::select! {
         r = &mut first => return r,
         () = tokio::time::sleep(after) => {}
     }
-    let mut spare = pin!(spare);
-    tokio::select! {
-        r = &mut first => match r {
-            Ok(made) => Ok(made),
-            Err(e) => spare.await.unwrap_or(Err(e)),
-        },
-        r = &mut spare => match r {
-            Some(Ok(made)) => Ok(made),
-            // It failed, or was not made.
-            _ => first.await,
-        },
+    let mut spare = pin!(spare.fuse());
+    let mut race = Race::new();
+    let mut ends: [Option<Result<T, LinkError>>; 2] = [None, None];
+    loop {
+        let (slot, end) = tokio::select! {
+            r = &mut first => {
+                let end = if r.is_ok() { End::Won } else { End::Lost };
+                ends[0] = Some(r);
+                (race::Slot::First, end)
+            }
+            r = &mut spare => match r {
+                Some(r) => {
+                    let end = if r.is_ok() { End::Won } else { End::Lost };
+                    ends[1] = Some(r);
+                    (race::Slot::Second, end)
+                }
+                None => (race::Slot::Second, End::NotMade),
+            },
+        };
+        if let Verdict::Answer(slot) = race.ended(slot, end)
+            && let Some(answer) = ends[slot.index()].take()
+        {
+            return answer;
+        }
     }
 }
 
@@ -755,7 +763,7 @@ mod tests {
         let one = Arc::new(Peer::new(addr.parse().expect("addr"), 1, Instant::now()));
         let ctx = ctx(None);
         let mut endpoint = Endpoint::new([9; 32], crate::handshake::Trust::InsecureAcceptAny);
-        endpoint.handshake_timeout = SPARE_AFTER_AT_LEAST + Duration::from_millis(300);
+        endpoint.handshake_timeout = race::SPARE_AFTER_AT_LEAST + Duration::from_millis(300);
         one.handshake_took.store(1, Relaxed);
         let spares = || ctx.metrics.handshake_spares.load(Relaxed);
         let all: Vec<_> = (0..SPARES_AT_ONCE).filter_map(|_| Spare::take(&one.spares)).collect();
@@ -774,7 +782,7 @@ mod tests {
         let one = peer(1);
         assert_eq!(one.spare_after(), None);
         one.handshake_took.store(2_000, Relaxed);
-        assert_eq!(one.spare_after(), Some(SPARE_AFTER_AT_LEAST));
+        assert_eq!(one.spare_after(), Some(race::SPARE_AFTER_AT_LEAST));
         one.handshake_took.store(300_000, Relaxed);
         assert_eq!(one.spare_after(), Some(Duration::from_millis(1_200)));
     }

@@ -6,4 +6,10 @@
 //! which the shell reads the clock for), so the rules are tested without a
 //! runtime or a clock.
 
+pub mod backoff;
+pub mod carry;
 pub mod health;
+pub mod race;
+
+#[cfg(test)]
+mod tests;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::Duration;
 
 use crate::gateway::metrics::{Metrics, Section};
+use crate::gateway::policy::carry::Members;
 use crate::gateway::policy::health::{self, Chooser, Health, RetryBudget};
 
 /// One HTTP upstream of the group.
@@ -134,26 +135,23 @@ impl Group {
         self.chooser.at(t)
     }
 
-    /// The member for a request among `allowed` and not `tried` (bits).
-    pub fn choose(&self, allowed: u64, tried: u64) -> Option<usize> {
-        self.choose_at(self.now(), allowed, tried)
+}
+
+impl Members for Group {
+    fn count(&self) -> usize {
+        self.members.len()
     }
 
-    /// [`Group::choose`] at `now` (from [`Group::at`]).
-    pub fn choose_at(&self, now: u64, allowed: u64, tried: u64) -> Option<usize> {
-        let n = self.members.len();
-        (self.chooser).choose_at(now, n, |i| &self.members[i].health, tried | !allowed)
+    fn health(&self, i: usize) -> &Health {
+        &self.members[i].health
     }
 
-    /// Whether a request that failed so may go to another member: not sent
-    /// (always), or sent with an unknown fate and `resend_safe` (within the
-    /// retry budget); never once the upstream answered.
-    pub fn again(&self, failed: &PostFailed, resend_safe: bool) -> bool {
-        match failed {
-            PostFailed::NotSent(_) => true,
-            PostFailed::Unknown(_) => resend_safe && self.budget.withdraw(self.now()),
-            PostFailed::Final(_) => false,
-        }
+    fn chooser(&self) -> &Chooser {
+        &self.chooser
+    }
+
+    fn budget(&self) -> &RetryBudget {
+        &self.budget
     }
 }
 
@@ -329,6 +327,8 @@ pub fn glob_match(glob: &str, s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::policy::carry::{Action, Carry, Ended, Next, Steps};
+    use crate::gateway::policy::race::Slot;
 
     fn member(uri: &str) -> Member {
         Member {
@@ -412,23 +412,29 @@ mod tests {
         assert_eq!(g.candidates(None), 0b0011);
         assert_eq!(g.candidates(Some("eth_getLogs")), 0b1100);
         assert_eq!(g.candidates(Some("debug_traceCall")), 0b1000);
+        // The policy tries the route's members, one then the other.
         let allowed = g.candidates(Some("eth_getLogs"));
-        let first = g.choose(allowed, 0).expect("one");
+        let now = std::time::Instant::now();
+        let mut carry = Carry::new(&g, allowed, None);
+        let first = tried(carry.start(now)).expect("one");
         assert!(first == 2 || first == 3);
-        let second = g.choose(allowed, 1 << first).expect("the other");
+        let not_sent = Ended {
+            next: Next::NotSent,
+            outcome: health::Outcome::Unreachable,
+        };
+        let second = tried(carry.ended(now, Slot::First, not_sent, || false)).expect("the other");
         assert_eq!(first + second, 5);
-        assert_eq!(g.choose(allowed, allowed), None);
+        let last = carry.ended(now, Slot::First, not_sent, || false);
+        assert_eq!(last.into_iter().collect::<Vec<_>>(), [Action::Answer(Slot::First)]);
+        let mut none = Carry::new(&g, 0, None);
+        assert_eq!(none.start(now).into_iter().collect::<Vec<_>>(), [Action::NoMember]);
     }
 
-    #[test]
-    fn a_post_goes_elsewhere_only_when_that_cannot_execute_it_twice() {
-        let g = Group::new(vec![member("http://a"), member("http://b")], 2, vec![], 20);
-        let not_sent = PostFailed::NotSent("refused".into());
-        let unknown = PostFailed::Unknown("reset".into());
-        let answered = PostFailed::Final("not JSON-RPC".into());
-        assert!(g.again(&not_sent, false));
-        assert!(g.again(&unknown, true));
-        assert!(!g.again(&unknown, false));
-        assert!(!g.again(&answered, true));
+    /// The member of the try `steps` begin, if they begin one.
+    fn tried(steps: Steps) -> Option<usize> {
+        steps.into_iter().find_map(|a| match a {
+            Action::Try { member, .. } => Some(member),
+            _ => None,
+        })
     }
 }

@@ -28,7 +28,9 @@ use crate::assoc::error::error_chain;
 use crate::bridge::ProtocolId;
 use crate::gateway::carry::in_flight_full;
 use crate::gateway::exec::Exec;
+use crate::gateway::policy::carry::{Action, Carry, Ended, Next};
 use crate::gateway::policy::health;
+use crate::gateway::policy::race::Slot;
 use crate::gateway::{Ctx, GatewayConfig};
 use crate::jsonrpc::{Kind as Message, Scanned, scan};
 use crate::relay::{MAY_HAVE_EXECUTED, ToServe};
@@ -258,10 +260,12 @@ impl Requests {
         (Err(why), room)
     }
 
-    /// [`Requests::post`] over the group: the best member the request's
-    /// method may go to, then others while the failure allows. A
-    /// notification's answer, or its absence, says nothing of a member's
-    /// health; only a connection that could not be made does.
+    /// [`Requests::post`] over the group: the policy's [`Carry`] says which
+    /// member each try goes to and whether a failed one goes on (the best
+    /// member the request's method may go to, then others while the
+    /// failure allows). A notification's answer, or its absence, says
+    /// nothing of a member's health; only a connection that could not be
+    /// made does.
     async fn post_grouped(
         &self,
         group: &Group,
@@ -270,59 +274,37 @@ impl Requests {
         notification: bool,
         room: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<Posted, PostFailed> {
-        // One clock read for each try's start and one for its end, shared by
-        // the budget, the choice and the member's health.
-        let mut started = Instant::now();
-        group.budget.deposit(group.at(started));
-        let allowed = if group.has_routes() {
-            match scan(&text, &self.ctx.scan) {
-                Ok(Scanned::Single(Message::Request { method, .. } | Message::Notification { method })) => {
-                    let name = crate::jsonrpc::carriage::method_of(&text, &method);
-                    group.candidates(name.as_deref())
-                }
-                _ => group.candidates(None),
-            }
-        } else {
-            group.candidates(None)
-        };
-        let mut tried = 0;
-        let mut last = PostFailed::NotSent("no upstream takes this method".into());
-        while let Some(i) = group.choose_at(group.at(started), allowed, tried) {
-            tried |= 1 << i;
+        let allowed = self.candidates(group, &text);
+        let mut carry = Carry::new(group, allowed, None);
+        let mut steps = carry.start(Instant::now());
+        let mut last = None;
+        // Until the policy answers (with the last try's end) or finds no
+        // member.
+        while let Some(Action::Try { member, .. }) = steps.into_iter().next() {
             // A pool for each member, in the group's order (`Requests::new`).
-            let (m, Some(pool)) = (&group.members[i], self.pools.get().get(i)) else {
+            let (m, Some(pool)) = (&group.members[member], self.pools.get().get(member)) else {
                 break;
             };
-            m.health.start(group.at(started));
-            let r = (self.post_to(pool, &m.post_headers, text.clone(), notification, room)).await;
-            let ended = Instant::now();
-            let outcome = match &r {
-                Ok(Posted::Reply(..)) => {
-                    health::Outcome::Replied(ended.saturating_duration_since(started))
-                }
-                Ok(Posted::Taken) => health::Outcome::Neutral,
-                Err(PostFailed::Final(_)) if notification => health::Outcome::Neutral,
-                Err(PostFailed::Final(_)) => health::Outcome::NotDelivered,
-                Err(PostFailed::NotSent(why) | PostFailed::Unknown(why)) => {
-                    say_unreachable(why);
-                    health::Outcome::Unreachable
-                }
-            };
-            m.health.finish(group.at(ended), outcome);
-            match r {
-                Ok(reply) => return Ok(reply),
-                Err(f) => {
-                    let again = group.again(&f, resend_safe);
-                    last = f;
-                    if !again {
-                        break;
-                    }
-                    m.health.retries.fetch_add(1, Relaxed);
-                    started = ended;
-                }
-            }
+            let r = self.post_to(pool, &m.post_headers, text.clone(), notification, room).await;
+            let ended = grouped_end(&r, notification);
+            last = Some(r);
+            steps = carry.ended(Instant::now(), Slot::First, ended, || resend_safe);
         }
-        Err(last)
+        last.unwrap_or_else(|| Err(PostFailed::NotSent("no upstream takes this method".into())))
+    }
+
+    /// The members that may take the request: its method's route's.
+    fn candidates(&self, group: &Group, text: &Bytes) -> u64 {
+        if !group.has_routes() {
+            return group.candidates(None);
+        }
+        match scan(text, &self.ctx.scan) {
+            Ok(Scanned::Single(Message::Request { method, .. } | Message::Notification { method })) => {
+                let name = crate::jsonrpc::carriage::method_of(text, &method);
+                group.candidates(name.as_deref())
+            }
+            _ => group.candidates(None),
+        }
     }
 
     /// One POST to the HTTP upstream `pool` connects to. A notification's
@@ -549,6 +531,28 @@ fn post_headers(
         map.entry(HOST).or_insert(host);
     }
     map
+}
+
+/// How a POST to a member ended, for the policy: a reply or a notification
+/// taken answers; a connection not made goes on as it is; a connection
+/// that failed after sending goes on only when that cannot execute it
+/// twice; what the upstream answered, or did not answer in time, is final.
+fn grouped_end(r: &Result<Posted, PostFailed>, notification: bool) -> Ended {
+    let (next, outcome) = match r {
+        Ok(Posted::Reply(..)) => (Next::Reply, health::Outcome::Replied(Duration::ZERO)),
+        Ok(Posted::Taken) => (Next::Reply, health::Outcome::Neutral),
+        Err(PostFailed::Final(_)) if notification => (Next::Final, health::Outcome::Neutral),
+        Err(PostFailed::Final(_)) => (Next::Final, health::Outcome::NotDelivered),
+        Err(PostFailed::NotSent(why)) => {
+            say_unreachable(why);
+            (Next::NotSent, health::Outcome::Unreachable)
+        }
+        Err(PostFailed::Unknown(why)) => {
+            say_unreachable(why);
+            (Next::IfResendSafe, health::Outcome::Unreachable)
+        }
+    };
+    Ended { next, outcome }
 }
 
 /// A request that could not reach its HTTP upstream, at warn, one line per

@@ -42,6 +42,7 @@ use crate::bridge::ProtocolId;
 use crate::gateway::Ctx;
 use crate::gateway::carry::in_flight_full;
 use crate::gateway::outbox::Inbox;
+use crate::gateway::policy::backoff::Backoff;
 use crate::gateway::session::{SESSION_OVER, Session};
 use crate::sse::SseDecoder;
 use crate::jsonrpc::carriage::method_of;
@@ -504,14 +505,13 @@ impl McpSession {
     async fn listen(&self) {
         loop {
             self.initialized.notified().await;
-            let mut backoff = LISTEN_BACKOFF;
+            // A stream that lasted is no reason to wait long; one that
+            // ends at once must not become a loop of GETs.
+            let mut backoff = Backoff::new(LISTEN_BACKOFF, LISTEN_MAX_BACKOFF, LISTEN_MAX_BACKOFF);
             loop {
                 let opened = Instant::now();
                 match self.listen_once().await {
-                    // A stream that lasted is no reason to wait long; one
-                    // that ends at once must not become a loop of GETs.
-                    Ok(()) if opened.elapsed() >= LISTEN_MAX_BACKOFF => backoff = LISTEN_BACKOFF,
-                    Ok(()) => {}
+                    Ok(()) => backoff.ended(opened.elapsed()),
                     // None to have for this session: wait for the next
                     // `notifications/initialized` (a new session).
                     Err(Some(why)) => {
@@ -520,8 +520,7 @@ impl McpSession {
                     }
                     Err(None) => {}
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(LISTEN_MAX_BACKOFF);
+                tokio::time::sleep(backoff.pause()).await;
             }
         }
     }
