@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::edge::Edge;
-use super::ingress::http::{Answer, answer_batch, answer_one};
+use super::edge::answer::{Answer, answer_batch, answer_one};
 use super::metrics::Metrics;
 use super::{Ctx, GatewayConfig, GatewayError};
 use crate::assoc::PeerAddr;

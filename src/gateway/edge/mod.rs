@@ -29,6 +29,7 @@ use crate::bridge::{Effect, TransportError};
 use crate::jsonrpc::Kind;
 use crate::relay::{Failure, Reply, label_of};
 
+pub mod answer;
 mod pool;
 
 use super::policy::carry::{Action, Carry, Ended, Members, Next};
