@@ -1,13 +1,15 @@
-//! Gateway metrics: lock-free counters rendered in the Prometheus text
-//! exposition format (`/metrics`), and `/readyz`.
+//! Gateway metrics: lock-free counters, shown in the Prometheus text
+//! exposition format (`/metrics`, written by the `prometheus` crate's
+//! encoder from the [`Families`] each part describes), and `/readyz`.
 //!
 //! Telemetry knows no other room: what an edge's origins, an origin's
 //! upstream groups or the ingress kinds show of themselves, each registers
 //! as a [`Section`] when it is built.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
+
+use prometheus::proto::{self, MetricFamily, MetricType};
 
 use crate::bridge::TransportError;
 
@@ -45,23 +47,117 @@ impl Histogram {
         self.count.load(Relaxed)
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
+    /// As the exposition's model has it: cumulative buckets (the encoder
+    /// adds `+Inf`, the count), the sum in seconds.
+    fn to_proto(&self) -> proto::Histogram {
         let mut cumulative = 0;
-        for (b, n) in BUCKETS.iter().zip(&self.buckets) {
-            cumulative += n.load(Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{b}\"}} {cumulative}");
+        let buckets = BUCKETS
+            .iter()
+            .zip(&self.buckets)
+            .map(|(&bound, n)| {
+                cumulative += n.load(Relaxed);
+                let mut b = proto::Bucket::default();
+                b.set_upper_bound(bound);
+                b.set_cumulative_count(cumulative);
+                b
+            })
+            .collect();
+        let mut h = proto::Histogram::default();
+        h.set_bucket(buckets);
+        h.set_sample_sum(self.sum_micros.load(Relaxed) as f64 / 1e6);
+        h.set_sample_count(self.count().max(cumulative));
+        h
+    }
+}
+
+/// The metric families of one scrape, as each part of the gateway
+/// describes them; [`Families::encode`] writes them out.
+#[derive(Default)]
+pub struct Families(Vec<MetricFamily>);
+
+/// The samples of one family being described.
+pub struct Samples<'a>(&'a mut MetricFamily);
+
+impl Families {
+    pub fn counter(&mut self, name: &str, help: &str) -> Samples<'_> {
+        self.family(name, help, MetricType::COUNTER)
+    }
+
+    pub fn gauge(&mut self, name: &str, help: &str) -> Samples<'_> {
+        self.family(name, help, MetricType::GAUGE)
+    }
+
+    /// A histogram without labels.
+    pub fn histogram(&mut self, name: &str, help: &str, h: &Histogram) {
+        let mut m = proto::Metric::default();
+        m.set_histogram(h.to_proto());
+        self.family(name, help, MetricType::HISTOGRAM)
+            .0
+            .mut_metric()
+            .push(m);
+    }
+
+    /// A counter without labels, for each (name, help, value).
+    pub fn counters<const N: usize>(&mut self, all: [(&str, &str, u64); N]) {
+        for (name, help, v) in all {
+            self.counter(name, help).value(v as f64);
         }
-        cumulative += self.overflow.load(Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {cumulative}");
-        let plain = labels.trim_end_matches(',');
-        let sel = if plain.is_empty() {
-            String::new()
-        } else {
-            format!("{{{plain}}}")
-        };
-        let sum = self.sum_micros.load(Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum{sel} {sum}");
-        let _ = writeln!(out, "{name}_count{sel} {}", self.count());
+    }
+
+    fn family(&mut self, name: &str, help: &str, kind: MetricType) -> Samples<'_> {
+        let mut f = MetricFamily::default();
+        f.set_name(name.to_owned());
+        f.set_help(help.to_owned());
+        f.set_field_type(kind);
+        self.0.push(f);
+        let last = self.0.len() - 1;
+        Samples(&mut self.0[last])
+    }
+
+    /// The Prometheus text exposition (format 0.0.4) of every family that
+    /// has a sample.
+    pub fn encode(mut self) -> String {
+        self.0.retain(|f| !f.get_metric().is_empty());
+        prometheus::TextEncoder::new()
+            .encode_to_string(&self.0)
+            .unwrap_or_else(|e| format!("# the metrics could not be encoded: {e}\n"))
+    }
+}
+
+impl Samples<'_> {
+    /// A sample with these labels.
+    pub fn with(&mut self, labels: &[(&str, &str)], value: f64) -> &mut Self {
+        let mut m = proto::Metric::default();
+        let pairs = labels
+            .iter()
+            .map(|(name, value)| {
+                let mut l = proto::LabelPair::default();
+                l.set_name((*name).to_owned());
+                l.set_value((*value).to_owned());
+                l
+            })
+            .collect();
+        m.set_label(pairs);
+        let kind = self.0.get_field_type();
+        match kind {
+            MetricType::COUNTER => {
+                let mut c = proto::Counter::default();
+                c.set_value(value);
+                m.set_counter(c);
+            }
+            _ => {
+                let mut g = proto::Gauge::default();
+                g.set_value(value);
+                m.set_gauge(g);
+            }
+        }
+        self.0.mut_metric().push(m);
+        self
+    }
+
+    /// The one sample, without labels.
+    pub fn value(&mut self, value: f64) {
+        self.with(&[], value);
     }
 }
 
@@ -110,9 +206,9 @@ pub trait Section: Send + Sync {
     /// What it is; a second section of the same name is not shown (one
     /// process's first edge shows its origins).
     fn name(&self) -> &'static str;
-    /// Appends its metrics, in the Prometheus text format (none by
-    /// default: some parts only answer `/readyz`).
-    fn render(&self, metrics: &Metrics, out: &mut String) {
+    /// Describes its metric families (none by default: some parts only
+    /// answer `/readyz`).
+    fn render(&self, metrics: &Metrics, out: &mut Families) {
         let _ = (metrics, out);
     }
     /// Whether it can carry a request now, and why not.
@@ -303,7 +399,7 @@ impl Metrics {
     /// The Prometheus text exposition of every metric of the roles this
     /// gateway has ([`Metrics::for_roles`]; both when none was said).
     pub fn render(&self) -> String {
-        let mut o = String::with_capacity(8192);
+        let mut o = Families::default();
         self.render_both(&mut o);
         if self.shows(Side::Edge) {
             self.render_edge(&mut o);
@@ -314,7 +410,7 @@ impl Metrics {
         for section in self.sections().iter() {
             section.render(self, &mut o);
         }
-        o
+        o.encode()
     }
 
     fn shows(&self, side: Side) -> bool {
@@ -326,85 +422,64 @@ impl Metrics {
 
     /// What both roles count: associations, transport errors, what peers
     /// did wrong, drops.
-    fn render_both(&self, o: &mut String) {
-        counter_family(
-            o,
+    fn render_both(&self, o: &mut Families) {
+        let mut errors = o.counter(
             "npamp_transport_errors_total",
             "N-PAMP transport errors, by code and by whether this gateway sent or received them.",
         );
-        for (side, errors) in ["sent", "received"].iter().zip(&self.transport_errors) {
-            for (code, n) in errors.iter().enumerate() {
+        for (side, counts) in ["sent", "received"].iter().zip(&self.transport_errors) {
+            for (code, n) in counts.iter().enumerate() {
                 let name = TransportError(code as u8).name();
-                let _ = writeln!(
-                    o,
-                    "npamp_transport_errors_total{{code=\"{name}\",side=\"{side}\"}} {}",
-                    n.load(Relaxed)
-                );
+                errors.with(&[("code", name), ("side", side)], load(n));
             }
         }
-        gauge_family(o, "npamp_in_flight", "Requests awaiting a reply.");
-        let _ = writeln!(o, "npamp_in_flight {}", self.in_flight.load(Relaxed));
-        gauge_family(
-            o,
+        (o.gauge("npamp_in_flight", "Requests awaiting a reply."))
+            .value(self.in_flight.load(Relaxed) as f64);
+        let mut open = o.gauge(
             "npamp_associations",
             "Open N-PAMP associations, by this gateway's role in them.",
         );
-        for side in Side::ALL {
-            if self.shows(side) {
-                let _ = writeln!(
-                    o,
-                    "npamp_associations{{role=\"{}\"}} {}",
-                    side.name(),
-                    self.associations[side as usize].load(Relaxed)
-                );
-            }
+        for side in Side::ALL.into_iter().filter(|&s| self.shows(s)) {
+            let n = self.associations[side as usize].load(Relaxed);
+            open.with(&[("role", side.name())], n as f64);
         }
-        counter_family(
-            o,
+        let mut opened = o.counter(
             "npamp_associations_opened_total",
             "N-PAMP associations established, by this gateway's role in them.",
         );
-        for side in Side::ALL {
-            if self.shows(side) {
-                let _ = writeln!(
-                    o,
-                    "npamp_associations_opened_total{{role=\"{}\"}} {}",
-                    side.name(),
-                    self.associations_opened[side as usize].load(Relaxed)
-                );
-            }
+        for side in Side::ALL.into_iter().filter(|&s| self.shows(s)) {
+            opened.with(
+                &[("role", side.name())],
+                load(&self.associations_opened[side as usize]),
+            );
         }
         let failed_handshakes =
             self.handshake_failures.load(Relaxed) + self.serve.handshake_failures.load(Relaxed);
-        counters(
-            o,
-            [
-                (
-                    "npamp_handshake_failures_total",
-                    "N-PAMP handshakes that failed (both roles).",
-                    failed_handshakes,
-                ),
-                (
-                    "npamp_association_errors_total",
-                    "Associations that ended with an error (tampered, out-of-sequence, I/O).",
-                    self.association_errors.load(Relaxed),
-                ),
-                (
-                    "npamp_dropped_total",
-                    "Messages dropped: malformed frames, unknown correlation ids, no client.",
-                    self.dropped.load(Relaxed),
-                ),
-            ],
-        );
+        o.counters([
+            (
+                "npamp_handshake_failures_total",
+                "N-PAMP handshakes that failed (both roles).",
+                failed_handshakes,
+            ),
+            (
+                "npamp_association_errors_total",
+                "Associations that ended with an error (tampered, out-of-sequence, I/O).",
+                self.association_errors.load(Relaxed),
+            ),
+            (
+                "npamp_dropped_total",
+                "Messages dropped: malformed frames, unknown correlation ids, no client.",
+                self.dropped.load(Relaxed),
+            ),
+        ]);
         self.render_peer_faults(o);
     }
 
     /// What peers did wrong: frames dropped, associations closed for an
     /// error.
-    fn render_peer_faults(&self, o: &mut String) {
+    fn render_peer_faults(&self, o: &mut Families) {
         let a = &self.assoc;
-        counter_family(
-            o,
+        let mut dropped = o.counter(
             "npamp_frames_dropped_total",
             "Frames dropped under the receive rules without closing the association, by reason.",
         );
@@ -413,47 +488,29 @@ impl Metrics {
             ("forged_close", &a.dropped_forged_close),
             ("unknown_frame_type", &a.dropped_unknown_frame_type),
         ] {
-            let _ = writeln!(
-                o,
-                "npamp_frames_dropped_total{{reason=\"{reason}\"}} {}",
-                v.load(Relaxed)
-            );
+            dropped.with(&[("reason", reason)], load(v));
         }
-        counter_family(
-            o,
+        let mut failed = o.counter(
             "npamp_associations_failed_total",
             "Associations closed for an error, by class (tampered, out_of_sequence, malformed, io).",
         );
         for class in crate::assoc::ErrorClass::ALL {
-            let _ = writeln!(
-                o,
-                "npamp_associations_failed_total{{class=\"{}\"}} {}",
-                class.name(),
-                a.closed_counter(class).load(Relaxed)
-            );
+            failed.with(&[("class", class.name())], load(a.closed_counter(class)));
         }
     }
 
     /// An edge's: its clients' requests, replies and refusals, and the
     /// handshakes it makes.
-    fn render_edge(&self, o: &mut String) {
-        counter_family(
-            o,
+    fn render_edge(&self, o: &mut Families) {
+        let mut replies = o.counter(
             "npamp_replies_total",
             "Answers given to client requests, by class.",
         );
         for c in ReplyClass::ALL {
-            let _ = writeln!(
-                o,
-                "npamp_replies_total{{class=\"{}\"}} {}",
-                c.name(),
-                self.replies[c as usize].load(Relaxed)
-            );
+            replies.with(&[("class", c.name())], load(&self.replies[c as usize]));
         }
         let n = |v: &AtomicU64| v.load(Relaxed);
-        counters(
-            o,
-            [
+        o.counters([
                 (
                     "npamp_handshake_spares_total",
                     "Handshakes that ran far past the last one's time, so that a spare was made beside them (edge).",
@@ -504,10 +561,8 @@ impl Metrics {
                     "Clients dropped for not moving data within the stall timeout.",
                     n(&self.stalled_clients),
                 ),
-            ],
-        );
-        histogram_family(
-            o,
+        ]);
+        o.histogram(
             "npamp_request_duration_seconds",
             "Edge: time from a request's arrival to its answer.",
             &self.latency,
@@ -515,21 +570,14 @@ impl Metrics {
     }
 
     /// An origin's: its upstream, and the connections its listeners take.
-    fn render_origin(&self, o: &mut String) {
-        gauge_family(
-            o,
+    fn render_origin(&self, o: &mut Families) {
+        o.gauge(
             "npamp_upstream_sessions",
             "Upstream sessions (WebSocket connections, child processes), one per association.",
-        );
-        let _ = writeln!(
-            o,
-            "npamp_upstream_sessions {}",
-            self.upstream_sessions.load(Relaxed)
-        );
+        )
+        .value(self.upstream_sessions.load(Relaxed) as f64);
         let n = |v: &AtomicU64| v.load(Relaxed);
-        counters(
-            o,
-            [
+        o.counters([
                 (
                     "npamp_upstream_requests_total",
                     "Requests delivered to the upstream.",
@@ -565,11 +613,9 @@ impl Metrics {
                     "Upstream sessions (stdio, WebSocket) restarted for taking no message within the stall timeout.",
                     n(&self.stalled_upstreams),
                 ),
-            ],
-        );
+        ]);
         self.render_listeners(o);
-        histogram_family(
-            o,
+        o.histogram(
             "npamp_upstream_duration_seconds",
             "Origin: time the upstream took to answer a request.",
             &self.upstream_latency,
@@ -578,26 +624,22 @@ impl Metrics {
 
     /// An origin's listeners: connections refused or dropped before their
     /// handshake, QUIC retries.
-    fn render_listeners(&self, o: &mut String) {
+    fn render_listeners(&self, o: &mut Families) {
         let a = &self.assoc;
         let n = |v: &AtomicU64| v.load(Relaxed);
-        counters(
-            o,
-            [
-                (
-                    "npamp_handshakes_refused_total",
-                    "Connections refused because too many handshakes were in progress.",
-                    n(&a.handshakes_refused),
-                ),
-                (
-                    "npamp_quic_retries_total",
-                    "QUIC connection attempts answered with a Retry (address validation) while many handshakes were in progress.",
-                    n(&a.quic_retries),
-                ),
-            ],
-        );
-        counter_family(
-            o,
+        o.counters([
+            (
+                "npamp_handshakes_refused_total",
+                "Connections refused because too many handshakes were in progress.",
+                n(&a.handshakes_refused),
+            ),
+            (
+                "npamp_quic_retries_total",
+                "QUIC connection attempts answered with a Retry (address validation) while many handshakes were in progress.",
+                n(&a.quic_retries),
+            ),
+        ]);
+        let mut dropped = o.counter(
             "npamp_connections_dropped_total",
             "Connections dropped before their handshake began, by reason (silent: nothing sent within --first-octets-timeout; evicted: pushed out of a full waiting room by newer ones).",
         );
@@ -605,34 +647,14 @@ impl Metrics {
             ("silent", &a.connections_silent),
             ("evicted", &a.connections_evicted),
         ] {
-            let _ = writeln!(
-                o,
-                "npamp_connections_dropped_total{{reason=\"{reason}\"}} {}",
-                v.load(Relaxed)
-            );
+            dropped.with(&[("reason", reason)], load(v));
         }
     }
 }
 
-fn counter_family(o: &mut String, name: &str, help: &str) {
-    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
-}
-
-fn gauge_family(o: &mut String, name: &str, help: &str) {
-    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
-}
-
-/// Counters without labels: name, help, value.
-fn counters<const N: usize>(o: &mut String, all: [(&str, &str, u64); N]) {
-    for (name, help, v) in all {
-        counter_family(o, name, help);
-        let _ = writeln!(o, "{name} {v}");
-    }
-}
-
-fn histogram_family(o: &mut String, name: &str, help: &str, h: &Histogram) {
-    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} histogram");
-    h.render(o, name, "");
+/// A counter's value as the exposition has it.
+fn load(v: &AtomicU64) -> f64 {
+    v.load(Relaxed) as f64
 }
 
 /// The process's own metrics, named as Prometheus's client libraries name
@@ -646,12 +668,12 @@ impl Section for Process {
         "process"
     }
 
-    fn render(&self, _: &Metrics, o: &mut String) {
-        let _ = writeln!(
-            o,
-            "# HELP npamp_build_info The gateway's version (the value is 1).\n# TYPE npamp_build_info gauge\nnpamp_build_info{{version=\"{}\"}} 1",
-            env!("CARGO_PKG_VERSION")
-        );
+    fn render(&self, _: &Metrics, o: &mut Families) {
+        o.gauge(
+            "npamp_build_info",
+            "The gateway's version (the value is 1).",
+        )
+        .with(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         #[cfg(target_os = "linux")]
         if let Some(p) = proc_self::read() {
             p.render(o);
@@ -661,7 +683,7 @@ impl Section for Process {
 
 #[cfg(target_os = "linux")]
 mod proc_self {
-    use std::fmt::Write as _;
+    use super::Families;
 
     /// What `/proc` says of this process.
     pub struct ProcSelf {
@@ -702,19 +724,12 @@ mod proc_self {
     }
 
     impl ProcSelf {
-        pub fn render(&self, o: &mut String) {
-            let mut one = |name: &str, kind: &str, help: &str, value: String| {
-                let _ = writeln!(
-                    o,
-                    "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-                );
-            };
-            one(
+        pub fn render(&self, o: &mut Families) {
+            o.counter(
                 "process_cpu_seconds_total",
-                "counter",
                 "User and system CPU time spent, in seconds.",
-                self.cpu_seconds.to_string(),
-            );
+            )
+            .value(self.cpu_seconds);
             for (name, help, v) in [
                 (
                     "process_resident_memory_bytes",
@@ -729,22 +744,20 @@ mod proc_self {
                 ("process_threads", "Threads of the process.", self.threads),
                 ("process_open_fds", "Open file descriptors.", self.open_fds),
             ] {
-                one(name, "gauge", help, v.to_string());
+                o.gauge(name, help).value(v as f64);
             }
             if let Some(max) = self.max_fds {
-                one(
+                o.gauge(
                     "process_max_fds",
-                    "gauge",
                     "The most file descriptors the process may open.",
-                    max.to_string(),
-                );
+                )
+                .value(max as f64);
             }
-            one(
+            o.gauge(
                 "process_start_time_seconds",
-                "gauge",
                 "When the process started, in seconds since the Unix epoch.",
-                self.start_time_seconds.to_string(),
-            );
+            )
+            .value(self.start_time_seconds);
         }
     }
 }

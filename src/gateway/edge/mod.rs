@@ -21,7 +21,7 @@ use futures_util::FutureExt;
 use futures_util::future::Fuse;
 
 use super::{Ctx, HedgeAfter};
-use super::metrics::{Ingress, Metrics, Section};
+use super::metrics::{Families, Ingress, Metrics, Section};
 use super::outbox::Outbox;
 use super::session::Session;
 use crate::assoc::{Endpoint, PeerAddr, SharedClientEndpoint};
@@ -138,19 +138,17 @@ impl Section for Origins {
     }
 
     /// The origins' lines of `/metrics`.
-    fn render(&self, _: &Metrics, o: &mut String) {
+    fn render(&self, _: &Metrics, o: &mut Families) {
         let shown: Vec<(String, &Health)> =
             self.peers.iter().map(|p| (p.addr.to_string(), &p.health)).collect();
         health::render(o, "npamp_origin", "origin", &shown, self.now(), &self.budget);
         if let Some(hedging) = &self.hedging {
-            use std::fmt::Write;
             let delay = self.hedge_delay(hedging).unwrap_or_default();
-            let name = "npamp_hedge_delay_seconds";
-            let _ = writeln!(
-                o,
-                "# HELP {name} How long a read-only request waits before it is hedged (0: a percentile not known yet).\n# TYPE {name} gauge\n{name} {:.6}",
-                delay.as_secs_f64()
-            );
+            o.gauge(
+                "npamp_hedge_delay_seconds",
+                "How long a read-only request waits before it is hedged (0: a percentile not known yet).",
+            )
+            .value(delay.as_secs_f64());
         }
     }
 }

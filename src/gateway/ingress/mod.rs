@@ -33,7 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use super::edge::Edge;
-use super::metrics::{Metrics, Section};
+use super::metrics::{Families, Metrics, Section};
 
 /// One kind of listening ingress.
 pub trait Kind: Sync {
@@ -96,8 +96,7 @@ impl Section for Counts {
         "ingresses"
     }
 
-    fn render(&self, metrics: &Metrics, o: &mut String) {
-        use std::fmt::Write;
+    fn render(&self, metrics: &Metrics, o: &mut Families) {
         type Count = fn(&Metrics, Ingress) -> u64;
         let families: [(&str, &str, Count); 2] = [
             (
@@ -112,9 +111,9 @@ impl Section for Counts {
             ),
         ];
         for (name, help, count) in families {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+            let mut samples = o.counter(name, help);
             for i in Ingress::all() {
-                let _ = writeln!(o, "{name}{{ingress=\"{}\"}} {}", i.name(), count(metrics, i));
+                samples.with(&[("ingress", i.name())], count(metrics, i) as f64);
             }
         }
     }

@@ -23,6 +23,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
 
+use crate::gateway::metrics::Families;
+
 /// Failed answers in a row (not delivered, lost) that eject an origin.
 pub const EJECT_AFTER_FAILURES: u32 = 3;
 /// The first ejection's length; each one after without a reply doubles it.
@@ -512,44 +514,42 @@ impl Percentile {
     }
 }
 
-/// The `/metrics` lines of these (name, health) pairs of `what` (origin,
-/// upstream), as `{family}_up{{{what}="name"}}` and so on, and the budget's
-/// refusals.
+/// The `/metrics` families of these (name, health) pairs of `what`
+/// (origin, upstream), as `{family}_up{{{what}="name"}}` and so on, and
+/// the budget's refusals.
 pub fn render(
-    o: &mut String,
+    o: &mut Families,
     family: &str,
     what: &str,
     shown: &[(String, &Health)],
     now: u64,
     budget: &RetryBudget,
 ) {
-    use std::fmt::Write;
-    let prefix = family;
-    let mut family = |suffix: &str, kind: &str, help: &str, value: &dyn Fn(&Health) -> String| {
-        let name = format!("{prefix}_{suffix}");
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    let name = |suffix: &str| format!("{family}_{suffix}");
+    type Value = fn(&Health, u64) -> f64;
+    let gauges: [(&str, String, Value); 3] = [
+        (
+            "up",
+            format!("1 while new requests go to this {what}; 0 while it is ejected or stalled."),
+            |h, now| f64::from(u8::from(h.standing(now) == Standing::Admitted)),
+        ),
+        (
+            "outstanding",
+            format!("Requests sent to this {what} and not yet answered."),
+            |h, _| h.outstanding() as f64,
+        ),
+        (
+            "latency_seconds",
+            format!("Smoothed reply latency of this {what}."),
+            |h, _| h.latency().as_secs_f64(),
+        ),
+    ];
+    for (suffix, help, value) in gauges {
+        let mut samples = o.gauge(&name(suffix), &help);
         for (shown, h) in shown {
-            let _ = writeln!(o, "{name}{{{what}=\"{shown}\"}} {}", value(h));
+            samples.with(&[(what, shown)], value(h, now));
         }
-    };
-    family(
-        "up",
-        "gauge",
-        &format!("1 while new requests go to this {what}; 0 while it is ejected or stalled."),
-        &|h| u8::from(h.standing(now) == Standing::Admitted).to_string(),
-    );
-    family(
-        "outstanding",
-        "gauge",
-        &format!("Requests sent to this {what} and not yet answered."),
-        &|h| h.outstanding().to_string(),
-    );
-    family(
-        "latency_seconds",
-        "gauge",
-        &format!("Smoothed reply latency of this {what}."),
-        &|h| format!("{:.6}", h.latency().as_secs_f64()),
-    );
+    }
     type Count = fn(&Health) -> u64;
     let counters: [(&str, &str, Count); 5] = [
         ("requests_total", "Requests sent to this {} (retries and hedges included).", |h| h.requests.load(Relaxed)),
@@ -559,14 +559,13 @@ pub fn render(
         ("hedges_won_total", "Hedges sent to this {} that answered first.", |h| h.hedges_won.load(Relaxed)),
     ];
     for (suffix, help, value) in counters {
-        family(suffix, "counter", &help.replace("{}", what), &|h| value(h).to_string());
+        let mut samples = o.counter(&name(suffix), &help.replace("{}", what));
+        for (shown, h) in shown {
+            samples.with(&[(what, shown)], value(h) as f64);
+        }
     }
-    let name = format!("{prefix}_retries_refused_total");
-    let _ = writeln!(
-        o,
-        "# HELP {name} Retries and hedges the retry budget refused.\n# TYPE {name} counter\n{name} {}",
-        budget.exhausted.load(Relaxed)
-    );
+    (o.counter(&name("retries_refused_total"), "Retries and hedges the retry budget refused."))
+        .value(budget.exhausted.load(Relaxed) as f64);
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::gateway::metrics::{Metrics, Section};
+use crate::gateway::metrics::{Families, Metrics, Section};
 use crate::gateway::policy::carry::Members;
 use crate::gateway::policy::health::{self, Chooser, Health, RetryBudget};
 
@@ -169,7 +169,7 @@ impl Section for Group {
 
     /// The members' lines of `/metrics`, each named as it may be shown
     /// (no user information, path or query).
-    fn render(&self, _: &Metrics, o: &mut String) {
+    fn render(&self, _: &Metrics, o: &mut Families) {
         let shown: Vec<(String, &Health)> = self
             .members
             .iter()
@@ -278,27 +278,30 @@ impl Section for Sessions {
     }
 
     /// The members' lines of `/metrics`.
-    fn render(&self, _: &Metrics, o: &mut String) {
-        use std::fmt::Write;
+    fn render(&self, _: &Metrics, o: &mut Families) {
         let now = self.now();
-        type Value = fn(&SessionMember, u64) -> String;
-        let families: [(&str, &str, &str, Value); 3] = [
-            ("up", "gauge", "1 while new upstream sessions start on this upstream; 0 while it is ejected.", |m, now| {
-                u8::from(m.health.standing(now) == health::Standing::Admitted).to_string()
+        type Value = fn(&SessionMember, u64) -> f64;
+        let gauges: [(&str, &str, Value); 2] = [
+            ("up", "1 while new upstream sessions start on this upstream; 0 while it is ejected.", |m, now| {
+                f64::from(u8::from(m.health.standing(now) == health::Standing::Admitted))
             }),
-            ("sessions", "gauge", "Upstream sessions (one per association) running on this upstream.", |m, _| {
-                m.sessions.load(Relaxed).to_string()
-            }),
-            ("ejections_total", "counter", "Times a session on this upstream failed and it was taken out of rotation for its backoff.", |m, _| {
-                m.health.ejections.load(Relaxed).to_string()
+            ("sessions", "Upstream sessions (one per association) running on this upstream.", |m, _| {
+                m.sessions.load(Relaxed) as f64
             }),
         ];
-        for (suffix, kind, help, value) in families {
-            let name = format!("npamp_session_upstream_{suffix}");
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (suffix, help, value) in gauges {
+            let mut samples = o.gauge(&format!("npamp_session_upstream_{suffix}"), help);
             for m in &self.members {
-                let _ = writeln!(o, "{name}{{upstream=\"{}\"}} {}", m.upstream, value(m, now));
+                samples.with(&[("upstream", &m.upstream.to_string())], value(m, now));
             }
+        }
+        let mut ejections = o.counter(
+            "npamp_session_upstream_ejections_total",
+            "Times a session on this upstream failed and it was taken out of rotation for its backoff.",
+        );
+        for m in &self.members {
+            let n = m.health.ejections.load(Relaxed) as f64;
+            ejections.with(&[("upstream", &m.upstream.to_string())], n);
         }
     }
 }
@@ -357,8 +360,9 @@ mod tests {
         // The next sessions avoid it while it is ejected.
         let next: Vec<OnMember<'_>> = (0..3).map(|_| g.enter(Some(failed))).collect();
         assert!(next.iter().all(|s| s.index != failed));
-        let mut shown = String::new();
-        g.render(&Metrics::default(), &mut shown);
+        let mut families = Families::default();
+        g.render(&Metrics::default(), &mut families);
+        let shown = families.encode();
         let up = format!("npamp_session_upstream_up{{upstream=\"ws://127.0.0.1:{}\"}} 0", failed + 1);
         assert!(shown.contains(&up), "{shown}");
         assert!(shown.contains("npamp_session_upstream_sessions{"), "{shown}");
