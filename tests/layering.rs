@@ -77,11 +77,25 @@ const LAYERS: &[Layer] = &[
         pure: false,
     },
     Layer {
-        // The gateway's policy: health, choice, retry budget. The shell
-        // reads the clock for it.
+        // The gateway's policy: health, choice, retry budget, a request's
+        // way across members. The shell reads the clock for it; it shows
+        // its metrics through telemetry (the rooms' doors below).
         name: "gateway policy",
         paths: &["src/gateway/policy"],
-        must_not_use: &["assoc", "gateway", "handshake", "record", "wire"],
+        must_not_use: &[
+            "assoc",
+            "handshake",
+            "record",
+            "wire",
+            "gateway::edge",
+            "gateway::ingress",
+            "gateway::upstream",
+            "gateway::origin",
+            "gateway::exec",
+            "gateway::session",
+            "gateway::context",
+            "gateway::config",
+        ],
         pure: true,
     },
 ];
@@ -762,4 +776,124 @@ fn the_circle_finder_reads_every_kind_of_path_and_finds_cycles() {
         edge("e", &["e", "d"]),
     ];
     assert_eq!(circles(&graph), [["a", "b", "c"]]);
+}
+
+/// The gateway's rooms, each with the rooms it may use: the settings
+/// (limits, errors) know no other; telemetry the settings; the policy
+/// those two; the shell (executor, outboxes, stall clocks, sessions,
+/// context) those two; the edge (with its ingress kinds) and the origin
+/// (with its upstream kinds) those four and never each other; config, the
+/// builder, the library's client and the gateway's start everything.
+const ROOMS: &[(&str, &[&str], &[&str])] = &[
+    ("settings", &["src/gateway/settings.rs"], &[]),
+    ("telemetry", &["src/gateway/metrics.rs"], &["settings"]),
+    (
+        "policy",
+        &["src/gateway/policy/"],
+        &["settings", "telemetry"],
+    ),
+    (
+        "shell",
+        &[
+            "src/gateway/exec.rs",
+            "src/gateway/outbox.rs",
+            "src/gateway/stall.rs",
+            "src/gateway/session.rs",
+            "src/gateway/context.rs",
+            "src/gateway/gated.rs",
+            "src/gateway/carry.rs",
+            "src/gateway/quiet.rs",
+            "src/gateway/redact.rs",
+            "src/gateway/json_stream.rs",
+            "src/gateway/auth.rs",
+        ],
+        &["settings", "telemetry"],
+    ),
+    (
+        "edge",
+        &["src/gateway/edge/", "src/gateway/ingress/"],
+        &["settings", "telemetry", "policy", "shell"],
+    ),
+    (
+        "origin",
+        &["src/gateway/origin.rs", "src/gateway/upstream/"],
+        &["settings", "telemetry", "policy", "shell"],
+    ),
+    (
+        "top",
+        &[
+            "src/gateway/mod.rs",
+            "src/gateway/builder.rs",
+            "src/gateway/client.rs",
+            "src/gateway/config/",
+        ],
+        &["settings", "telemetry", "policy", "shell", "edge", "origin"],
+    ),
+];
+
+fn room_of(file: &str) -> Option<&'static str> {
+    ROOMS
+        .iter()
+        .find(|(_, paths, _)| paths.iter().any(|p| file.starts_with(p)))
+        .map(|(name, _, _)| *name)
+}
+
+/// Uses of one room by another that the room's door does not allow.
+fn room_violations(graph: &[(String, Vec<String>)]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (file, deps) in graph {
+        let Some(room) = room_of(file) else { continue };
+        let Some((_, _, may)) = ROOMS.iter().find(|(name, _, _)| *name == room) else {
+            continue;
+        };
+        for dep in deps {
+            match room_of(dep) {
+                Some(other) if other != room && !may.contains(&other) => {
+                    wrong.push(format!("{file} ({room}) uses {dep} ({other})"))
+                }
+                _ => {}
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn the_gateways_rooms_are_used_one_way() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let graph = file_graph(root);
+    let gateway: Vec<&String> = graph
+        .iter()
+        .map(|(f, _)| f)
+        .filter(|f| f.starts_with("src/gateway/"))
+        .collect();
+    let homeless: Vec<&&String> = gateway.iter().filter(|f| room_of(f).is_none()).collect();
+    assert!(homeless.is_empty(), "files of no room: {homeless:?}");
+    let wrong = room_violations(&graph);
+    assert!(
+        wrong.is_empty(),
+        "through a door the wrong way:\n{}",
+        wrong.join("\n")
+    );
+    // The checker finds what it is meant to.
+    let bad = vec![
+        (
+            "src/gateway/metrics.rs".to_owned(),
+            vec!["src/gateway/edge/mod.rs".to_owned()],
+        ),
+        (
+            "src/gateway/edge/mod.rs".to_owned(),
+            vec!["src/gateway/upstream/http.rs".to_owned()],
+        ),
+        (
+            "src/gateway/edge/pool.rs".to_owned(),
+            vec!["src/gateway/policy/race.rs".to_owned()],
+        ),
+    ];
+    assert_eq!(
+        room_violations(&bad).len(),
+        2,
+        "{:?}",
+        room_violations(&bad)
+    );
 }

@@ -22,7 +22,7 @@ pub fn lost(end: &End) -> Failure {
 
 /// Why a request waited in vain for room under `--max-in-flight` (an
 /// origin's).
-pub fn in_flight_full(ctx: &super::Ctx) -> String {
+pub fn in_flight_full(ctx: &super::context::Ctx) -> String {
     format!(
         "{} requests to the upstream are in flight (--max-in-flight) and none finished within {:.1} s (--stall-timeout)",
         ctx.limits.max_in_flight,

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use tokio::sync::{Notify, oneshot};
 use tracing::debug;
 
-use super::Ctx;
+use super::context::Ctx;
 use super::metrics::{Ingress, Metrics};
 use super::outbox::{Outbox, TrySend};
 use crate::assoc::{AssocHandle, BridgeSink, End};

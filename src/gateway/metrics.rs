@@ -683,7 +683,7 @@ impl Section for Process {
 
 #[cfg(target_os = "linux")]
 mod proc_self {
-    use super::Families;
+    use crate::gateway::metrics::Families;
 
     /// What `/proc` says of this process.
     pub struct ProcSelf {

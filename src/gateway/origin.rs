@@ -32,7 +32,9 @@ use super::session::Session;
 use super::upstream::group::Sessions;
 use super::upstream::http::{NO_UPSTREAM, Requests};
 use super::upstream::{Delivery, Env, Upstream};
-use super::{Ctx, GatewayConfig};
+use super::context::{Ctx, tls_roots_client_config};
+use super::settings::GatewayError;
+use super::upstream::Plan;
 use crate::assoc::AssocHandle;
 use crate::relay::Role;
 
@@ -59,19 +61,19 @@ pub struct Origin {
 }
 
 impl Origin {
-    pub fn new(ctx: Arc<Ctx>, config: &GatewayConfig) -> Result<Self, super::GatewayError> {
-        let tls = Arc::new(super::tls_roots_client_config(config.upstream_ca.as_deref())?);
-        let env = Env::new(ctx.clone(), tls, config.upstream_headers.clone().into());
+    pub fn new(ctx: Arc<Ctx>, config: &Plan) -> Result<Self, GatewayError> {
+        let tls = Arc::new(tls_roots_client_config(config.ca.as_deref())?);
+        let env = Env::new(ctx.clone(), tls, config.headers.clone().into());
         let requests = Arc::new(Requests::new(&env, config));
-        let sessions = (!config.session_group.is_empty()).then(|| {
-            let sessions = Arc::new(Sessions::new(config.session_group.clone()));
+        let sessions = (!config.sessions.is_empty()).then(|| {
+            let sessions = Arc::new(Sessions::new(config.sessions.clone()));
             ctx.metrics.show(sessions.clone());
             sessions
         });
         if let Some(u) = &config.upstream
             && u.kind(ctx.protocol).is_none()
         {
-            return Err(super::GatewayError::Config(format!(
+            return Err(GatewayError::Config(format!(
                 "no kind of upstream delivers to {u} for this protocol ({:?})",
                 ctx.protocol
             )));

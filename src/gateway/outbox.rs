@@ -25,6 +25,15 @@ pub fn outbox(messages: usize, octets: usize) -> (Outbox, Inbox) {
     )
 }
 
+/// The session queues of these limits.
+impl crate::gateway::settings::Limits {
+    /// The queue to one session's local party, bounded in messages and in
+    /// octets.
+    pub fn outbox(&self) -> (Outbox, Inbox) {
+        outbox(self.session_queue, self.session_buffer)
+    }
+}
+
 /// The largest octet budget (the semaphore counts in u32 steps).
 pub const MAX_BUDGET: usize = 1 << 30;
 

@@ -7,6 +7,9 @@
 //! child process only its program's file name.
 
 use std::fmt;
+use std::path::PathBuf;
+
+use hyper::Uri;
 
 /// An upstream URL as it may be shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,7 +25,7 @@ impl PublicUrl {
 
     /// `scheme://host[:port]` of a parsed URI.
     pub fn of_uri(uri: &hyper::Uri) -> Self {
-        if let Some(socket) = super::upstream::http_client::shown(uri) {
+        if let Some(socket) = shown(uri) {
             return Self(socket);
         }
         let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
@@ -51,6 +54,23 @@ pub fn program(argv: &[String]) -> String {
         .file_name()
         .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
     format!("command {name}")
+}
+
+/// The scheme of an HTTP upstream on a Unix domain socket.
+pub const UNIX_SCHEME: &str = "http+unix";
+
+/// The socket path an `http+unix` URI names (its host: the path in hex).
+pub fn socket_path(uri: &Uri) -> Option<PathBuf> {
+    let bytes = hex::decode(uri.host()?).ok()?;
+    String::from_utf8(bytes).ok().map(PathBuf::from)
+}
+
+/// `uri` as it may be shown: `http+unix:///run/app.sock` (a socket's path
+/// is no secret, and the request path is left out as for any upstream).
+pub fn shown(uri: &Uri) -> Option<String> {
+    (uri.scheme_str() == Some(UNIX_SCHEME))
+        .then(|| socket_path(uri).map(|p| format!("{UNIX_SCHEME}://{}", p.display())))
+        .flatten()
 }
 
 #[cfg(test)]

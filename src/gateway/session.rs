@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::Ctx;
+use super::context::Ctx;
 use super::exec::{Exec, ExecSink, Local};
 use super::metrics::Ingress;
 use super::outbox::Outbox;

@@ -20,7 +20,8 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use futures_util::future::Fuse;
 
-use super::{Ctx, HedgeAfter};
+use super::context::Ctx;
+use super::settings::HedgeAfter;
 use super::metrics::{Families, Ingress, Metrics, Section};
 use super::outbox::Outbox;
 use super::session::Session;

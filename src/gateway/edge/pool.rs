@@ -15,7 +15,7 @@ use futures_util::FutureExt;
 use crate::gateway::policy::health::{self, Health};
 use crate::gateway::policy::race::{self, End, Race, Verdict};
 use crate::assoc::{Endpoint, Link, LinkError, PeerAddr, SharedClientEndpoint};
-use crate::gateway::Ctx;
+use crate::gateway::context::Ctx;
 use crate::gateway::exec::{Exec, ExecSink, Local};
 use crate::gateway::metrics::Ingress;
 use crate::jsonrpc::{Kind, Scanned};

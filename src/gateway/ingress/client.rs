@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::Ingress;
 use super::limit::{ClientKey, Limiter};
-use crate::gateway::Ctx;
+use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
 use crate::lines::{LineReader, LineSkipped, write_line};
 use crate::gateway::metrics::{Metrics, ReplyClass};

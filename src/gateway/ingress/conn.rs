@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 
 use super::limit::{ClientKey, Place, Places};
 use super::{Ingress, Shutdown, stopped};
-use crate::gateway::Ctx;
+use crate::gateway::context::Ctx;
 use crate::gateway::stall::{Moved, Tracked};
 
 /// The client connections of one listener, at most `--max-connections` at

@@ -19,16 +19,16 @@ use super::browser::{Caller, Reach};
 use super::conn::Opening;
 use super::mcp::McpSessions;
 use super::response::{HttpResponse, Served, empty_response, json_response, status_only};
-use super::{Clients, Conn, Ingress, Kind, identify, stopped};
-use crate::gateway::Ctx;
+use super::{Clients, Conn, Kind, identify, stopped};
+use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::edge::answer::{Answer, answer_batch, answer_one};
 use crate::gateway::metrics::ReplyClass;
 use crate::gateway::gated::Gated;
 use crate::gateway::stall::{Requests, idle, stalled};
-use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
-use crate::jsonrpc::{Element, Kind as Message, ScanError, Scanned, scan};
-use crate::relay::{Failure, Reply, Shared};
+use crate::jsonrpc::carriage::{id_of, local_error, scan_error_response};
+use crate::jsonrpc::{ScanError, Scanned, scan};
+use crate::relay::{Failure, Shared};
 
 /// `http://` and `https://`: JSON-RPC over HTTP POST (HTTP/1.1, and
 /// HTTP/2 by ALPN over TLS or by prior knowledge in plaintext), stateless
@@ -170,7 +170,7 @@ fn given_up(ctx: &Ctx, from: super::Peer, why: Ended) {
 }
 
 /// The HTTP/1.1 and HTTP/2 settings every connection is served with.
-fn http_builder(limits: &crate::gateway::Limits) -> auto::Builder<TokioExecutor> {
+fn http_builder(limits: &crate::gateway::settings::Limits) -> auto::Builder<TokioExecutor> {
     let stall = limits.stall_timeout;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // No header-read timer of hyper's: it costs a timer armed and cleared

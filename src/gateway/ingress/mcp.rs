@@ -35,7 +35,7 @@ use tracing::{debug, info, warn};
 use super::Ingress;
 use super::limit::{ClientKey, Place, PlacesFull, Places};
 use super::response::{HttpResponse, empty_response, event_response, json_response};
-use crate::gateway::Ctx;
+use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::session::Session;

@@ -197,18 +197,18 @@ impl IngressUrl {
     }
 
     /// Binds it and serves its clients until `shutdown`; a TLS ingress
-    /// with the gateway's ingress certificate ([`crate::gateway::Live`]).
+    /// with the gateway's ingress certificate ([`crate::gateway::context::Live`]).
     pub(crate) async fn start(
         self,
         edge: Arc<Edge>,
         shutdown: Shutdown,
-    ) -> Result<(Self, tokio::task::JoinHandle<()>), crate::gateway::GatewayError> {
-        let bind = |source| crate::gateway::GatewayError::Bind {
+    ) -> Result<(Self, tokio::task::JoinHandle<()>), crate::gateway::settings::GatewayError> {
+        let bind = |source| crate::gateway::settings::GatewayError::Bind {
             addr: self.to_string(),
             source,
         };
         if self.is_tls() && edge.ctx.live().tls.is_none() {
-            return Err(crate::gateway::GatewayError::Config(format!(
+            return Err(crate::gateway::settings::GatewayError::Config(format!(
                 "{self}: a TLS ingress needs --ingress-cert and --ingress-key"
             )));
         }
@@ -310,7 +310,7 @@ async fn stopped(mut s: Shutdown) {
 /// address. `None` for a client without an accepted token where one is
 /// asked for; counted.
 fn identify(
-    ctx: &super::Ctx,
+    ctx: &super::context::Ctx,
     headers: &hyper::HeaderMap,
     certificate: Option<u64>,
     from: Peer,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::assoc::TlsFiles;
-use crate::gateway::GatewayError;
+use crate::gateway::settings::GatewayError;
 
 /// The TLS settings of an edge's ingresses.
 #[derive(Clone, Debug, PartialEq, Eq)]

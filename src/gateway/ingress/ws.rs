@@ -317,7 +317,7 @@ impl Accepted {
     /// Serves one WebSocket session on an upgraded connection.
     async fn session(self: Arc<Self>, upgraded: hyper::upgrade::Upgraded, client: ClientKey) {
         let (edge, moved, ingress) = (self.edge.clone(), self.moved.clone(), self.ingress);
-        let config = crate::gateway::ws_config(edge.ctx.limits.max_body);
+        let config = crate::gateway::context::ws_config(edge.ctx.limits.max_body);
         let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
             TokioIo::new(upgraded),
             Role::Server,

@@ -23,7 +23,7 @@ use tracing::debug;
 use super::group::{Group, Member, PostFailed, Single};
 use super::http_client::{host_override, parse_unix_url};
 use super::pool::{Pool, PostError};
-use super::{Address, Delivery, Env, Kind};
+use super::{Address, Delivery, Env, Kind, Plan};
 use crate::assoc::error::error_chain;
 use crate::bridge::ProtocolId;
 use crate::gateway::carry::in_flight_full;
@@ -31,7 +31,7 @@ use crate::gateway::exec::Exec;
 use crate::gateway::policy::carry::{Action, Carry, Ended, Next};
 use crate::gateway::policy::health;
 use crate::gateway::policy::race::Slot;
-use crate::gateway::{Ctx, GatewayConfig};
+use crate::gateway::context::Ctx;
 use crate::jsonrpc::{Kind as Message, Scanned, scan};
 use crate::relay::{MAY_HAVE_EXECUTED, ToServe};
 use crate::shard::PerShard;
@@ -72,11 +72,11 @@ pub const NO_UPSTREAM: &str = "this gateway has no upstream (--upstream or --ups
 /// The group of HTTP upstreams (`--upstream` repeated, `--route`), if the
 /// configuration has one, shown in the metrics, and its members' URLs in
 /// its order.
-fn group_of(ctx: &Ctx, config: &GatewayConfig) -> Option<(Arc<Group>, Vec<hyper::Uri>)> {
-    if config.upstream_group.is_empty() && config.routes.is_empty() {
+fn group_of(ctx: &Ctx, config: &Plan) -> Option<(Arc<Group>, Vec<hyper::Uri>)> {
+    if config.group.is_empty() && config.routes.is_empty() {
         return None;
     }
-    let mut uris = config.upstream_group.clone();
+    let mut uris = config.group.clone();
     let routes = config
         .routes
         .iter()
@@ -91,12 +91,12 @@ fn group_of(ctx: &Ctx, config: &GatewayConfig) -> Option<(Arc<Group>, Vec<hyper:
     let members = uris
         .iter()
         .map(|uri| Member {
-            post_headers: post_headers(uri, &config.upstream_headers),
+            post_headers: post_headers(uri, &config.headers),
             uri: uri.clone(),
             health: Default::default(),
         })
         .collect();
-    let default = config.upstream_group.len();
+    let default = config.group.len();
     let group = Arc::new(Group::new(members, default, routes, ctx.limits.retry_budget));
     ctx.metrics.show(group.clone());
     Some((group, uris))
@@ -129,7 +129,7 @@ pub struct Requests {
 impl Requests {
     /// For `config`'s upstreams when they are served request by request;
     /// else one that answers every request NotDelivered.
-    pub fn new(env: &Env, config: &GatewayConfig) -> Self {
+    pub fn new(env: &Env, config: &Plan) -> Self {
         let ctx = &env.ctx;
         let protocol = ctx.protocol;
         let per_request = config.upstream.as_ref().filter(|u| u.per_request(protocol));

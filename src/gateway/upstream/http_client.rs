@@ -20,8 +20,8 @@ use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioIo;
 
-/// The scheme of an HTTP upstream on a Unix domain socket.
-pub const UNIX_SCHEME: &str = "http+unix";
+pub use crate::gateway::redact::{UNIX_SCHEME, socket_path};
+
 
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -61,12 +61,6 @@ pub fn parse_unix_url(s: &str) -> Option<Result<Uri, String>> {
     )
 }
 
-/// The socket path an `http+unix` URI (from [`parse_unix_url`]) names.
-pub fn socket_path(uri: &Uri) -> Option<PathBuf> {
-    let bytes = hex::decode(uri.host()?).ok()?;
-    String::from_utf8(bytes).ok().map(PathBuf::from)
-}
-
 /// `%XX` escapes decoded; `None` for a broken escape or a result that is
 /// not UTF-8.
 fn percent_decode(s: &str) -> Option<String> {
@@ -90,14 +84,6 @@ fn percent_decode(s: &str) -> Option<String> {
 pub fn host_override(uri: &Uri) -> Option<hyper::header::HeaderValue> {
     (uri.scheme_str() == Some(UNIX_SCHEME))
         .then(|| hyper::header::HeaderValue::from_static("localhost"))
-}
-
-/// `uri` as it may be shown: `http+unix:///run/app.sock` (a socket's path
-/// is no secret, and the request path is left out as for any upstream).
-pub fn shown(uri: &Uri) -> Option<String> {
-    (uri.scheme_str() == Some(UNIX_SCHEME))
-        .then(|| socket_path(uri).map(|p| format!("{UNIX_SCHEME}://{}", p.display())))
-        .flatten()
 }
 
 /// Connects to an HTTP upstream over TCP (and TLS for `https`) or, for
@@ -265,6 +251,7 @@ impl Write for Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::redact::shown;
 
     #[test]
     fn both_forms_name_the_same_socket() {

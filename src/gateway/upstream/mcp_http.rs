@@ -39,7 +39,7 @@ use super::http_client::HttpsClient;
 use super::{Address, Delivery, Env, Kind as UpstreamKind};
 use crate::assoc::error::error_chain;
 use crate::bridge::ProtocolId;
-use crate::gateway::Ctx;
+use crate::gateway::context::Ctx;
 use crate::gateway::carry::in_flight_full;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::policy::backoff::Backoff;

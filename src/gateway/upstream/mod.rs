@@ -36,7 +36,7 @@ use futures_util::future::BoxFuture;
 use hyper::header::{HeaderName, HeaderValue};
 use tokio::sync::Semaphore;
 
-use super::Ctx;
+use super::context::Ctx;
 use super::outbox::Inbox;
 use super::session::Session;
 use crate::bridge::ProtocolId;
@@ -172,6 +172,24 @@ impl std::fmt::Display for Upstream {
             Address::Path(path) => write!(f, "unix://{}", path.display()),
         }
     }
+}
+
+/// What an origin delivers to, as its configuration says.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// `--upstream` or `--upstream-cmd` (the first, when repeated); `None`:
+    /// every request is answered NotDelivered.
+    pub upstream: Option<Upstream>,
+    /// HTTP upstreams served as a group (empty: `upstream` alone).
+    pub group: Vec<hyper::Uri>,
+    /// Methods matching a glob go to these HTTP upstreams, in order.
+    pub routes: Vec<(String, hyper::Uri)>,
+    /// Session upstreams served as a group (empty: `upstream` alone).
+    pub sessions: Vec<Upstream>,
+    /// `--upstream-header`.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// `--upstream-ca`.
+    pub ca: Option<PathBuf>,
 }
 
 /// What the kinds of an origin share.

@@ -239,7 +239,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
     fn connector() -> Connector {
-        let tls = crate::gateway::tls_roots_client_config(None);
+        let tls = crate::gateway::context::tls_roots_client_config(None);
         Connector::new(tls.expect("the system's roots"), Duration::from_secs(5))
     }
 
