@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncBufReadExt;
 use tracing::{debug, info, warn};
 
 use super::process::{Stop, UpstreamChild};
@@ -14,7 +14,7 @@ use super::{Address, Delivery, Env, Kind};
 use crate::bridge::ProtocolId;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::session::{SESSION_OVER, Session};
-use crate::lines::{LineReader, LineSkipped, write_line};
+use crate::lines::{LineReader, LineSkipped};
 
 /// A program and its arguments, for every protocol but MCP (whose stdio
 /// servers are [`super::mcp_stdio`]).
@@ -64,21 +64,7 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
         }
     });
     let why = {
-        let write = async {
-            while let Some(text) = rx.recv().await {
-                let write = async {
-                    write_line(&mut stdin, &text).await?;
-                    if rx.is_empty() {
-                        stdin.flush().await?;
-                    }
-                    Ok::<_, std::io::Error>(())
-                };
-                if let Err(why) = super::write_within(ctx, "its stdin", write).await {
-                    return Some(why);
-                }
-            }
-            None
-        };
+        let write = super::write_lines(ctx, "its stdin", rx, &mut stdin);
         let read = async {
             // One reply too large for --max-body is dropped, not a reason to
             // restart the upstream (and lose its other requests and state):

@@ -3,14 +3,12 @@
 //! association.
 
 use futures_util::FutureExt;
-use tokio::io::AsyncWriteExt;
 use tracing::info;
 
 use super::{Address, Delivery, Env, Kind};
 use crate::bridge::ProtocolId;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::session::{SESSION_OVER, Session};
-use crate::lines::write_line;
 
 /// `unix:///PATH`.
 pub struct Ipc;
@@ -57,21 +55,7 @@ async fn run(path: &std::path::Path, env: &Env, session: &Session, rx: &mut Inbo
         info!(path = %path.display(), "upstream socket connected");
         session.local_up();
         let (read, mut write) = stream.into_split();
-        let writing = async {
-            while let Some(text) = rx.recv().await {
-                let one = async {
-                    write_line(&mut write, &text).await?;
-                    if rx.is_empty() {
-                        write.flush().await?;
-                    }
-                    Ok::<_, std::io::Error>(())
-                };
-                if let Err(why) = super::write_within(ctx, "its socket", one).await {
-                    return Some(why);
-                }
-            }
-            None
-        };
+        let writing = super::write_lines(ctx, "its socket", rx, &mut write);
         let reading = async {
             let mut values = crate::gateway::json_stream::ValueReader::new(read, ctx.limits.max_body);
             loop {

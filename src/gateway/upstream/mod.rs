@@ -263,6 +263,29 @@ fn uri_of(url: &str, schemes: &[&str]) -> Option<Result<hyper::Uri, String>> {
     })
 }
 
+/// Writes each message of `rx` to `w` as a line, flushing when none is left
+/// queued, each write within the stall timeout ([`write_within`]): why one
+/// failed, or `None` when the queue closed.
+async fn write_lines<W>(ctx: &Ctx, into: &str, rx: &mut Inbox, w: &mut W) -> Option<String>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    while let Some(text) = rx.recv().await {
+        let one = async {
+            crate::lines::write_line(w, &text).await?;
+            if rx.is_empty() {
+                w.flush().await?;
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        if let Err(why) = write_within(ctx, into, one).await {
+            return Some(why);
+        }
+    }
+    None
+}
+
 /// One write to an upstream session, given up when it does not finish within
 /// the stall timeout. An upstream that takes nothing holds up, in turn, its
 /// queue, the association's reader and the PONGs the peer waits for: it is
