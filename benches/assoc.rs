@@ -8,23 +8,38 @@
 //! octets. Association: 64 Bridge frames (256 B foreign message, or
 //! `NPAMP_BENCH_FOREIGN` octets) sealed into
 //! one buffer and written at once; the server deframes, opens, checks the
-//! sequence and counts each frame. In both, the sending loop runs as a task
+//! sequence and counts each frame. With `NPAMP_BENCH_KEEP=1` its sink also
+//! keeps each payload as a gateway's exchange keeps a message
+//! (`Payload::keep`: sliced out of a large frame's own allocation, copied
+//! out of the shared read buffer) and drops it. With `NPAMP_BENCH_CPU=1`
+//! each sample is the process's CPU time (every thread: sender, receiver,
+//! quinn's drivers) instead of the wall-clock time, so "throughput" is
+//! frames per CPU-second: what a frame costs, less disturbed by other work
+//! on a shared machine than the wall-clock rate. In both, the sending loop runs as a task
 //! on the runtime's workers, as a gateway's tasks do, not on the bench's own
 //! thread (which would be a third busy thread on a 2-core machine).
+//!
+//! `receive_path`: the receiving side alone, on one thread, without a
+//! transport (frames read from memory, opened, decoded, the message kept
+//! as an exchange keeps it), 256 B to 64 KiB messages.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use npamp_gateway::assoc::FrameReader;
+use npamp_gateway::assoc::frames::Taken;
 use npamp_gateway::assoc::{
-    ALPN, Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats, quic_endpoint, tls_client_config,
-    tls_server_config,
+    ALPN, AssocHandle, BridgeSink, End, Endpoint, Link, Listener, Payload, PeerAddr, Scheme,
+    ServeStats, quic_endpoint, tls_client_config, tls_server_config,
 };
 use npamp_gateway::bridge::{
     BRIDGE_NOTIFY, BridgeEnvelope, BridgeMessage, ContentType, MessageKind, ProtocolId,
 };
 use npamp_gateway::handshake::Trust;
+use npamp_gateway::record::{Suite, TrafficKeys};
+use npamp_gateway::wire::{ChannelId, Flags};
 
 const BATCH: u64 = 64;
 /// Clients handshaking at once in `handshakes_per_second`.
@@ -63,6 +78,42 @@ fn on_worker<T: Send + 'static>(
     rt.block_on(rt.spawn(f)).expect("sender task")
 }
 
+/// The clock a sample is read on: the wall clock, or the process's CPU
+/// time with `NPAMP_BENCH_CPU=1`.
+#[derive(Clone, Copy)]
+enum Clock {
+    Wall(Instant),
+    Cpu(Duration),
+}
+
+fn process_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+impl Clock {
+    fn start() -> Self {
+        if std::env::var_os("NPAMP_BENCH_CPU").is_some() {
+            Clock::Cpu(process_cpu_time())
+        } else {
+            Clock::Wall(Instant::now())
+        }
+    }
+
+    fn elapsed(self) -> Duration {
+        match self {
+            Clock::Wall(at) => at.elapsed(),
+            Clock::Cpu(at) => process_cpu_time() - at,
+        }
+    }
+}
+
 async fn wait_for(counter: &AtomicU64, target: u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while counter.load(Ordering::Relaxed) < target {
@@ -77,6 +128,34 @@ fn foreign_len() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(256)
+}
+
+/// Counts Bridge frames, and keeps each payload as an exchange keeps a
+/// message (then drops it).
+struct Keeping(Arc<AtomicU64>);
+
+impl BridgeSink for Keeping {
+    async fn frame(&mut self, _: npamp_gateway::wire::FrameType, payload: Payload<'_>) {
+        std::hint::black_box(payload.keep(&payload));
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn ended(&mut self, _: &End) {}
+}
+
+/// The association's server: counting (`Listener::bind`), or keeping with
+/// `NPAMP_BENCH_KEEP=1`.
+async fn bench_listener(stats: ServeStats) -> Listener {
+    if std::env::var_os("NPAMP_BENCH_KEEP").is_none() {
+        return Listener::bind(addr(Scheme::Quic), endpoint(), stats)
+            .await
+            .expect("listener");
+    }
+    let frames = stats.bridge_frames.clone();
+    let keeping = move |_: AssocHandle| Keeping(frames.clone());
+    Listener::bind_with(addr(Scheme::Quic), endpoint(), stats, None, keeping)
+        .await
+        .expect("listener")
 }
 
 fn bridge_payload() -> Vec<u8> {
@@ -106,13 +185,7 @@ fn bridge_frames(c: &mut Criterion) {
 
     // The association under test.
     let stats = ServeStats::default();
-    let listener = rt
-        .block_on(Listener::bind(
-            addr(Scheme::Quic),
-            endpoint(),
-            stats.clone(),
-        ))
-        .expect("listener");
+    let listener = rt.block_on(bench_listener(stats.clone()));
     let link = rt
         .block_on(Link::connect(listener.local_addr, &endpoint()))
         .expect("link");
@@ -169,8 +242,13 @@ fn bridge_frames(c: &mut Criterion) {
     });
     let mut raw_io = Some((raw_send, vec![0xA5u8; frame_len * BATCH as usize]));
 
+    let kept = if std::env::var_os("NPAMP_BENCH_KEEP").is_some() {
+        "_kept"
+    } else {
+        ""
+    };
     let mut group = c.benchmark_group(format!(
-        "bridge_frames_{}B_quic_64_per_write",
+        "bridge_frames_{}B{kept}_quic_64_per_write",
         foreign_len()
     ));
     group.throughput(Throughput::Elements(BATCH));
@@ -178,7 +256,7 @@ fn bridge_frames(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let target = received.load(Ordering::Relaxed) + iters * (frame_len as u64 * BATCH);
             let (mut send, batch) = raw_io.take().expect("raw stream");
-            let start = Instant::now();
+            let start = Clock::start();
             let (send, batch) = on_worker(&rt, async move {
                 for _ in 0..iters {
                     send.write_all(&batch).await.expect("write");
@@ -196,7 +274,7 @@ fn bridge_frames(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let target = stats.bridge_frames.load(Ordering::Relaxed) + iters * BATCH;
             let (mut link, payload) = assoc_io.take().expect("link");
-            let start = Instant::now();
+            let start = Clock::start();
             let io = on_worker(&rt, async move {
                 for _ in 0..iters {
                     let frames = (0..BATCH).map(|_| (BRIDGE_NOTIFY, &payload[..]));
@@ -290,9 +368,107 @@ fn handshakes_per_second(c: &mut Criterion) {
     group.finish();
 }
 
+/// An endless stream of the same sealed frames, read from memory (as
+/// quinn's reads copy out of its buffers): every read takes as much as it
+/// asks for, up to the end of the frames, then starts over.
+struct Replay {
+    data: Arc<[u8]>,
+    at: usize,
+}
+
+impl tokio::io::AsyncRead for Replay {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let at = self.at;
+        let n = buf.remaining().min(self.data.len() - at);
+        buf.put_slice(&self.data[at..at + n]);
+        self.at = (at + n) % self.data.len();
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// The receive path alone, on one thread, without a transport: whole
+/// frames out of a reader's buffer, opened in place, the Bridge envelope
+/// decoded, and the foreign message kept as an exchange keeps it (then
+/// dropped). 64 frames a sample, read from memory.
+fn receive_path(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let mut group = c.benchmark_group("receive_path");
+    group.throughput(Throughput::Elements(BATCH));
+    for size in [256usize, 8192, 16384, 32768, 65536] {
+        let foreign = vec![b'x'; size];
+        let msg = BridgeMessage {
+            frame_type: BRIDGE_NOTIFY,
+            envelope: BridgeEnvelope {
+                protocol_id: ProtocolId(0x10),
+                message_kind: MessageKind::NOTIFICATION,
+                content_type: ContentType::JSON,
+                flags: 0,
+                correlation_id: b"",
+                method: "eth_subscription",
+            },
+            safety: None,
+            foreign: &foreign,
+        };
+        let keys = TrafficKeys::new(Suite::AES_256_GCM, &[7; 32], &[9; 12]).expect("keys");
+        let mut data = Vec::new();
+        for seq in 0..BATCH {
+            keys.seal_frame_into(
+                &mut data,
+                Flags::NONE,
+                BRIDGE_NOTIFY,
+                ChannelId::BRIDGE,
+                seq,
+                |o| msg.encode_into(o).expect("encode"),
+            )
+            .expect("seal");
+        }
+        let replay = Replay {
+            data: data.into(),
+            at: 0,
+        };
+        let mut reader = FrameReader::authenticated(Box::new(replay), 1 << 20);
+        group.bench_function(format!("{size}B_kept"), |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    for _ in 0..BATCH {
+                        assert!(reader.fill().await.expect("fill"));
+                        let span = reader.peek().expect("peek").expect("frame");
+                        let taken = reader.take(&span);
+                        let frame = reader.frame_mut(&taken);
+                        let base = frame.as_ptr() as usize;
+                        let pt = keys
+                            .open_frame_with_header(&span.header, frame)
+                            .expect("open");
+                        let range =
+                            pt.as_ptr() as usize - base..pt.as_ptr() as usize - base + pt.len();
+                        let own = reader.take_own();
+                        let payload = match &taken {
+                            Taken::Shared(at) => Payload::shared(
+                                reader.octets(at.start + range.start..at.start + range.end),
+                            ),
+                            Taken::Own => Payload::in_frame(&own, &own[range]),
+                        };
+                        let m = BridgeMessage::decode(span.header.frame_type, &payload)
+                            .expect("decode");
+                        std::hint::black_box(payload.keep(m.foreign));
+                    }
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     bridge_frames,
+    receive_path,
     handshakes_and_ping,
     handshakes_per_second
 );

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use npamp_gateway::assoc::{AssocHandle, BridgeSink, End};
+use npamp_gateway::assoc::{AssocHandle, BridgeSink, End, Payload};
 use npamp_gateway::assoc::{Endpoint, Link, Listener, PeerAddr, Scheme, ServeStats};
 use npamp_gateway::bridge::ProtocolId;
 use npamp_gateway::gateway::config::GatewayOptions;
@@ -39,12 +39,12 @@ struct Echo {
 }
 
 impl BridgeSink for Echo {
-    async fn frame(&mut self, frame_type: FrameType, payload: &[u8]) {
+    async fn frame(&mut self, frame_type: FrameType, payload: Payload<'_>) {
         let corr;
         let reply;
         match receive(
             frame_type,
-            payload,
+            payload.octets(),
             ProtocolId::JSONRPC_EXPERIMENTAL,
             &Limits::default(),
         ) {

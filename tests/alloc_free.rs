@@ -1,6 +1,7 @@
 //! The receive path of the protocol core does not allocate: header decode,
 //! deframing, opening a sealed frame in place and decoding its Bridge
-//! envelope. A counting global allocator proves it.
+//! envelope. A counting global allocator proves it, and counts what keeping
+//! a received message costs (allocations and octets allocated).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -16,12 +17,14 @@ struct Counting;
 
 thread_local! {
     static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+    static ALLOCATED: Cell<usize> = const { Cell::new(0) };
 }
 
 // SAFETY: forwards to the system allocator; only counts calls on this thread.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        ALLOCATED.with(|n| n.set(n.get() + layout.size()));
         // SAFETY: same contract as our caller's.
         unsafe { System.alloc(layout) }
     }
@@ -33,6 +36,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        ALLOCATED.with(|n| n.set(n.get() + new_size));
         // SAFETY: same contract as our caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -40,6 +44,15 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
+
+/// `f`'s result, and the allocations and octets allocated on this thread
+/// while it ran.
+fn allocated_during<R>(f: impl FnOnce() -> R) -> (R, usize, usize) {
+    let (before, octets) = (ALLOCATIONS.with(Cell::get), ALLOCATED.with(Cell::get));
+    let r = f();
+    let n = ALLOCATIONS.with(Cell::get) - before;
+    (r, n, ALLOCATED.with(Cell::get) - octets)
+}
 
 fn allocations_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
     let before = ALLOCATIONS.with(Cell::get);
@@ -127,8 +140,8 @@ fn sealing_into_a_reused_buffer_does_not_allocate() {
 /// payloads written and read back, and the correlation: at most three
 /// allocations per request. Today 2.0 (14.0 before correlation ids and id
 /// tokens were kept inline): a copy of the request at the origin and of the
-/// reply at the edge (the association reader's buffer is not yet handed on
-/// as `Bytes`).
+/// reply at the edge (small messages lie in the association reader's shared
+/// buffer, and are copied when kept: see the next test).
 #[test]
 fn an_exchange_round_trip_allocates_at_most_three_times() {
     use std::sync::Arc;
@@ -173,7 +186,11 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
             };
             wire.clear();
             msg.write(wire, protocol);
-            origin.handle_peer(now, receive(msg.frame_type(), wire, protocol, &limits));
+            origin.handle_peer(
+                now,
+                receive(msg.frame_type(), wire, protocol, &limits),
+                Bytes::copy_from_slice,
+            );
         }
         while let Some(a) = origin.poll_action() {
             match a {
@@ -189,7 +206,11 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
                 Action::Send(msg) => {
                     wire.clear();
                     msg.write(wire, protocol);
-                    edge.handle_peer(now, receive(msg.frame_type(), wire, protocol, &limits));
+                    edge.handle_peer(
+                        now,
+                        receive(msg.frame_type(), wire, protocol, &limits),
+                        Bytes::copy_from_slice,
+                    );
                 }
                 other => panic!("{other:?}"),
             }
@@ -213,5 +234,94 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
     assert!(
         per_request <= 3.0,
         "{per_request:.2} allocations per request"
+    );
+}
+
+/// What keeping a received message costs, through the association's
+/// reader: a small one (in the reader's shared buffer) is copied, one
+/// allocation of exactly its octets; a large one (in an allocation of its
+/// own, the frame) is not copied: the frame's allocation (read into, in
+/// place of the shared buffer) and the kept slice's reference count (the
+/// `bytes` crate's, on the first slice of a buffer), no octets more.
+#[test]
+fn a_large_message_is_kept_without_a_copy() {
+    use futures_util::FutureExt;
+    use npamp_gateway::assoc::frames::Taken;
+    use npamp_gateway::assoc::{FrameReader, Payload};
+
+    let keys = TrafficKeys::new(Suite::AES_256_GCM, &[1; 32], &[2; 12]).expect("keys");
+    let small = vec![b'x'; 200];
+    let large = vec![b'y'; 16 << 10];
+    let (mut stream, mut ends) = (Vec::new(), Vec::new());
+    // The first message warms the reader (its first read fills and grows
+    // the starting buffer); the next two are counted.
+    for (seq, foreign) in [&small, &small, &large].into_iter().enumerate() {
+        let msg = BridgeMessage {
+            frame_type: BRIDGE_REQUEST,
+            envelope: BridgeEnvelope {
+                protocol_id: ProtocolId::MCP,
+                message_kind: MessageKind::REQUEST,
+                content_type: ContentType::JSON,
+                flags: 0,
+                correlation_id: b"c-1",
+                method: "tools/call",
+            },
+            safety: None,
+            foreign,
+        };
+        keys.seal_frame_into(
+            &mut stream,
+            Flags::NONE,
+            BRIDGE_REQUEST,
+            ChannelId::BRIDGE,
+            seq as u64,
+            |o| msg.encode_into(o).expect("encode"),
+        )
+        .expect("seal");
+        ends.push(stream.len());
+    }
+    let large_frame = ends[2] - ends[1];
+    let mut reader = FrameReader::authenticated(Box::new(std::io::Cursor::new(stream)), 1 << 20);
+    // Reads, opens, decodes and keeps the next message as the exchange does.
+    let mut next = || {
+        let filled = reader.fill().now_or_never().expect("in memory");
+        assert!(filled.expect("fill"));
+        let span = reader.peek().expect("peek").expect("a frame");
+        let taken = reader.take(&span);
+        let frame = reader.frame_mut(&taken);
+        let base = frame.as_ptr() as usize;
+        let pt = keys
+            .open_frame_with_header(&span.header, frame)
+            .expect("open");
+        let at = pt.as_ptr() as usize - base..pt.as_ptr() as usize - base + pt.len();
+        let own = reader.take_own();
+        let payload = match &taken {
+            Taken::Shared(frame) => {
+                Payload::shared(reader.octets(frame.start + at.start..frame.start + at.end))
+            }
+            Taken::Own => Payload::in_frame(&own, &own[at]),
+        };
+        let msg = BridgeMessage::decode(BRIDGE_REQUEST, &payload).expect("decode");
+        let kept = payload.keep(msg.foreign);
+        let sliced = !own.is_empty() && own.as_ptr_range().contains(&kept.as_ptr());
+        (kept, sliced, own.len())
+    };
+    assert_eq!(next().0, small);
+    let ((kept, sliced, _), allocs, octets) = allocated_during(&mut next);
+    assert_eq!(kept, small);
+    assert!(!sliced);
+    assert_eq!(
+        (allocs, octets),
+        (1, small.len()),
+        "the small one: one copy"
+    );
+    let ((kept, sliced, frame), allocs, octets) = allocated_during(&mut next);
+    assert_eq!(kept, large);
+    assert!(sliced, "the large one is a slice of its frame");
+    assert_eq!(frame, large_frame);
+    assert!(allocs <= 2, "{allocs} allocations");
+    assert!(
+        octets <= frame + 64,
+        "{octets} octets allocated for a {frame}-octet frame"
     );
 }

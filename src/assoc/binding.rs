@@ -6,8 +6,15 @@
 //!   handshake runs on it); the Bridge channel on a bidirectional stream of
 //!   its own, opened by the client once the association is established and
 //!   announced by a PING on it, accepted by the server when it arrives.
+//!
+//! And how sealed octets are written to a stream ([`Writer`]): a QUIC
+//! stream is given owned chunks, anything else is written and flushed.
 
-use tokio::io::AsyncWriteExt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use super::addr::Scheme;
@@ -18,12 +25,100 @@ use crate::wire::ChannelId;
 /// One stream's two halves: whole frames in, octets out.
 pub struct Stream {
     pub reader: FrameReader,
-    pub writer: BoxWrite,
+    pub writer: Writer,
 }
 
 impl Stream {
     pub fn new(reader: FrameReader, writer: BoxWrite) -> Self {
-        Self { reader, writer }
+        Self {
+            reader,
+            writer: Writer::Other(writer),
+        }
+    }
+}
+
+/// The buffer a QUIC stream's writes are cut from, and the largest write
+/// cut from it (a request or reply of up to about this size goes out
+/// without an allocation of its own).
+const CHUNK_BUFFER: usize = 64 << 10;
+
+/// A stream's writing half, with [`Writer::send`] for sealed octets.
+///
+/// A QUIC stream is given them as owned chunks (`write_chunk`), cut from
+/// one reused buffer: quinn keeps a chunk, without copying it again, until
+/// the peer has acknowledged it, and the buffer is used again once quinn
+/// has dropped every chunk of it. quinn's own `write` copies into a new
+/// allocation on every write; this copies into the reused buffer, so a
+/// small write costs no allocation. A write larger than the buffer is
+/// copied by quinn as before: handing such a batch over without a copy
+/// takes a new buffer as large each time, whose pages fault in again (0.9
+/// of quinn's copy with 8 KiB messages; results/2026-12-06-bytes-end-to-end/).
+/// Any other stream (TLS, the Control stream) is written and flushed.
+pub enum Writer {
+    Quic {
+        stream: quinn::SendStream,
+        chunks: BytesMut,
+    },
+    Other(BoxWrite),
+}
+
+impl Writer {
+    /// A QUIC stream's writer.
+    pub fn quic(stream: quinn::SendStream) -> Self {
+        Self::Quic {
+            stream,
+            chunks: BytesMut::with_capacity(CHUNK_BUFFER),
+        }
+    }
+
+    /// Writes `octets` and flushes them.
+    pub async fn send(&mut self, octets: &[u8]) -> Result<(), LinkError> {
+        match self {
+            Self::Quic { stream, chunks } if octets.len() <= CHUNK_BUFFER => {
+                // Room in the buffer, or the buffer again if quinn has let
+                // go of all of it, or a new one (`bytes` allocates at least
+                // the first buffer's size).
+                chunks.reserve(octets.len());
+                chunks.extend_from_slice(octets);
+                let chunk = chunks.split().freeze();
+                stream
+                    .write_chunk(chunk)
+                    .await
+                    .map_err(std::io::Error::from)?;
+            }
+            w => {
+                w.write_all(octets).await?;
+                w.flush().await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AsyncWrite for Writer {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Self::Quic { stream, .. } => Pin::new(stream).poll_write(cx, buf).map_err(Into::into),
+            Self::Other(w) => Pin::new(w).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Quic { stream, .. } => Pin::new(stream).poll_flush(cx),
+            Self::Other(w) => Pin::new(w).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Quic { stream, .. } => Pin::new(stream).poll_shutdown(cx),
+            Self::Other(w) => Pin::new(w).poll_shutdown(cx),
+        }
     }
 }
 
@@ -36,7 +131,8 @@ pub enum Binding {
     Quic {
         conn: quinn::Connection,
         control: Stream,
-        bridge: Option<Stream>,
+        /// Boxed: a stream (its reader's buffers, its writer) is large.
+        bridge: Option<Box<Stream>>,
     },
 }
 
@@ -71,7 +167,7 @@ impl Binding {
         match self {
             Self::Tls(stream) => Some(stream),
             Self::Quic { control, .. } if channel != ChannelId::BRIDGE => Some(control),
-            Self::Quic { bridge, .. } => bridge.as_mut(),
+            Self::Quic { bridge, .. } => bridge.as_deref_mut(),
         }
     }
 
@@ -82,10 +178,10 @@ impl Binding {
             && bridge.is_none()
         {
             let (w, r) = conn.open_bi().await?;
-            *bridge = Some(Stream::new(
-                FrameReader::authenticated(Box::new(r), max_payload),
-                Box::new(w),
-            ));
+            *bridge = Some(Box::new(Stream {
+                reader: FrameReader::authenticated(Box::new(r), max_payload),
+                writer: Writer::quic(w),
+            }));
         }
         Ok(())
     }
@@ -200,7 +296,7 @@ impl ReadStreams {
 /// where its writer goes (the writer task).
 pub(super) struct PendingBridge {
     conn: Option<quinn::Connection>,
-    accept: Option<oneshot::Sender<BoxWrite>>,
+    accept: Option<oneshot::Sender<Writer>>,
 }
 
 impl PendingBridge {
@@ -212,7 +308,7 @@ impl PendingBridge {
         };
         let (w, r) = conn.accept_bi().await?;
         if let Some(tx) = self.accept.take() {
-            let _ = tx.send(Box::new(w));
+            let _ = tx.send(Writer::quic(w));
         }
         Ok(FrameReader::authenticated(Box::new(r), max_payload))
     }
@@ -227,16 +323,16 @@ impl PendingBridge {
 enum BridgeWriter {
     /// TLS: on the Control stream.
     OnControl,
-    Own(BoxWrite),
+    Own(Writer),
     /// QUIC server: the stream the reader accepts, once it has.
-    Accepted(oneshot::Receiver<BoxWrite>),
+    Accepted(oneshot::Receiver<Writer>),
     /// The reader ended without accepting one.
     Missing,
 }
 
 /// The writing side of a running association.
 pub(super) struct Writers {
-    control: BoxWrite,
+    control: Writer,
     bridge: BridgeWriter,
 }
 
@@ -260,9 +356,7 @@ impl Writers {
         } else {
             &mut self.control
         };
-        w.write_all(octets).await?;
-        w.flush().await?;
-        Ok(())
+        w.send(octets).await
     }
 
     /// Finishes the streams (QUIC FIN, TLS close_notify); errors do not

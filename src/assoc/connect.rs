@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tracing::{debug, info};
 
 use super::addr::{PeerAddr, Scheme};
@@ -17,7 +17,7 @@ use super::binding::{Binding, Stream};
 use super::driver::{self, AssocHandle, BridgeSink};
 use super::endpoint::{Endpoint, FALLBACK_DELAY, random};
 use super::error::LinkError;
-use super::frames::{BoxWrite, FrameReader};
+use super::frames::FrameReader;
 use super::quic::{SharedClientEndpoint, check_connection_alpn, client_config, client_endpoint};
 use super::stats::AssocStats;
 use super::tls::{ALPN, check_alpn, tls_client_config};
@@ -30,7 +30,7 @@ use crate::wire::ChannelId;
 pub async fn client_handshake(
     ep: &Endpoint,
     reader: &mut FrameReader,
-    writer: &mut BoxWrite,
+    writer: &mut (impl AsyncWrite + Unpin),
 ) -> Result<Established, LinkError> {
     let random = ClientRandom {
         mlkem_seed: random()?,
@@ -299,8 +299,7 @@ impl Link {
                 .binding
                 .stream_for(channel)
                 .ok_or(LinkError::NoBridgeStream)?;
-            stream.writer.write_all(&self.spare).await?;
-            stream.writer.flush().await?;
+            stream.writer.send(&self.spare).await?;
         }
         Ok(())
     }

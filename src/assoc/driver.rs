@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  senders ──seal under the lock──▶ queued octets ──writer task──▶ streams
-//!  streams ──reader task──open under the lock──▶ BridgeSink::frame(payload)
+//!  streams ──reader task──open under the lock──▶ BridgeSink::frame(Payload)
 //!                         (many frames per hold)     (lock released)
 //!  reader task: sleeps until Association::poll_timeout, then handle_timeout
 //! ```
@@ -22,14 +22,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use super::association::{Association, Counters, Event, Liveness};
 use super::binding::{Binding, ReadStreams, Readers, Writers};
 use super::error::{End, Failure, Gone, LinkError};
-use super::frames::FrameReader;
+use super::frames::{FrameReader, Taken};
 use super::patience::Patience;
+use super::payload::Payload;
 use super::stats::AssocStats;
 use crate::wire::{ChannelId, FrameType};
 
@@ -41,8 +43,13 @@ pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// Where the Bridge payloads an association receives go. Called on the
 /// association's reader task: awaiting here is backpressure on the peer.
 pub trait BridgeSink: Send + 'static {
-    /// One Bridge operation frame (0x0100–0x0105) and its plaintext.
-    fn frame(&mut self, frame_type: FrameType, payload: &[u8]) -> impl Future<Output = ()> + Send;
+    /// One Bridge operation frame (0x0100–0x0105) and its plaintext, opened
+    /// in place; what the sink keeps of it, it keeps with [`Payload::keep`].
+    fn frame(
+        &mut self,
+        frame_type: FrameType,
+        payload: Payload<'_>,
+    ) -> impl Future<Output = ()> + Send;
     /// The association ended; nothing more will arrive.
     fn ended(&mut self, why: &End);
 }
@@ -347,12 +354,12 @@ enum Next {
     End(End),
 }
 
-/// A Bridge payload opened in place in a reader's buffer, handed to the sink
-/// once the lock is released.
-struct Delivery {
-    on_bridge_stream: bool,
-    frame_type: FrameType,
-    payload: std::ops::Range<usize>,
+/// A Bridge payload opened in place, handed to the sink once the lock is
+/// released: octets of a reader's shared buffer, or of a large frame read
+/// into an allocation of its own.
+enum Delivery {
+    Shared(FrameType, bool, std::ops::Range<usize>),
+    Own(FrameType, Bytes, std::ops::Range<usize>),
 }
 
 async fn read_loop<S: BridgeSink>(
@@ -505,13 +512,23 @@ async fn drain<S: BridgeSink>(
             shared.wake_writer.notify_one();
         }
         for d in deliveries.iter() {
-            let reader = match (d.on_bridge_stream, readers.bridge.as_ref()) {
-                (true, Some(b)) => b,
-                _ => &readers.control,
+            let (frame_type, payload) = match d {
+                Delivery::Shared(frame_type, on_bridge_stream, payload) => {
+                    let reader = match (on_bridge_stream, readers.bridge.as_ref()) {
+                        (true, Some(b)) => b,
+                        _ => &readers.control,
+                    };
+                    (frame_type, Payload::shared(reader.octets(payload.clone())))
+                }
+                Delivery::Own(frame_type, frame, payload) => (
+                    frame_type,
+                    Payload::in_frame(frame, &frame[payload.clone()]),
+                ),
             };
-            sink.frame(d.frame_type, reader.octets(d.payload.clone()))
-                .await;
+            sink.frame(*frame_type, payload).await;
         }
+        // A large frame's allocation is not held until the next read.
+        deliveries.clear();
         match pass {
             Pass::Done => return Next::Continue,
             Pass::More => {}
@@ -541,9 +558,9 @@ fn open_buffered(
         if !deliveries.is_empty() && (!bridge_operation || deliveries.len() >= FRAMES_PER_PASS) {
             return Pass::More;
         }
-        let range = reader.take(&span);
+        let taken = reader.take(&span);
         let now = reader.read_at();
-        let frame = reader.frame_mut(range.clone());
+        let frame = reader.frame_mut(&taken);
         let base = frame.as_ptr() as usize;
         match assoc.handle(&header, frame, now) {
             Ok(Event::Bridge {
@@ -551,11 +568,15 @@ fn open_buffered(
                 payload,
             }) => {
                 // The plaintext lies inside the frame, opened in place.
-                let start = range.start + (payload.as_ptr() as usize - base);
-                deliveries.push(Delivery {
-                    on_bridge_stream,
-                    frame_type,
-                    payload: start..start + payload.len(),
+                let start = payload.as_ptr() as usize - base;
+                let payload = start..start + payload.len();
+                deliveries.push(match taken {
+                    Taken::Shared(at) => Delivery::Shared(
+                        frame_type,
+                        on_bridge_stream,
+                        at.start + payload.start..at.start + payload.end,
+                    ),
+                    Taken::Own => Delivery::Own(frame_type, reader.take_own(), payload),
                 });
             }
             Ok(Event::Closed { code }) => return Pass::End(End::PeerClosed(code)),

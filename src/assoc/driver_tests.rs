@@ -10,20 +10,26 @@ use crate::assoc::binding::Stream;
 use crate::bridge::BRIDGE_NOTIFY;
 use crate::wire::{Deframer, HEADER_LEN};
 
-/// What a sink saw: payloads in order, then how the association ended.
+/// What a sink saw: payloads in order, then how the association ended;
+/// each payload as kept ([`Payload::keep`]), and whether keeping it sliced
+/// it out of the frame's own allocation (two keeps share it) or copied it.
 #[derive(Default)]
 struct Seen {
     payloads: Vec<Vec<u8>>,
+    kept: Vec<(Bytes, bool)>,
     ended: Option<End>,
 }
 
 struct Recorder(Arc<StdMutex<Seen>>);
 
 impl BridgeSink for Recorder {
-    async fn frame(&mut self, _: FrameType, payload: &[u8]) {
+    async fn frame(&mut self, _: FrameType, payload: Payload<'_>) {
         let mut seen = self.0.lock().expect("seen");
         assert!(seen.ended.is_none(), "a frame after the end");
         seen.payloads.push(payload.to_vec());
+        let (kept, again) = (payload.keep(&payload), payload.keep(&payload));
+        let sliced = kept.as_ptr() == again.as_ptr();
+        seen.kept.push((kept, sliced));
     }
     fn ended(&mut self, why: &End) {
         self.0.lock().expect("seen").ended = Some(why.clone());
@@ -357,5 +363,38 @@ async fn senders_that_find_the_queue_full_wait_and_all_get_through() {
     assert_eq!(frames, SENDERS * EACH);
     for sender in senders {
         sender.await.expect("sender").expect("sent");
+    }
+}
+
+#[tokio::test]
+async fn large_payloads_are_kept_without_a_copy_and_small_ones_are_copied() {
+    let (mut client, mut stream, handle, seen) = driven();
+    // Small, large, small, large, small: one write (this reader takes
+    // frames up to 64 KiB).
+    let lens = [2usize, 20_000, 300, 60_000, 2];
+    let mut wire = Vec::new();
+    for (i, &len) in lens.iter().enumerate() {
+        client
+            .seal(ChannelId::BRIDGE, BRIDGE_NOTIFY, |o| {
+                o.resize(o.len() + len, i as u8)
+            })
+            .expect("seal");
+        flush(&mut client, &mut wire);
+    }
+    client.close(7).expect("close");
+    flush(&mut client, &mut wire);
+    stream.write_all(&wire).await.expect("write");
+    await_frame(&mut stream, FrameType::CLOSE_ACK).await;
+    handle.ended().await;
+
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.payloads.len(), lens.len());
+    for (i, ((kept, sliced), &len)) in seen.kept.iter().zip(&lens).enumerate() {
+        // Still whole after the reader moved on (kept, not borrowed).
+        assert_eq!(&kept[..], &vec![i as u8; len][..]);
+        // A small payload lies in the reader's shared buffer: copied, so
+        // it never holds that buffer alive. A large one lies in an
+        // allocation of its own (the frame: 52 octets more): sliced.
+        assert_eq!(*sliced, len >= super::super::payload::OWN_FRAME, "{len}");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
@@ -18,8 +18,9 @@ use super::connect::with_timeout;
 use super::driver::{self, AssocHandle, BridgeSink};
 use super::endpoint::{Endpoint, random};
 use super::error::{End, LinkError};
-use super::frames::{BoxWrite, FrameReader};
+use super::frames::FrameReader;
 use super::guard::{Dropped, Guard, Slot, Waiting, has_octets};
+use super::payload::Payload;
 use super::quic::{ServerEndpoints, check_connection_alpn, server_endpoints};
 use super::tls::{check_alpn, tls_server_config};
 use crate::handshake::{Established, Server, ServerKem};
@@ -501,7 +502,7 @@ fn refusal(e: LinkError) -> Refused {
 async fn server_handshake(
     ep: &Endpoint,
     reader: &mut FrameReader,
-    writer: &mut BoxWrite,
+    writer: &mut (impl AsyncWrite + Unpin),
 ) -> Result<Established, LinkError> {
     let mut server = Server::new(ep.handshake.clone(), ep.identity()?, ep.trust.current());
     let share = server
@@ -517,7 +518,7 @@ async fn server_handshake(
 struct CountingSink(Arc<AtomicU64>);
 
 impl BridgeSink for CountingSink {
-    async fn frame(&mut self, _: crate::wire::FrameType, _: &[u8]) {
+    async fn frame(&mut self, _: crate::wire::FrameType, _: Payload<'_>) {
         self.0.fetch_add(1, Relaxed);
     }
 

@@ -7,9 +7,10 @@
 //! | [`addr`] | `quic://`, `tls://`, `npamp://` addresses |
 //! | [`endpoint`] | who we are and whom we accept; the limits of an endpoint |
 //! | [`frames`] | reading whole frames off a stream |
+//! | [`payload`] | a received Bridge payload, and when keeping part of it copies |
 //! | [`tls`] | TLS 1.3 configurations, the certificate verifier, the ALPN check |
 //! | [`quic`] | QUIC endpoints and their configuration |
-//! | [`binding`] | which stream carries which channel, per transport |
+//! | [`binding`] | which stream carries which channel, per transport; writing sealed octets to them |
 //! | [`connect`] | the client side: reaching a peer (Happy Eyeballs for `npamp://`), [`Link`] |
 //! | [`listen`] | the server side: [`Listener`] |
 //! | `guard` | a listener's defences against connections that never finish |
@@ -19,7 +20,7 @@
 //!
 //! Dependencies point one way, and every module names the sibling it takes
 //! an item from (never this facade): `association` uses no sibling;
-//! `error`, `stats`, `addr`, `frames`, `tls` sit below `endpoint` and
+//! `error`, `stats`, `addr`, `payload`, `frames`, `tls` sit below `endpoint` and
 //! `quic`, then `binding`, `driver`, `guard`, and `connect`/`listen` on top.
 //! `tests/layering.rs` holds it, and keeps every file under 600 lines.
 
@@ -34,6 +35,7 @@ pub mod frames;
 mod guard;
 pub mod listen;
 mod patience;
+pub mod payload;
 pub mod quic;
 pub mod stats;
 pub mod tls;
@@ -52,5 +54,6 @@ pub use endpoint::{
 pub use error::{End, ErrorClass, Failure, Gone, LinkError};
 pub use frames::{BoxRead, BoxWrite, FrameReader, HANDSHAKE_MAX_PAYLOAD};
 pub use listen::{Listener, ServeStats};
+pub use payload::Payload;
 pub use quic::{SharedClientEndpoint, quic_endpoint, stable_endpoint_config};
 pub use tls::{ALPN, TlsFiles, tls_client_config, tls_server_config};

@@ -25,7 +25,7 @@ use tracing::debug;
 use super::context::Ctx;
 use super::metrics::{Ingress, Metrics};
 use super::outbox::{Outbox, TrySend};
-use crate::assoc::{AssocHandle, BridgeSink, End};
+use crate::assoc::{AssocHandle, BridgeSink, End, Payload};
 use crate::bridge::{ProtocolId, TransportError};
 use crate::relay::{
     Action, Config, Exchange, Observer, Reply, ReplyClass, Role, ToPeer, ToServe, receive,
@@ -350,13 +350,15 @@ impl<T: Ticket> Exec<T> {
 pub struct ExecSink<T>(pub Arc<Exec<T>>);
 
 impl<T: Ticket> BridgeSink for ExecSink<T> {
-    async fn frame(&mut self, frame_type: FrameType, payload: &[u8]) {
+    async fn frame(&mut self, frame_type: FrameType, payload: Payload<'_>) {
         let exec = &self.0;
         let ctx = &exec.ctx;
-        let received = receive(frame_type, payload, ctx.protocol, &ctx.peer_scan);
+        let received = receive(frame_type, payload.octets(), ctx.protocol, &ctx.peer_scan);
         let reading = exec
             .with(|x, now| {
-                x.handle_peer(now, received);
+                // What the exchange keeps of it: sliced out of a large
+                // frame's own allocation, copied out of a shared buffer.
+                x.handle_peer(now, received, |text| payload.keep(text));
                 x.reading_peer()
             })
             .await;

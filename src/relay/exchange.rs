@@ -1006,8 +1006,18 @@ impl<T> Exchange<T> {
 
     // ---- the peer -------------------------------------------------------
 
-    /// A Bridge frame from the peer, decoded and checked.
-    pub fn handle_peer(&mut self, now: Instant, received: Received<'_>) {
+    /// A Bridge frame from the peer, decoded and checked. `keep` gives a
+    /// message the exchange keeps (a part of what `received` borrows) as
+    /// `Bytes` of its own, holding alive no more than about its own octets,
+    /// which is what the byte budgets charge it: a copy, or a slice of an
+    /// allocation that is (nearly) all its own (the driver's
+    /// `Payload::keep`); `Bytes::copy_from_slice` always does.
+    pub fn handle_peer(
+        &mut self,
+        now: Instant,
+        received: Received<'_>,
+        keep: impl FnOnce(&[u8]) -> Bytes,
+    ) {
         match received {
             Received::Message(Inbound::JsonRpc {
                 kind,
@@ -1040,7 +1050,7 @@ impl<T> Exchange<T> {
                         self.config.labeler.table(),
                     )
                     .resend_safe();
-                    let text = Bytes::copy_from_slice(text);
+                    let text = keep(text);
                     let incoming = Incoming {
                         corr: correlation_id.into(),
                         id: text[id.token.clone()].into(),
@@ -1072,7 +1082,7 @@ impl<T> Exchange<T> {
                         self.config.observer.dropped();
                         return;
                     }
-                    let text = Bytes::copy_from_slice(text);
+                    let text = keep(text);
                     match self.party {
                         Party::Served => self.push(Action::Serve(ToServe {
                             text,
@@ -1091,7 +1101,7 @@ impl<T> Exchange<T> {
                         .complete(correlation_id, token, id.kind, is_error)
                     {
                         Ok(p) => {
-                            let text = Bytes::copy_from_slice(text);
+                            let text = keep(text);
                             self.finish(now, p, Ok((text, is_error)));
                         }
                         Err(CorrelationError::Unknown) => {

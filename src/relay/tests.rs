@@ -172,11 +172,11 @@ impl<T> Pair<T> {
             }
             for (ft, p) in to_origin {
                 let r = receive(ft, &p, PROTOCOL, &Limits::default());
-                self.origin.x.handle_peer(self.now, r);
+                self.origin.x.handle_peer(self.now, r, Bytes::copy_from_slice);
             }
             for (ft, p) in to_edge {
                 let r = receive(ft, &p, PROTOCOL, &Limits::default());
-                self.edge.x.handle_peer(self.now, r);
+                self.edge.x.handle_peer(self.now, r, Bytes::copy_from_slice);
             }
         }
         panic!("the pair never went quiet");
