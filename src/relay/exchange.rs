@@ -203,6 +203,12 @@ pub struct ToServe {
     /// left of `stall_timeout` after the time it was held here, so that its
     /// whole wait for room stays within that one bound.
     pub wait: Duration,
+    /// How long until its deadline: a request's is the exchange's own
+    /// (`request_timeout` from when it was delivered), when the exchange
+    /// answers it if the local party has not; a notification's is as far
+    /// off. Whoever serves it ends every try by then rather than keep a
+    /// deadline of its own.
+    pub time_left: Duration,
 }
 
 /// A Bridge message for the peer.
@@ -1089,6 +1095,7 @@ impl<T> Exchange<T> {
                             corr: None,
                             resend_safe: false,
                             wait: self.config.stall_timeout,
+                            time_left: self.config.request_timeout,
                         })),
                         _ => self.push(Action::Deliver(text)),
                     }
@@ -1230,6 +1237,8 @@ impl<T> Exchange<T> {
                     resend_safe,
                     // Until the deadline its refusal is held to.
                     wait: (h.since + self.held_limit()).saturating_duration_since(now),
+                    // The deadline just set.
+                    time_left: self.config.request_timeout,
                 })),
                 None => self.push(Action::Deliver(h.text)),
             }

@@ -838,6 +838,40 @@ fn a_served_request_held_for_room_waits_no_longer_than_the_stall_timeout() {
     assert_eq!(p.origin.served.len(), 2, "the two at the upstream stay");
 }
 
+/// A served request carries its deadline, the exchange's: whoever serves
+/// it stops where the exchange answers it, held for room or not.
+#[test]
+fn a_served_request_carries_the_deadline_the_exchange_answers_it_at() {
+    let o = Room {
+        max_incoming: 1,
+        ..Room::default()
+    };
+    let mut p: Pair<u32> = Pair::new(Role::EdgePool, Role::OriginStateless, Room::default(), o);
+    for t in 1..=2 {
+        let now = p.now;
+        p.edge.local(now, &req(t, "echo", json!([t])), Some(t));
+        p.drive();
+    }
+    assert_eq!(p.origin.served.len(), 1, "the second is held");
+    let first = p.origin.served.remove(0);
+    assert_eq!(first.time_left, TIMEOUT);
+    // Served a moment later, the held one's deadline is a whole request
+    // timeout from then.
+    let held_for = STALL / 4;
+    p.advance(held_for);
+    let id = parse(&first.text)["id"].clone();
+    p.serve(first, &json!({"jsonrpc":"2.0","id":id,"result":0}).to_string());
+    let second = p.origin.served.remove(0);
+    assert_eq!(second.time_left, TIMEOUT);
+    let served_at = p.now;
+    assert_eq!(p.origin.x.poll_timeout(), Some(served_at + second.time_left));
+    // Unanswered, it is answered NotDelivered at that instant, not before.
+    p.advance(second.time_left - Duration::from_millis(1));
+    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 0);
+    p.advance(Duration::from_millis(1));
+    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 1);
+}
+
 /// A stream's party is not refused for room at the stall timeout (a
 /// session upstream that answers slowly gets what waits for it, in order),
 /// but what is still held at the request timeout, when its sender has been

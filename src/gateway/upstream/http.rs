@@ -179,14 +179,18 @@ impl Requests {
             corr,
             resend_safe,
             wait,
+            time_left,
         } = request;
+        // The exchange's deadline for it, on tokio's clock (paused in
+        // tests): every try ends by then.
+        let deadline = tokio::time::Instant::now() + time_left;
         let permit = match room {
             Some(p) => Ok(Ok(p)),
             None => tokio::time::timeout(wait, self.permits.clone().acquire_owned()).await,
         };
         let notification = corr.is_none();
         let (outcome, _room) = match permit {
-            Ok(Ok(_permit)) => self.post(text, resend_safe, notification).await,
+            Ok(Ok(_permit)) => self.post(text, resend_safe, notification, deadline).await,
             Ok(Err(_)) => return,
             Err(_) => (Err(in_flight_full(ctx)), None),
         };
@@ -217,18 +221,19 @@ impl Requests {
     /// best member, then another when that cannot execute it twice): a
     /// request's reply (one JSON-RPC response, scanned) or a notification
     /// taken, or why not, and the room a reply's octets hold in the reply
-    /// budget.
+    /// budget. Every try ends by `deadline`.
     async fn post(
         &self,
         text: Bytes,
         resend_safe: bool,
         notification: bool,
+        deadline: tokio::time::Instant,
     ) -> (Result<Posted, String>, Option<OwnedSemaphorePermit>) {
         let mut room = None;
         let headers = &self.post_headers;
         let failed = match &self.group {
             None => match self.pools.get().first() {
-                Some(pool) => match self.post_to(pool, headers, text, notification, &mut room).await {
+                Some(pool) => match self.post_to(pool, headers, text, notification, deadline, &mut room).await {
                     Ok(posted) => {
                         if let Posted::Reply(..) = posted {
                             self.single.answered();
@@ -246,7 +251,8 @@ impl Requests {
                 None => return (Err(NO_UPSTREAM.into()), None),
             },
             Some(group) => {
-                let posted = self.post_grouped(group, text, resend_safe, notification, &mut room);
+                let posted =
+                    self.post_grouped(group, text, resend_safe, notification, deadline, &mut room);
                 match posted.await {
                     Ok(posted) => return (Ok(posted), room),
                     Err(f) => f,
@@ -272,6 +278,7 @@ impl Requests {
         text: Bytes,
         resend_safe: bool,
         notification: bool,
+        deadline: tokio::time::Instant,
         room: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<Posted, PostFailed> {
         let allowed = self.candidates(group, &text);
@@ -285,7 +292,14 @@ impl Requests {
             let (m, Some(pool)) = (&group.members[member], self.pools.get().get(member)) else {
                 break;
             };
-            let r = self.post_to(pool, &m.post_headers, text.clone(), notification, room).await;
+            // Past the deadline the exchange has answered it: no member is
+            // tried (and judged) for what nobody waits for.
+            if last.is_some() && tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            let r = self
+                .post_to(pool, &m.post_headers, text.clone(), notification, deadline, room)
+                .await;
             let ended = grouped_end(&r, notification);
             last = Some(r);
             steps = carry.ended(Instant::now(), Slot::First, ended, || resend_safe);
@@ -310,19 +324,20 @@ impl Requests {
     /// One POST to the HTTP upstream `pool` connects to. A notification's
     /// answer (204, or 200 with a body or none) is read and let go, not
     /// taken for a reply; only a request's time to its answer is observed
-    /// as the upstream's latency.
+    /// as the upstream's latency. Ends at `deadline`, the exchange's: a
+    /// request not answered by then is not sent again.
     async fn post_to(
         &self,
         pool: &Pool,
         headers: &hyper::HeaderMap,
         text: Bytes,
         notification: bool,
+        deadline: tokio::time::Instant,
         room: &mut Option<OwnedSemaphorePermit>,
     ) -> Result<Posted, PostFailed> {
         let uri = pool.uri();
         let ctx = &self.ctx;
-        // tokio's clock, as the timeout's (paused in tests); the deadline is
-        // taken from it instead of a second reading.
+        // tokio's clock, as the deadline's (paused in tests).
         let started = tokio::time::Instant::now();
         // What clients are told never holds the URL's secrets (made only
         // when there is something to tell).
@@ -366,14 +381,13 @@ impl Requests {
                 }
             })?
         });
-        let deadline = started + ctx.limits.request_timeout;
         let result = tokio::time::timeout_at(deadline, exchange).await;
         if !notification && matches!(result, Ok(Ok(_))) {
             ctx.metrics.upstream_latency.observe(started.elapsed());
         }
         let (status, body) = result.map_err(|_| {
             PostFailed::Final(format!(
-                "upstream {} did not answer within {:?}",
+                "upstream {} did not answer within the request's time ({:?}, --request-timeout)",
                 shown(),
                 ctx.limits.request_timeout
             ))
