@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::handshake::Established;
-use crate::record::{Direction, RecordError, RecvState, SendState, TAG_LEN};
+use crate::record::{Direction, RecordError, RecvState, Sealed, SendState, TAG_LEN};
 use crate::wire::{ChannelId, Flags, FrameType, Header, Tlv, TlvType, tlv::decode_one};
 
 /// Channels this implementation enables ("advertises"): Control and Bridge.
@@ -438,6 +438,18 @@ impl Association {
         frame: &'f mut [u8],
         now: Instant,
     ) -> Result<Event<'f>, AssocError> {
+        self.handle_sealed(header, Sealed::Whole(frame), now)
+    }
+
+    /// [`Association::handle`] for a frame read whole or with its tag apart
+    /// (a large frame in an allocation of its own): the same rules either
+    /// way.
+    pub fn handle_sealed<'f>(
+        &mut self,
+        header: &Header,
+        frame: Sealed<'f>,
+        now: Instant,
+    ) -> Result<Event<'f>, AssocError> {
         self.clock = self.clock.max(now);
         self.quiet_since = self.quiet_since.max(now);
         self.counters.frames_in += 1;
@@ -445,7 +457,7 @@ impl Association {
             self.counters.dropped_unknown_channel += 1;
             return Ok(Event::Dropped(Drop::UnknownChannel(header.channel)));
         };
-        let payload = match self.channels[i].recv.open(header, frame) {
+        let payload = match self.channels[i].recv.open_sealed(header, frame) {
             Ok(p) => p,
             Err(RecordError::Open) if header.frame_type == FrameType::CLOSE => {
                 self.counters.dropped_forged_close += 1;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::handshake::{Client, ClientRandom, Config, Identity, Server, ServerKem, Trust};
-use crate::wire::Deframer;
+use crate::wire::{Deframer, HEADER_LEN};
 
 fn established_pair() -> (Established, Established) {
     let random = ClientRandom {
@@ -371,4 +371,70 @@ fn replayed_or_tampered_frames_are_fatal_unknown_channels_dropped() {
         )]
     );
     assert_eq!(b.counters().dropped_unknown_channel, 1);
+}
+
+/// `frame` handed to `to` with its tag apart, as a large frame read into
+/// an allocation of its own is.
+fn handle_split(to: &mut Association, frame: &[u8], now: Instant) -> Result<String, AssocError> {
+    let header = Header::decode_prefix(frame).unwrap().unwrap();
+    let (rest, tag) = frame.split_at(frame.len() - TAG_LEN);
+    let mut rest = rest.to_vec();
+    let tag = tag.try_into().unwrap();
+    let event = to.handle_sealed(&header, Sealed::Split(&mut rest, tag), now)?;
+    Ok(format!("{event:?}"))
+}
+
+#[test]
+fn frames_with_their_tag_apart_follow_the_same_rules() {
+    let now = Instant::now();
+    let (mut a, mut b) = pair(AssocConfig::default());
+    // A Bridge payload, then one whole frame between split ones: one
+    // sequence.
+    for octet in 1..=3 {
+        notify(&mut a, octet);
+    }
+    let wire = sent(&mut a);
+    let frames: Vec<&[u8]> = wire.chunks(HEADER_LEN + 1 + TAG_LEN).collect();
+    let bridge = |b: u8| {
+        format!(
+            "{:?}",
+            Event::Bridge {
+                frame_type: crate::bridge::BRIDGE_NOTIFY,
+                payload: &[b]
+            }
+        )
+    };
+    assert_eq!(handle_split(&mut b, frames[0], now).unwrap(), bridge(1));
+    let (ev, _, err) = deliver(&mut b, &mut frames[1].to_vec(), now);
+    assert!(err.is_none());
+    assert_eq!(ev, [bridge(2)]);
+    // A replay: refused before decryption.
+    assert!(matches!(
+        handle_split(&mut b, frames[0], now),
+        Err(AssocError::Record(RecordError::OutOfSequence { .. }))
+    ));
+    // A tampered tag: fatal, as in a whole frame.
+    let mut tampered = frames[2].to_vec();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 1;
+    assert!(matches!(
+        handle_split(&mut b, &tampered, now),
+        Err(AssocError::Tampered { .. })
+    ));
+    assert_eq!(handle_split(&mut b, frames[2], now).unwrap(), bridge(3));
+
+    // A forged CLOSE: dropped and counted; the real one closes.
+    let (mut a, mut b) = pair(AssocConfig::default());
+    a.close(7).unwrap();
+    let wire = sent(&mut a);
+    let mut forged = wire.clone();
+    forged[HEADER_LEN] ^= 1;
+    assert_eq!(
+        handle_split(&mut b, &forged, now).unwrap(),
+        format!("{:?}", Event::Dropped(Drop::ForgedClose))
+    );
+    assert_eq!(
+        handle_split(&mut b, &wire, now).unwrap(),
+        format!("{:?}", Event::Closed { code: 7 })
+    );
 }

@@ -324,7 +324,7 @@ impl Link {
                 }
                 Err(e) => return Err(e),
             };
-            let done = match self.assoc.handle(&header, frame, Instant::now())? {
+            let done = match self.assoc.handle_sealed(&header, frame, Instant::now())? {
                 Event::Pong { rtt } => Some(rtt),
                 Event::Closed { .. } => return Err(AssocError::Closed.into()),
                 _ => None,
@@ -381,7 +381,7 @@ impl Link {
         let control = binding.control();
         let wait = async {
             while let Some((header, frame)) = control.reader.next().await? {
-                if let Event::CloseAcked = assoc.handle(&header, frame, Instant::now())? {
+                if let Event::CloseAcked = assoc.handle_sealed(&header, frame, Instant::now())? {
                     break;
                 }
             }

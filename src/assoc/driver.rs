@@ -511,24 +511,23 @@ async fn drain<S: BridgeSink>(
         if queued {
             shared.wake_writer.notify_one();
         }
-        for d in deliveries.iter() {
+        // A large frame's allocation goes to the sink (held no longer than
+        // it keeps what it keeps of it).
+        for d in deliveries.drain(..) {
             let (frame_type, payload) = match d {
                 Delivery::Shared(frame_type, on_bridge_stream, payload) => {
                     let reader = match (on_bridge_stream, readers.bridge.as_ref()) {
                         (true, Some(b)) => b,
                         _ => &readers.control,
                     };
-                    (frame_type, Payload::shared(reader.octets(payload.clone())))
+                    (frame_type, Payload::shared(reader.octets(payload)))
                 }
-                Delivery::Own(frame_type, frame, payload) => (
-                    frame_type,
-                    Payload::in_frame(frame, &frame[payload.clone()]),
-                ),
+                Delivery::Own(frame_type, frame, payload) => {
+                    (frame_type, Payload::own(frame, payload))
+                }
             };
-            sink.frame(*frame_type, payload).await;
+            sink.frame(frame_type, payload).await;
         }
-        // A large frame's allocation is not held until the next read.
-        deliveries.clear();
         match pass {
             Pass::Done => return Next::Continue,
             Pass::More => {}
@@ -560,9 +559,9 @@ fn open_buffered(
         }
         let taken = reader.take(&span);
         let now = reader.read_at();
-        let frame = reader.frame_mut(&taken);
-        let base = frame.as_ptr() as usize;
-        match assoc.handle(&header, frame, now) {
+        let frame = reader.sealed(&taken);
+        let base = frame.octets().as_ptr() as usize;
+        match assoc.handle_sealed(&header, frame, now) {
             Ok(Event::Bridge {
                 frame_type,
                 payload,

@@ -4,18 +4,19 @@
 //! A payload is opened in place where it was read: in the reader's shared
 //! buffer (up to 64 KiB, reused read after read, holding many frames), or,
 //! for a frame of [`OWN_FRAME`] octets or more, in an allocation of its own
-//! that holds that frame and nothing else (`frames.rs`). What a sink keeps
-//! is charged by its own length (the byte budgets count the message's
-//! octets), so a kept `Bytes` must not hold alive much more than that:
+//! that holds that frame and nothing else, its tag apart (`frames.rs`: the
+//! plaintext ends the allocation). What a sink keeps is charged by its own
+//! length (the byte budgets count the message's octets), so a kept `Bytes`
+//! must not hold alive much more than that:
 //!
-//! - in an allocation of its own, a part that is nearly all of it (at least
-//!   8/9: the envelope, header and tag around a large message) is a slice of
-//!   it, not a copy;
+//! - in an allocation of its own, a part that ends it and is nearly all of
+//!   it (at least 8/9: the header and envelope before a large message) is
+//!   that allocation, handed on: no copy, and no allocation either;
 //! - otherwise (the shared buffer, or a small part of a large frame) the
 //!   part is copied, then and only then: a slice would keep the whole
 //!   buffer alive for one small message.
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 
 /// Frames this long or longer are read into an allocation of their own
 /// (exactly the frame) instead of the shared buffer, so the message in them
@@ -29,53 +30,73 @@ pub const OWN_FRAME: usize = 8 << 10;
 /// fraction of them: one eighth.
 const SLACK_SHIFT: u32 = 3;
 
-/// A Bridge payload, opened in place, for the length of one
-/// [`super::BridgeSink::frame`] call. Read it as a slice; keep a part of
-/// it with [`Payload::keep`].
-#[derive(Clone, Copy, Debug)]
-pub struct Payload<'a> {
-    octets: &'a [u8],
-    /// The allocation the payload lies in, when it holds this one frame and
-    /// nothing else; `None`: a shared buffer.
-    frame: Option<&'a Bytes>,
+/// A Bridge payload, opened in place, handed to
+/// [`super::BridgeSink::frame`]. Read it as a slice ([`Payload::octets`]);
+/// keep a part of it with [`Payload::keep`], which gives the payload up.
+#[derive(Debug)]
+pub struct Payload<'a>(Place<'a>);
+
+#[derive(Debug)]
+enum Place<'a> {
+    /// In a buffer that others share (or a borrowed one).
+    Shared(&'a [u8]),
+    /// `frame[at..]`: a large frame's plaintext, in the frame's own
+    /// allocation, which it ends (the tag was read apart).
+    Own { frame: Bytes, at: usize },
 }
 
 impl<'a> Payload<'a> {
     /// A payload in a buffer that others share (or a borrowed one): what is
     /// kept of it is copied.
     pub fn shared(octets: &'a [u8]) -> Self {
-        Self {
-            octets,
-            frame: None,
-        }
+        Self(Place::Shared(octets))
     }
 
-    /// A payload inside `frame`, an allocation that holds this frame alone.
-    /// `octets` is a part of `frame` (else what is kept is copied).
-    pub fn in_frame(frame: &'a Bytes, octets: &'a [u8]) -> Self {
-        Self {
-            octets,
-            frame: Some(frame),
+    /// The payload `frame[payload]`, in `frame`, an allocation that holds
+    /// this one frame (without its tag) and nothing else, as
+    /// [`super::frames::FrameReader::take_own`] hands it on: the plaintext
+    /// ends it (were anything after it, it would be let go of first).
+    pub fn own(mut frame: Bytes, payload: std::ops::Range<usize>) -> Payload<'static> {
+        if payload.end < frame.len() {
+            frame.truncate(payload.end);
         }
+        let at = payload.start.min(frame.len());
+        Payload(Place::Own { frame, at })
     }
 
     /// The payload's octets.
-    pub fn octets(&self) -> &'a [u8] {
-        self.octets
+    pub fn octets(&self) -> &[u8] {
+        match &self.0 {
+            Place::Shared(octets) => octets,
+            Place::Own { frame, at } => &frame[*at..],
+        }
     }
 
-    /// `part` (a part of this payload) as `Bytes` that hold alive at most
-    /// `part.len() * 9 / 8` octets: a slice of the frame's own allocation
-    /// when the part is nearly all of it, a copy of exactly `part` otherwise
-    /// (a shared buffer, a small part, or `part` not inside the frame).
-    pub fn keep(&self, part: &[u8]) -> Bytes {
-        if let Some(frame) = self.frame
-            && within(frame, part)
-            && frame.len() - part.len() <= part.len() >> SLACK_SHIFT
-        {
-            return frame.slice_ref(part);
+    /// The octets `part` of [`Payload::octets`] as `Bytes` of their own,
+    /// holding alive at most `part.len() * 9 / 8` octets; the payload is
+    /// given up for them. When `part` ends a frame's own allocation and is
+    /// nearly all of it (a large message: the last thing in a Bridge
+    /// payload, after a header and envelope), that allocation itself,
+    /// advanced to the part's start: no copy and no allocation (it is
+    /// moved, not shared, so the `bytes` crate needs no reference count).
+    /// Otherwise a copy of exactly `part`: a part of a shared buffer, a
+    /// small part, or one that does not end the frame. Empty when `part` is
+    /// not inside the payload.
+    pub fn keep(self, part: std::ops::Range<usize>) -> Bytes {
+        match self.0 {
+            Place::Own { mut frame, at }
+                if at.checked_add(part.end) == Some(frame.len())
+                    && part.start <= part.end
+                    && at + part.start <= (part.end - part.start) >> SLACK_SHIFT =>
+            {
+                frame.advance(at + part.start);
+                frame
+            }
+            _ => self
+                .octets()
+                .get(part)
+                .map_or_else(Bytes::new, Bytes::copy_from_slice),
         }
-        Bytes::copy_from_slice(part)
     }
 }
 
@@ -83,61 +104,72 @@ impl std::ops::Deref for Payload<'_> {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        self.octets
+        self.octets()
     }
-}
-
-/// Whether `part` lies inside `whole`'s octets (by address).
-fn within(whole: &[u8], part: &[u8]) -> bool {
-    let (start, end) = (
-        whole.as_ptr() as usize,
-        whole.as_ptr() as usize + whole.len(),
-    );
-    let p = part.as_ptr() as usize;
-    p >= start && p + part.len() <= end
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Whether `kept` shares `frame`'s allocation (it lies inside it).
-    fn shares(frame: &Bytes, kept: &Bytes) -> bool {
-        !kept.is_empty() && within(frame, kept)
+    /// A large frame's allocation (20 000 octets) and a payload in it after
+    /// a 36-octet header.
+    fn own() -> (Payload<'static>, std::ops::Range<usize>) {
+        let frame = Bytes::from(vec![7u8; 20_000]);
+        let range = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
+        (Payload::own(frame, 36..20_000), range)
+    }
+
+    /// Whether `kept` lies inside the allocation `range`.
+    fn inside(range: &std::ops::Range<usize>, kept: &Bytes) -> bool {
+        let p = kept.as_ptr() as usize;
+        !kept.is_empty() && range.contains(&p) && p + kept.len() <= range.end
     }
 
     #[test]
-    fn a_large_part_of_its_own_frame_is_kept_without_a_copy() {
-        let frame = Bytes::from(vec![7u8; 20_000]);
-        let payload = Payload::in_frame(&frame, &frame[36..frame.len() - 16]);
-        // The message: all of the payload but a 200-octet envelope.
-        let part = &payload[200..];
-        let kept = payload.keep(part);
-        assert_eq!(&kept[..], part);
-        assert!(shares(&frame, &kept), "sliced, not copied");
-        assert!(frame.len() - kept.len() <= kept.len() / 8);
+    fn a_message_that_ends_its_frame_is_kept_as_the_frame_itself() {
+        let (payload, range) = own();
+        assert_eq!(payload.octets().len(), 20_000 - 36);
+        // The message: all of the payload but a 264-octet envelope.
+        let kept = payload.keep(264..20_000 - 36);
+        assert_eq!(kept.len(), 20_000 - 300);
+        assert!(inside(&range, &kept), "the frame's own octets");
+        assert_eq!(kept.as_ptr() as usize, range.start + 300);
     }
 
     #[test]
-    fn a_small_message_never_pins_a_large_buffer() {
-        // In an allocation of its own, but a small part of it: copied.
-        let frame = Bytes::from(vec![7u8; 20_000]);
-        let payload = Payload::in_frame(&frame, &frame[36..frame.len() - 16]);
-        let small = payload.keep(&payload[..100]);
-        assert_eq!(small.len(), 100);
-        assert!(!shares(&frame, &small), "copied");
-        // Just under 8/9 of the allocation: copied; at it: sliced.
-        let edge = frame.len() * 8 / 9;
-        assert!(!shares(&frame, &payload.keep(&frame[..edge - 1])));
-        assert!(shares(&frame, &payload.keep(&frame[..edge + 1])));
+    fn anything_else_is_copied_exactly() {
+        let copied = |part: std::ops::Range<usize>| {
+            let (payload, range) = own();
+            let kept = payload.keep(part.clone());
+            assert_eq!(kept.len(), part.len());
+            !inside(&range, &kept)
+        };
+        let end = 20_000 - 36;
+        // Not at the end: copied.
+        assert!(copied(264..end - 16));
+        // At the end, but under 8/9 of the frame: copied; at it: not.
+        let edge = 20_000 / 9 - 36;
+        assert!(copied(edge + 1..end));
+        assert!(!copied(edge - 1..end));
+        // A small part: copied.
+        assert!(copied(end - 100..end));
         // In a shared buffer, however large: copied.
         let buffer = vec![7u8; 64 << 10];
-        let kept = Payload::shared(&buffer).keep(&buffer[..60 << 10]);
+        let kept = Payload::shared(&buffer).keep(4 << 10..buffer.len());
         assert_eq!(kept.len(), 60 << 10);
-        assert!(!within(&buffer, &kept), "copied out of the shared buffer");
-        // Not inside the frame it names: copied, no panic.
-        let elsewhere = [1u8; 10];
-        let kept = Payload::in_frame(&frame, &frame[..]).keep(&elsewhere);
-        assert_eq!(&kept[..], &elsewhere);
+        assert!(!inside(
+            &(buffer.as_ptr() as usize..buffer.as_ptr() as usize + buffer.len()),
+            &kept
+        ));
+        // Outside the payload, or backwards: empty, no panic.
+        assert!(own().0.keep(300..end + 1).is_empty());
+        assert!(own().0.keep(end + 1..end + 1).is_empty());
+        let backwards = std::ops::Range {
+            start: 400,
+            end: 300,
+        };
+        assert!(own().0.keep(backwards).is_empty());
+        assert!(own().0.keep(0..usize::MAX).is_empty());
     }
 }

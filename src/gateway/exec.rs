@@ -28,7 +28,8 @@ use super::outbox::{Outbox, TrySend};
 use crate::assoc::{AssocHandle, BridgeSink, End, Payload};
 use crate::bridge::{ProtocolId, TransportError};
 use crate::relay::{
-    Action, Config, Exchange, Observer, Reply, ReplyClass, Role, ToPeer, ToServe, receive,
+    Action, Config, Exchange, Observer, PeerPayload, Reply, ReplyClass, Role, ToPeer, ToServe,
+    receive,
 };
 use crate::wire::FrameType;
 
@@ -349,16 +350,28 @@ impl<T: Ticket> Exec<T> {
 /// The association's sink: what the peer sends goes to the exchange.
 pub struct ExecSink<T>(pub Arc<Exec<T>>);
 
+/// The driver's payload as the exchange takes it.
+impl PeerPayload for Payload<'_> {
+    fn octets(&self) -> &[u8] {
+        Payload::octets(self)
+    }
+
+    fn keep(self, part: std::ops::Range<usize>) -> Bytes {
+        Payload::keep(self, part)
+    }
+}
+
 impl<T: Ticket> BridgeSink for ExecSink<T> {
     async fn frame(&mut self, frame_type: FrameType, payload: Payload<'_>) {
         let exec = &self.0;
         let ctx = &exec.ctx;
-        let received = receive(frame_type, payload.octets(), ctx.protocol, &ctx.peer_scan);
         let reading = exec
             .with(|x, now| {
-                // What the exchange keeps of it: sliced out of a large
-                // frame's own allocation, copied out of a shared buffer.
-                x.handle_peer(now, received, |text| payload.keep(text));
+                // What the exchange keeps of it: a large frame's own
+                // allocation handed on, or a copy out of a shared buffer.
+                x.handle_peer(now, payload, |octets| {
+                    receive(frame_type, octets, ctx.protocol, &ctx.peer_scan)
+                });
                 x.reading_peer()
             })
             .await;

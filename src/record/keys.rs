@@ -264,6 +264,74 @@ impl TrafficKeys {
         let (head, sealed) = frame.split_at_mut(HEADER_LEN);
         self.open_in_place(nonce(&self.iv, header.seq), &head[..PREFIX_LEN], sealed)
     }
+
+    /// [`TrafficKeys::open_frame_with_header`] or
+    /// [`TrafficKeys::open_frame_split`], as the frame was read.
+    pub fn open_sealed<'a>(
+        &self,
+        header: &Header,
+        frame: Sealed<'a>,
+    ) -> Result<&'a mut [u8], RecordError> {
+        match frame {
+            Sealed::Whole(frame) => self.open_frame_with_header(header, frame),
+            Sealed::Split(frame, tag) => self.open_frame_split(header, frame, &tag),
+        }
+    }
+
+    /// [`TrafficKeys::open_frame_with_header`] for a frame whose tag is
+    /// stored apart from the rest: `frame` holds the header and the
+    /// ciphertext (header ‖ ciphertext), `tag` the [`TAG_LEN`] octets that
+    /// follow them on the wire. The same checks (Payload Length still counts
+    /// the tag); the plaintext, opened in place, ends where `frame` ends.
+    pub fn open_frame_split<'a>(
+        &self,
+        header: &Header,
+        frame: &'a mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<&'a mut [u8], RecordError> {
+        let declared = header.payload_len;
+        // The frame's length on the wire, its tag included.
+        let got = frame.len() + TAG_LEN;
+        if got != HEADER_LEN + declared as usize || (declared as usize) < TAG_LEN {
+            return Err(RecordError::FrameLength { declared, got });
+        }
+        let (head, ciphertext) = frame.split_at_mut(HEADER_LEN);
+        self.key
+            .open_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce(&self.iv, header.seq)),
+                Aad::from(&head[..PREFIX_LEN]),
+                tag,
+                ciphertext,
+            )
+            .map_err(|_| RecordError::Open)
+    }
+}
+
+/// A sealed frame as it was read: whole (header ‖ ciphertext ‖ tag), or
+/// with its tag stored apart (header ‖ ciphertext, and the tag), as a large
+/// frame read into an allocation of its own is.
+#[derive(Debug)]
+pub enum Sealed<'a> {
+    Whole(&'a mut [u8]),
+    Split(&'a mut [u8], [u8; TAG_LEN]),
+}
+
+impl Sealed<'_> {
+    /// The octets opened in place: the whole frame, or all of it but the
+    /// tag.
+    pub fn octets(&self) -> &[u8] {
+        match self {
+            Self::Whole(frame) | Self::Split(frame, _) => frame,
+        }
+    }
+
+    /// The frame's octets in wire order, copied (header ‖ ciphertext ‖ tag).
+    pub fn to_vec(&self) -> Vec<u8> {
+        match self {
+            Self::Whole(frame) => frame.to_vec(),
+            Self::Split(frame, tag) => [&frame[..], &tag[..]].concat(),
+        }
+    }
 }
 
 /// The AEAD key and IV of a traffic secret (`"key"`, 32 and `"iv"`, 12 by
@@ -375,17 +443,55 @@ impl RecvState {
         header: &Header,
         frame: &'a mut [u8],
     ) -> Result<&'a mut [u8], RecordError> {
+        self.check_seq(header)?;
+        let plaintext = self.keys.open_frame_with_header(header, frame)?;
+        self.opened();
+        Ok(plaintext)
+    }
+
+    /// [`RecvState::open`] for a frame whose tag is stored apart
+    /// ([`TrafficKeys::open_frame_split`]).
+    pub fn open_split<'a>(
+        &mut self,
+        header: &Header,
+        frame: &'a mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<&'a mut [u8], RecordError> {
+        self.check_seq(header)?;
+        let plaintext = self.keys.open_frame_split(header, frame, tag)?;
+        self.opened();
+        Ok(plaintext)
+    }
+
+    /// [`RecvState::open`] or [`RecvState::open_split`], as the frame was
+    /// read.
+    pub fn open_sealed<'a>(
+        &mut self,
+        header: &Header,
+        frame: Sealed<'a>,
+    ) -> Result<&'a mut [u8], RecordError> {
+        match frame {
+            Sealed::Whole(frame) => self.open(header, frame),
+            Sealed::Split(frame, tag) => self.open_split(header, frame, &tag),
+        }
+    }
+
+    /// Refuses a frame out of sequence, before any decryption.
+    fn check_seq(&self, header: &Header) -> Result<(), RecordError> {
         if header.seq != self.next_seq {
             return Err(RecordError::OutOfSequence {
                 expected: self.next_seq,
                 got: header.seq,
             });
         }
-        let plaintext = self.keys.open_frame_with_header(header, frame)?;
+        Ok(())
+    }
+
+    /// A frame was opened: the next one carries the next number.
+    fn opened(&mut self) {
         // `next_seq` reached u64::MAX only if the peer used it, which a
         // conforming sender never does; saturate rather than wrap.
         self.next_seq = self.next_seq.saturating_add(1);
-        Ok(plaintext)
     }
 
     /// Replaces the keys (after a key update) and restarts the sequence space.
@@ -446,6 +552,140 @@ mod tests {
             g[i] ^= 0x01;
             assert!(k.open_frame(&mut g).is_err(), "flip at octet {i} accepted");
         }
+    }
+
+    /// `frame` as header ‖ ciphertext and its tag apart.
+    fn split(frame: &[u8]) -> (Vec<u8>, [u8; TAG_LEN]) {
+        let (rest, tag) = frame.split_at(frame.len() - TAG_LEN);
+        (rest.to_vec(), tag.try_into().unwrap())
+    }
+
+    #[test]
+    fn a_frame_opened_with_its_tag_apart_opens_as_a_whole_one() {
+        let k = keys();
+        for pt in [&b""[..], b"abc", &[0x5A; 20_000]] {
+            let f = sealed(&k, 3, pt);
+            let h = Header::decode_prefix(&f).unwrap().unwrap();
+            let mut whole = f.clone();
+            let expected = k.open_frame_with_header(&h, &mut whole).unwrap().to_vec();
+            assert_eq!(expected, pt);
+            let (mut rest, tag) = split(&f);
+            let end = rest.as_ptr_range().end;
+            let opened = k.open_frame_split(&h, &mut rest, &tag).unwrap();
+            assert_eq!(opened, &expected[..]);
+            assert_eq!(
+                opened.as_ptr_range().end,
+                end,
+                "the plaintext ends the buffer"
+            );
+        }
+    }
+
+    #[test]
+    fn open_split_rejects_every_single_bit_flip() {
+        let k = keys();
+        let f = sealed(&k, 1, b"abc");
+        let h = Header::decode_prefix(&f).unwrap().unwrap();
+        let (rest, tag) = split(&f);
+        // Header octets 0-20 are the AAD; the rest of the header is not
+        // authenticated by the AEAD (the caller decoded it already).
+        for i in (0..PREFIX_LEN).chain(HEADER_LEN..rest.len()) {
+            for bit in 0..8 {
+                let mut g = rest.clone();
+                g[i] ^= 1 << bit;
+                assert_eq!(
+                    k.open_frame_split(&h, &mut g, &tag),
+                    Err(RecordError::Open),
+                    "flip of bit {bit} at octet {i} accepted"
+                );
+            }
+        }
+        for i in 0..TAG_LEN {
+            for bit in 0..8 {
+                let mut t = tag;
+                t[i] ^= 1 << bit;
+                let mut g = rest.clone();
+                assert_eq!(
+                    k.open_frame_split(&h, &mut g, &t),
+                    Err(RecordError::Open),
+                    "flip of bit {bit} in the tag's octet {i} accepted"
+                );
+            }
+        }
+        // A header decoded with another sequence number: another nonce.
+        let mut other = h;
+        other.seq += 1;
+        assert_eq!(
+            k.open_frame_split(&other, &mut rest.clone(), &tag),
+            Err(RecordError::Open)
+        );
+        assert!(k.open_frame_split(&h, &mut rest.clone(), &tag).is_ok());
+    }
+
+    #[test]
+    fn open_split_rejects_wrong_lengths() {
+        let k = keys();
+        let f = sealed(&k, 1, b"abcdef");
+        let h = Header::decode_prefix(&f).unwrap().unwrap();
+        let (rest, tag) = split(&f);
+        // One octet short, one too many, the tag left in, nothing at all.
+        for len in [rest.len() - 1, rest.len() + 1, f.len(), 0, HEADER_LEN - 1] {
+            let mut g = f.clone();
+            g.resize(len, 0);
+            assert!(
+                matches!(
+                    k.open_frame_split(&h, &mut g, &tag),
+                    Err(RecordError::FrameLength { .. })
+                ),
+                "{len} octets accepted"
+            );
+        }
+        // A Payload Length shorter than the tag.
+        let mut short = h;
+        short.payload_len = TAG_LEN as u32 - 1;
+        let mut g = rest[..HEADER_LEN - 1].to_vec();
+        assert!(matches!(
+            k.open_frame_split(&short, &mut g, &tag),
+            Err(RecordError::FrameLength { .. })
+        ));
+    }
+
+    #[test]
+    fn recv_state_opens_split_frames_in_sequence() {
+        let (k, k2) = (keys(), keys());
+        let mut recv = RecvState::new(k2);
+        let frames: Vec<_> = (0..3).map(|seq| sealed(&k, seq, b"x")).collect();
+        let open = |recv: &mut RecvState, f: &[u8]| {
+            let h = Header::decode_prefix(f).unwrap().unwrap();
+            let (mut rest, tag) = split(f);
+            recv.open_split(&h, &mut rest, &tag).map(|p| p.to_vec())
+        };
+        assert_eq!(open(&mut recv, &frames[0]).unwrap(), b"x");
+        assert_eq!(
+            open(&mut recv, &frames[0]),
+            Err(RecordError::OutOfSequence {
+                expected: 1,
+                got: 0
+            })
+        );
+        assert_eq!(
+            open(&mut recv, &frames[2]),
+            Err(RecordError::OutOfSequence {
+                expected: 1,
+                got: 2
+            })
+        );
+        // A tampered frame is refused and does not advance the sequence.
+        let mut bad = frames[1].clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert_eq!(open(&mut recv, &bad), Err(RecordError::Open));
+        assert_eq!(recv.next_seq(), 1);
+        // Whole and split frames share one sequence.
+        let h = Header::decode_prefix(&frames[1]).unwrap().unwrap();
+        assert!(recv.open(&h, &mut frames[1].clone()).is_ok());
+        assert!(open(&mut recv, &frames[2]).is_ok());
+        assert_eq!(recv.next_seq(), 3);
     }
 
     #[test]

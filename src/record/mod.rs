@@ -1,6 +1,7 @@
 //! The N-PAMP record layer (draft §7, handshake binding §5 and §6.4): the key
 //! schedule leaves, per-(direction, epoch, suite, channel) traffic keys, nonces
-//! and in-place AEAD sealing and opening of whole frames.
+//! and in-place AEAD sealing and opening of whole frames (or, opening, of
+//! frames whose tag was read apart from the rest: [`Sealed`]).
 //!
 //! ```text
 //!  parent secret ──HKDF-Expand-Label("traffic", dir‖epoch‖suite‖channel)──▶ traffic secret
@@ -21,7 +22,7 @@ pub use kdf::{
     hkdf_expand_label_with_prefix, hkdf_extract,
 };
 pub use keys::{
-    Direction, IV_LEN, KEY_LEN, KeyIv, NONCE_LEN, RecvState, SendState, Suite, TAG_LEN,
+    Direction, IV_LEN, KEY_LEN, KeyIv, NONCE_LEN, RecvState, Sealed, SendState, Suite, TAG_LEN,
     TrafficKeys, derive_traffic_secret, nonce,
 };
 pub use profile::{Kem, Profile};

@@ -27,7 +27,7 @@ use tracing::{debug, warn};
 
 use super::budget::{Full, Shared};
 use super::failure::{Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, Uncarriable};
-use super::peer::Received;
+use super::peer::{PeerPayload, Received};
 use crate::bridge::{self, Effect, ProtocolId, SafetyLabel, TransportError};
 use crate::jsonrpc::carriage::{
     BatchJoin, Inbound, frame_type_of, method_of, scan_error_response, write_payload,
@@ -1012,18 +1012,24 @@ impl<T> Exchange<T> {
 
     // ---- the peer -------------------------------------------------------
 
-    /// A Bridge frame from the peer, decoded and checked. `keep` gives a
-    /// message the exchange keeps (a part of what `received` borrows) as
-    /// `Bytes` of its own, holding alive no more than about its own octets,
-    /// which is what the byte budgets charge it: a copy, or a slice of an
-    /// allocation that is (nearly) all its own (the driver's
-    /// `Payload::keep`); `Bytes::copy_from_slice` always does.
-    pub fn handle_peer(
+    /// A Bridge frame from the peer: `read` decodes and checks its payload
+    /// ([`super::receive`]), and a message the exchange keeps it keeps with
+    /// [`PeerPayload::keep`], once nothing it read borrows the payload any
+    /// more (a large message then costs neither a copy nor an allocation).
+    pub fn handle_peer<P: PeerPayload>(
         &mut self,
         now: Instant,
-        received: Received<'_>,
-        keep: impl FnOnce(&[u8]) -> Bytes,
+        payload: P,
+        read: impl FnOnce(&[u8]) -> Received<'_>,
     ) {
+        let octets = payload.octets();
+        let base = octets.as_ptr() as usize;
+        // Where a part of the payload lies in it.
+        let at = |part: &[u8]| {
+            let start = (part.as_ptr() as usize).wrapping_sub(base);
+            start..start.saturating_add(part.len())
+        };
+        let received = read(octets);
         match received {
             Received::Message(Inbound::JsonRpc {
                 kind,
@@ -1056,9 +1062,11 @@ impl<T> Exchange<T> {
                         self.config.labeler.table(),
                     )
                     .resend_safe();
-                    let text = keep(text);
+                    let corr = correlation_id.into();
+                    let part = at(text);
+                    let text = payload.keep(part);
                     let incoming = Incoming {
-                        corr: correlation_id.into(),
+                        corr,
                         id: text[id.token.clone()].into(),
                         kind: id.kind,
                         octets: text.len(),
@@ -1088,7 +1096,8 @@ impl<T> Exchange<T> {
                         self.config.observer.dropped();
                         return;
                     }
-                    let text = keep(text);
+                    let part = at(text);
+                    let text = payload.keep(part);
                     match self.party {
                         Party::Served => self.push(Action::Serve(ToServe {
                             text,
@@ -1108,7 +1117,8 @@ impl<T> Exchange<T> {
                         .complete(correlation_id, token, id.kind, is_error)
                     {
                         Ok(p) => {
-                            let text = keep(text);
+                            let part = at(text);
+                            let text = payload.keep(part);
                             self.finish(now, p, Ok((text, is_error)));
                         }
                         Err(CorrelationError::Unknown) => {

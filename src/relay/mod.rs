@@ -28,4 +28,4 @@ pub use exchange::{
 pub use failure::{
     Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, Uncarriable, reply_over_max_body,
 };
-pub use peer::{Received, receive};
+pub use peer::{PeerPayload, Received, receive};

@@ -1,10 +1,37 @@
 //! What arrives from the peer: a Bridge payload decoded and checked
 //! (NPAMP-BRIDGE + NPAMP-CC-JSONRPC), before the exchange acts on it.
 
+use bytes::Bytes;
+
 use crate::bridge::{self, BridgeMessage, ContentType, ProtocolId};
 use crate::jsonrpc::Limits;
 use crate::jsonrpc::carriage::{self, Inbound};
 use crate::wire::FrameType;
+
+/// A Bridge payload from the peer as [`super::Exchange::handle_peer`] takes
+/// it: octets to read, and the message in them to keep, given up for it.
+pub trait PeerPayload {
+    /// The payload's octets.
+    fn octets(&self) -> &[u8];
+
+    /// The octets `part` of [`PeerPayload::octets`] as `Bytes` of their
+    /// own, holding alive no more than about their own length (what the
+    /// byte budgets charge): a copy, or an allocation that is (nearly) all
+    /// theirs. The payload is given up for them, so nothing can still
+    /// borrow it. Empty when `part` is not inside the payload.
+    fn keep(self, part: std::ops::Range<usize>) -> Bytes;
+}
+
+/// A borrowed payload: what is kept of it is copied.
+impl PeerPayload for &[u8] {
+    fn octets(&self) -> &[u8] {
+        self
+    }
+
+    fn keep(self, part: std::ops::Range<usize>) -> Bytes {
+        self.get(part).map_or_else(Bytes::new, Bytes::copy_from_slice)
+    }
+}
 
 /// A Bridge frame decoded and checked (NPAMP-BRIDGE + CC-JSONRPC).
 pub enum Received<'a> {

@@ -171,12 +171,14 @@ impl<T> Pair<T> {
                 return;
             }
             for (ft, p) in to_origin {
-                let r = receive(ft, &p, PROTOCOL, &Limits::default());
-                self.origin.x.handle_peer(self.now, r, Bytes::copy_from_slice);
+                self.origin.x.handle_peer(self.now, &p[..], |octets| {
+                    receive(ft, octets, PROTOCOL, &Limits::default())
+                });
             }
             for (ft, p) in to_edge {
-                let r = receive(ft, &p, PROTOCOL, &Limits::default());
-                self.edge.x.handle_peer(self.now, r, Bytes::copy_from_slice);
+                self.edge.x.handle_peer(self.now, &p[..], |octets| {
+                    receive(ft, octets, PROTOCOL, &Limits::default())
+                });
             }
         }
         panic!("the pair never went quiet");
