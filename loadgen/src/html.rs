@@ -169,6 +169,13 @@ pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
     ] {
         let _ = writeln!(o, "<tr><td>{name}</td><td>{v}</td></tr>");
     }
+    if a.dropped > 0 {
+        let _ = writeln!(
+            o,
+            "<tr><td>dropped (placed on the schedule, never sent)</td><td>{}</td></tr>",
+            a.dropped
+        );
+    }
     o.push_str("</table>");
     for (what, map) in [
         ("JSON-RPC error codes", &a.error_codes),

@@ -225,6 +225,7 @@ fn sum_accounting(parts: &[Measured]) -> Accounting {
         late: 0,
         mismatched: 0,
         wrong_result: 0,
+        dropped: 0,
     };
     for p in parts {
         let b = &p.summary.accounting;
@@ -245,6 +246,7 @@ fn sum_accounting(parts: &[Measured]) -> Accounting {
         a.late += b.late;
         a.mismatched += b.mismatched;
         a.wrong_result += b.wrong_result;
+        a.dropped += b.dropped;
     }
     a
 }

@@ -146,6 +146,27 @@ impl Generator {
     pub fn methods(&self) -> &[String] {
         &self.methods
     }
+
+    /// The requests the next send would carry, drawn as [`Generator::next`]
+    /// draws them but without building its text or taking ids: a send the
+    /// schedule placed and the run does not send (dropped, counted).
+    pub fn skip(&mut self) -> u64 {
+        let u = self.rng.unit();
+        if u < self.notification_share {
+            return 0;
+        }
+        if u < self.notification_share + self.batch_share {
+            let mut requests = 0;
+            for _ in 0..self.batch_size {
+                let _ = self.pick();
+                if self.rng.unit() >= self.notification_share {
+                    requests += 1;
+                }
+            }
+            return requests;
+        }
+        1
+    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,17 @@ pub struct Accounting {
     /// Successes that were not the request's echo (`verify_echo`).
     #[serde(default)]
     pub wrong_result: u64,
+    /// Requests the open-loop schedule placed that were never sent: the run
+    /// was so far behind (the generator, or a target keeping every
+    /// connection busy) that they would have left after the schedule's
+    /// end. Not in `sent_requests`; failures to the SLO checks. Written
+    /// only when there were any.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One SLO check.
@@ -106,7 +117,8 @@ pub struct Summary {
     pub accounting: Accounting,
     pub latency_ms: Latency,
     pub per_method: BTreeMap<String, Latency>,
-    /// Replies and errors in each second since the start (warm-up included).
+    /// Replies and errors in each second since the start (warm-up
+    /// included), each request in the second of its intended send time.
     pub per_second: Vec<[u64; 2]>,
     /// Requests per second the schedule asked for in each second since the
     /// start (open loop; empty for closed loop).
@@ -168,18 +180,20 @@ pub struct StageRow {
     pub to_s: f64,
     /// Asked, requests per second (none for closed loop).
     pub offered: Option<f64>,
-    /// Replies per second in those seconds.
+    /// Replies to the requests the schedule placed in those seconds, per
+    /// second of them (whenever the replies came).
     pub achieved: f64,
-    /// Errors (unexpected, transport, timeouts) in those seconds.
+    /// Errors (unexpected, transport, timeouts) of those requests.
     pub errors: u64,
-    /// Of the replies that came in those seconds.
+    /// Of the replies to those requests.
     pub latency_ms: Latency,
 }
 
 /// The stages of a run: runs of seconds with one offered rate after the
 /// warm-up (the whole measured part for closed loop), their numbers from
 /// the per-second counts and histograms (`intervals`: each second's
-/// histogram and its end since the start).
+/// histogram and its end since the start), all of them by intended send
+/// time: a stage's row is its own requests', whenever they were answered.
 pub fn stages(summary: &Summary, intervals: &[(Duration, Histogram<u64>)]) -> Vec<StageRow> {
     let first = summary.warmup_s.round() as usize;
     let last = (summary.warmup_s + summary.duration_s).round() as usize;
@@ -292,6 +306,12 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
     let latency = Latency::of(&s.overall);
     let lag = Latency::of(&s.schedule_lag);
     let slo = checks(&scenario.slo, &latency, &accounting, throughput);
+    // Every second of the schedule has its row, answered or not.
+    let mut per_second: Vec<[u64; 2]> = s.per_second.iter().map(|&(a, b)| [a, b]).collect();
+    let offered_per_second = offered_per_second(scenario);
+    if per_second.len() < offered_per_second.len() {
+        per_second.resize(offered_per_second.len(), [0, 0]);
+    }
     let pass = slo.iter().all(|c| c.pass);
     Summary {
         schema: SCHEMA_ID.into(),
@@ -314,12 +334,13 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         accounting,
         latency_ms: latency,
         per_method: per_method(s, scenario),
-        per_second: s.per_second.iter().map(|&(a, b)| [a, b]).collect(),
-        offered_per_second: offered_per_second(scenario),
+        per_second,
+        offered_per_second,
         outstanding_per_second: Vec::new(),
         stages: Vec::new(),
         generator_kept_schedule: lag.p99 <= LAG_P99_LIMIT_MS
-            && s.sent_in_window as f64 >= SENT_IN_WINDOW_SHARE * s.sent_measured as f64,
+            && s.sent_in_window as f64
+                >= SENT_IN_WINDOW_SHARE * (s.sent_measured + s.dropped_measured) as f64,
         schedule_lag_ms: lag,
         held_back_sends: s.held_back,
         slo,
@@ -355,6 +376,7 @@ fn accounting(s: &Stats) -> Accounting {
         late: s.late,
         mismatched: s.mismatched,
         wrong_result: s.wrong_result,
+        dropped: s.dropped,
     }
 }
 
@@ -394,7 +416,11 @@ fn offered_per_second(scenario: &Scenario) -> Vec<f64> {
         .collect()
 }
 
-/// The SLO checks of `slo` on a run's (or a merged run's) numbers.
+/// The SLO checks of `slo` on a run's (or a merged run's) numbers. A
+/// dropped request (placed on the schedule, never sent) counts against
+/// both: as an error of `max_error_rate` (of the requests scheduled), and
+/// as slower than any `p99_ms` limit (more than 1 % of them dropped, the
+/// 99th percentile of what was asked is unbounded).
 pub fn checks(
     slo: &crate::scenario::Slo,
     latency: &Latency,
@@ -407,14 +433,19 @@ pub fn checks(
             name: "p99_ms".into(),
             limit,
             value: latency.p99,
-            pass: latency.count > 0 && latency.p99 <= limit,
+            pass: latency.count > 0
+                && latency.p99 <= limit
+                && accounting.dropped * 100 <= latency.count + accounting.dropped,
         });
     }
     if let Some(limit) = slo.max_error_rate {
         let a = accounting;
-        let failed =
-            a.unexpected_errors + a.transport_errors.values().sum::<u64>() + a.timed_out + a.lost;
-        let rate = failed as f64 / (a.sent_requests.max(1)) as f64;
+        let failed = a.unexpected_errors
+            + a.transport_errors.values().sum::<u64>()
+            + a.timed_out
+            + a.lost
+            + a.dropped;
+        let rate = failed as f64 / ((a.sent_requests + a.dropped).max(1)) as f64;
         checks.push(Check {
             name: "max_error_rate".into(),
             limit,
@@ -599,6 +630,85 @@ method = "echo"
         }
         let want = std::fs::read_to_string(&path).expect("the pinned summary");
         assert_eq!(json, want, "{}", path.display());
+    }
+
+    /// A 1 k / 5 k / 40 k ramp against a target of 19 k/s, on a virtual
+    /// clock: every stage row holds exactly the requests its seconds
+    /// scheduled, and the saturating stage's p99 is its own requests' p99
+    /// (issue 54: rows by reply time counted 2069 / 10700 / 119229 and
+    /// understated the saturating stage's p99).
+    #[test]
+    fn stage_rows_are_the_requests_their_stage_scheduled() {
+        let scenario = Scenario::parse(
+            r#"
+name = "ramp"
+warmup = 0
+[load]
+model = "open"
+stages = [{ rate = 1000, duration = 2 }, { rate = 5000, duration = 2 }, { rate = 40000, duration = 3 }]
+[mix]
+[[mix.message]]
+method = "echo"
+"#,
+            "ramp.toml",
+        )
+        .expect("scenario");
+        let started = Instant::now();
+        let mut s = Stats::new(
+            started,
+            Duration::ZERO,
+            Duration::from_secs(7),
+            1,
+            vec![false],
+        );
+        // The target answers one request per 1/19000 s, in order.
+        let service = Duration::from_secs_f64(1.0 / 19_000.0);
+        let mut free = started;
+        let mut id = 0;
+        let mut own = Vec::new();
+        let mut from = 0.0;
+        for (rate, seconds) in [(1000.0, 2.0), (5000.0, 2.0), (40000.0, 3.0)] {
+            let mut h = Histogram::<u64>::new(3).expect("precision");
+            for j in 0..(rate * seconds) as u64 {
+                let intended = started + Duration::from_secs_f64(from + (j as f64 + 0.5) / rate);
+                free = free.max(intended) + service;
+                id += 1;
+                let e = crate::mix::Expect { id, message: 0 };
+                s.complete_at(e, intended, crate::engine::Outcome::Ok, free);
+                let _ = h.record(
+                    u64::try_from((free - intended).as_micros())
+                        .expect("µs")
+                        .max(1),
+                );
+            }
+            own.push(h);
+            from += seconds;
+        }
+        s.sent_requests = id;
+        s.sent_measured = id;
+        s.sent_in_window = id;
+        s.ok = id;
+        let mut summary = summarize(&s, &scenario, "t", "now".into());
+        summary.stages = stages(&summary, &s.latency_intervals(7));
+        let rows: Vec<(f64, f64)> = summary
+            .stages
+            .iter()
+            .map(|r| (r.offered.unwrap_or(0.0), r.achieved * (r.to_s - r.from_s)))
+            .collect();
+        assert_eq!(
+            rows,
+            [(1000.0, 2000.0), (5000.0, 10000.0), (40000.0, 120000.0)]
+        );
+        for (row, h) in summary.stages.iter().zip(&own) {
+            assert_eq!(row.latency_ms, Latency::of(h));
+            assert_eq!(row.errors, 0);
+        }
+        // The saturating stage: its requests waited seconds.
+        assert!(
+            summary.stages[2].latency_ms.p99 > 2000.0,
+            "{:?}",
+            summary.stages[2]
+        );
     }
 
     #[test]

@@ -48,6 +48,13 @@ fn counts(o: &mut String, a: &Accounting) {
         a.sent_notifications,
         a.sent_batches
     );
+    if a.dropped > 0 {
+        let _ = writeln!(
+            o,
+            "DROPPED    {} requests not sent: the run fell so far behind that they would have left after its schedule's end",
+            a.dropped
+        );
+    }
     let _ = writeln!(
         o,
         "replied    {} ({} ok, {} expected errors, {} unexpected errors)",

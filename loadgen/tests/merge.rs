@@ -38,6 +38,8 @@ fn part(index: u32, count: u32, samples: &[u64], start_ms: u64) -> Measured {
     summary.accounting.ok = samples.len() as u64;
     summary.accounting.replied = samples.len() as u64;
     summary.accounting.lost = 0;
+    // What the worker's schedule could not send (issue 54): summed too.
+    summary.accounting.dropped = 2 * u64::from(index);
     summary
         .accounting
         .transport_errors
@@ -97,6 +99,7 @@ proptest! {
             a.transport_errors.get("reset").copied().unwrap_or(0),
             (0..u64::from(count)).sum::<u64>()
         );
+        prop_assert_eq!(a.dropped, 2 * (0..u64::from(count)).sum::<u64>());
         // The per-second histograms hold every sample once, too.
         let seconds: u64 = merged.intervals.iter().map(|(_, h)| h.len()).sum();
         prop_assert_eq!(seconds, all.len() as u64);

@@ -841,3 +841,84 @@ expect_error = true
         "each request, and each session's initialize"
     );
 }
+
+/// `--duration` bounds an overloaded open-loop run (issue 54: 30 000/s for
+/// 5 s ran about 10 s, sending what fell behind after the schedule ended):
+/// against a target of 40 requests/s (2 connections, 50 ms each: the
+/// mock's latency applies to methods it does not know) offered
+/// 2000/s for 1 s, the run ends with its schedule plus the drain, every
+/// request it sent is answered, and what it could not send before the end
+/// is counted as dropped and fails the SLOs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overloaded_run_ends_with_its_schedule_and_counts_what_it_dropped() {
+    use npamp_testkit::mock::Behavior;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let latency = "fixed:50".parse().expect("latency");
+    let behavior = Arc::new(Behavior::new(latency, 0.0, 0, Default::default()));
+    let bound = mock::spawn("http://127.0.0.1:0".parse().expect("addr"), None, behavior)
+        .await
+        .expect("mock");
+    let MockAddr::Http(a) = bound else {
+        unreachable!("an HTTP mock")
+    };
+    let s = Scenario::parse(
+        r#"
+name = "overloaded"
+duration = 1
+warmup = 0
+connections = 2
+timeout = 2
+[load]
+model = "open"
+rate = 2000
+[mix]
+[[mix.message]]
+method = "slow_echo"
+[slo]
+max_error_rate = 0.5
+"#,
+        "overloaded",
+    )
+    .expect("scenario");
+    let target = Target::Http(format!("http://{a}/").parse().expect("uri"));
+    let began = Instant::now();
+    let run = engine::run(&s, target, 1, |_, _| {});
+    // Unbounded, it would send all 2000 at 40/s: 50 s.
+    let stats = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("the run ended")
+        .expect("run");
+    let took = began.elapsed();
+    let bound = s.measured() + engine::SEND_GRACE + s.timeout() + engine::DRAIN_GRACE;
+    assert!(took < bound, "took {took:?}, bound {bound:?}");
+    let summary = report::summarize(&stats, &s, "mock", "test".into());
+    let a = &summary.accounting;
+    // Every slot of the schedule was sent or dropped; all that was sent
+    // was answered.
+    assert!(
+        (1999..=2000).contains(&(a.sent_requests + a.dropped)),
+        "{a:?}"
+    );
+    assert!(a.dropped > 1000, "{a:?}");
+    assert_eq!(
+        (a.replied, a.lost, a.timed_out),
+        (a.sent_requests, 0, 0),
+        "{a:?}"
+    );
+    assert_eq!(stats.dropped_measured, a.dropped);
+    assert!(!summary.generator_kept_schedule);
+    // Counted where it is read: the table, the JSON, the checks (dropped
+    // requests fail max_error_rate, so the exit code is 3).
+    assert!(
+        summary
+            .table()
+            .contains(&format!("DROPPED    {} requests", a.dropped))
+    );
+    let json = serde_json::to_value(&summary).expect("json");
+    assert_eq!(json["accounting"]["dropped"], a.dropped);
+    assert!(!summary.pass, "{:?}", summary.slo);
+    // Seconds by intended send time: only the schedule's one second.
+    assert_eq!(summary.per_second.len(), 1, "{:?}", summary.per_second);
+    assert_eq!(summary.per_second[0][0], a.replied);
+}

@@ -19,7 +19,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub rate: Option<f64>,
     /// Time measured: 500ms, 5s, 2m, or seconds (replaces the
-    /// scenario's duration; with stages, give --rate as well).
+    /// scenario's duration; with stages, give --rate as well). It bounds
+    /// the run: open loop, a send that would leave more than 50 ms after
+    /// the schedule's end (the run fell that far behind) is not sent but
+    /// counted as dropped (a failure to the SLOs), and what was sent has
+    /// the scenario's timeout plus 1 s to be answered.
     #[arg(long, value_name = "TIME", value_parser = npamp_loadgen::scenario::parse_time)]
     pub duration: Option<f64>,
     /// Connections to the target.
@@ -150,7 +154,6 @@ async fn run(
         scenario.measured().as_secs_f64(),
         scenario.warmup().as_secs_f64()
     );
-    let mut intervals: Vec<(Duration, hdrhistogram::Histogram<u64>)> = Vec::new();
     let mut outstanding: Vec<u64> = Vec::new();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let stats: Stats = engine::run(&scenario, target, seed, |s, t| {
@@ -158,12 +161,9 @@ async fn run(
             &mut s.interval,
             hdrhistogram::Histogram::new(3).expect("valid precision"),
         );
-        let second = s
-            .per_second
-            .get(t.as_secs().saturating_sub(1) as usize)
-            .copied();
+        // The live line is the last interval's, by reply time.
+        let (replies, errors) = std::mem::take(&mut s.interval_counts);
         if !quiet {
-            let (replies, errors) = second.unwrap_or((0, 0));
             let total = (scenario.warmup() + scenario.measured()).as_secs_f64();
             let done = (t.as_secs_f64() / total).clamp(0.0, 1.0);
             let bar: String = (0..20)
@@ -188,7 +188,6 @@ async fn run(
                 eprintln!("{line}");
             }
         }
-        intervals.push((t, h));
         outstanding.push(s.outstanding());
     })
     .await
@@ -208,6 +207,12 @@ async fn run(
         .map(|s| s.trim().to_owned())
         .unwrap_or_default();
     let mut summary = summarize(&stats, &scenario, &described, date);
+    // Each second's latency, by intended send time, every second of the
+    // schedule.
+    let seconds = (scenario.warmup() + scenario.measured())
+        .as_secs_f64()
+        .ceil() as usize;
+    let intervals = stats.latency_intervals(seconds);
     summary.outstanding_per_second = outstanding;
     summary.stages = stages(&summary, &intervals);
     print!("{}", summary.table());

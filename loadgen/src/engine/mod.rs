@@ -13,12 +13,25 @@
 //! counts late + lost-after-timeout. Replies that match no waiting request
 //! are counted as duplicated (its id was answered already), late (its id
 //! had timed out) or mismatched (no request had that id).
+//!
+//! Every count is the request's *intended* send time's: the per-second
+//! series and histograms (and so the stages made of them) are indexed by
+//! the second of the request's slot on the schedule, not by when its reply
+//! came.
+//!
+//! The run ends with its schedule: open loop, a send that would leave
+//! more than [`SEND_GRACE`] after the schedule's end (the generator, or a
+//! target holding every connection busy, put it that far behind) is not
+//! sent but counted as dropped, and so is a queued one no connection took
+//! by then. What was sent has the scenario's `timeout` and [`DRAIN_GRACE`]
+//! more to settle: a run lasts at most its warm-up, its duration,
+//! `SEND_GRACE`, its timeout and `DRAIN_GRACE`.
 
 mod exchange;
 mod stats;
 mod stream;
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,6 +41,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use crate::mix::{Generator, Outbound};
 use crate::scenario::{Load, Scenario};
 pub use stats::{Outcome, Stats};
+
+/// How long past the scenario's `timeout` a run waits, after its schedule
+/// ended, for the replies still outstanding; then they are lost.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+
+/// How long after the schedule's end an open-loop send may still leave
+/// (the few milliseconds a loaded machine's generator or connection is
+/// late by, as [`crate::summary`]'s lag bound allows); one later is
+/// dropped.
+pub const SEND_GRACE: Duration = Duration::from_millis(50);
 
 /// Where the load goes.
 #[derive(Clone)]
@@ -114,9 +137,17 @@ pub struct Run {
     /// What a snapshot starts from: the run's clock and sizes, no counts.
     blank: Stats,
     /// Requests, notifications and batches sent (counted without the lock),
-    /// then requests of the measured part, and those that left while it
-    /// was scheduled.
-    sent: [AtomicU64; 6],
+    /// then requests of the measured part, those that left while it was
+    /// scheduled, the sends held back by busy connections, the requests
+    /// dropped (placed on the schedule, never sent) and those of them of the
+    /// measured part.
+    sent: [AtomicU64; 8],
+    /// Set at the schedule's end (open loop): a job taken from a queue
+    /// after it is dropped, not sent.
+    over: AtomicBool,
+    /// The latency per second by intended send time, moved here from the
+    /// shares at each snapshot.
+    seconds: Mutex<Vec<Option<hdrhistogram::Histogram<u64>>>>,
     measure_from: Instant,
     measure_until: Instant,
     next_id: AtomicU64,
@@ -150,7 +181,40 @@ impl Run {
         s.sent_measured = self.sent[3].load(Relaxed);
         s.sent_in_window = self.sent[4].load(Relaxed);
         s.held_back = self.sent[5].load(Relaxed);
+        s.dropped = self.sent[6].load(Relaxed);
+        s.dropped_measured = self.sent[7].load(Relaxed);
+        s.interval_of_seconds();
+        stats::move_seconds(
+            &mut self.seconds.lock().unwrap_or_else(|p| p.into_inner()),
+            &mut s.latency_per_second,
+        );
+        s.latency_per_second.clear();
         s
+    }
+
+    /// A queued job no connection took before the schedule's end: it
+    /// waited for a busy connection (held back, as a send the full queue
+    /// kept waiting), and is not sent.
+    fn drop_queued(&self, job: &Job) {
+        self.sent[5].fetch_add(1, Relaxed);
+        self.drop_job(job);
+    }
+
+    /// A job that will not be sent: its counts as sent undone, its
+    /// requests counted as dropped.
+    fn drop_job(&self, job: &Job) {
+        let requests = job.send.expects.len() as u64;
+        self.sent[0].fetch_sub(requests, Relaxed);
+        self.sent[1].fetch_sub(u64::from(job.send.notifications), Relaxed);
+        self.sent[2].fetch_sub(u64::from(job.send.batch), Relaxed);
+        if job.intended >= self.measure_from {
+            self.sent[3].fetch_sub(requests, Relaxed);
+            self.sent[7].fetch_add(requests, Relaxed);
+        }
+        if job.in_window {
+            self.sent[4].fetch_sub(requests, Relaxed);
+        }
+        self.sent[6].fetch_add(requests, Relaxed);
     }
 
     /// Requests that got no reply of any kind yet (the counts alone, no
@@ -203,6 +267,8 @@ impl std::ops::Deref for Lane {
 struct Job {
     send: Outbound,
     intended: Instant,
+    /// Counted as left while the measured part was scheduled.
+    in_window: bool,
     _permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -246,6 +312,8 @@ pub async fn run(
         blank,
         next_id: AtomicU64::new(scenario.id_base + 1),
         sent: Default::default(),
+        over: AtomicBool::new(false),
+        seconds: Mutex::new(Vec::new()),
         measure_from: started + scenario.warmup(),
         measure_until: started + scenario.warmup() + scenario.measured(),
         timeout: scenario.timeout(),
@@ -357,7 +425,7 @@ pub async fn run(
     }
     // Drain: no more sends; wait for what is outstanding (bounded by the
     // timeout), then whatever is left is lost.
-    let drain_until = Instant::now() + run.timeout + Duration::from_secs(1);
+    let drain_until = Instant::now() + run.timeout + DRAIN_GRACE;
     while run.outstanding() > 0 && Instant::now() < drain_until {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let now = Instant::now();
@@ -378,6 +446,8 @@ pub async fn run(
         let _ = t.await;
     }
     let mut s = run.snapshot();
+    s.latency_per_second =
+        std::mem::take(&mut *run.seconds.lock().unwrap_or_else(|p| p.into_inner()));
     // Lost: never answered at all — timed out and no late answer either,
     // or still outstanding when the drain ended.
     let left = s.outstanding();
@@ -409,16 +479,41 @@ impl Queue {
         }
     }
 
-    /// Sends `job`, waiting while the queue is full; says whether it had
-    /// to wait (every connection busy: the target's backpressure).
-    fn send_blocking(&mut self, job: Job) -> Option<bool> {
-        let q = self.pick()?;
+    /// Queues `job`, waiting while the queue is full (every connection
+    /// busy: the target's backpressure), but not past `end` (on `waits`, a
+    /// runtime of the calling thread's own).
+    fn send_until(&mut self, job: Job, end: Instant, waits: &tokio::runtime::Runtime) -> Queued {
+        let Some(q) = self.pick() else {
+            return Queued::Closed;
+        };
         match q.try_send(job) {
-            Ok(()) => Some(false),
-            Err(mpsc::error::TrySendError::Full(job)) => q.blocking_send(job).ok().map(|()| true),
-            Err(mpsc::error::TrySendError::Closed(_)) => None,
+            Ok(()) => Queued::Now,
+            Err(mpsc::error::TrySendError::Full(job)) => {
+                // The timer is made inside the runtime.
+                let wait = async { tokio::time::timeout_at(end.into(), q.reserve()).await };
+                match waits.block_on(wait) {
+                    Ok(Ok(slot)) => {
+                        slot.send(job);
+                        Queued::AfterWaiting
+                    }
+                    Ok(Err(_)) => Queued::Closed,
+                    Err(_) => Queued::TooLate(job),
+                }
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Queued::Closed,
         }
     }
+}
+
+/// What became of a job the schedule queued.
+enum Queued {
+    Now,
+    /// After waiting for a busy connection.
+    AfterWaiting,
+    /// The schedule ended while every connection was still busy.
+    TooLate(Job),
+    /// No connection takes jobs any more.
+    Closed,
 }
 
 /// The next send, counted; `intended` is when the schedule meant it to
@@ -432,9 +527,10 @@ fn new_job(
 ) -> Job {
     let send = generator.next(|| run.id());
     let requests = send.expects.len() as u64;
+    let in_window = intended >= run.measure_from && left < run.measure_until;
     if intended >= run.measure_from {
         run.sent[3].fetch_add(requests, Relaxed);
-        if left < run.measure_until {
+        if in_window {
             run.sent[4].fetch_add(requests, Relaxed);
         }
     }
@@ -444,13 +540,42 @@ fn new_job(
     Job {
         send,
         intended,
+        in_window,
         _permit: permit,
     }
 }
 
+/// The slot after `intended` on the schedule: its rate at that time.
+fn next_slot(scenario: &Scenario, measure_from: Instant, intended: Instant) -> Instant {
+    let t = intended
+        .saturating_duration_since(measure_from)
+        .as_secs_f64();
+    let rate = scenario.rate_at(t).unwrap_or(1.0).max(1e-3);
+    intended + Duration::from_secs_f64(1.0 / rate)
+}
+
 /// The open-loop schedule: each send at its intended time, the rate
-/// following the scenario's stages; records how late each send left.
+/// following the scenario's stages; records how late each send left. A
+/// send that would leave more than [`SEND_GRACE`] after `end` is not sent:
+/// it and every slot after it are counted as dropped. Then the run is
+/// over: a connection drops what it takes from its queue after that.
 fn open_loop(
+    scenario: &Scenario,
+    run: &Run,
+    generator: Generator,
+    queue: Queue,
+    started: Instant,
+    end: Instant,
+) {
+    schedule(scenario, run, generator, queue, started, end);
+    let (now, cutoff) = (Instant::now(), end + SEND_GRACE);
+    if cutoff > now {
+        std::thread::sleep(cutoff - now);
+    }
+    run.over.store(true, Relaxed);
+}
+
+fn schedule(
     scenario: &Scenario,
     run: &Run,
     mut generator: Generator,
@@ -459,31 +584,45 @@ fn open_loop(
     end: Instant,
 ) {
     let measure_from = started + scenario.warmup();
+    // Waits for a busy connection, bounded by the end (a timer needs a
+    // runtime; this thread's is its own).
+    let waits = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(_) => return,
+    };
     let mut intended = started;
     loop {
-        let t = intended
-            .saturating_duration_since(measure_from)
-            .as_secs_f64();
-        let rate = scenario.rate_at(t).unwrap_or(1.0).max(1e-3);
-        intended += Duration::from_secs_f64(1.0 / rate);
+        intended = next_slot(scenario, measure_from, intended);
         if intended >= end {
             return;
         }
         let now = Instant::now();
         if intended > now {
             std::thread::sleep(intended - now);
+        } else if now >= end + SEND_GRACE {
+            // So far behind that this send would leave after the end.
+            return drop_slots(scenario, run, &mut generator, intended, measure_from, end);
         }
         // It leaves on time after the sleep, or now when the schedule is late.
         let job = new_job(run, &mut generator, intended, now.max(intended), None);
-        // A full queue (every connection busy) blocks here: the schedule
+        // A full queue (every connection busy) waits here: the schedule
         // slips, and the lag below says so; the count of such sends says
         // the target, not the generator, held it back.
-        match queue.send_blocking(job) {
-            None => return,
-            Some(true) => {
+        match queue.send_until(job, end + SEND_GRACE, &waits) {
+            Queued::Closed => return,
+            Queued::Now => {}
+            Queued::AfterWaiting => {
                 run.sent[5].fetch_add(1, Relaxed);
             }
-            Some(false) => {}
+            Queued::TooLate(job) => {
+                run.sent[5].fetch_add(1, Relaxed);
+                run.drop_job(&job);
+                let next = next_slot(scenario, measure_from, intended);
+                return drop_slots(scenario, run, &mut generator, next, measure_from, end);
+            }
         }
         let lag = Instant::now().saturating_duration_since(intended);
         let _ = run
@@ -491,6 +630,29 @@ fn open_loop(
             .schedule_lag
             .record(u64::try_from(lag.as_micros()).unwrap_or(u64::MAX).max(1));
     }
+}
+
+/// Counts the slots from `intended` to `end` as dropped: the requests
+/// each send would have carried, none sent.
+fn drop_slots(
+    scenario: &Scenario,
+    run: &Run,
+    generator: &mut Generator,
+    mut intended: Instant,
+    measure_from: Instant,
+    end: Instant,
+) {
+    let (mut all, mut measured) = (0, 0);
+    while intended < end {
+        let requests = generator.skip();
+        all += requests;
+        if intended >= measure_from {
+            measured += requests;
+        }
+        intended = next_slot(scenario, measure_from, intended);
+    }
+    run.sent[6].fetch_add(all, Relaxed);
+    run.sent[7].fetch_add(measured, Relaxed);
 }
 
 type Worker = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
@@ -540,8 +702,21 @@ enum Source {
 impl Source {
     async fn next(&mut self, run: &Run) -> Option<Job> {
         match self {
-            Source::Shared(rx) => rx.lock().await.recv().await,
-            Source::Own(rx) => rx.recv().await,
+            // After the schedule's end a queued job is not sent.
+            Source::Shared(rx) => loop {
+                let job = rx.lock().await.recv().await?;
+                if !run.over.load(Relaxed) {
+                    return Some(job);
+                }
+                run.drop_queued(&job);
+            },
+            Source::Own(rx) => loop {
+                let job = rx.recv().await?;
+                if !run.over.load(Relaxed) {
+                    return Some(job);
+                }
+                run.drop_queued(&job);
+            },
             Source::Closed { generator, end } => {
                 let now = Instant::now();
                 (now < *end).then(|| new_job(run, generator, now, now, None))

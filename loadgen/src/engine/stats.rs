@@ -76,10 +76,30 @@ pub struct Stats {
     pub mismatched: u64,
     pub overall: Histogram<u64>,
     pub per_method: Vec<Histogram<u64>>,
-    /// Replies and errors per second since the start.
+    /// Replies and errors in each second since the start, each request
+    /// counted in the second of its *intended* send time (its slot on the
+    /// schedule), not in the second its reply came: a stage's rows hold
+    /// its own requests, whenever they were answered.
     pub per_second: Vec<(u64, u64)>,
-    /// Latency of the current progress interval.
+    /// Latency of the measured requests intended in each second since the
+    /// start (as `per_second`); a share's move into the run's at each
+    /// snapshot ([`Stats::absorb`]), so each is allocated once a second at
+    /// most, never per request.
+    pub latency_per_second: Vec<Option<Histogram<u64>>>,
+    /// Latency of the replies that came in the current progress interval
+    /// (the live line's; by reply time): in a snapshot, the per-second
+    /// histograms it took from the shares added up
+    /// ([`Stats::interval_of_seconds`]), so a reply is recorded once less.
     pub interval: Histogram<u64>,
+    /// Replies and errors that came in the current progress interval (the
+    /// live line's; by reply time, the warm-up's included).
+    pub interval_counts: (u64, u64),
+    /// Requests the schedule placed but never sent: the generator (or the
+    /// target holding it back) was so far behind that they would have left
+    /// after the schedule's end ([`super::run`]).
+    pub dropped: u64,
+    /// Of `dropped`, those of the measured part.
+    pub dropped_measured: u64,
     /// How late the generator itself sent (intended → written), µs.
     pub schedule_lag: Histogram<u64>,
     answered: Vec<u64>,
@@ -129,7 +149,11 @@ impl Stats {
             overall: hist(),
             per_method: (0..methods).map(|_| hist()).collect(),
             per_second: Vec::new(),
+            latency_per_second: Vec::new(),
             interval: hist(),
+            interval_counts: (0, 0),
+            dropped: 0,
+            dropped_measured: 0,
             schedule_lag: hist(),
             answered: Vec::new(),
             expired: Vec::new(),
@@ -179,11 +203,24 @@ impl Stats {
 
     /// Records how one expected reply ended.
     pub fn complete(&mut self, e: Expect, intended: Instant, outcome: Outcome) {
-        let now = Instant::now();
-        let second = now.duration_since(self.started).as_secs() as usize;
+        self.complete_at(e, intended, outcome, Instant::now());
+    }
+
+    /// [`Stats::complete`], with the reply's time given: each count goes
+    /// to the second of the request's intended send time (an index
+    /// computed from it, no lookup).
+    pub(crate) fn complete_at(
+        &mut self,
+        e: Expect,
+        intended: Instant,
+        outcome: Outcome,
+        now: Instant,
+    ) {
+        let second = intended.saturating_duration_since(self.started).as_secs() as usize;
         if self.per_second.len() <= second {
             self.per_second.resize(second + 1, (0, 0));
         }
+        let errors_before = self.per_second[second].1;
         let local = e.id.saturating_sub(self.id_base);
         match &outcome {
             Outcome::Timeout => Self::mark(&mut self.expired, local),
@@ -221,8 +258,10 @@ impl Stats {
             }
             Outcome::Lost => self.lost += 1,
         }
+        self.interval_counts.1 += self.per_second[second].1 - errors_before;
         if replied {
             self.per_second[second].0 += 1;
+            self.interval_counts.0 += 1;
             if intended >= self.measure_from {
                 self.last_measured_reply =
                     Some(self.last_measured_reply.map_or(now, |t| t.max(now)));
@@ -230,17 +269,23 @@ impl Stats {
                     .unwrap_or(u64::MAX)
                     .max(1);
                 let _ = self.overall.record(us);
-                let _ = self.interval.record(us);
                 if let Some(h) = self.per_method.get_mut(e.message) {
                     let _ = h.record(us);
                 }
+                if self.latency_per_second.len() <= second {
+                    self.latency_per_second.resize(second + 1, None);
+                }
+                let _ = self.latency_per_second[second]
+                    .get_or_insert_with(hist)
+                    .record(us);
             }
         }
     }
 
     /// Adds the counts of `other` (another share of the same run's
-    /// connections) to these, and moves its current progress interval here,
-    /// so that `other` starts a new one. The id bitmaps stay: they only
+    /// connections) to these, and moves its current progress interval's
+    /// counts and its histograms per second here, so that `other` starts
+    /// anew. The id bitmaps stay: they only
     /// tell, within a share, a duplicate or late reply from a stray one.
     pub(super) fn absorb(&mut self, other: &mut Stats) {
         self.last_measured_reply = self.last_measured_reply.max(other.last_measured_reply);
@@ -254,6 +299,8 @@ impl Stats {
             (&mut self.late, other.late),
             (&mut self.mismatched, other.mismatched),
             (&mut self.wrong_result, other.wrong_result),
+            (&mut self.dropped, other.dropped),
+            (&mut self.dropped_measured, other.dropped_measured),
         ] {
             *into += from;
         }
@@ -268,8 +315,10 @@ impl Stats {
         }
         add(&mut self.overall, &other.overall);
         add(&mut self.schedule_lag, &other.schedule_lag);
-        add(&mut self.interval, &other.interval);
-        other.interval.reset();
+        self.interval_counts.0 += other.interval_counts.0;
+        self.interval_counts.1 += other.interval_counts.1;
+        other.interval_counts = (0, 0);
+        move_seconds(&mut self.latency_per_second, &mut other.latency_per_second);
         for (into, from) in self.per_method.iter_mut().zip(&other.per_method) {
             add(into, from);
         }
@@ -280,6 +329,29 @@ impl Stats {
             into.0 += from.0;
             into.1 += from.1;
         }
+    }
+
+    /// `interval`: the latency of the replies in this snapshot's
+    /// per-second histograms, which came since the last one.
+    pub(super) fn interval_of_seconds(&mut self) {
+        for h in self.latency_per_second.iter().flatten() {
+            add(&mut self.interval, h);
+        }
+    }
+
+    /// The latency of each second since the start, by intended send time,
+    /// as (the second's end, its histogram): empty seconds included, the
+    /// schedule's every second at least (`seconds`).
+    pub fn latency_intervals(&self, seconds: usize) -> Vec<(Duration, Histogram<u64>)> {
+        (0..self.latency_per_second.len().max(seconds))
+            .map(|i| {
+                let h = self.latency_per_second.get(i).and_then(Option::as_ref);
+                (
+                    Duration::from_secs(i as u64 + 1),
+                    h.cloned().unwrap_or_else(hist),
+                )
+            })
+            .collect()
     }
 
     pub fn answered(&self) -> u64 {
@@ -294,9 +366,54 @@ impl Stats {
     }
 }
 
+/// Moves the per-second histograms of `from` into `into` (`from` keeps
+/// none: a share allocates a second's anew when its next reply comes).
+pub(super) fn move_seconds(
+    into: &mut Vec<Option<Histogram<u64>>>,
+    from: &mut [Option<Histogram<u64>>],
+) {
+    if into.len() < from.len() {
+        into.resize(from.len(), None);
+    }
+    for (into, from) in into.iter_mut().zip(from.iter_mut()) {
+        if let Some(h) = from.take() {
+            match into {
+                Some(into) => add(into, &h),
+                None => *into = Some(h),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request is counted in the second of its intended send time, not
+    /// in the second its reply came (issue 54: a ramp's stages counted
+    /// replies that belonged to the stage before).
+    #[test]
+    fn replies_count_in_the_second_their_request_was_intended() {
+        let started = Instant::now() - Duration::from_millis(3500);
+        let mut s = Stats::new(
+            started,
+            Duration::ZERO,
+            Duration::from_secs(4),
+            1,
+            vec![false],
+        );
+        let e = |id| Expect { id, message: 0 };
+        // Intended 1.2 s and 2.9 s after the start, answered now (3.5 s).
+        s.complete(e(1), started + Duration::from_millis(1200), Outcome::Ok);
+        s.complete(
+            e(2),
+            started + Duration::from_millis(2900),
+            Outcome::Timeout,
+        );
+        assert_eq!(s.per_second.get(1), Some(&(1, 0)), "{:?}", s.per_second);
+        assert_eq!(s.per_second.get(2), Some(&(0, 1)), "{:?}", s.per_second);
+        assert_eq!(s.per_second.get(3).copied().unwrap_or_default(), (0, 0));
+    }
 
     #[test]
     fn shares_add_up_to_what_one_would_have_counted() {
@@ -358,9 +475,15 @@ mod tests {
         // own time, at least the 6 ms the last request was late by.
         let max_ms = |s: &Stats| s.overall.max() / 1000;
         assert!(max_ms(&sum) >= 6 && max_ms(&sum).abs_diff(max_ms(&one)) <= 50);
-        assert_eq!(sum.interval.len(), one.interval.len());
-        // The shares' intervals moved into the sum and start anew.
-        assert_eq!((a.interval.len(), b.interval.len()), (0, 0));
+        // The shares' histograms per second moved into the sum.
+        let seconds = |s: &Stats| -> Vec<u64> {
+            let each = s.latency_per_second.iter();
+            each.map(|h| h.as_ref().map_or(0, Histogram::len)).collect()
+        };
+        assert_eq!(seconds(&sum), seconds(&one));
+        assert!(seconds(&a).iter().chain(&seconds(&b)).all(|n| *n == 0));
+        sum.interval_of_seconds();
+        assert_eq!(sum.interval.len(), one.overall.len());
         assert_eq!(
             sum.last_measured_reply.is_some(),
             one.last_measured_reply.is_some()
