@@ -98,6 +98,7 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
     let accept = header("accept").unwrap_or_default();
     let session = header("mcp-session-id");
     let version = header("mcp-protocol-version");
+    let mirrored = (header("mcp-method"), header("mcp-name"));
     let known = session
         .as_ref()
         .is_some_and(|s| server.sessions.lock().expect("sessions").contains_key(s));
@@ -140,6 +141,9 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
     let body = req.into_body().collect().await.expect("body").to_bytes();
     let msg: Value = serde_json::from_slice(&body).expect("JSON");
     let method = msg["method"].as_str().unwrap_or_default().to_owned();
+    if version.as_deref() == Some(STATELESS) {
+        return stateless(&msg, mirrored);
+    }
     if method == "initialize" {
         let id = {
             let mut n = server.next.lock().expect("next");
@@ -162,7 +166,12 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
     let Some(session) = session else {
         let e = json!({"jsonrpc":"2.0","id":"server-error",
             "error":{"code":-32600,"message":"Bad Request: Missing session ID"}});
-        return json_body(StatusCode::BAD_REQUEST, &e);
+        // Some servers name a session on their errors too (one that is
+        // not, or no longer, theirs): only initialize's names one.
+        let mut resp = json_body(StatusCode::BAD_REQUEST, &e);
+        resp.headers_mut()
+            .insert("mcp-session-id", "from-an-error".parse().expect("value"));
+        return resp;
     };
     if !known {
         return empty(StatusCode::NOT_FOUND);
@@ -250,6 +259,38 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
             &json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32601,"message":"no such method"}}),
         ),
     }
+}
+
+/// MCP's stateless revision, whose requests carry their own version.
+const STATELESS: &str = "2026-07-28";
+
+/// A request of the stateless revision, as its servers check one: no
+/// session; `MCP-Protocol-Version` and `Mcp-Method` must be there and
+/// agree with the body (`_meta`'s version, `method`), else 400
+/// HeaderMismatch (-32020); `Mcp-Name` too on `tools/call` (compared when
+/// plain). The result says what headers came.
+fn stateless(
+    msg: &Value,
+    (got_method, got_name): (Option<String>, Option<String>),
+) -> Response<Body> {
+    let method = msg["method"].as_str().unwrap_or_default();
+    let meta_version = msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str();
+    let name = msg["params"]["name"].as_str();
+    let plain = name.is_some_and(|n| n.is_ascii() && !n.contains('\n'));
+    let mismatch = meta_version != Some(STATELESS)
+        || got_method.as_deref() != Some(method)
+        || (method == "tools/call" && got_name.is_none())
+        || (method == "tools/call" && plain && got_name.as_deref() != name);
+    if mismatch {
+        let e = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32020,
+            "message":format!("Header mismatch: {got_method:?} {got_name:?} for {method}")}});
+        return json_body(StatusCode::BAD_REQUEST, &e);
+    }
+    json_body(
+        StatusCode::OK,
+        &json!({"jsonrpc":"2.0","id":msg["id"],"result":{
+            "mcp-method":got_method,"mcp-name":got_name,"version":STATELESS}}),
+    )
 }
 
 /// A fresh server on 127.0.0.1, and its URL.
@@ -438,12 +479,18 @@ async fn an_mcp_client_works_with_a_streamable_http_server_through_the_pair() {
     assert_eq!(r["id"], 4, "{r}");
     assert_eq!(r["result"]["answer"], json!({"text":"42"}), "{r}");
 
-    // A stream that ends without the reply is answered, and says so.
+    // A stream that ends without the reply is answered, and says so: the
+    // server took the request (200), so it may have run, and a method that
+    // must not run twice is answered MayHaveExecuted, not NotDelivered.
     let r = client
         .call(json!({"jsonrpc":"2.0","id":5,"method":"no_reply"}))
         .await;
-    let detail = not_delivered(&r);
-    assert!(detail.contains("HTTP 200 OK without a reply"), "{detail}");
+    assert_eq!(r["error"]["code"], -32014, "{r}");
+    let detail = r["error"]["data"]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with("may have executed: ") && detail.contains("HTTP 200 OK without a reply"),
+        "{detail}"
+    );
 
     // The server forgets the session: the next request is told to
     // initialize again, and a new initialize gets a new session.
@@ -554,14 +601,54 @@ async fn without_a_session_id_a_stateful_server_refusal_is_quoted() {
     let (_server, url) = new_server().await;
     let origin = origin_for(&url).await;
     let mut client = mcp_client(&origin).await;
+    // Twice: the session id the 400 named is not taken up, so the second
+    // request is refused as the first (not sent with it and answered 404).
+    for id in 1..=2 {
+        let r = client
+            .call(json!({"jsonrpc":"2.0","id":id,"method":"echo"}))
+            .await;
+        let detail = not_delivered(&r);
+        assert!(
+            detail.contains("HTTP 400 Bad Request") && detail.contains("Missing session ID"),
+            "{id}: {detail}"
+        );
+    }
+    // initialize's reply names the session, and it is used.
+    let init = initialize(&mut client, 3).await;
+    assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+    let (_, r) =
+        initialized_then(&mut client, json!({"jsonrpc":"2.0","id":4,"method":"echo"})).await;
+    assert_eq!(r["result"]["session"], "s-1", "{r}");
+}
+
+/// A request of the stateless revision (2026-07-28) reaches its server
+/// with the headers the revision requires, derived at the origin from the
+/// message (the client's own headers do not cross the pair): its method,
+/// its tool's name (in base64 where a header cannot carry it plainly), its
+/// protocol version from its `_meta`; and no session id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_request_reaches_its_server_with_the_headers_it_requires() {
+    let (_server, url) = new_server().await;
+    let origin = origin_for(&url).await;
+    let mut client = mcp_client(&origin).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion":STATELESS,
+        "io.modelcontextprotocol/clientCapabilities":{}});
+    for (id, name, header) in [
+        (1, "get_weather", "get_weather"),
+        (2, "café", "=?base64?Y2Fmw6k=?="),
+    ] {
+        let r = client
+            .call(json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                "params":{"_meta":meta,"name":name,"arguments":{}}}))
+            .await;
+        assert_eq!(r["result"]["mcp-method"], "tools/call", "{r}");
+        assert_eq!(r["result"]["mcp-name"], header, "{r}");
+    }
     let r = client
-        .call(json!({"jsonrpc":"2.0","id":1,"method":"echo"}))
+        .call(json!({"jsonrpc":"2.0","id":3,"method":"server/discover","params":{"_meta":meta}}))
         .await;
-    let detail = not_delivered(&r);
-    assert!(
-        detail.contains("HTTP 400 Bad Request") && detail.contains("Missing session ID"),
-        "{detail}"
-    );
+    assert_eq!(r["result"]["mcp-method"], "server/discover", "{r}");
+    assert_eq!(r["result"]["mcp-name"], Value::Null, "{r}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

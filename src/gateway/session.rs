@@ -91,11 +91,18 @@ impl Session {
     }
 
     /// The local party will not answer the peer's request with this id: it
-    /// is answered NotDelivered with `detail`. False when no such request
-    /// waits (already answered, or timed out).
-    pub async fn local_cannot_answer(&self, token: &[u8], kind: IdKind, detail: &str) -> bool {
+    /// is answered NotDelivered with `detail` (MayHaveExecuted when it
+    /// `reached` the party and must not run twice). False when no such
+    /// request waits (already answered, or timed out).
+    pub async fn local_cannot_answer(
+        &self,
+        token: &[u8],
+        kind: IdKind,
+        detail: &str,
+        reached: bool,
+    ) -> bool {
         self.0
-            .with(|x, now| x.local_cannot_answer(now, token, kind, detail.to_owned()))
+            .with(|x, now| x.local_cannot_answer(now, token, kind, detail.to_owned(), reached))
             .await
     }
 

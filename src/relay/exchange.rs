@@ -890,17 +890,25 @@ impl<T> Exchange<T> {
 
     /// The local party will not answer the peer's request with this id (an
     /// MCP upstream's exchange for it ended without a reply): it is
-    /// answered NotDelivered with `detail`. False when no such request
-    /// waits (already answered, or timed out).
+    /// answered NotDelivered with `detail`. `reached`: the local party took
+    /// it (it may have run), so a request that must not run twice says so
+    /// (the edge answers it MayHaveExecuted), as [`Exchange::local_down`]
+    /// does. False when no such request waits (already answered, or timed
+    /// out).
     pub fn local_cannot_answer(
         &mut self,
         now: Instant,
         token: &[u8],
         kind: IdKind,
         detail: String,
+        reached: bool,
     ) -> bool {
         let Some(incoming) = self.take_incoming(token, kind) else {
             return false;
+        };
+        let detail = match reached && !incoming.resend_safe {
+            true => format!("{MAY_HAVE_EXECUTED}{detail}"),
+            false => detail,
         };
         self.not_delivered(incoming.corr.clone(), detail);
         self.released(now, incoming);

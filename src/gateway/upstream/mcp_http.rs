@@ -91,6 +91,29 @@ struct Asked {
     initialize: bool,
 }
 
+/// Why a POST brought no reply, and whether the server took the message
+/// (then a request may have run).
+struct Unanswered {
+    detail: String,
+    reached: bool,
+}
+
+impl Unanswered {
+    fn reached(detail: String) -> Self {
+        Self {
+            detail,
+            reached: true,
+        }
+    }
+
+    fn not_reached(detail: String) -> Self {
+        Self {
+            detail,
+            reached: false,
+        }
+    }
+}
+
 /// What the peer sent, as far as the exchange cares.
 enum Message {
     Request(Asked),
@@ -228,8 +251,17 @@ impl McpSession {
             .method(method)
             .uri(self.uri.clone())
             .header(ACCEPT, accept);
+        // What the body gives (MCP 2026-07-28's Request Metadata); a
+        // request's own protocol version wins over the session's.
+        let mirrored = super::mcp_headers::mirrored(&body);
         if !body.is_empty() {
             req = req.header(CONTENT_TYPE, "application/json");
+        }
+        if let Some(v) = mirrored.method {
+            req = req.header(super::mcp_headers::MCP_METHOD, v);
+        }
+        if let Some(v) = mirrored.name {
+            req = req.header(super::mcp_headers::MCP_NAME, v);
         }
         if let Some(host) = super::http_client::host_override(&self.uri) {
             req = req.header(hyper::header::HOST, host);
@@ -239,8 +271,8 @@ impl McpSession {
         }
         let sent = {
             let n = self.negotiated();
-            if let Some(v) = &n.protocol_version {
-                req = req.header(MCP_PROTOCOL_VERSION, v.clone());
+            if let Some(v) = mirrored.protocol_version.or_else(|| n.protocol_version.clone()) {
+                req = req.header(MCP_PROTOCOL_VERSION, v);
             }
             if let Some(v) = &n.session_id {
                 req = req.header(MCP_SESSION_ID, v.clone());
@@ -253,7 +285,7 @@ impl McpSession {
         Ok((req, sent))
     }
 
-    /// Remembers the session id a response assigns.
+    /// Remembers the session id a successful answer to initialize assigns.
     fn learn_session_id(&self, headers: &hyper::HeaderMap) {
         let Some(v) = headers.get(&MCP_SESSION_ID) else {
             return;
@@ -308,13 +340,13 @@ impl McpSession {
                     self.initialized.notify_one();
                 }
             }
-            (Ok(Err(detail)), Some(a)) => {
+            (Ok(Err(Unanswered { detail, reached })), Some(a)) => {
                 debug!(%detail, "the upstream did not answer");
                 self.session
-                    .local_cannot_answer(&a.id, a.kind, &detail)
+                    .local_cannot_answer(&a.id, a.kind, &detail, reached)
                     .await;
             }
-            (Ok(Err(detail)), None) => {
+            (Ok(Err(Unanswered { detail, .. })), None) => {
                 ctx.metrics.dropped.fetch_add(1, Relaxed);
                 warn!(uri = %self.shown, %detail, "the upstream did not take a notification or reply");
             }
@@ -377,21 +409,28 @@ impl McpSession {
     }
 
     /// The POST of one message; `Err` says why the request (if it is one)
-    /// got no reply.
-    async fn post(&self, text: Bytes, asked: Option<&Asked>) -> Result<(), String> {
+    /// got no reply, and whether the server took it.
+    async fn post(&self, text: Bytes, asked: Option<&Asked>) -> Result<(), Unanswered> {
         let uri = &self.shown;
-        let (req, sent) = self.request(Method::POST, ACCEPT_BOTH, text)?;
-        let resp = self
-            .client
-            .request(req)
-            .await
-            .map_err(|e| format!("upstream {uri}: {}", error_chain(&e)))?;
+        let (req, sent) = self
+            .request(Method::POST, ACCEPT_BOTH, text)
+            .map_err(Unanswered::not_reached)?;
+        let resp = self.client.request(req).await.map_err(|e| Unanswered {
+            detail: format!("upstream {uri}: {}", error_chain(&e)),
+            // Once connected, the request may have gone out whole.
+            reached: !e.is_connect(),
+        })?;
         let status = resp.status();
-        self.learn_session_id(resp.headers());
+        // The session is the one the answer to initialize names (MCP:
+        // "at initialization time"), never one named on an error or on
+        // another request's answer.
+        if status.is_success() && asked.is_some_and(|a| a.initialize) {
+            self.learn_session_id(resp.headers());
+        }
         if status == StatusCode::NOT_FOUND
             && let Some(sent) = &sent
         {
-            return Err(self.forget_session_id(sent));
+            return Err(Unanswered::not_reached(self.forget_session_id(sent)));
         }
         let sse = resp
             .headers()
@@ -406,12 +445,16 @@ impl McpSession {
         // Whether the reply came, and the last message that was not the
         // reply (quoted if none is).
         let (answered, other) = if sse {
-            self.read_events(resp.into_body(), asked).await?
+            self.read_events(resp.into_body(), asked)
+                .await
+                .map_err(Unanswered::reached)?
         } else {
             let body = Limited::new(resp.into_body(), max)
                 .collect()
                 .await
-                .map_err(|e| crate::gateway::carry::reading_reply_failed(uri, &*e, max))?
+                .map_err(|e| {
+                    Unanswered::reached(crate::gateway::carry::reading_reply_failed(uri, &*e, max))
+                })?
                 .to_bytes();
             match body.is_empty() {
                 true => (false, body),
@@ -422,7 +465,10 @@ impl McpSession {
             return Ok(());
         }
         let quoted = String::from_utf8_lossy(&other[..other.len().min(QUOTED)]).into_owned();
-        Err(match (asked, other.is_empty()) {
+        // A server that took the request (2xx), or failed at it (5xx), may
+        // have run it; one that refused it (4xx) did not.
+        let reached = status.is_success() || status.is_server_error();
+        let detail = match (asked, other.is_empty()) {
             (Some(_), true) => format!("upstream {uri} answered HTTP {status} without a reply"),
             (Some(_), false) => {
                 format!(
@@ -430,7 +476,8 @@ impl McpSession {
                 )
             }
             (None, _) => format!("upstream {uri} answered HTTP {status}: {quoted}"),
-        })
+        };
+        Err(Unanswered { detail, reached })
     }
 
     /// Hands one message from the upstream to the session; whether it is
@@ -489,7 +536,7 @@ impl McpSession {
             Ok(Scanned::Single(Kind::Request { id, .. })) => {
                 let token = &text[id.token.clone()];
                 self.session
-                    .local_cannot_answer(token, id.kind, detail)
+                    .local_cannot_answer(token, id.kind, detail, false)
                     .await;
             }
             _ => {
