@@ -90,6 +90,12 @@ impl Session {
             .await;
     }
 
+    /// The exchange's deadline for the peer's request with this id, while
+    /// it waits for the local party.
+    pub fn deadline_of(&self, token: &[u8], kind: IdKind) -> Option<std::time::Instant> {
+        self.0.peek(|x| x.deadline_of(token, kind))
+    }
+
     /// The local party will not answer the peer's request with this id: it
     /// is answered NotDelivered with `detail` (MayHaveExecuted when it
     /// `reached` the party and must not run twice). False when no such

@@ -307,6 +307,9 @@ struct Incoming {
     kind: IdKind,
     octets: usize,
     serial: u64,
+    /// When it is answered if the local party has not (set as it is
+    /// delivered).
+    deadline: Instant,
     /// Read-only or idempotent-write: may be sent to the local party again.
     resend_safe: bool,
 }
@@ -1079,6 +1082,7 @@ impl<T> Exchange<T> {
                         kind: id.kind,
                         octets: text.len(),
                         serial: 0,
+                        deadline: now,
                         resend_safe,
                     };
                     let key = match self.party {
@@ -1238,9 +1242,10 @@ impl<T> Exchange<T> {
             self.held_octets -= octets;
             let serial = self.serial();
             h.incoming.serial = serial;
+            h.incoming.deadline = now + self.config.request_timeout;
             let incoming = &self.incoming;
             self.in_deadlines.push(
-                (now + self.config.request_timeout, serial, h.key.clone()),
+                (h.incoming.deadline, serial, h.key.clone()),
                 incoming.len(),
                 |serial, key| incoming.get(key).is_some_and(|i| i.serial == serial),
             );
@@ -1275,6 +1280,19 @@ impl<T> Exchange<T> {
 
     /// Removes the request of the peer a reply with id `token` answers: the
     /// same token, else the same id value (`1` and `1.0`, escapes).
+    /// The deadline of the peer's request with this id that the local
+    /// party has (none when no such request waits): when the exchange
+    /// answers it if the party has not, and so when the party's work on it
+    /// may stop.
+    pub fn deadline_of(&self, token: &[u8], kind: IdKind) -> Option<Instant> {
+        let found = self.incoming.get(token).or_else(|| {
+            (self.incoming.iter())
+                .find(|(k, v)| same_id(k, v.kind, token, kind))
+                .map(|(_, v)| v)
+        });
+        found.map(|i| i.deadline)
+    }
+
     fn take_incoming(&mut self, token: &[u8], kind: IdKind) -> Option<Incoming> {
         if let Some(i) = self.incoming.remove(token) {
             return Some(i);

@@ -359,6 +359,23 @@ fn deadlines_answer_timeout_at_the_edge_and_not_delivered_at_the_origin() {
     assert_eq!(p.edge.x.poll_timeout(), None, "nothing left to time");
 }
 
+/// A session party's request has the exchange's deadline while it waits
+/// for the party (by its id, as the party knows it); none once answered.
+#[test]
+fn a_waiting_request_has_the_deadline_it_is_answered_at() {
+    use crate::jsonrpc::IdKind;
+    let mut p = session_pair();
+    let delivered_at = p.now;
+    p.client(&req("a-1", "never", json!([])));
+    assert_eq!(p.origin.take_local().len(), 1);
+    let deadline = p.origin.x.deadline_of(b"\"a-1\"", IdKind::String);
+    assert_eq!(deadline, Some(delivered_at + TIMEOUT));
+    assert_eq!(p.origin.x.deadline_of(b"\"a-2\"", IdKind::String), None);
+    p.advance(TIMEOUT);
+    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 1, "answered then");
+    assert_eq!(p.origin.x.deadline_of(b"\"a-1\"", IdKind::String), None);
+}
+
 #[test]
 fn the_upstream_may_ask_the_client_and_hear_its_answer() {
     let mut p = session_pair();

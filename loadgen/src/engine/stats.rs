@@ -83,13 +83,13 @@ pub struct Stats {
     pub per_second: Vec<(u64, u64)>,
     /// Latency of the measured requests intended in each second since the
     /// start (as `per_second`); a share's move into the run's at each
-    /// snapshot ([`Stats::absorb`]), so each is allocated once a second at
+    /// snapshot (`Stats::absorb`), so each is allocated once a second at
     /// most, never per request.
     pub latency_per_second: Vec<Option<Histogram<u64>>>,
     /// Latency of the replies that came in the current progress interval
     /// (the live line's; by reply time): in a snapshot, the per-second
     /// histograms it took from the shares added up
-    /// ([`Stats::interval_of_seconds`]), so a reply is recorded once less.
+    /// (`Stats::interval_of_seconds`), so a reply is recorded once less.
     pub interval: Histogram<u64>,
     /// Replies and errors that came in the current progress interval (the
     /// live line's; by reply time, the warm-up's included).

@@ -325,8 +325,22 @@ impl McpSession {
             Message::Response => (None, None),
         };
         let started = Instant::now();
-        let posted =
-            tokio::time::timeout(ctx.limits.request_timeout, self.post(text, asked.as_ref())).await;
+        // A request's deadline is the exchange's, which answers it then;
+        // a notification's is as far off (as for any served message).
+        let deadline = match &asked {
+            Some(a) => match self.session.deadline_of(&a.id, a.kind) {
+                Some(deadline) => deadline,
+                None => {
+                    // Answered already (its deadline passed while it
+                    // waited here): nobody waits for what it would do.
+                    debug!(uri = %self.shown, "a request answered before it was posted; not posted");
+                    return;
+                }
+            },
+            None => started + ctx.limits.request_timeout,
+        };
+        let deadline = tokio::time::Instant::from_std(deadline);
+        let posted = tokio::time::timeout_at(deadline, self.post(text, asked.as_ref())).await;
         // The upstream's latency: a request's, to its answer.
         if asked.is_some() && matches!(posted, Ok(Ok(()))) {
             ctx.metrics.upstream_latency.observe(started.elapsed());
