@@ -679,6 +679,58 @@ async fn an_mcp_edge_answers_a_notification_post_with_202() {
     assert_eq!(parse(&body)["result"], json!([1]), "{body}");
 }
 
+/// An MCP edge checks the headers MCP 2026-07-28 has a client mirror from
+/// the body, as its servers do: one that disagrees with the body, or a
+/// stateless request without them, is refused 400 HeaderMismatch (-32020)
+/// and never carried; one that agrees is carried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_edge_refuses_headers_that_disagree_with_the_body() {
+    let pair = Pair::start(PairOptions {
+        origin_extra: &["--protocol", "mcp"],
+        edge_extra: &["--protocol", "mcp"],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let url = pair.ingress("http");
+    let body = json!({"jsonrpc":"2.0","id":7,"method":"echo","params":{
+        "_meta":{"io.modelcontextprotocol/protocolVersion":STATELESS}}})
+    .to_string();
+    let json = ("content-type", "application/json");
+    let version = ("mcp-protocol-version", STATELESS);
+    for (headers, why) in [
+        (
+            vec![json, version, ("mcp-method", "tools/list")],
+            "Mcp-Method header value 'tools/list' does not match body value 'echo'",
+        ),
+        (vec![json, version], "required header Mcp-Method is missing"),
+        (
+            vec![
+                json,
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-method", "echo"),
+            ],
+            "MCP-Protocol-Version header value '2025-11-25'",
+        ),
+    ] {
+        let (status, answer) = support::post_headers(&url, &body, &headers).await;
+        assert_eq!(status, 400, "{answer}");
+        let a = parse(&answer);
+        assert_eq!(a["id"], 7, "{answer}");
+        assert_eq!(a["error"]["code"], -32020, "{answer}");
+        let message = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("Header mismatch: ") && message.contains(why),
+            "{message}"
+        );
+    }
+    let (status, answer) =
+        support::post_headers(&url, &body, &[json, version, ("mcp-method", "echo")]).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(parse(&answer)["id"], 7, "{answer}");
+    assert!(parse(&answer).get("result").is_some(), "{answer}");
+}
+
 /// An MCP client over Streamable HTTP, as the SDKs' transports are.
 mod http_client {
     use std::collections::VecDeque;

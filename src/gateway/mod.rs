@@ -24,6 +24,7 @@ internal! {
     mod carry;
     mod context;
     mod json_stream;
+    mod mcp_headers;
     mod edge;
     mod exec;
     mod gated;

@@ -229,6 +229,30 @@ enum Ended {
     Stalled,
 }
 
+/// 400 `HeaderMismatch` (-32020) for an MCP POST whose `Mcp-Method`,
+/// `Mcp-Name` or `MCP-Protocol-Version` disagree with its body, or a
+/// request of MCP's stateless revision without them, as its servers refuse
+/// it (the headers let routing and policy go by them, so they must be the
+/// body's).
+fn header_mismatch(
+    ctx: &Ctx,
+    headers: &hyper::HeaderMap,
+    body: &Bytes,
+    kind: &crate::jsonrpc::Kind,
+) -> Option<HttpResponse> {
+    let why = crate::gateway::mcp_headers::mismatch(headers, body)?;
+    ctx.metrics.reply(ReplyClass::Invalid);
+    let id = id_of(kind).map(|id| &body[id.token.clone()]);
+    let message = format!("Header mismatch: {why}");
+    let error = local_error(
+        id,
+        crate::gateway::mcp_headers::HEADER_MISMATCH,
+        &message,
+        None,
+    );
+    Some(json_response(400, error))
+}
+
 /// 401 for a client without an accepted bearer token.
 fn unauthorized() -> HttpResponse {
     let body = local_error(
@@ -380,6 +404,9 @@ async fn answer(
             json_response(200, scan_error_response(&e))
         }
         Ok(Scanned::Single(kind)) => {
+            if is_mcp && let Some(refused) = header_mismatch(ctx, &parts.headers, &body, &kind) {
+                return refused;
+            }
             // Boxed: an MCP session's future is large (13 KiB), and without
             // the box every HTTP request's future, which hyper moves as it
             // sets it up, would be as large.

@@ -253,15 +253,15 @@ impl McpSession {
             .header(ACCEPT, accept);
         // What the body gives (MCP 2026-07-28's Request Metadata); a
         // request's own protocol version wins over the session's.
-        let mirrored = super::mcp_headers::mirrored(&body);
+        let mirrored = crate::gateway::mcp_headers::mirrored(&body);
         if !body.is_empty() {
             req = req.header(CONTENT_TYPE, "application/json");
         }
         if let Some(v) = mirrored.method {
-            req = req.header(super::mcp_headers::MCP_METHOD, v);
+            req = req.header(crate::gateway::mcp_headers::MCP_METHOD, v);
         }
         if let Some(v) = mirrored.name {
-            req = req.header(super::mcp_headers::MCP_NAME, v);
+            req = req.header(crate::gateway::mcp_headers::MCP_NAME, v);
         }
         if let Some(host) = super::http_client::host_override(&self.uri) {
             req = req.header(hyper::header::HOST, host);

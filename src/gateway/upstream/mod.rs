@@ -21,7 +21,6 @@ pub mod group;
 pub mod http;
 pub mod http_client;
 pub mod ipc;
-pub mod mcp_headers;
 pub mod mcp_http;
 pub mod mcp_stdio;
 pub mod pool;
