@@ -56,6 +56,11 @@ pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
         if verdict_ok(s) { "pass" } else { "fail" },
         verdict(s)
     );
+    if s.interrupted {
+        o.push_str(
+            "<p class=\"fail\">INTERRUPTED (Ctrl-C or SIGTERM): the figures are of the part that ran.</p>",
+        );
+    }
     let _ = writeln!(
         o,
         "<p>{} loop against <code>{}</code>, {} connections, {:.1} s measured after {:.1} s warm-up{}. {} — {} CPUs, {}.</p>",

@@ -4,7 +4,9 @@
 //! error; 3 an SLO failed; 4 accounting error (lost, duplicated or
 //! mismatched replies); 5 `compare` found a regression; 6 the target was
 //! not measured: no request got a successful reply, or more than 10 % ended
-//! in transport errors without a `max_error_rate` SLO to judge them.
+//! in transport errors without a `max_error_rate` SLO to judge them; 130
+//! `run` was interrupted (Ctrl-C, SIGTERM), after printing and writing
+//! what it measured.
 
 use std::process::ExitCode;
 
@@ -86,5 +88,67 @@ fn main() -> ExitCode {
         Command::Slow(args) => commands::slow::main(args),
         Command::Flood(args) => commands::flood::main(args),
         Command::Compare(args) => commands::compare::main(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(["npamp-loadgen"].iter().chain(args))
+    }
+
+    /// Every command takes a time as `run --duration` does (issue 54).
+    #[test]
+    fn one_time_syntax_for_every_command() {
+        let slow = ["slow", "--target", "127.0.0.1:1", "--mode", "headers"];
+        for (given, seconds) in [("5s", 5.0), ("500ms", 0.5), ("2m", 120.0), ("7", 7.0)] {
+            let cli = parse(&[&slow[..], &["--duration", given]].concat());
+            let Ok(Cli {
+                command: Command::Slow(a),
+            }) = cli
+            else {
+                panic!("slow --duration {given}: {:?}", cli.err());
+            };
+            assert_eq!(a.duration, seconds, "slow --duration {given}");
+        }
+        let flood = ["flood", "--target", "quic://127.0.0.1:1"];
+        let cli = parse(&[&flood[..], &["--duration", "5s", "--probe-every", "500ms"]].concat());
+        let Ok(Cli {
+            command: Command::Flood(a),
+        }) = cli
+        else {
+            panic!("flood --duration 5s: {:?}", cli.err());
+        };
+        assert_eq!((a.duration, a.probe_every), (5.0, Some(0.5)));
+        // The defaults, as before.
+        let Ok(Cli {
+            command: Command::Slow(a),
+        }) = parse(&slow)
+        else {
+            panic!("slow");
+        };
+        assert_eq!(a.duration, 30.0);
+        let Ok(Cli {
+            command: Command::Flood(a),
+        }) = parse(&flood)
+        else {
+            panic!("flood");
+        };
+        assert_eq!(a.duration, 10.0);
+    }
+
+    /// Closed loop or open loop: `run` cannot tell which was meant, so it
+    /// refuses both rather than drop one (issue 54).
+    #[test]
+    fn concurrency_and_rate_are_refused_together() {
+        let both = ["run", "s.toml", "--concurrency", "16", "--rate", "1000"];
+        match parse(&both) {
+            Err(e) => assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict),
+            Ok(_) => panic!("--concurrency 16 --rate 1000 accepted"),
+        }
+        assert!(parse(&["run", "s.toml", "--concurrency", "16"]).is_ok());
+        assert!(parse(&["run", "s.toml", "--rate", "1000"]).is_ok());
     }
 }

@@ -427,6 +427,7 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
         held_back_sends: parts.iter().map(|p| p.summary.held_back_sends).sum(),
         slo,
         pass,
+        interrupted: parts.iter().any(|p| p.summary.interrupted),
     };
     let intervals: Vec<(Duration, Histogram<u64>)> = seconds
         .into_iter()

@@ -369,6 +369,34 @@ impl Scenario {
         Duration::from_secs_f64(self.timeout)
     }
 
+    /// This scenario as far as it ran when it was interrupted `ran` after
+    /// its start: its warm-up and measured part (a ramp's stages too) cut
+    /// there, so that rates are over the time that ran.
+    pub fn cut(&self, ran: Duration) -> Scenario {
+        let ran = ran.as_secs_f64();
+        let measured = (ran - self.warmup).clamp(0.0, self.measured().as_secs_f64());
+        let mut s = self.clone();
+        s.warmup = self.warmup.min(ran);
+        s.duration = measured;
+        if let Load::Open { rate, stages } = &mut s.load
+            && let Some(first) = stages.first().copied()
+        {
+            // The stages that began before the cut, the last one cut short.
+            let mut left = measured;
+            stages.retain_mut(|stage| {
+                let kept = left > 0.0;
+                stage.duration = stage.duration.min(left);
+                left -= stage.duration;
+                kept
+            });
+            // Interrupted in the warm-up: it ran at the first stage's rate.
+            if stages.is_empty() {
+                *rate = first.rate;
+            }
+        }
+        s
+    }
+
     /// This scenario as worker `shard.index` of `shard.count` runs it: a
     /// `count`-th of the rate (every stage's), of the connections and of
     /// the closed loop's concurrency (rounded up, at least 1), of the
@@ -456,6 +484,40 @@ fn line_of(text: &str, key: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_interrupted_ramp_is_cut_where_it_stopped() {
+        let mut s = Scenario::parse(OK, "t.toml").expect("valid");
+        s.warmup = 1.0;
+        s.load = Load::Open {
+            rate: 0.0,
+            stages: vec![
+                Stage {
+                    rate: 100.0,
+                    duration: 2.0,
+                },
+                Stage {
+                    rate: 500.0,
+                    duration: 3.0,
+                },
+            ],
+        };
+        let cut = s.cut(Duration::from_secs_f64(4.0));
+        assert_eq!(cut.warmup, 1.0);
+        assert_eq!(cut.measured(), Duration::from_secs(3));
+        assert_eq!(cut.rate_at(2.5), Some(500.0));
+        let Load::Open { stages, .. } = &cut.load else {
+            panic!("open loop")
+        };
+        assert_eq!(stages.len(), 2);
+        assert_eq!(stages[1].duration, 1.0);
+        // In the warm-up: nothing measured, the first stage's rate.
+        let early = s.cut(Duration::from_millis(500));
+        assert_eq!((early.warmup, early.measured()), (0.5, Duration::ZERO));
+        assert_eq!(early.rate_at(0.0), Some(100.0));
+        // Past the end: unchanged.
+        assert_eq!(s.cut(Duration::from_secs(60)).measured(), s.measured());
+    }
 
     const OK: &str = r#"
 name = "t"

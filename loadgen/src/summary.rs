@@ -141,6 +141,15 @@ pub struct Summary {
     pub held_back_sends: u64,
     pub slo: Vec<Check>,
     pub pass: bool,
+    /// The run was interrupted (Ctrl-C, SIGTERM): its figures are of the
+    /// part that ran (`duration_s` ends at the interrupt). Written only
+    /// when it was.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub interrupted: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Summary {
@@ -345,6 +354,7 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         held_back_sends: s.held_back,
         slo,
         pass,
+        interrupted: s.interrupted.is_some(),
     }
 }
 

@@ -11,7 +11,7 @@ impl Summary {
     pub fn table(&self) -> String {
         let mut o = String::new();
         what_ran(&mut o, self);
-        counts(&mut o, &self.accounting);
+        counts(&mut o, &self.accounting, self.interrupted);
         rates_and_latency(&mut o, self);
         schedule_and_verdicts(&mut o, self);
         o
@@ -20,6 +20,14 @@ impl Summary {
 
 /// The scenario, its target and how long it was measured.
 fn what_ran(o: &mut String, s: &Summary) {
+    if s.interrupted {
+        let _ = writeln!(
+            o,
+            "INTERRUPTED after {:.1} s: the figures are of the part that ran; what it had queued is dropped, and what was unanswered {} ms after is lost",
+            s.warmup_s + s.duration_s,
+            crate::engine::DRAIN_GRACE.as_millis()
+        );
+    }
     let _ = writeln!(
         o,
         "scenario   {} ({} loop) against {}",
@@ -38,7 +46,7 @@ fn what_ran(o: &mut String, s: &Summary) {
 }
 
 /// What was sent and how each request ended.
-fn counts(o: &mut String, a: &Accounting) {
+fn counts(o: &mut String, a: &Accounting, interrupted: bool) {
     let _ = writeln!(
         o,
         "sent       {} requests ({} measured, {} in warm-up), {} notifications, {} batches",
@@ -48,7 +56,13 @@ fn counts(o: &mut String, a: &Accounting) {
         a.sent_notifications,
         a.sent_batches
     );
-    if a.dropped > 0 {
+    if a.dropped > 0 && interrupted {
+        let _ = writeln!(
+            o,
+            "DROPPED    {} requests not sent: queued for a busy connection when the run was interrupted",
+            a.dropped
+        );
+    } else if a.dropped > 0 {
         let _ = writeln!(
             o,
             "DROPPED    {} requests not sent: the run fell so far behind that they would have left after its schedule's end",

@@ -383,6 +383,17 @@ fn exit_codes_say_what_went_wrong() {
             "cannot create",
         ),
         (&[ramp.to_str().unwrap(), "--duration", "5s"], "flatten"),
+        // Closed loop or open loop: refused, not one of them dropped.
+        (
+            &[
+                quickstart.to_str().unwrap(),
+                "--concurrency",
+                "16",
+                "--rate",
+                "1000",
+            ],
+            "cannot be used with",
+        ),
     ] {
         let started = std::time::Instant::now();
         let out = std::process::Command::new(BIN)
@@ -921,4 +932,112 @@ max_error_rate = 0.5
     // Seconds by intended send time: only the schedule's one second.
     assert_eq!(summary.per_second.len(), 1, "{:?}", summary.per_second);
     assert_eq!(summary.per_second[0][0], a.replied);
+}
+
+/// Ctrl-C ends a run with what it measured (issue 54: it exited 130 with
+/// no summary and an empty --out): SIGINT 1.5 s into a 60 s run stops the
+/// sends; the table is printed, --out written, the summary marked
+/// interrupted with the time that ran, and the exit code is 130, within a
+/// few seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_prints_and_writes_what_it_measured() {
+    use npamp_testkit::mock::Behavior;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let latency = "fixed:1".parse().expect("latency");
+    let behavior = Arc::new(Behavior::new(latency, 0.0, 0, Default::default()));
+    let bound = mock::spawn("http://127.0.0.1:0".parse().expect("addr"), None, behavior)
+        .await
+        .expect("mock");
+    let MockAddr::Http(a) = bound else {
+        unreachable!("an HTTP mock")
+    };
+    let dir = std::env::temp_dir().join(format!("loadgen-interrupted-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let scenario = dir.join("long.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+name = "long"
+duration = 60
+warmup = 0.5
+connections = 2
+[load]
+model = "open"
+rate = 200
+[mix]
+[[mix.message]]
+method = "echo"
+"#,
+    )
+    .expect("scenario");
+    let out = dir.join("out");
+    let began = Instant::now();
+    let mut child = std::process::Command::new(BIN)
+        .args([
+            "run",
+            "--quiet",
+            "--target",
+            &format!("http://{a}/"),
+            "--out",
+        ])
+        .arg(&out)
+        .arg(&scenario)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the binary");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    // Bounded: at most 100 looks, 100 ms apart.
+    let mut ended = false;
+    for _ in 0..100 {
+        if child.try_wait().expect("wait").is_some() {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if !ended {
+        let _ = child.kill();
+    }
+    let output = child.wait_with_output().expect("output");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(ended, "still running 10 s after SIGINT: {stderr}");
+    assert!(began.elapsed() < Duration::from_secs(12));
+    assert_eq!(output.status.code(), Some(130), "{stdout}\n{stderr}");
+    assert!(stdout.contains("INTERRUPTED after"), "{stdout}\n{stderr}");
+    let summary: Value = serde_json::from_slice(
+        &std::fs::read(out.join("summary.json")).expect("summary.json written"),
+    )
+    .expect("summary.json");
+    assert_eq!(summary["interrupted"], true, "{summary}");
+    let a = &summary["accounting"];
+    let sent = a["sent_requests"].as_u64().expect("sent_requests");
+    let replied = a["replied"].as_u64().expect("replied");
+    assert!(sent > 100 && replied > 100, "{a}");
+    assert!(
+        stdout.contains(&format!("sent       {sent} requests")),
+        "{stdout}"
+    );
+    // The measured part ends at the interrupt: about 1 s of it, and the
+    // rate is over that second, not over the 60 s planned.
+    let measured = summary["duration_s"].as_f64().expect("duration_s");
+    assert!((0.5..3.0).contains(&measured), "{measured}");
+    let achieved = summary["throughput"].as_f64().expect("throughput");
+    assert!(achieved > 100.0, "{achieved}");
+    for f in ["latency.hlog", "histograms.hlog"] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    let page = std::fs::read_to_string(out.join("report.html")).expect("report.html");
+    assert!(page.contains("INTERRUPTED"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -17,11 +17,12 @@ pub struct FloodArgs {
     /// QUIC connection attempts per second that never complete.
     #[arg(long, default_value_t = 0.0)]
     pub quic_rate: f64,
-    /// Seconds the flood lasts.
-    #[arg(long, default_value_t = 10.0)]
+    /// Time the flood lasts: 500ms, 5s, 2m, or seconds (as `run`'s).
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = npamp_loadgen::scenario::parse_time)]
     pub duration: f64,
-    /// Seconds between probes (a real association and a PING).
-    #[arg(long)]
+    /// Time between probes (a real association and a PING), as
+    /// --duration.
+    #[arg(long, value_name = "TIME", value_parser = npamp_loadgen::scenario::parse_time)]
     pub probe_every: Option<f64>,
     /// A probe taking longer than this many milliseconds fails the run.
     #[arg(long, default_value_t = 2000.0)]

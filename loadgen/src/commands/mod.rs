@@ -40,6 +40,8 @@ pub const EXIT_SLO: u8 = 3;
 pub const EXIT_ACCOUNTING: u8 = 4;
 pub const EXIT_REGRESSION: u8 = 5;
 pub const EXIT_NOT_SERVED: u8 = 6;
+/// Interrupted (SIGINT, SIGTERM), as a shell reports a SIGINT's end.
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// The exit code of a run's (or a merge's) summary.
 pub fn verdict(summary: &Summary) -> ExitCode {

@@ -29,8 +29,9 @@ pub struct RunArgs {
     /// Connections to the target.
     #[arg(long)]
     pub connections: Option<usize>,
-    /// Requests in flight (switches to closed loop).
-    #[arg(long)]
+    /// Requests in flight (switches to closed loop). Not with --rate
+    /// (open loop): which one was meant cannot be told.
+    #[arg(long, conflicts_with = "rate")]
     pub concurrency: Option<usize>,
     /// Write summary.json, report.svg and latency.hlog here.
     #[arg(long)]
@@ -129,10 +130,49 @@ pub fn main(args: RunArgs) -> ExitCode {
     }
     // Each worker its own randomness.
     let seed = seed.wrapping_add(shard.map_or(0, |s| u64::from(s.index)));
-    match runtime().and_then(|rt| rt.block_on(run(s, out, seed, quiet, npamp))) {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(EXIT_RUN, &e),
+    };
+    let interrupt = engine::Interrupt::default();
+    let result = rt.block_on(run(s, out, seed, quiet, npamp, interrupt.clone()));
+    if interrupt.is_set() {
+        // Connections still waiting on a reply are not waited for.
+        rt.shutdown_background();
+        return match result {
+            Ok(_) => ExitCode::from(EXIT_INTERRUPTED),
+            Err(e) => fail(EXIT_INTERRUPTED, &e),
+        };
+    }
+    match result {
         Ok(summary) => verdict(&summary),
         Err(e) => fail(EXIT_RUN, &e),
     }
+}
+
+/// Sets `interrupt` at the first SIGINT (Ctrl-C) or SIGTERM; exits at
+/// once, 130, at the second.
+fn on_signals(interrupt: engine::Interrupt) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    tokio::spawn(async move {
+        for second in [false, true] {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if second {
+                std::process::exit(i32::from(EXIT_INTERRUPTED));
+            }
+            eprintln!(
+                "\ninterrupted: sending stopped, draining at most {} ms; again to quit at once",
+                engine::DRAIN_GRACE.as_millis()
+            );
+            interrupt.interrupt();
+        }
+    });
+    Ok(())
 }
 
 async fn run(
@@ -141,7 +181,9 @@ async fn run(
     seed: u64,
     quiet: bool,
     npamp: GatewayFlags,
+    interrupt: engine::Interrupt,
 ) -> anyhow::Result<Summary> {
+    on_signals(interrupt.clone())?;
     let (pair, target, described) = prepare(&scenario, &npamp).await?;
     eprintln!(
         "{}: {} loop, {} connections, {:.1} s (+{:.1} s warm-up) against {described}",
@@ -156,7 +198,7 @@ async fn run(
     );
     let mut outstanding: Vec<u64> = Vec::new();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let stats: Stats = engine::run(&scenario, target, seed, |s, t| {
+    let stats: Stats = engine::run_until(&scenario, target, seed, interrupt, |s, t| {
         let h = std::mem::replace(
             &mut s.interval,
             hdrhistogram::Histogram::new(3).expect("valid precision"),
@@ -206,6 +248,11 @@ async fn run(
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_owned())
         .unwrap_or_default();
+    // Interrupted: the figures are of the part that ran.
+    let scenario = match stats.interrupted {
+        Some(ran) => scenario.cut(ran),
+        None => scenario,
+    };
     let mut summary = summarize(&stats, &scenario, &described, date);
     // Each second's latency, by intended send time, every second of the
     // schedule.

@@ -15,8 +15,8 @@ pub struct SlowArgs {
     pub mode: npamp_loadgen::slow::Mode,
     #[arg(long, default_value_t = 100)]
     pub connections: usize,
-    /// Seconds to hold them.
-    #[arg(long, default_value_t = 30.0)]
+    /// Time to hold them: 500ms, 5s, 2m, or seconds (as `run`'s).
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = npamp_loadgen::scenario::parse_time)]
     pub duration: f64,
     /// Octets of each request of the no-read modes.
     #[arg(long, default_value_t = 60_000)]

@@ -26,6 +26,10 @@
 //! by then. What was sent has the scenario's `timeout` and [`DRAIN_GRACE`]
 //! more to settle: a run lasts at most its warm-up, its duration,
 //! `SEND_GRACE`, its timeout and `DRAIN_GRACE`.
+//!
+//! A run can be cut short ([`Interrupt`], Ctrl-C): no more sends, what is
+//! queued is dropped, and what was sent has [`DRAIN_GRACE`] to settle
+//! (not its timeout too); the stats are then of the part that ran.
 
 mod exchange;
 mod stats;
@@ -51,6 +55,22 @@ pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// late by, as [`crate::summary`]'s lag bound allows); one later is
 /// dropped.
 pub const SEND_GRACE: Duration = Duration::from_millis(50);
+
+/// Ends a run before its schedule does (Ctrl-C, SIGTERM): set from any
+/// thread, seen by the schedule and the connections within about 50 ms.
+#[derive(Clone, Debug, Default)]
+pub struct Interrupt(Arc<AtomicBool>);
+
+impl Interrupt {
+    /// Stops the run: no more sends, then a drain of [`DRAIN_GRACE`].
+    pub fn interrupt(&self) {
+        self.0.store(true, Relaxed);
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+}
 
 /// Where the load goes.
 #[derive(Clone)]
@@ -142,9 +162,10 @@ pub struct Run {
     /// dropped (placed on the schedule, never sent) and those of them of the
     /// measured part.
     sent: [AtomicU64; 8],
-    /// Set at the schedule's end (open loop): a job taken from a queue
-    /// after it is dropped, not sent.
+    /// Set at the schedule's end (open loop), or when the run is
+    /// interrupted: a job taken from a queue after it is dropped, not sent.
     over: AtomicBool,
+    interrupt: Interrupt,
     /// The latency per second by intended send time, moved here from the
     /// shares at each snapshot.
     seconds: Mutex<Vec<Option<hdrhistogram::Histogram<u64>>>>,
@@ -278,6 +299,21 @@ pub async fn run(
     scenario: &Scenario,
     target: Target,
     seed: u64,
+    progress: impl FnMut(&mut Stats, Duration) + Send,
+) -> Result<Stats, String> {
+    run_until(scenario, target, seed, Interrupt::default(), progress).await
+}
+
+/// As [`run`], ended early when `interrupt` is set: then the stats are of
+/// the part that ran ([`Stats::interrupted`] says how long it ran; the
+/// measured part ends there), and the connections' threads still waiting
+/// on a reply after [`DRAIN_GRACE`] are not waited for (they end with the
+/// process).
+pub async fn run_until(
+    scenario: &Scenario,
+    target: Target,
+    seed: u64,
+    interrupt: Interrupt,
     mut progress: impl FnMut(&mut Stats, Duration) + Send,
 ) -> Result<Stats, String> {
     if target.pipelines() && scenario.mix.messages.iter().any(|m| m.verify_echo) {
@@ -313,6 +349,7 @@ pub async fn run(
         next_id: AtomicU64::new(scenario.id_base + 1),
         sent: Default::default(),
         over: AtomicBool::new(false),
+        interrupt: interrupt.clone(),
         seconds: Mutex::new(Vec::new()),
         measure_from: started + scenario.warmup(),
         measure_until: started + scenario.warmup() + scenario.measured(),
@@ -385,13 +422,16 @@ pub async fn run(
                 .map_err(|e| format!("cannot start the schedule thread: {e}"))?;
             while !schedule.is_finished() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
+                if interrupt.is_set() {
+                    run.over.store(true, Relaxed);
+                }
                 let now = Instant::now();
                 tick(now);
             }
             let _ = schedule.join();
         }
         Load::Closed { .. } if closed_workers > 0 => {
-            while Instant::now() < end {
+            while Instant::now() < end && !interrupt.is_set() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let now = Instant::now();
                 tick(now);
@@ -409,11 +449,11 @@ pub async fn run(
                     .min(Duration::from_millis(100));
                 let permit = match tokio::time::timeout(wait, acquire).await {
                     Ok(Ok(permit)) => permit,
-                    _ if Instant::now() >= end => break,
+                    _ if Instant::now() >= end || interrupt.is_set() => break,
                     _ => continue,
                 };
                 let intended = Instant::now();
-                if intended >= end {
+                if intended >= end || interrupt.is_set() {
                     break;
                 }
                 let job = new_job(&run, &mut generator, intended, intended, Some(permit));
@@ -424,8 +464,25 @@ pub async fn run(
         }
     }
     // Drain: no more sends; wait for what is outstanding (bounded by the
-    // timeout), then whatever is left is lost.
-    let drain_until = Instant::now() + run.timeout + DRAIN_GRACE;
+    // timeout; after an interrupt, by DRAIN_GRACE alone), then whatever is
+    // left is lost.
+    let interrupted = interrupt
+        .is_set()
+        .then(|| Instant::now().saturating_duration_since(started));
+    let drain_until = match interrupted {
+        Some(_) => Instant::now() + DRAIN_GRACE,
+        None => Instant::now() + run.timeout + DRAIN_GRACE,
+    };
+    // Interrupted: what is still queued for a busy connection is not sent
+    // (at most the queue's capacity; a connection waiting on the queue
+    // holds its lock and drops what it takes itself).
+    if interrupted.is_some()
+        && let Ok(mut rx) = shared_rx.try_lock()
+    {
+        while let Ok(job) = rx.try_recv() {
+            run.drop_queued(&job);
+        }
+    }
     while run.outstanding() > 0 && Instant::now() < drain_until {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let now = Instant::now();
@@ -435,13 +492,16 @@ pub async fn run(
         t.abort();
     }
     // Request/response workers end once their source is done and their
-    // last request answered or timed out.
-    let _ = tokio::task::spawn_blocking(move || {
+    // last request answered or timed out; after an interrupt, they are not
+    // waited for (what they settle later is not counted).
+    let joined = tokio::task::spawn_blocking(move || {
         for t in threads {
             let _ = t.join();
         }
-    })
-    .await;
+    });
+    if interrupted.is_none() {
+        let _ = joined.await;
+    }
     for t in tasks {
         let _ = t.await;
     }
@@ -452,6 +512,10 @@ pub async fn run(
     // or still outstanding when the drain ended.
     let left = s.outstanding();
     s.lost += s.timed_out.saturating_sub(s.late) + left;
+    if let Some(at) = interrupted {
+        s.interrupted = Some(at);
+        s.measure_until = s.measure_until.min((started + at).max(s.measure_from));
+    }
     Ok(s)
 }
 
@@ -480,17 +544,33 @@ impl Queue {
     }
 
     /// Queues `job`, waiting while the queue is full (every connection
-    /// busy: the target's backpressure), but not past `end` (on `waits`, a
-    /// runtime of the calling thread's own).
-    fn send_until(&mut self, job: Job, end: Instant, waits: &tokio::runtime::Runtime) -> Queued {
+    /// busy: the target's backpressure), but not past `end` nor past an
+    /// interrupt (on `waits`, a runtime of the calling thread's own).
+    fn send_until(
+        &mut self,
+        job: Job,
+        end: Instant,
+        interrupt: &Interrupt,
+        waits: &tokio::runtime::Runtime,
+    ) -> Queued {
         let Some(q) = self.pick() else {
             return Queued::Closed;
         };
         match q.try_send(job) {
             Ok(()) => Queued::Now,
             Err(mpsc::error::TrySendError::Full(job)) => {
-                // The timer is made inside the runtime.
-                let wait = async { tokio::time::timeout_at(end.into(), q.reserve()).await };
+                // The timer is made inside the runtime; it wakes every 50 ms
+                // to see an interrupt (at most one wake-up per 50 ms of the
+                // wait, which ends at `end`).
+                let wait = async {
+                    loop {
+                        let until = end.min(Instant::now() + Duration::from_millis(50));
+                        match tokio::time::timeout_at(until.into(), q.reserve()).await {
+                            Err(_) if until < end && !interrupt.is_set() => continue,
+                            done => return done,
+                        }
+                    }
+                };
                 match waits.block_on(wait) {
                     Ok(Ok(slot)) => {
                         slot.send(job);
@@ -569,7 +649,7 @@ fn open_loop(
 ) {
     schedule(scenario, run, generator, queue, started, end);
     let (now, cutoff) = (Instant::now(), end + SEND_GRACE);
-    if cutoff > now {
+    if cutoff > now && !run.interrupt.is_set() {
         std::thread::sleep(cutoff - now);
     }
     run.over.store(true, Relaxed);
@@ -601,7 +681,12 @@ fn schedule(
         }
         let now = Instant::now();
         if intended > now {
-            std::thread::sleep(intended - now);
+            if !sleep_until(intended, &run.interrupt) {
+                // Interrupted: the slots left are not placed.
+                return;
+            }
+        } else if run.interrupt.is_set() {
+            return;
         } else if now >= end + SEND_GRACE {
             // So far behind that this send would leave after the end.
             return drop_slots(scenario, run, &mut generator, intended, measure_from, end);
@@ -611,11 +696,15 @@ fn schedule(
         // A full queue (every connection busy) waits here: the schedule
         // slips, and the lag below says so; the count of such sends says
         // the target, not the generator, held it back.
-        match queue.send_until(job, end + SEND_GRACE, &waits) {
+        match queue.send_until(job, end + SEND_GRACE, &run.interrupt, &waits) {
             Queued::Closed => return,
             Queued::Now => {}
             Queued::AfterWaiting => {
                 run.sent[5].fetch_add(1, Relaxed);
+            }
+            Queued::TooLate(job) if run.interrupt.is_set() => {
+                run.drop_job(&job);
+                return;
             }
             Queued::TooLate(job) => {
                 run.sent[5].fetch_add(1, Relaxed);
@@ -629,6 +718,22 @@ fn schedule(
             .schedule_share()
             .schedule_lag
             .record(u64::try_from(lag.as_micros()).unwrap_or(u64::MAX).max(1));
+    }
+}
+
+/// Sleeps until `at`, waking every 50 ms to see whether the run was
+/// interrupted; whether it was not.
+fn sleep_until(at: Instant, interrupt: &Interrupt) -> bool {
+    // At most one wake-up per 50 ms of the wait.
+    loop {
+        if interrupt.is_set() {
+            return false;
+        }
+        let now = Instant::now();
+        if at <= now {
+            return true;
+        }
+        std::thread::sleep((at - now).min(Duration::from_millis(50)));
     }
 }
 
@@ -719,7 +824,8 @@ impl Source {
             },
             Source::Closed { generator, end } => {
                 let now = Instant::now();
-                (now < *end).then(|| new_job(run, generator, now, now, None))
+                (now < *end && !run.interrupt.is_set())
+                    .then(|| new_job(run, generator, now, now, None))
             }
         }
     }

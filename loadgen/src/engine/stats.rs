@@ -108,6 +108,9 @@ pub struct Stats {
     /// Successes whose result was not the request's own params, for
     /// messages with `verify_echo`.
     pub wrong_result: u64,
+    /// When the run was interrupted (Ctrl-C), since its start: it ran
+    /// that long, and `measure_until` is no later.
+    pub interrupted: Option<Duration>,
 }
 
 impl Stats {
@@ -158,6 +161,7 @@ impl Stats {
             answered: Vec::new(),
             expired: Vec::new(),
             expect_error,
+            interrupted: None,
             wrong_result: 0,
         }
     }
