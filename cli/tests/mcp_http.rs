@@ -141,8 +141,8 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
     let body = req.into_body().collect().await.expect("body").to_bytes();
     let msg: Value = serde_json::from_slice(&body).expect("JSON");
     let method = msg["method"].as_str().unwrap_or_default().to_owned();
-    if version.as_deref() == Some(STATELESS) {
-        return stateless(&msg, mirrored);
+    if msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].is_string() {
+        return stateless(&msg, version.as_deref(), mirrored);
     }
     if method == "initialize" {
         let id = {
@@ -271,13 +271,14 @@ const STATELESS: &str = "2026-07-28";
 /// plain). The result says what headers came.
 fn stateless(
     msg: &Value,
+    version: Option<&str>,
     (got_method, got_name): (Option<String>, Option<String>),
 ) -> Response<Body> {
     let method = msg["method"].as_str().unwrap_or_default();
     let meta_version = msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str();
     let name = msg["params"]["name"].as_str();
     let plain = name.is_some_and(|n| n.is_ascii() && !n.contains('\n'));
-    let mismatch = meta_version != Some(STATELESS)
+    let mismatch = meta_version != version
         || got_method.as_deref() != Some(method)
         || (method == "tools/call" && got_name.is_none())
         || (method == "tools/call" && plain && got_name.as_deref() != name);
@@ -285,6 +286,17 @@ fn stateless(
         let e = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32020,
             "message":format!("Header mismatch: {got_method:?} {got_name:?} for {method}")}});
         return json_body(StatusCode::BAD_REQUEST, &e);
+    }
+    // As the revision asks: 400 for a version it does not speak, 404 for
+    // a method it does not have.
+    if version != Some(STATELESS) {
+        let e = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32022,
+            "message":"Unsupported protocol version","data":{"supported":[STATELESS]}}});
+        return json_body(StatusCode::BAD_REQUEST, &e);
+    }
+    if !matches!(method, "tools/call" | "server/discover" | "echo") {
+        let e = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32601,"message":"Method not found"}});
+        return json_body(StatusCode::NOT_FOUND, &e);
     }
     json_body(
         StatusCode::OK,
@@ -729,6 +741,45 @@ async fn an_mcp_edge_refuses_headers_that_disagree_with_the_body() {
     assert_eq!(status, 200, "{answer}");
     assert_eq!(parse(&answer)["id"], 7, "{answer}");
     assert!(parse(&answer).get("result").is_some(), "{answer}");
+}
+
+/// The HTTP status a server of the stateless revision answers with (400
+/// for an unsupported version, 404 for an unknown method) reaches the
+/// client through the pair, though only the reply crosses it: the edge
+/// gives the status the reply's error code stands for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_server_s_error_status_reaches_the_client() {
+    let (_server, url) = new_server().await;
+    let url: &'static str = Box::leak(url.into_boxed_str());
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Url(url),
+        origin_extra: &["--protocol", "mcp"],
+        edge_extra: &["--protocol", "mcp"],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let edge = pair.ingress("http");
+    let call = |version: &str, method: &str| {
+        json!({"jsonrpc":"2.0","id":1,"method":method,"params":{
+            "_meta":{"io.modelcontextprotocol/protocolVersion":version},"name":"t"}})
+        .to_string()
+    };
+    for (version, method, status, code) in [
+        (STATELESS, "tools/call", 200, None),
+        ("2099-01-01", "tools/call", 400, Some(-32022)),
+        (STATELESS, "no/such", 404, Some(-32601)),
+    ] {
+        let headers = [
+            ("content-type", "application/json"),
+            ("mcp-protocol-version", version),
+            ("mcp-method", method),
+            ("mcp-name", "t"),
+        ];
+        let (got, answer) = support::post_headers(&edge, &call(version, method), &headers).await;
+        assert_eq!(got, status, "{method} {version}: {answer}");
+        assert_eq!(parse(&answer)["error"]["code"].as_i64(), code, "{answer}");
+    }
 }
 
 /// An MCP client over Streamable HTTP, as the SDKs' transports are.

@@ -164,8 +164,10 @@ pub fn mismatch(headers: &HeaderMap, body: &[u8]) -> Option<String> {
                 let got = decoded(got);
                 // A version header without one in the body is the session
                 // revision's (the version `initialize` settled): not this
-                // check's.
-                if header == MCP_PROTOCOL_VERSION && want.is_none() {
+                // check's. `Mcp-Name` is defined for three methods only.
+                if (header == MCP_PROTOCOL_VERSION && want.is_none())
+                    || (header == MCP_NAME && !named(method))
+                {
                     continue;
                 }
                 if got.as_deref() != want {
@@ -179,6 +181,39 @@ pub fn mismatch(headers: &HeaderMap, body: &[u8]) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether `body` is a request of MCP's stateless revision (2026-07-28):
+/// it carries its protocol version in `_meta`.
+pub fn stateless(body: &[u8]) -> bool {
+    fields(body).protocol_version.is_some()
+}
+
+/// The HTTP status a server of MCP 2026-07-28 answers `reply` (one
+/// JSON-RPC response) with: 400 for `HeaderMismatch` (-32020) and
+/// `UnsupportedProtocolVersion` (-32022), 404 for an unknown method
+/// (-32601), 200 otherwise. Only the reply crosses the pair, so the edge
+/// gives its client the status the reply's error code stands for.
+pub fn status_of(reply: &[u8]) -> u16 {
+    #[derive(Deserialize)]
+    struct Reply {
+        #[serde(default)]
+        error: Option<Error>,
+    }
+    #[derive(Deserialize)]
+    struct Error {
+        #[serde(default)]
+        code: Option<i64>,
+    }
+    let code = serde_json::from_slice::<Reply>(reply)
+        .ok()
+        .and_then(|r| r.error)
+        .and_then(|e| e.code);
+    match code {
+        Some(-32020 | -32022) => 400,
+        Some(-32601) => 404,
+        _ => 200,
+    }
 }
 
 /// A header's value as its sender meant it: `=?base64?…?=` decoded (UTF-8),
@@ -387,8 +422,27 @@ mod tests {
         // But a method header it does send must agree.
         let wrong = headers(&[(&MCP_METHOD, "tools/list")]);
         assert!(mismatch(&wrong, session).is_some());
+        // `Mcp-Name` on a method that has none: not this check's.
+        let extra = headers(&[(&MCP_METHOD, "tools/list"), (&MCP_NAME, "x")]);
+        let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        assert_eq!(mismatch(&extra, list), None);
         // Responses and what does not parse: nothing to check.
         assert_eq!(mismatch(&wrong, br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), None);
         assert_eq!(mismatch(&wrong, b"[1]"), None);
+    }
+
+    #[test]
+    fn a_stateless_reply_has_the_status_its_error_stands_for() {
+        let error = |code: i64| {
+            format!(r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":{code},"message":"m"}}}}"#)
+        };
+        assert_eq!(status_of(error(-32020).as_bytes()), 400);
+        assert_eq!(status_of(error(-32022).as_bytes()), 400);
+        assert_eq!(status_of(error(-32601).as_bytes()), 404);
+        assert_eq!(status_of(error(-32602).as_bytes()), 200);
+        assert_eq!(status_of(br#"{"jsonrpc":"2.0","id":1,"result":{"error":{"code":-32601}}}"#), 200);
+        assert_eq!(status_of(b"not json"), 200);
+        assert!(stateless(CALL));
+        assert!(!stateless(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
     }
 }

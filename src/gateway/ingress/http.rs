@@ -416,7 +416,15 @@ async fn answer(
             {
                 return a;
             }
-            single_answer(ctx, answer_one(edge, body, kind).await)
+            // MCP 2026-07-28 pairs some errors with an HTTP status; only the
+            // reply crossed the pair, so its error code says which.
+            let stateless = is_mcp && crate::gateway::mcp_headers::stateless(&body);
+            match answer_one(edge, body, kind).await {
+                Answer::Reply(text) if stateless => {
+                    json_response(crate::gateway::mcp_headers::status_of(&text), text)
+                }
+                a => single_answer(ctx, a),
+            }
         }
         Ok(Scanned::Batch(_)) if is_mcp && let Some(a) = mcp.batch(&parts.headers) => a,
         Ok(Scanned::Batch(elements)) => match answer_batch(edge, &body, elements).await {
