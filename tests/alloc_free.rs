@@ -235,11 +235,12 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
 
 /// What keeping a received message costs, through the association's
 /// reader: a small one (in the reader's shared buffer) is copied, one
-/// allocation of exactly its octets; a large one (in an allocation of its
-/// own, the frame but its tag) is not copied: the frame's allocation (read
-/// into, in place of the shared buffer) and the kept slice's reference
-/// count (the `bytes` crate's, on the first slice of a buffer), no octets
-/// more.
+/// allocation of exactly its octets; a large one is read into an
+/// allocation of its own (the frame's header and ciphertext, its tag read
+/// apart, so the plaintext and the message last in it end it), and kept by
+/// giving the payload up (`Payload::own`, `Payload::keep`): the frame's
+/// allocation, advanced to the message, and nothing more (no copy, no
+/// `bytes` reference count).
 #[test]
 fn a_large_message_is_kept_without_a_copy() {
     use futures_util::FutureExt;
@@ -248,11 +249,14 @@ fn a_large_message_is_kept_without_a_copy() {
 
     let keys = TrafficKeys::new(Suite::AES_256_GCM, &[1; 32], &[2; 12]).expect("keys");
     let small = vec![b'x'; 200];
-    let large = vec![b'y'; 16 << 10];
+    let large = [vec![b'y'; 16 << 10], vec![b'z'; 64 << 10]];
     let (mut stream, mut ends) = (Vec::new(), Vec::new());
     // The first message warms the reader (its first read fills and grows
-    // the starting buffer); the next two are counted.
-    for (seq, foreign) in [&small, &small, &large].into_iter().enumerate() {
+    // the starting buffer); the others are counted.
+    for (seq, foreign) in [&small, &small, &large[0], &large[1]]
+        .into_iter()
+        .enumerate()
+    {
         let msg = BridgeMessage {
             frame_type: BRIDGE_REQUEST,
             envelope: BridgeEnvelope {
@@ -277,8 +281,8 @@ fn a_large_message_is_kept_without_a_copy() {
         .expect("seal");
         ends.push(stream.len());
     }
-    // Its allocation holds all of it but the tag.
-    let large_frame = ends[2] - ends[1] - TAG_LEN;
+    // A large frame's allocation holds all of it but the tag.
+    let large_frames = [ends[2] - ends[1] - TAG_LEN, ends[3] - ends[2] - TAG_LEN];
     let mut reader = FrameReader::authenticated(Box::new(std::io::Cursor::new(stream)), 1 << 20);
     // Reads, opens, decodes and keeps the next message as the exchange does.
     let mut next = || {
@@ -317,96 +321,15 @@ fn a_large_message_is_kept_without_a_copy() {
         (1, small.len()),
         "the small one: one copy"
     );
-    let ((kept, handed_on, frame), allocs, octets) = allocated_during(&mut next);
-    assert_eq!(kept, large);
-    assert!(handed_on, "the large one is its frame's own allocation");
-    assert_eq!(frame, large_frame);
-    assert_eq!(
-        (allocs, octets),
-        (1, frame),
-        "the large one: the frame's allocation only (no copy, no reference count)"
-    );
-}
-
-/// A large message received and kept by giving up its frame
-/// (`Payload::own`, `Payload::keep`): read by the association's reader into an
-/// allocation of its own (the tag read apart, so the plaintext ends it),
-/// opened in sequence there (`RecvState::open_sealed`, as the association
-/// opens it), its envelope decoded, and the message, the last thing in it,
-/// kept as the frame itself, advanced. No allocation but the frame's own:
-/// no copy, no reference count.
-#[test]
-fn a_large_message_kept_with_its_frame_costs_only_the_frame() {
-    use bytes::Bytes;
-    use futures_util::FutureExt;
-    use npamp_gateway::assoc::frames::Taken;
-    use npamp_gateway::assoc::{FrameReader, Payload};
-    use npamp_gateway::record::RecvState;
-
-    let keys = || TrafficKeys::new(Suite::AES_256_GCM, &[1; 32], &[2; 12]).expect("keys");
-    let messages = [vec![b'x'; 200], vec![b'y'; 16 << 10], vec![b'z'; 64 << 10]];
-    let mut stream = Vec::new();
-    for (seq, foreign) in messages.iter().enumerate() {
-        let msg = BridgeMessage {
-            frame_type: BRIDGE_REQUEST,
-            envelope: BridgeEnvelope {
-                protocol_id: ProtocolId::MCP,
-                message_kind: MessageKind::REQUEST,
-                content_type: ContentType::JSON,
-                flags: 0,
-                correlation_id: b"c-1",
-                method: "tools/call",
-            },
-            safety: None,
-            foreign,
-        };
-        keys()
-            .seal_frame_into(
-                &mut stream,
-                Flags::NONE,
-                BRIDGE_REQUEST,
-                ChannelId::BRIDGE,
-                seq as u64,
-                |o| msg.encode_into(o).expect("encode"),
-            )
-            .expect("seal");
-    }
-    let mut recv = RecvState::new(keys());
-    let mut reader = FrameReader::authenticated(Box::new(std::io::Cursor::new(stream)), 1 << 20);
-    // Reads and opens the next frame; the message in it, kept, and the
-    // length of the frame's allocation (0: the shared buffer).
-    let mut next = || {
-        let filled = reader.fill().now_or_never().expect("in memory");
-        assert!(filled.expect("fill"));
-        let span = reader.peek().expect("peek").expect("a frame");
-        let taken = reader.take(&span);
-        let frame = reader.sealed(&taken);
-        let base = frame.octets().as_ptr() as usize;
-        let pt = recv.open_sealed(&span.header, frame).expect("open");
-        let msg = BridgeMessage::decode(span.header.frame_type, pt).expect("decode");
-        if matches!(taken, Taken::Shared(_)) {
-            return (Bytes::copy_from_slice(msg.foreign), 0);
-        }
-        // Where the payload and the message lie in the frame; the borrows
-        // end here.
-        let payload = pt.as_ptr() as usize - base..pt.as_ptr() as usize - base + pt.len();
-        let start = msg.foreign.as_ptr() as usize - pt.as_ptr() as usize;
-        let part = start..start + msg.foreign.len();
-        let own = reader.take_own();
-        let own_len = own.len();
-        (Payload::own(own, payload).keep(part), own_len)
-    };
-    // The first one warms the reader (its first read grows the buffer).
-    let (kept, own) = next();
-    assert_eq!((&kept[..], own), (&messages[0][..], 0));
-    for message in &messages[1..] {
-        let ((kept, own), allocs, octets) = allocated_during(&mut next);
-        assert_eq!(kept, message);
-        assert!(own > message.len(), "in an allocation of its own");
+    for (message, frame_len) in large.iter().zip(large_frames) {
+        let ((kept, handed_on, frame), allocs, octets) = allocated_during(&mut next);
+        assert_eq!(&kept, message);
+        assert!(handed_on, "a large one is its frame's own allocation");
+        assert_eq!(frame, frame_len);
         assert_eq!(
             (allocs, octets),
-            (1, own),
-            "a {}-octet message: only the frame's allocation",
+            (1, frame),
+            "a {}-octet message: its frame's allocation only (no copy, no reference count)",
             message.len()
         );
     }
