@@ -67,7 +67,9 @@ impl Writer {
     pub fn quic(stream: quinn::SendStream) -> Self {
         Self::Quic {
             stream,
-            chunks: BytesMut::with_capacity(CHUNK_BUFFER),
+            // Allocated at the first write: an association that sends
+            // nothing holds none.
+            chunks: BytesMut::new(),
         }
     }
 
@@ -78,6 +80,11 @@ impl Writer {
                 // Room in the buffer, or the buffer again if quinn has let
                 // go of all of it, or a new one (`bytes` allocates at least
                 // the first buffer's size).
+                if chunks.capacity() == 0 {
+                    // The first buffer's size is what `bytes` allocates
+                    // again when quinn still holds the last one.
+                    chunks.reserve(CHUNK_BUFFER);
+                }
                 chunks.reserve(octets.len());
                 chunks.extend_from_slice(octets);
                 let chunk = chunks.split().freeze();

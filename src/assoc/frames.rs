@@ -42,7 +42,8 @@ pub const HANDSHAKE_MAX_PAYLOAD: u32 = 64 << 10;
 /// ([`FrameReader::take`]), opened in place there, and stay valid until the
 /// next read ([`FrameReader::fill`] or [`FrameReader::next`]), which may move
 /// the octets not yet taken to the front. The buffer starts small and grows
-/// while reads keep filling it (up to 64 KiB) or when one frame needs more.
+/// while reads keep filling it, up to 64 KiB (frames of [`OWN_FRAME`] or more
+/// go elsewhere, so it holds many small ones, or the start of a large one).
 ///
 /// A frame of [`OWN_FRAME`] octets or more whose header is in view before
 /// the rest of it is read into an allocation of exactly its header and

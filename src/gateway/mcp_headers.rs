@@ -96,19 +96,25 @@ struct Fields<'a> {
     protocol_version: Option<Cow<'a, str>>,
 }
 
-/// The fields of `body` (one JSON-RPC message); none for a response, a
-/// batch, or what does not parse.
-fn fields(body: &[u8]) -> Fields<'_> {
-    let Ok(head) = serde_json::from_slice::<Head<'_>>(body) else {
-        return Fields::default();
-    };
+/// The fields of `body` (one JSON-RPC message); none for a response or a
+/// batch. `Err`: what the headers would be checked against cannot be read
+/// for certain (not JSON of this shape, or a member given twice, which
+/// servers read differently).
+fn read_fields(body: &[u8]) -> Result<Fields<'_>, serde_json::Error> {
+    let head = serde_json::from_slice::<Head<'_>>(body)?;
     let Some(Text::Str(method)) = head.method else {
-        return Fields::default();
+        return Ok(Fields::default());
     };
     let (mut name, mut protocol_version) = (None, None);
     if let Some(p) = head.params {
         if named(&method) {
-            name = match (p.name, p.uri) {
+            // `resources/read` names its resource by `uri`; the other two
+            // name theirs by `name`.
+            let (first, second) = match &*method {
+                "resources/read" => (p.uri, p.name),
+                _ => (p.name, p.uri),
+            };
+            name = match (first, second) {
                 (Some(Text::Str(n)), _) | (None | Some(Text::Other(_)), Some(Text::Str(n))) => {
                     Some(n)
                 }
@@ -120,11 +126,16 @@ fn fields(body: &[u8]) -> Fields<'_> {
             _ => None,
         };
     }
-    Fields {
+    Ok(Fields {
         method: Some(method),
         name,
         protocol_version,
-    }
+    })
+}
+
+/// [`read_fields`], none for what cannot be read.
+fn fields(body: &[u8]) -> Fields<'_> {
+    read_fields(body).unwrap_or_default()
 }
 
 /// The headers `body` (one JSON-RPC message) gives; none for a response, a
@@ -132,7 +143,12 @@ fn fields(body: &[u8]) -> Fields<'_> {
 pub fn mirrored(body: &[u8]) -> Mirrored {
     let f = fields(body);
     Mirrored {
-        method: f.method.as_deref().map(encoded),
+        // A method is a plain token; one a header cannot carry is not sent
+        // (only `Mcp-Name` has a base64 form).
+        method: f
+            .method
+            .as_deref()
+            .and_then(|m| HeaderValue::from_str(m).ok()),
         name: f.name.as_deref().map(encoded),
         // A version is a token: sent as it is, or not at all.
         protocol_version: f
@@ -148,7 +164,21 @@ pub fn mirrored(body: &[u8]) -> Mirrored {
 /// the stateless revision (a version in its `_meta`), one of them missing.
 /// `None`: nothing to refuse (a client of an earlier revision sends none).
 pub fn mismatch(headers: &HeaderMap, body: &[u8]) -> Option<String> {
-    let f = fields(body);
+    let ours = [&MCP_PROTOCOL_VERSION, &MCP_METHOD, &MCP_NAME];
+    // A header given twice: which one a server reads is anyone's guess.
+    if let Some(twice) = ours.iter().find(|h| headers.get_all(**h).iter().count() > 1) {
+        return Some(format!("header {twice} is given more than once"));
+    }
+    let f = match read_fields(body) {
+        Ok(f) => f,
+        // The headers cannot be checked against a body that cannot be read
+        // for certain (a member given twice, which the scanner allows
+        // below the top level): refused when it has them.
+        Err(e) if ours.iter().any(|h| headers.contains_key(*h)) => {
+            return Some(format!("the body cannot be checked against the headers: {e}"));
+        }
+        Err(_) => return None,
+    };
     let method = f.method.as_deref()?;
     let stateless = f.protocol_version.is_some();
     let checks = [
@@ -161,7 +191,11 @@ pub fn mismatch(headers: &HeaderMap, body: &[u8]) -> Option<String> {
             (None, _) if required => return Some(format!("required header {shown} is missing")),
             (None, _) => {}
             (Some(got), want) => {
-                let got = decoded(got);
+                // Only `Mcp-Name` may come in base64 (and `Mcp-Param-*`).
+                let got = match header == MCP_NAME {
+                    true => decoded(got),
+                    false => got.to_str().ok().map(str::to_owned),
+                };
                 // A version header without one in the body is the session
                 // revision's (the version `initialize` settled): not this
                 // check's. `Mcp-Name` is defined for three methods only.
@@ -444,5 +478,46 @@ mod tests {
         assert_eq!(status_of(b"not json"), 200);
         assert!(stateless(CALL));
         assert!(!stateless(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
+    }
+
+    #[test]
+    fn a_body_or_headers_that_say_two_things_are_refused() {
+        // `params.name` twice: a server that reads the last runs "evil".
+        let twice = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{
+            "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},
+            "name":"safe","name":"evil"}}"#;
+        let h = headers(&[
+            (&MCP_PROTOCOL_VERSION, "2026-07-28"),
+            (&MCP_METHOD, "tools/call"),
+            (&MCP_NAME, "safe"),
+        ]);
+        let why = mismatch(&h, twice).expect("refused");
+        assert!(why.starts_with("the body cannot be checked against the headers"), "{why}");
+        // Without the headers, nothing to check here (the scanner judges
+        // the body).
+        assert_eq!(mismatch(&HeaderMap::new(), twice), None);
+        // A header given twice.
+        let mut h = headers(&[(&MCP_PROTOCOL_VERSION, "2026-07-28"), (&MCP_NAME, "=?base64?Y2Fmw6k=?=")]);
+        h.append(MCP_METHOD, HeaderValue::from_static("tools/call"));
+        h.append(MCP_METHOD, HeaderValue::from_static("tools/list"));
+        assert_eq!(
+            mismatch(&h, CALL).as_deref(),
+            Some("header mcp-method is given more than once")
+        );
+        // Base64 is for Mcp-Name only.
+        let b64_method = headers(&[
+            (&MCP_PROTOCOL_VERSION, "2026-07-28"),
+            (&MCP_METHOD, "=?base64?dG9vbHMvY2FsbA==?="),
+            (&MCP_NAME, "=?base64?Y2Fmw6k=?="),
+        ]);
+        assert!(mismatch(&b64_method, CALL).is_some());
+    }
+
+    #[test]
+    fn a_resource_read_is_named_by_its_uri_even_with_a_name() {
+        let read = br#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"name":"n","uri":"file:///a"}}"#;
+        assert_eq!(mirrored(read).name, h("file:///a"));
+        let get = br#"{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"n","uri":"file:///a"}}"#;
+        assert_eq!(mirrored(get).name, h("n"));
     }
 }

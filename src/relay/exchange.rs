@@ -1278,8 +1278,6 @@ impl<T> Exchange<T> {
         self.reading_peer = reading;
     }
 
-    /// Removes the request of the peer a reply with id `token` answers: the
-    /// same token, else the same id value (`1` and `1.0`, escapes).
     /// The deadline of the peer's request with this id that the local
     /// party has (none when no such request waits): when the exchange
     /// answers it if the party has not, and so when the party's work on it
@@ -1293,6 +1291,8 @@ impl<T> Exchange<T> {
         found.map(|i| i.deadline)
     }
 
+    /// Removes the request of the peer a reply with id `token` answers: the
+    /// same token, else the same id value (`1` and `1.0`, escapes).
     fn take_incoming(&mut self, token: &[u8], kind: IdKind) -> Option<Incoming> {
         if let Some(i) = self.incoming.remove(token) {
             return Some(i);

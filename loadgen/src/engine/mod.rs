@@ -215,7 +215,9 @@ impl Run {
 
     /// A queued job no connection took before the schedule's end: it
     /// waited for a busy connection (held back, as a send the full queue
-    /// kept waiting), and is not sent.
+    /// kept waiting), and is not sent. (One the full queue also kept
+    /// waiting was counted then too: the count of held-back sends says the
+    /// target held the schedule back, and may count such a send twice.)
     fn drop_queued(&self, job: &Job) {
         self.sent[5].fetch_add(1, Relaxed);
         self.drop_job(job);
@@ -469,6 +471,11 @@ pub async fn run_until(
     let interrupted = interrupt
         .is_set()
         .then(|| Instant::now().saturating_duration_since(started));
+    if interrupted.is_some() {
+        // What a connection takes from its own queue from now on is
+        // dropped, not sent (closed loop's pipelining connections too).
+        run.over.store(true, Relaxed);
+    }
     let drain_until = match interrupted {
         Some(_) => Instant::now() + DRAIN_GRACE,
         None => Instant::now() + run.timeout + DRAIN_GRACE,

@@ -190,6 +190,15 @@ impl Requests {
         };
         let notification = corr.is_none();
         let (outcome, _room) = match permit {
+            // Its deadline passed while it waited for room: the exchange has
+            // answered it, so it is not sent (it would run for nobody).
+            Ok(Ok(_)) if tokio::time::Instant::now() >= deadline => (
+                Err(format!(
+                    "not sent: the request's time ({:?}, --request-timeout) ran out while it waited for room at the upstream",
+                    ctx.limits.request_timeout
+                )),
+                None,
+            ),
             Ok(Ok(_permit)) => self.post(text, resend_safe, notification, deadline).await,
             Ok(Err(_)) => return,
             Err(_) => (Err(in_flight_full(ctx)), None),

@@ -271,13 +271,23 @@ impl McpSession {
         }
         let sent = {
             let n = self.negotiated();
-            if let Some(v) = mirrored.protocol_version.or_else(|| n.protocol_version.clone()) {
-                req = req.header(MCP_PROTOCOL_VERSION, v);
+            match mirrored.protocol_version {
+                // A request of the stateless revision: its own version, and
+                // no session (that revision has none).
+                Some(v) => {
+                    req = req.header(MCP_PROTOCOL_VERSION, v);
+                    None
+                }
+                None => {
+                    if let Some(v) = &n.protocol_version {
+                        req = req.header(MCP_PROTOCOL_VERSION, v.clone());
+                    }
+                    if let Some(v) = &n.session_id {
+                        req = req.header(MCP_SESSION_ID, v.clone());
+                    }
+                    n.session_id.clone()
+                }
             }
-            if let Some(v) = &n.session_id {
-                req = req.header(MCP_SESSION_ID, v.clone());
-            }
-            n.session_id.clone()
         };
         let req = req
             .body(Full::new(body))
