@@ -261,6 +261,19 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
     }
 }
 
+/// A pair of MCP gateways (`--protocol mcp` both sides) in front of
+/// `upstream`, with an HTTP ingress.
+async fn mcp_pair(upstream: Up) -> Pair {
+    Pair::start(PairOptions {
+        upstream,
+        origin_extra: &["--protocol", "mcp"],
+        edge_extra: &["--protocol", "mcp"],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await
+}
+
 /// MCP's stateless revision, whose requests carry their own version.
 const STATELESS: &str = "2026-07-28";
 
@@ -666,13 +679,7 @@ async fn a_stateless_request_reaches_its_server_with_the_headers_it_requires() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_edge_answers_a_notification_post_with_202() {
     // MCP's Streamable HTTP asks for 202 Accepted; plain JSON-RPC gets 204.
-    let pair = Pair::start(PairOptions {
-        origin_extra: &["--protocol", "mcp"],
-        edge_extra: &["--protocol", "mcp"],
-        ingresses: &["http"],
-        ..PairOptions::default()
-    })
-    .await;
+    let pair = mcp_pair(Up::Http).await;
     let url = pair.ingress("http");
     let (status, body) = post(
         &url,
@@ -697,13 +704,7 @@ async fn an_mcp_edge_answers_a_notification_post_with_202() {
 /// and never carried; one that agrees is carried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_edge_refuses_headers_that_disagree_with_the_body() {
-    let pair = Pair::start(PairOptions {
-        origin_extra: &["--protocol", "mcp"],
-        edge_extra: &["--protocol", "mcp"],
-        ingresses: &["http"],
-        ..PairOptions::default()
-    })
-    .await;
+    let pair = mcp_pair(Up::Http).await;
     let url = pair.ingress("http");
     let body = json!({"jsonrpc":"2.0","id":7,"method":"echo","params":{
         "_meta":{"io.modelcontextprotocol/protocolVersion":STATELESS}}})
@@ -751,14 +752,7 @@ async fn an_mcp_edge_refuses_headers_that_disagree_with_the_body() {
 async fn a_stateless_server_s_error_status_reaches_the_client() {
     let (_server, url) = new_server().await;
     let url: &'static str = Box::leak(url.into_boxed_str());
-    let pair = Pair::start(PairOptions {
-        upstream: Up::Url(url),
-        origin_extra: &["--protocol", "mcp"],
-        edge_extra: &["--protocol", "mcp"],
-        ingresses: &["http"],
-        ..PairOptions::default()
-    })
-    .await;
+    let pair = mcp_pair(Up::Url(url)).await;
     let edge = pair.ingress("http");
     let call = |version: &str, method: &str| {
         json!({"jsonrpc":"2.0","id":1,"method":method,"params":{
@@ -890,14 +884,7 @@ async fn an_mcp_http_client_gets_a_session_of_its_own_at_the_edge() {
     use hyper::Method;
     // The upstream is a stdio server, one per association: what it
     // remembers (its questions) must stay with one client.
-    let pair = Pair::start(PairOptions {
-        upstream: Up::Stdio,
-        origin_extra: &["--protocol", "mcp"],
-        edge_extra: &["--protocol", "mcp"],
-        ingresses: &["http"],
-        ..PairOptions::default()
-    })
-    .await;
+    let pair = mcp_pair(Up::Stdio).await;
     let url = pair.ingress("http");
     let init =
         json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":VERSION}});
