@@ -262,4 +262,3 @@ pub async fn ws_connect(
             .map_err(|e| e.to_string())?;
     Ok(ws)
 }
-

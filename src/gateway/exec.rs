@@ -234,7 +234,10 @@ impl<T: Ticket> Exec<T> {
         match action {
             Action::Send(msg) => {
                 let protocol = self.ctx.protocol;
-                match self.assoc.try_send(msg.frame_type(), |out| msg.write(out, protocol)) {
+                match self
+                    .assoc
+                    .try_send(msg.frame_type(), |out| msg.write(out, protocol))
+                {
                     Some(sent) => not_sent(sent),
                     None => return Some(Waits::Send(msg)),
                 }
@@ -520,4 +523,3 @@ impl crate::relay::Gate for Ctx {
         Ctx::refusal(self, method, label, len)
     }
 }
-

@@ -69,7 +69,11 @@ impl<F: Future> Future for Gated<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let me = self.get_mut();
-        if !me.registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+        if !me
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
             // Stored before the flag is read: a wake-up that finds the old
             // waker set the flag first, and this poll sees it.
             let waker = cx.waker().clone();

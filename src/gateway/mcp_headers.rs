@@ -166,7 +166,10 @@ pub fn mirrored(body: &[u8]) -> Mirrored {
 pub fn mismatch(headers: &HeaderMap, body: &[u8]) -> Option<String> {
     let ours = [&MCP_PROTOCOL_VERSION, &MCP_METHOD, &MCP_NAME];
     // A header given twice: which one a server reads is anyone's guess.
-    if let Some(twice) = ours.iter().find(|h| headers.get_all(**h).iter().count() > 1) {
+    if let Some(twice) = ours
+        .iter()
+        .find(|h| headers.get_all(**h).iter().count() > 1)
+    {
         return Some(format!("header {twice} is given more than once"));
     }
     let f = match read_fields(body) {
@@ -175,16 +178,28 @@ pub fn mismatch(headers: &HeaderMap, body: &[u8]) -> Option<String> {
         // for certain (a member given twice, which the scanner allows
         // below the top level): refused when it has them.
         Err(e) if ours.iter().any(|h| headers.contains_key(*h)) => {
-            return Some(format!("the body cannot be checked against the headers: {e}"));
+            return Some(format!(
+                "the body cannot be checked against the headers: {e}"
+            ));
         }
         Err(_) => return None,
     };
     let method = f.method.as_deref()?;
     let stateless = f.protocol_version.is_some();
     let checks = [
-        (MCP_PROTOCOL_VERSION, "MCP-Protocol-Version", f.protocol_version.as_deref(), stateless),
+        (
+            MCP_PROTOCOL_VERSION,
+            "MCP-Protocol-Version",
+            f.protocol_version.as_deref(),
+            stateless,
+        ),
         (MCP_METHOD, "Mcp-Method", Some(method), stateless),
-        (MCP_NAME, "Mcp-Name", f.name.as_deref(), stateless && named(method)),
+        (
+            MCP_NAME,
+            "Mcp-Name",
+            f.name.as_deref(),
+            stateless && named(method),
+        ),
     ];
     for (header, shown, body_value, required) in checks {
         match (headers.get(&header), body_value) {
@@ -312,7 +327,10 @@ mod tests {
         let read = br#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///projects/myapp/config.json"}}"#;
         let m = mirrored(read);
         assert_eq!(m.name, h("file:///projects/myapp/config.json"));
-        assert_eq!(m.protocol_version, None, "a session request: none of its own");
+        assert_eq!(
+            m.protocol_version, None,
+            "a session request: none of its own"
+        );
         // tools/list has no name; a `name` in another method's params is not
         // mirrored.
         let list = br#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"name":"x"}}"#;
@@ -363,14 +381,18 @@ mod tests {
         );
         // Inner spaces stay plain; an escaped name in the body is unescaped.
         assert_eq!(encoded("a b"), "a b");
-        let body = br#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"caf\u00e9"}}"#;
+        let body =
+            br#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"caf\u00e9"}}"#;
         assert_eq!(mirrored(body).name, h("=?base64?Y2Fmw6k=?="));
     }
 
     fn headers(pairs: &[(&HeaderName, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (name, value) in pairs {
-            h.insert((*name).clone(), HeaderValue::from_str(value).expect("value"));
+            h.insert(
+                (*name).clone(),
+                HeaderValue::from_str(value).expect("value"),
+            );
         }
         h
     }
@@ -428,7 +450,10 @@ mod tests {
                 "required header Mcp-Method is missing",
             ),
             (
-                headers(&[(&MCP_PROTOCOL_VERSION, "2026-07-28"), (&MCP_METHOD, "tools/call")]),
+                headers(&[
+                    (&MCP_PROTOCOL_VERSION, "2026-07-28"),
+                    (&MCP_METHOD, "tools/call"),
+                ]),
                 "required header Mcp-Name is missing",
             ),
             (
@@ -461,7 +486,10 @@ mod tests {
         let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
         assert_eq!(mismatch(&extra, list), None);
         // Responses and what does not parse: nothing to check.
-        assert_eq!(mismatch(&wrong, br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), None);
+        assert_eq!(
+            mismatch(&wrong, br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            None
+        );
         assert_eq!(mismatch(&wrong, b"[1]"), None);
     }
 
@@ -474,10 +502,15 @@ mod tests {
         assert_eq!(status_of(error(-32022).as_bytes()), 400);
         assert_eq!(status_of(error(-32601).as_bytes()), 404);
         assert_eq!(status_of(error(-32602).as_bytes()), 200);
-        assert_eq!(status_of(br#"{"jsonrpc":"2.0","id":1,"result":{"error":{"code":-32601}}}"#), 200);
+        assert_eq!(
+            status_of(br#"{"jsonrpc":"2.0","id":1,"result":{"error":{"code":-32601}}}"#),
+            200
+        );
         assert_eq!(status_of(b"not json"), 200);
         assert!(stateless(CALL));
-        assert!(!stateless(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
+        assert!(!stateless(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
+        ));
     }
 
     #[test]
@@ -492,12 +525,18 @@ mod tests {
             (&MCP_NAME, "safe"),
         ]);
         let why = mismatch(&h, twice).expect("refused");
-        assert!(why.starts_with("the body cannot be checked against the headers"), "{why}");
+        assert!(
+            why.starts_with("the body cannot be checked against the headers"),
+            "{why}"
+        );
         // Without the headers, nothing to check here (the scanner judges
         // the body).
         assert_eq!(mismatch(&HeaderMap::new(), twice), None);
         // A header given twice.
-        let mut h = headers(&[(&MCP_PROTOCOL_VERSION, "2026-07-28"), (&MCP_NAME, "=?base64?Y2Fmw6k=?=")]);
+        let mut h = headers(&[
+            (&MCP_PROTOCOL_VERSION, "2026-07-28"),
+            (&MCP_NAME, "=?base64?Y2Fmw6k=?="),
+        ]);
         h.append(MCP_METHOD, HeaderValue::from_static("tools/call"));
         h.append(MCP_METHOD, HeaderValue::from_static("tools/list"));
         assert_eq!(

@@ -25,16 +25,16 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
+use super::context::{Ctx, tls_roots_client_config};
 use super::exec::{Exec, ExecSink, Local, Serve};
 use super::outbox::Inbox;
 use super::policy::backoff::Backoff;
 use super::session::Session;
+use super::settings::GatewayError;
+use super::upstream::Plan;
 use super::upstream::group::Sessions;
 use super::upstream::http::{NO_UPSTREAM, Requests};
 use super::upstream::{Delivery, Env, Upstream};
-use super::context::{Ctx, tls_roots_client_config};
-use super::settings::GatewayError;
-use super::upstream::Plan;
 use crate::assoc::AssocHandle;
 use crate::relay::Role;
 
@@ -189,8 +189,13 @@ impl Origin {
     async fn one_upstream(&self, upstream: &Upstream, session: &Session, rx: &mut Inbox) -> String {
         match upstream.kind(self.ctx.protocol).map(|k| k.delivery()) {
             Some(Delivery::Session(run)) => run(upstream.address(), &self.env, session, rx).await,
-            Some(Delivery::Requests) => format!("{upstream} is served request by request, not as a session"),
-            None => format!("no kind of upstream delivers to {upstream} for this protocol ({:?})", self.ctx.protocol),
+            Some(Delivery::Requests) => {
+                format!("{upstream} is served request by request, not as a session")
+            }
+            None => format!(
+                "no kind of upstream delivers to {upstream} for this protocol ({:?})",
+                self.ctx.protocol
+            ),
         }
     }
 }

@@ -130,9 +130,7 @@ impl Failure {
 
     pub fn class(&self) -> ReplyClass {
         match self {
-            Self::Transport(..) | Self::Lost(_) | Self::MayHaveExecuted(_) => {
-                ReplyClass::Transport
-            }
+            Self::Transport(..) | Self::Lost(_) | Self::MayHaveExecuted(_) => ReplyClass::Transport,
             Self::Timeout => ReplyClass::Timeout,
             Self::Unavailable(_) => ReplyClass::Unavailable,
             Self::Invalid(_) => ReplyClass::Invalid,

@@ -23,7 +23,8 @@ mod tests;
 
 pub use budget::{Full, Shared};
 pub use exchange::{
-    Action, Config, Corr, Exchange, Gate, Observer, Role, Served, ToPeer, ToServe, Unobserved, label_of,
+    Action, Config, Corr, Exchange, Gate, Observer, Role, Served, ToPeer, ToServe, Unobserved,
+    label_of,
 };
 pub use failure::{
     Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, Uncarriable, reply_over_max_body,

@@ -29,7 +29,8 @@ impl PeerPayload for &[u8] {
     }
 
     fn keep(self, part: std::ops::Range<usize>) -> Bytes {
-        self.get(part).map_or_else(Bytes::new, Bytes::copy_from_slice)
+        self.get(part)
+            .map_or_else(Bytes::new, Bytes::copy_from_slice)
     }
 }
 

@@ -372,7 +372,11 @@ fn a_waiting_request_has_the_deadline_it_is_answered_at() {
     assert_eq!(deadline, Some(delivered_at + TIMEOUT));
     assert_eq!(p.origin.x.deadline_of(b"\"a-2\"", IdKind::String), None);
     p.advance(TIMEOUT);
-    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 1, "answered then");
+    assert_eq!(
+        p.origin.counts.not_delivered.load(Relaxed),
+        1,
+        "answered then"
+    );
     assert_eq!(p.origin.x.deadline_of(b"\"a-1\"", IdKind::String), None);
 }
 
@@ -519,7 +523,12 @@ fn an_association_that_ends_answers_everything_that_waits() {
     // waited was not sent.
     let codes = |code: i64| got.iter().filter(|g| g["error"]["code"] == code).count();
     assert_eq!((codes(-32014), codes(-32004)), (128, 2), "{:?}", got[0]);
-    assert!(got[0]["error"]["data"]["detail"].as_str().unwrap().contains("may have executed"));
+    assert!(
+        got[0]["error"]["data"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("may have executed")
+    );
     assert_eq!(p.edge.counts.in_flight.load(Relaxed), 0);
     // From now on a request is answered at once.
     p.client(&req(500, "late", json!([])));
@@ -544,7 +553,11 @@ fn a_lost_request_that_may_be_sent_again_is_not_delivered_and_the_others_may_hav
     codes.sort();
     assert_eq!(
         codes,
-        [(Some(0), Some(-32004)), (Some(1), Some(-32004)), (Some(2), Some(-32014))]
+        [
+            (Some(0), Some(-32004)),
+            (Some(1), Some(-32004)),
+            (Some(2), Some(-32014))
+        ]
     );
 }
 
@@ -696,7 +709,12 @@ fn deadline_queues_stay_small_under_steady_traffic() {
     // is due, a whole request timeout away, so the entries of answered
     // requests must go as the queues grow, not then.
     let mut p = session_pair();
-    let queued = |p: &Pair<()>| (p.edge.x.deadlines_queued().0, p.origin.x.deadlines_queued().1);
+    let queued = |p: &Pair<()>| {
+        (
+            p.edge.x.deadlines_queued().0,
+            p.origin.x.deadlines_queued().1,
+        )
+    };
     for i in 0..10_000 {
         p.client(&req(i, "echo", json!([])));
         p.upstream_answers_all();
@@ -830,13 +848,19 @@ fn a_served_request_held_for_room_waits_no_longer_than_the_stall_timeout() {
         p.drive();
     }
     assert_eq!(p.origin.served.len(), 2, "the third is held");
-    assert!(p.origin.served.iter().all(|s| s.wait == STALL), "served at once");
+    assert!(
+        p.origin.served.iter().all(|s| s.wait == STALL),
+        "served at once"
+    );
     // Room frees before the bound: the held one is served, not refused,
     // and may wait for room at the upstream only what is left of the bound.
     p.advance(STALL / 4);
     let first = p.origin.served.remove(0);
     let id = parse(&first.text)["id"].clone();
-    p.serve(first, &json!({"jsonrpc":"2.0","id":id,"result":0}).to_string());
+    p.serve(
+        first,
+        &json!({"jsonrpc":"2.0","id":id,"result":0}).to_string(),
+    );
     assert_eq!(p.origin.served.len(), 2, "the held one went on");
     assert_eq!(p.origin.served[1].wait, STALL - STALL / 4);
     assert_eq!(p.edge.answers.len(), 1);
@@ -879,11 +903,17 @@ fn a_served_request_carries_the_deadline_the_exchange_answers_it_at() {
     let held_for = STALL / 4;
     p.advance(held_for);
     let id = parse(&first.text)["id"].clone();
-    p.serve(first, &json!({"jsonrpc":"2.0","id":id,"result":0}).to_string());
+    p.serve(
+        first,
+        &json!({"jsonrpc":"2.0","id":id,"result":0}).to_string(),
+    );
     let second = p.origin.served.remove(0);
     assert_eq!(second.time_left, TIMEOUT);
     let served_at = p.now;
-    assert_eq!(p.origin.x.poll_timeout(), Some(served_at + second.time_left));
+    assert_eq!(
+        p.origin.x.poll_timeout(),
+        Some(served_at + second.time_left)
+    );
     // Unanswered, it is answered NotDelivered at that instant, not before.
     p.advance(second.time_left - Duration::from_millis(1));
     assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 0);
@@ -918,8 +948,15 @@ fn a_session_request_held_for_room_waits_up_to_the_request_timeout() {
     let got = p.edge.take_local();
     assert_eq!(got.len(), 2, "{got:?}");
     assert!(got.iter().all(|r| r["error"]["code"] == -32010), "{got:?}");
-    assert_eq!(p.origin.counts.not_delivered.load(Relaxed), 2, "2 timed out at the upstream, 3 held");
+    assert_eq!(
+        p.origin.counts.not_delivered.load(Relaxed),
+        2,
+        "2 timed out at the upstream, 3 held"
+    );
     p.upstream(r#"{"jsonrpc":"2.0","id":2,"result":0}"#);
-    assert!(p.origin.take_local().is_empty(), "3 is not delivered after all");
+    assert!(
+        p.origin.take_local().is_empty(),
+        "3 is not delivered after all"
+    );
     assert_eq!(p.origin.x.octets().1, 0);
 }

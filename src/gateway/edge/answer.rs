@@ -62,11 +62,7 @@ pub async fn answer_one(edge: &Arc<Edge>, text: Bytes, kind: Message) -> Answer 
 
 /// A batch's elements carried at once, their answers joined in one array
 /// (`None`: notifications only, nothing to answer).
-pub async fn answer_batch(
-    edge: &Arc<Edge>,
-    body: &Bytes,
-    elements: Vec<Element>,
-) -> Option<Bytes> {
+pub async fn answer_batch(edge: &Arc<Edge>, body: &Bytes, elements: Vec<Element>) -> Option<Bytes> {
     let ctx = &edge.ctx;
     let answers = futures_util::future::join_all(elements.into_iter().map(|e| {
         let start = e.range.start;
@@ -92,4 +88,3 @@ pub async fn answer_batch(
     }
     join.finish().map(Bytes::from)
 }
-

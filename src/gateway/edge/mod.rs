@@ -21,10 +21,10 @@ use futures_util::FutureExt;
 use futures_util::future::Fuse;
 
 use super::context::Ctx;
-use super::settings::HedgeAfter;
 use super::metrics::{Families, Ingress, Metrics, Section};
 use super::outbox::Outbox;
 use super::session::Session;
+use super::settings::HedgeAfter;
 use crate::assoc::{Endpoint, PeerAddr, SharedClientEndpoint};
 use crate::bridge::{Effect, TransportError};
 use crate::jsonrpc::Kind;
@@ -105,7 +105,6 @@ impl Origins {
             Hedging::Percentile(p) => p.get(self.now()),
         }
     }
-
 }
 
 impl Members for Origins {
@@ -140,9 +139,19 @@ impl Section for Origins {
 
     /// The origins' lines of `/metrics`.
     fn render(&self, _: &Metrics, o: &mut Families) {
-        let shown: Vec<(String, &Health)> =
-            self.peers.iter().map(|p| (p.addr.to_string(), &p.health)).collect();
-        health::render(o, "npamp_origin", "origin", &shown, self.now(), &self.budget);
+        let shown: Vec<(String, &Health)> = self
+            .peers
+            .iter()
+            .map(|p| (p.addr.to_string(), &p.health))
+            .collect();
+        health::render(
+            o,
+            "npamp_origin",
+            "origin",
+            &shown,
+            self.now(),
+            &self.budget,
+        );
         if let Some(hedging) = &self.hedging {
             let delay = self.hedge_delay(hedging).unwrap_or_default();
             o.gauge(
@@ -185,7 +194,9 @@ impl Edge {
             budget: RetryBudget::new(ctx.limits.retry_budget),
             hedging: ctx.limits.hedge_after.map(|h| match h {
                 HedgeAfter::Delay(d) => Hedging::After(d),
-                HedgeAfter::Percentile(p) => Hedging::Percentile(Box::new(health::Percentile::new(p))),
+                HedgeAfter::Percentile(p) => {
+                    Hedging::Percentile(Box::new(health::Percentile::new(p)))
+                }
             }),
         });
         ctx.metrics.show(origins.clone());
@@ -266,7 +277,10 @@ impl Edge {
         let metrics = &self.ctx.metrics;
         metrics.request(Ingress::HTTP);
         let started = Instant::now();
-        let reply = if self.origins.can_retry(self.ctx.limits.hedge_after.is_some()) {
+        let reply = if self
+            .origins
+            .can_retry(self.ctx.limits.hedge_after.is_some())
+        {
             // Boxed: one origin without hedging, the common case, keeps a
             // request's future (copied as it is set up) as small as one try.
             Box::pin(self.carry(text, kind)).await
@@ -304,7 +318,8 @@ impl Edge {
         let try_at = |member: usize, second: bool, wait: bool| {
             let peer = self.peer_at(member);
             let (text, kind) = (text.clone(), kind.clone());
-            peer.call(&self.ctx, &self.endpoint, wait, second, text, kind).fuse()
+            peer.call(&self.ctx, &self.endpoint, wait, second, text, kind)
+                .fuse()
         };
         let mut first = pin!(Fuse::terminated());
         let mut second = pin!(Fuse::terminated());
@@ -314,10 +329,20 @@ impl Edge {
         loop {
             for action in steps {
                 match action {
-                    Action::Try { slot: Slot::First, member, second: again, wait } => {
+                    Action::Try {
+                        slot: Slot::First,
+                        member,
+                        second: again,
+                        wait,
+                    } => {
                         first.set(try_at(member, again, wait));
                     }
-                    Action::Try { slot: Slot::Second, member, second: again, wait } => {
+                    Action::Try {
+                        slot: Slot::Second,
+                        member,
+                        second: again,
+                        wait,
+                    } => {
                         second.set(try_at(member, again, wait));
                     }
                     Action::HedgeAt(due) => {
@@ -330,7 +355,9 @@ impl Edge {
                             return Reply::Failed(Failure::Unavailable("no try answered".into()));
                         };
                         let reply = end.unwrap_or_else(NotSent::into_reply);
-                        if let (Some(Hedging::Percentile(p)), Reply::Message { .. }) = (hedging, &reply) {
+                        if let (Some(Hedging::Percentile(p)), Reply::Message { .. }) =
+                            (hedging, &reply)
+                        {
                             p.record(self.now(), started.elapsed());
                         }
                         return reply;
@@ -350,7 +377,10 @@ impl Edge {
             };
             let ended = ended_of(&end);
             ends[slot.index()] = Some(end);
-            let resend_safe = || self.effect(&mut effect, &text, &kind).is_some_and(Effect::resend_safe);
+            let resend_safe = || {
+                self.effect(&mut effect, &text, &kind)
+                    .is_some_and(Effect::resend_safe)
+            };
             steps = carry.ended(Instant::now(), slot, ended, resend_safe);
         }
     }
@@ -366,7 +396,8 @@ impl Edge {
             started,
             outcome: Outcome::Neutral,
         };
-        peer.health.start(health::millis(self.origins.chooser.epoch(), started));
+        peer.health
+            .start(health::millis(self.origins.chooser.epoch(), started));
         let r = (peer.call(&self.ctx, &self.endpoint, true, false, text, kind)).await;
         // Not sent: the pool ejected the origin if it could not connect.
         if let Ok(reply) = &r {
@@ -489,18 +520,33 @@ mod tests {
             is_error: false,
         });
         let not_delivered = |detail: &str| {
-            failed(Failure::from_peer(TransportError::NOT_DELIVERED, detail.into()))
+            failed(Failure::from_peer(
+                TransportError::NOT_DELIVERED,
+                detail.into(),
+            ))
         };
         let cases = [
             (message, Next::Reply),
             (Err(NotSent::Connecting), Next::NotSent),
-            (failed(Failure::Unavailable("no association".into())), Next::Again),
+            (
+                failed(Failure::Unavailable("no association".into())),
+                Next::Again,
+            ),
             (failed(Failure::Lost("ended".into())), Next::Again),
             (not_delivered("upstream refused"), Next::IfResendSafe),
             (not_delivered("may have executed: reset"), Next::Final),
-            (failed(Failure::MayHaveExecuted("ended".into())), Next::Final),
+            (
+                failed(Failure::MayHaveExecuted("ended".into())),
+                Next::Final,
+            ),
             (failed(Failure::Timeout), Next::Final),
-            (failed(Failure::from_peer(TransportError::SAFETY_POLICY, "refused".into())), Next::Final),
+            (
+                failed(Failure::from_peer(
+                    TransportError::SAFETY_POLICY,
+                    "refused".into(),
+                )),
+                Next::Final,
+            ),
         ];
         for (i, (end, next)) in cases.into_iter().enumerate() {
             assert_eq!(ended_of(&end).next, next, "case {i}");
@@ -526,7 +572,14 @@ mod tests {
             panic!("scanned");
         };
         let peer = edge.peer_at(0).clone();
-        let one = peer.call(&edge.ctx, &edge.endpoint, true, false, text.clone(), kind.clone());
+        let one = peer.call(
+            &edge.ctx,
+            &edge.endpoint,
+            true,
+            false,
+            text.clone(),
+            kind.clone(),
+        );
         let one = std::mem::size_of_val(&one);
         let size = std::mem::size_of_val(&edge.call(text, kind));
         // Retries and the health add a little to one try at the pool; two

@@ -12,12 +12,12 @@ use tracing::warn;
 
 use futures_util::FutureExt;
 
-use crate::gateway::policy::health::{self, Health};
-use crate::gateway::policy::race::{self, End, Race, Verdict};
 use crate::assoc::{Endpoint, Link, LinkError, PeerAddr, SharedClientEndpoint};
 use crate::gateway::context::Ctx;
 use crate::gateway::exec::{Exec, ExecSink, Local};
 use crate::gateway::metrics::Ingress;
+use crate::gateway::policy::health::{self, Health};
+use crate::gateway::policy::race::{self, End, Race, Verdict};
 use crate::jsonrpc::{Kind, Scanned};
 use crate::relay::{Failure, Reply, Role};
 
@@ -153,7 +153,8 @@ impl Peer {
                 None => Link::connect(self.addr, endpoint).await,
             };
             if let Ok(link) = &link {
-                self.handshake_took.store(micros(link.handshake_time), Relaxed);
+                self.handshake_took
+                    .store(micros(link.handshake_time), Relaxed);
                 if let Some(rtt) = link.rtt() {
                     self.last_rtt.store(micros(rtt), Relaxed);
                 }
@@ -233,7 +234,8 @@ impl Peer {
     /// (quinn's default) before one was made.
     fn initial_rtt(&self) -> Option<Duration> {
         let rtt = self.last_rtt.load(Relaxed);
-        (rtt > 0).then(|| Duration::from_micros(rtt).clamp(INITIAL_RTT_AT_LEAST, INITIAL_RTT_AT_MOST))
+        (rtt > 0)
+            .then(|| Duration::from_micros(rtt).clamp(INITIAL_RTT_AT_LEAST, INITIAL_RTT_AT_MOST))
     }
 
     /// How long a handshake runs before it gets a spare
@@ -345,7 +347,8 @@ impl Peer {
         text: Bytes,
         kind: Kind,
     ) -> Result<(), Failure> {
-        let pooled = (self.pooled(ctx, endpoint, true, false).await).map_err(NotSent::into_failure)?;
+        let pooled =
+            (self.pooled(ctx, endpoint, true, false).await).map_err(NotSent::into_failure)?;
         pooled
             .exec
             .with(|x, now| x.handle_local(now, text, Ok(Scanned::Single(kind)), None))
@@ -640,7 +643,11 @@ mod tests {
     async fn a_waiting_request_takes_a_slot_where_no_handshake_is_under_way() {
         let (ctx, two) = (ctx(None), peer(2));
         let endpoint = Endpoint::new([9; 32], crate::handshake::Trust::InsecureAcceptAny);
-        assert_eq!(two.first_slot(&ctx), 0, "the next request's first slot is 1");
+        assert_eq!(
+            two.first_slot(&ctx),
+            0,
+            "the next request's first slot is 1"
+        );
         let stuck = two.slots[1].connecting.lock().await;
         assert!(two.slots[1].is_connecting() && !two.slots[0].is_connecting());
         let got = tokio::time::timeout(
@@ -669,7 +676,10 @@ mod tests {
             matches!(got, Err(NotSent::Failed(Failure::Unavailable(_))))
         });
         let early = tokio::time::timeout(Duration::from_millis(200), &mut waiting).await;
-        assert!(early.is_err(), "answered while every handshake was under way");
+        assert!(
+            early.is_err(),
+            "answered while every handshake was under way"
+        );
         drop(held);
         let answered = tokio::time::timeout(Duration::from_secs(5), waiting)
             .await
@@ -686,7 +696,11 @@ mod tests {
     async fn a_handshake_under_way_gathers_no_task_per_request() {
         let (ctx, two) = (ctx(None), peer(2));
         let endpoint = Endpoint::new([9; 32], crate::handshake::Trust::InsecureAcceptAny);
-        let alive = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let alive = || {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks()
+        };
         let before = alive();
         let hanging = two.slots[1].connecting.lock().await;
         for _ in 0..1000 {
@@ -716,19 +730,28 @@ mod tests {
         // The first ends first after all.
         let started = tokio::time::Instant::now();
         let got = first_of(at(600, Ok("first")), spare(500, Ok("spare")), after).await;
-        assert_eq!((got.ok(), started.elapsed()), (Some("first"), Duration::from_millis(600)));
+        assert_eq!(
+            (got.ok(), started.elapsed()),
+            (Some("first"), Duration::from_millis(600))
+        );
         // A spare that fails leaves the first to answer, and the other way round.
         let got = first_of(at(2_000, Ok("first")), spare(1, Err(timeout(1))), after).await;
         assert_eq!(got.ok(), Some("first"));
         let got = first_of(at(600, Err(timeout(1))), spare(400, Ok("spare")), after).await;
         assert_eq!(got.ok(), Some("spare"));
         let got = first_of(at(600, Err(timeout(1))), spare(400, Err(timeout(2))), after).await;
-        assert_eq!(got.err().map(|e| e.to_string()), Some(timeout(2).to_string()));
+        assert_eq!(
+            got.err().map(|e| e.to_string()),
+            Some(timeout(2).to_string())
+        );
         // A spare not made (too many under way) leaves the first to answer,
         // failed or not.
         let none = || async { None };
         let got = first_of(at(600, Err(timeout(1))), none(), after).await;
-        assert_eq!(got.err().map(|e| e.to_string()), Some(timeout(1).to_string()));
+        assert_eq!(
+            got.err().map(|e| e.to_string()),
+            Some(timeout(1).to_string())
+        );
         let got = first_of(at(600, Ok("first")), none(), after).await;
         assert_eq!(got.ok(), Some("first"));
         // Before `after`: no spare.
@@ -745,7 +768,9 @@ mod tests {
     #[test]
     fn spares_under_way_are_capped() {
         let under_way = AtomicUsize::new(0);
-        let taken: Vec<_> = (0..SPARES_AT_ONCE).filter_map(|_| Spare::take(&under_way)).collect();
+        let taken: Vec<_> = (0..SPARES_AT_ONCE)
+            .filter_map(|_| Spare::take(&under_way))
+            .collect();
         assert_eq!(taken.len(), SPARES_AT_ONCE);
         assert!(Spare::take(&under_way).is_none());
         drop(taken);
@@ -766,7 +791,9 @@ mod tests {
         endpoint.handshake_timeout = race::SPARE_AFTER_AT_LEAST + Duration::from_millis(300);
         one.handshake_took.store(1, Relaxed);
         let spares = || ctx.metrics.handshake_spares.load(Relaxed);
-        let all: Vec<_> = (0..SPARES_AT_ONCE).filter_map(|_| Spare::take(&one.spares)).collect();
+        let all: Vec<_> = (0..SPARES_AT_ONCE)
+            .filter_map(|_| Spare::take(&one.spares))
+            .collect();
         assert!(one.connect(&ctx, &endpoint, None).await.is_err());
         assert_eq!(spares(), 0, "a spare past the cap");
         drop(all);

@@ -59,7 +59,9 @@ impl Held<'_> {
         }
         let more = total - self.octets;
         let [gateway, connection] = self.budgets;
-        connection.take(false, more).map_err(|_| BodyError::NoRoom)?;
+        connection
+            .take(false, more)
+            .map_err(|_| BodyError::NoRoom)?;
         if gateway.take(false, more).is_err() {
             connection.give(false, more);
             return Err(BodyError::NoRoom);
@@ -281,7 +283,10 @@ mod tests {
         // 16 000 octets): its second slow body finds no room, though the
         // gateway has plenty; another connection's does.
         let shared = Shared::new(10, 16_000);
-        let (one, other) = (connection_share(1000, 16_000), connection_share(1000, 16_000));
+        let (one, other) = (
+            connection_share(1000, 16_000),
+            connection_share(1000, 16_000),
+        );
         let first = read_body(
             pieces(2, 300, Some(Duration::from_millis(10))),
             1000,
@@ -310,9 +315,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn too_large_and_too_slow_bodies_are_refused_and_give_back_their_share() {
         let shared = Shared::new(10, 1 << 20);
-        let e = read_body(pieces(5, 300, None), 1000, Duration::from_secs(1), [&shared, &shared])
-            .await
-            .unwrap_err();
+        let e = read_body(
+            pieces(5, 300, None),
+            1000,
+            Duration::from_secs(1),
+            [&shared, &shared],
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(e, BodyError::TooLarge), "{e:?}");
         let slow = pieces(10, 10, Some(Duration::from_millis(300)));
         let started = tokio::time::Instant::now();

@@ -95,7 +95,10 @@ impl AllowedHosts {
             let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
             let bracketed = name.starts_with('[') && name.ends_with(']');
             let ok = !name.is_empty()
-                && (bracketed && name[1..name.len() - 1].parse::<std::net::Ipv6Addr>().is_ok()
+                && (bracketed
+                    && name[1..name.len() - 1]
+                        .parse::<std::net::Ipv6Addr>()
+                        .is_ok()
                     || name
                         .bytes()
                         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'));
@@ -426,16 +429,34 @@ mod tests {
         // The page of the rebound name is its own "same origin": refused
         // for the name, as a program asking for it is.
         for h in [
-            headers(&[("host", rebound), ("origin", "http://rebind.attacker.example:8081")]),
+            headers(&[
+                ("host", rebound),
+                ("origin", "http://rebind.attacker.example:8081"),
+            ]),
             headers(&[("host", rebound)]),
         ] {
             assert_eq!(none.call(&h), Caller::ForeignHost(rebound.into()));
         }
         // The defaults over plain TCP: IP literals and localhost names.
-        for ok in ["127.0.0.1:8081", "[::1]:8081", "localhost:3000", "app.localhost", "10.1.2.3"] {
-            assert_eq!(none.call(&headers(&[("host", ok)])), Caller::Program, "{ok}");
+        for ok in [
+            "127.0.0.1:8081",
+            "[::1]:8081",
+            "localhost:3000",
+            "app.localhost",
+            "10.1.2.3",
+        ] {
+            assert_eq!(
+                none.call(&headers(&[("host", ok)])),
+                Caller::Program,
+                "{ok}"
+            );
         }
-        for bad in ["localhost.attacker.example", "127.0.0.1.nip.io:80", "[::1", "x\u{7f}"] {
+        for bad in [
+            "localhost.attacker.example",
+            "127.0.0.1.nip.io:80",
+            "[::1",
+            "x\u{7f}",
+        ] {
             assert!(
                 !AllowedHosts::default().allows(bad, Reach::Plain),
                 "{bad} passed"
@@ -459,8 +480,18 @@ mod tests {
         ] {
             assert_eq!(listed.allows(name, Reach::Plain), ok, "{name}");
         }
-        assert!(AllowedHosts::parse(&["*"]).expect("valid").allows(rebound, Reach::Plain));
-        for bad in ["edge.example:80", "http://edge.example", "*.[::1]", "", "a b"] {
+        assert!(
+            AllowedHosts::parse(&["*"])
+                .expect("valid")
+                .allows(rebound, Reach::Plain)
+        );
+        for bad in [
+            "edge.example:80",
+            "http://edge.example",
+            "*.[::1]",
+            "",
+            "a b",
+        ] {
             let e = AllowedHosts::parse(&[bad]).unwrap_err();
             assert!(e.contains("without a port"), "{bad}: {e}");
         }

@@ -15,13 +15,13 @@ use super::Ingress;
 use super::limit::{ClientKey, Limiter};
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
-use crate::lines::{LineReader, LineSkipped, write_line};
 use crate::gateway::metrics::{Metrics, ReplyClass};
 use crate::gateway::outbox::{Inbox, Outbox};
 use crate::gateway::session::Session;
 use crate::gateway::stall::{Moved, wrote};
 use crate::jsonrpc::carriage::{BatchJoin, id_of, scan_error_response, scan_error_response_to};
 use crate::jsonrpc::{Kind, ScanError, Scanned, request_id, scan};
+use crate::lines::{LineReader, LineSkipped, write_line};
 use crate::relay::Failure;
 
 /// A stream of messages from a client.

@@ -23,8 +23,8 @@ use super::{Clients, Conn, Kind, identify, stopped};
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::edge::answer::{Answer, answer_batch, answer_one};
-use crate::gateway::metrics::ReplyClass;
 use crate::gateway::gated::Gated;
+use crate::gateway::metrics::ReplyClass;
 use crate::gateway::stall::{Requests, idle, stalled};
 use crate::jsonrpc::carriage::{id_of, local_error, scan_error_response};
 use crate::jsonrpc::{ScanError, Scanned, scan};
@@ -200,7 +200,9 @@ fn http_builder(limits: &crate::gateway::settings::Limits) -> auto::Builder<Toki
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(stall))
         .keep_alive_timeout(stall)
-        .max_concurrent_streams(u32::try_from(limits.max_in_flight_per_connection).unwrap_or(u32::MAX));
+        .max_concurrent_streams(
+            u32::try_from(limits.max_in_flight_per_connection).unwrap_or(u32::MAX),
+        );
     builder
 }
 
@@ -315,8 +317,7 @@ async fn handle_http(
     client: Remote,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
-    if req.version() < hyper::Version::HTTP_2 && header_list_size(req.headers()) > MAX_HEADER_LIST
-    {
+    if req.version() < hyper::Version::HTTP_2 && header_list_size(req.headers()) > MAX_HEADER_LIST {
         return status_only(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             &format!("request headers over {MAX_HEADER_LIST} octets"),

@@ -180,9 +180,15 @@ impl Limiter {
             // Forget the clients whose buckets are full again.
             shard.swept_at = now;
             shard.sweeps += 1;
-            shard.clients.retain(|_, c| c.requests > now || c.octets > now);
+            shard
+                .clients
+                .retain(|_, c| c.requests > now || c.octets > now);
         }
-        let key = if full(&shard) { ClientKey::Overflow } else { key };
+        let key = if full(&shard) {
+            ClientKey::Overflow
+        } else {
+            key
+        };
         let cell = shard.clients.entry(key).or_default();
         let l = &self.limit;
         let mut wait = 0.0f64;

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::Ingress;
-use super::limit::{ClientKey, Place, PlacesFull, Places};
+use super::limit::{ClientKey, Place, Places, PlacesFull};
 use super::response::{HttpResponse, empty_response, event_response, json_response};
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;

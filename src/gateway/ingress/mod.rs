@@ -344,10 +344,22 @@ mod tests {
         m.request(Ingress::HTTP);
         m.notification(Ingress::STDIO);
         let text = m.render();
-        assert!(text.contains("npamp_requests_total{ingress=\"http\"} 1"), "{text}");
-        assert!(text.contains("npamp_requests_total{ingress=\"ws\"} 0"), "{text}");
-        assert!(text.contains("npamp_notifications_total{ingress=\"stdio\"} 1"), "{text}");
-        assert_eq!(text.matches("# TYPE npamp_requests_total counter").count(), 1);
+        assert!(
+            text.contains("npamp_requests_total{ingress=\"http\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("npamp_requests_total{ingress=\"ws\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("npamp_notifications_total{ingress=\"stdio\"} 1"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("# TYPE npamp_requests_total counter").count(),
+            1
+        );
         // A second registration is not shown twice.
         m.show(Arc::new(Counts));
         assert_eq!(m.render().matches("# TYPE npamp_requests_total").count(), 1);

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use super::Ingress;
 use super::client::{stream_client, write_lines};
 use crate::gateway::edge::Edge;
-use crate::lines::LineReader;
 use crate::gateway::stall::{Moved, Tracked};
+use crate::lines::LineReader;
 
 /// The stdio ingress (`npamp-gateway connect`): this process's stdin and
 /// stdout are one client session.

@@ -316,7 +316,9 @@ impl<'m, M: Members + ?Sized> Carry<'m, M> {
             Outcome::Replied(_) => Outcome::Replied(now.saturating_duration_since(flight.started)),
             other => other,
         };
-        self.members.health(flight.member).finish(self.at(now), outcome);
+        self.members
+            .health(flight.member)
+            .finish(self.at(now), outcome);
     }
 }
 
@@ -325,7 +327,9 @@ impl<'m, M: Members + ?Sized> Carry<'m, M> {
 impl<M: Members + ?Sized> Drop for Carry<'_, M> {
     fn drop(&mut self) {
         for flight in self.flights.iter_mut().filter_map(Option::take) {
-            self.members.health(flight.member).finish(0, Outcome::Neutral);
+            self.members
+                .health(flight.member)
+                .finish(0, Outcome::Neutral);
         }
     }
 }

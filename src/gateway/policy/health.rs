@@ -103,7 +103,9 @@ impl Health {
             Outcome::Replied(latency) => {
                 self.answered_at.store(now, Relaxed);
                 self.revive();
-                let sample = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).max(1);
+                let sample = u64::try_from(latency.as_micros())
+                    .unwrap_or(u64::MAX)
+                    .max(1);
                 let old = self.latency_us.load(Relaxed);
                 let new = if old == 0 {
                     sample
@@ -196,8 +198,8 @@ impl Health {
     /// than passed over for good.
     fn load(&self, now: u64) -> u128 {
         let idle = self.outstanding.load(Relaxed) <= 0;
-        let stale = now.saturating_sub(self.answered_at.load(Relaxed))
-            >= LATENCY_STALE.as_millis() as u64;
+        let stale =
+            now.saturating_sub(self.answered_at.load(Relaxed)) >= LATENCY_STALE.as_millis() as u64;
         let latency = if idle && stale {
             1
         } else {
@@ -458,7 +460,11 @@ impl Percentile {
         let number = Self::number(now);
         let w = &self.windows[number as usize % 2];
         let was = w.number.load(Relaxed);
-        if was != number && w.number.compare_exchange(was, number, Relaxed, Relaxed).is_ok() {
+        if was != number
+            && w.number
+                .compare_exchange(was, number, Relaxed, Relaxed)
+                .is_ok()
+        {
             for c in &w.counts {
                 c.store(0, Relaxed);
             }
@@ -478,7 +484,12 @@ impl Percentile {
         if now >= due
             && self
                 .refresh_at
-                .compare_exchange(due, now + Self::REFRESH.as_millis() as u64, Relaxed, Relaxed)
+                .compare_exchange(
+                    due,
+                    now + Self::REFRESH.as_millis() as u64,
+                    Relaxed,
+                    Relaxed,
+                )
                 .is_ok()
         {
             self.value_us.store(self.take(now).unwrap_or(0), Relaxed);
@@ -497,7 +508,12 @@ impl Percentile {
             .iter()
             .filter(|w| number.saturating_sub(w.number.load(Relaxed)) <= 1)
             .collect();
-        let count = |b: usize| recent.iter().map(|w| w.counts[b].load(Relaxed)).sum::<u64>();
+        let count = |b: usize| {
+            recent
+                .iter()
+                .map(|w| w.counts[b].load(Relaxed))
+                .sum::<u64>()
+        };
         let counts: Vec<u64> = (0..Self::BUCKETS).map(count).collect();
         let total: u64 = counts.iter().sum();
         if total < Self::MIN_SAMPLES {
@@ -552,11 +568,31 @@ pub fn render(
     }
     type Count = fn(&Health) -> u64;
     let counters: [(&str, &str, Count); 5] = [
-        ("requests_total", "Requests sent to this {} (retries and hedges included).", |h| h.requests.load(Relaxed)),
-        ("ejections_total", "Times this {} was taken out of rotation.", |h| h.ejections.load(Relaxed)),
-        ("retries_total", "Requests not delivered by this {} and sent to another.", |h| h.retries.load(Relaxed)),
-        ("hedges_total", "Second copies of slow read-only requests sent to this {}.", |h| h.hedges.load(Relaxed)),
-        ("hedges_won_total", "Hedges sent to this {} that answered first.", |h| h.hedges_won.load(Relaxed)),
+        (
+            "requests_total",
+            "Requests sent to this {} (retries and hedges included).",
+            |h| h.requests.load(Relaxed),
+        ),
+        (
+            "ejections_total",
+            "Times this {} was taken out of rotation.",
+            |h| h.ejections.load(Relaxed),
+        ),
+        (
+            "retries_total",
+            "Requests not delivered by this {} and sent to another.",
+            |h| h.retries.load(Relaxed),
+        ),
+        (
+            "hedges_total",
+            "Second copies of slow read-only requests sent to this {}.",
+            |h| h.hedges.load(Relaxed),
+        ),
+        (
+            "hedges_won_total",
+            "Hedges sent to this {} that answered first.",
+            |h| h.hedges_won.load(Relaxed),
+        ),
     ];
     for (suffix, help, value) in counters {
         let mut samples = o.counter(&name(suffix), &help.replace("{}", what));
@@ -564,8 +600,11 @@ pub fn render(
             samples.with(&[(what, shown)], value(h) as f64);
         }
     }
-    (o.counter(&name("retries_refused_total"), "Retries and hedges the retry budget refused."))
-        .value(budget.exhausted.load(Relaxed) as f64);
+    (o.counter(
+        &name("retries_refused_total"),
+        "Retries and hedges the retry budget refused.",
+    ))
+    .value(budget.exhausted.load(Relaxed) as f64);
 }
 
 #[cfg(test)]
@@ -587,7 +626,10 @@ mod tests {
             let b = Percentile::bucket(us);
             assert!(Percentile::upper(b) >= us, "{us}");
             assert!(b == 0 || Percentile::upper(b - 1) < us, "{us}");
-            assert!(Percentile::upper(b) as f64 <= us as f64 * 1.125 + 1.0, "{us}");
+            assert!(
+                Percentile::upper(b) as f64 <= us as f64 * 1.125 + 1.0,
+                "{us}"
+            );
         }
         let p = Percentile::new(9500);
         assert_eq!(p.get(1), None, "nothing seen");
@@ -605,12 +647,20 @@ mod tests {
         // `get` takes it again only once REFRESH has passed (the first
         // `get`, at 1, took it: none then).
         let refresh = ms(Percentile::REFRESH);
-        assert_eq!(p.get(refresh).map(|d| d.as_micros() as f64), None, "not yet due");
+        assert_eq!(
+            p.get(refresh).map(|d| d.as_micros() as f64),
+            None,
+            "not yet due"
+        );
         assert_eq!(p.get(1 + refresh).map(|d| d.as_micros() as f64), Some(got));
         for _ in 0..100_000 {
             p.record(3, Duration::from_micros(10));
         }
-        assert_eq!(p.get(2 * refresh).map(|d| d.as_micros() as f64), Some(got), "not yet due");
+        assert_eq!(
+            p.get(2 * refresh).map(|d| d.as_micros() as f64),
+            Some(got),
+            "not yet due"
+        );
         let soon = p.get(1 + 2 * refresh).expect("taken again");
         assert!(soon <= Duration::from_micros(12), "{soon:?}");
         // Two windows later, nothing recent is left.
@@ -775,7 +825,10 @@ mod tests {
         assert_eq!(after, RetryBudget::RESERVE);
         let none = RetryBudget::new(0);
         none.deposit(1);
-        assert_eq!((0..500).filter(|_| none.withdraw(1)).count() as u64, RetryBudget::RESERVE);
+        assert_eq!(
+            (0..500).filter(|_| none.withdraw(1)).count() as u64,
+            RetryBudget::RESERVE
+        );
     }
 
     impl Health {

@@ -143,8 +143,19 @@ fn carry(
         let ms = now.duration_since(start).as_millis() as u64;
         for action in steps {
             match action {
-                Action::Try { slot, member, second, wait } => {
-                    out.tries.push(Try { at: ms, slot, member, second, wait });
+                Action::Try {
+                    slot,
+                    member,
+                    second,
+                    wait,
+                } => {
+                    out.tries.push(Try {
+                        at: ms,
+                        slot,
+                        member,
+                        second,
+                        wait,
+                    });
                     let d = does(member, now);
                     let due = d.after().map(|a| now + Duration::from_millis(a));
                     flights[slot.index()] = Some((member, d, due));
@@ -207,7 +218,11 @@ fn a_try_that_sent_nothing_goes_on_as_it_is_without_the_budget() {
     tried.sort_unstable();
     assert_eq!(tried, [0, 1, 2], "each member once");
     assert!(matches!(c.answer, Some((_, Does::Reply(2)))));
-    assert_eq!(fleet.budget.exhausted.load(Relaxed), 0, "no budget asked for");
+    assert_eq!(
+        fleet.budget.exhausted.load(Relaxed),
+        0,
+        "no budget asked for"
+    );
     // The last try waits for an association: no member is left after it.
     assert!(c.tries[2].wait && !c.tries[0].wait);
     let retried: u64 = fleet.healths.iter().map(|h| h.retries.load(Relaxed)).sum();
@@ -229,8 +244,15 @@ fn a_lost_try_goes_on_within_the_budget_and_keeps_its_answer_when_refused() {
     fleet.spend_budget(t0);
     let c = carry(&fleet, t0, None, true, |_, _| Does::Lost(5));
     assert_eq!(c.tries.len(), 1, "the budget refused the retry: {c:?}");
-    assert!(matches!(c.answer, Some((_, Does::Lost(5)))), "its first answer");
-    assert_eq!(fleet.budget.exhausted.load(Relaxed), 1, "and counted the refusal");
+    assert!(
+        matches!(c.answer, Some((_, Does::Lost(5)))),
+        "its first answer"
+    );
+    assert_eq!(
+        fleet.budget.exhausted.load(Relaxed),
+        1,
+        "and counted the refusal"
+    );
 }
 
 #[test]
@@ -260,7 +282,10 @@ fn a_request_no_member_may_take_is_told_so() {
     let t0 = Instant::now();
     let fleet = Fleet::new(2, t0);
     let mut c = Carry::new(&fleet, 0, None);
-    assert_eq!(c.start(t0).into_iter().collect::<Vec<_>>(), [Action::NoMember]);
+    assert_eq!(
+        c.start(t0).into_iter().collect::<Vec<_>>(),
+        [Action::NoMember]
+    );
     // Every member tried and none sent it: the last try's end answers.
     let c = carry(&fleet, t0, None, true, |_, _| Does::NotSent);
     assert_eq!(c.tries.len(), 2);
@@ -278,8 +303,13 @@ fn a_slow_read_only_request_is_hedged_and_the_first_reply_wins() {
         None => Does::Reply(200),
         Some(_) => Does::Reply(10),
     });
-    let [a, b] = c.tries[..] else { panic!("two tries: {c:?}") };
-    assert_eq!((a.slot, a.at, b.slot, b.at), (Slot::First, 0, Slot::Second, 50));
+    let [a, b] = c.tries[..] else {
+        panic!("two tries: {c:?}")
+    };
+    assert_eq!(
+        (a.slot, a.at, b.slot, b.at),
+        (Slot::First, 0, Slot::Second, 50)
+    );
     assert_ne!(a.member, b.member, "the hedge goes to the next best member");
     assert!(!b.second);
     assert_eq!((c.answer, c.at), (Some((b.member, Does::Reply(10))), 60));
@@ -301,7 +331,9 @@ fn a_hedge_with_one_member_goes_over_another_association() {
         n += 1;
         if n == 1 { Does::Never } else { Does::Reply(5) }
     });
-    let [a, b] = c.tries[..] else { panic!("two tries: {c:?}") };
+    let [a, b] = c.tries[..] else {
+        panic!("two tries: {c:?}")
+    };
     assert_eq!((a.member, b.member, b.second), (0, 0, true));
     assert_eq!(c.at, 55);
 }
@@ -324,26 +356,50 @@ fn in_a_hedged_pair_a_failure_waits_for_the_other() {
     let mut n = 0;
     let c = carry(&fleet, t0, HEDGE, false, |_, _| {
         n += 1;
-        if n == 1 { Does::Final(60) } else { Does::Reply(30) }
+        if n == 1 {
+            Does::Final(60)
+        } else {
+            Does::Reply(30)
+        }
     });
-    assert_eq!((c.answer.map(|a| a.1), c.at), (Some(Does::Reply(30)), 80), "{c:?}");
+    assert_eq!(
+        (c.answer.map(|a| a.1), c.at),
+        (Some(Does::Reply(30)), 80),
+        "{c:?}"
+    );
     assert!(c.given_up.is_empty());
     // The hedge sent nothing: the first's end answers, when it comes.
     let fleet = Fleet::new(2, t0);
     let mut n = 0;
     let c = carry(&fleet, t0, HEDGE, false, |_, _| {
         n += 1;
-        if n == 1 { Does::Final(90) } else { Does::NotSent }
+        if n == 1 {
+            Does::Final(90)
+        } else {
+            Does::NotSent
+        }
     });
-    assert_eq!((c.answer.map(|a| a.1), c.at), (Some(Does::Final(90)), 90), "{c:?}");
+    assert_eq!(
+        (c.answer.map(|a| a.1), c.at),
+        (Some(Does::Final(90)), 90),
+        "{c:?}"
+    );
     // The hedge failed first: the first's end answers, whatever it is.
     let fleet = Fleet::new(2, t0);
     let mut n = 0;
     let c = carry(&fleet, t0, HEDGE, false, |_, _| {
         n += 1;
-        if n == 1 { Does::Final(90) } else { Does::Final(5) }
+        if n == 1 {
+            Does::Final(90)
+        } else {
+            Does::Final(5)
+        }
     });
-    assert_eq!((c.answer.map(|a| a.1), c.at), (Some(Does::Final(90)), 90), "{c:?}");
+    assert_eq!(
+        (c.answer.map(|a| a.1), c.at),
+        (Some(Does::Final(90)), 90),
+        "{c:?}"
+    );
     assert_eq!(fleet.outstanding(), 0);
 }
 
@@ -362,7 +418,15 @@ fn a_hedged_pair_that_was_lost_goes_on_and_is_hedged_again() {
     // Lost at 60 and at 110; the third member's try at 110 is hedged at
     // 160 (over another association, none being left), and answers at 210.
     let at: Vec<(u64, Slot)> = c.tries.iter().map(|t| (t.at, t.slot)).collect();
-    assert_eq!(at, [(0, Slot::First), (50, Slot::Second), (110, Slot::First), (160, Slot::Second)]);
+    assert_eq!(
+        at,
+        [
+            (0, Slot::First),
+            (50, Slot::Second),
+            (110, Slot::First),
+            (160, Slot::Second)
+        ]
+    );
     assert_eq!(c.at, 210, "{c:?}");
     assert_eq!(fleet.outstanding(), 0);
 }
@@ -486,7 +550,11 @@ impl Requests<'_> {
                 }
                 Action::Answer(slot) => match self.ends[r][slot.index()] {
                     Some(Does::Reply(_)) => tally.replies += 1,
-                    other => tally.failed.push((r as u64, resend_safe, other.unwrap_or(Does::Never))),
+                    other => {
+                        tally
+                            .failed
+                            .push((r as u64, resend_safe, other.unwrap_or(Does::Never)))
+                    }
                 },
                 Action::NoMember => tally.failed.push((r as u64, resend_safe, Does::Never)),
                 Action::GiveUp(slot) => self.flights[r][slot.index()] = None,
@@ -538,8 +606,12 @@ fn fleet_through(fleet: &Fleet, t0: Instant, ms: u64, dies: &Dies) -> Tally {
 
 /// The next try to end, ends.
 fn end_one(q: &mut Requests<'_>, dies: &Dies, tally: &mut Tally) {
-    let Some(Reverse((now, _, r, i))) = q.events.pop() else { return };
-    let Some(d) = q.flights[r][i].take() else { return };
+    let Some(Reverse((now, _, r, i))) = q.events.pop() else {
+        return;
+    };
+    let Some(d) = q.flights[r][i].take() else {
+        return;
+    };
     // A reply was executed; a fate unknown may have been.
     q.executed[r] += u32::from(matches!(d, Does::Reply(_) | Does::Final(_)));
     q.ends[r][i] = Some(d);
@@ -565,7 +637,11 @@ fn read_only_requests_never_fail_through_a_members_death_and_none_runs_twice() {
     assert_eq!(t.twice, 0, "a request executed twice");
     // Only destructive requests in flight at the death failed, each with
     // its fate unknown, never answered as if it had not run.
-    assert!(t.failed.iter().all(|f| matches!(f.2, Does::Final(_))), "{:?}", t.failed);
+    assert!(
+        t.failed.iter().all(|f| matches!(f.2, Does::Final(_))),
+        "{:?}",
+        t.failed
+    );
     assert!((1..=8).contains(&t.failed.len()), "{:?}", t.failed);
     assert_eq!(t.replies + t.failed.len() as u64, 4000);
     // Those that could not have run went to the other member.
@@ -583,8 +659,16 @@ fn an_edge_of_origins_with_upstreams_of_their_own_loses_no_read_only_request() {
     let origins = [Fleet::new(2, t0), Fleet::new(2, t0)];
     // Origin 0's first upstream dies for half a second; the rest are fine.
     let dies = [
-        Dies { member: 0, down: (500, 1000), latency: 2 },
-        Dies { member: usize::MAX, down: (0, 0), latency: 2 },
+        Dies {
+            member: 0,
+            down: (500, 1000),
+            latency: 2,
+        },
+        Dies {
+            member: usize::MAX,
+            down: (0, 0),
+            latency: 2,
+        },
     ];
     let executed = std::cell::Cell::new(0u32);
     let (mut replies, mut failed, mut twice) = (0, Vec::new(), 0);
@@ -619,7 +703,10 @@ fn an_edge_of_origins_with_upstreams_of_their_own_loses_no_read_only_request() {
             other => failed.push((r, resend_safe, other)),
         }
     }
-    assert!(failed.iter().all(|f| !f.1), "read-only requests failed: {failed:?}");
+    assert!(
+        failed.iter().all(|f| !f.1),
+        "read-only requests failed: {failed:?}"
+    );
     assert_eq!(twice, 0);
     assert!(failed.len() <= 2, "{failed:?}");
     assert_eq!(replies + failed.len() as u64, 2000);

@@ -49,9 +49,15 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
     let _running = match room_for_one(env) {
         Ok(room) => room,
         Err(why) => return why,
-    };    let (mut child, mut stdin, stdout, stderr) = match UpstreamChild::spawn(program, args) {
+    };
+    let (mut child, mut stdin, stdout, stderr) = match UpstreamChild::spawn(program, args) {
         Ok(c) => c,
-        Err(e) => return format!("cannot start {}: {e}", crate::gateway::redact::program(argv)),
+        Err(e) => {
+            return format!(
+                "cannot start {}: {e}",
+                crate::gateway::redact::program(argv)
+            );
+        }
     };
     let pid = child.id();
     info!(pid, command = %crate::gateway::redact::program(argv), "upstream process started");

@@ -54,14 +54,14 @@ impl Single {
 
     /// A request could not be sent to it, or its connection failed.
     pub fn unreachable(&self) {
-        self.health.eject(self.chooser.at(std::time::Instant::now()));
+        self.health
+            .eject(self.chooser.at(std::time::Instant::now()));
     }
 
     /// It answered.
     pub fn answered(&self) {
         self.health.revive();
     }
-
 }
 
 impl Section for Single {
@@ -71,7 +71,11 @@ impl Section for Single {
 
     /// `/readyz`: why not, while it is ejected.
     fn readiness(&self) -> Result<(), String> {
-        health::readiness("upstream", [&self.health], self.chooser.at(std::time::Instant::now()))
+        health::readiness(
+            "upstream",
+            [&self.health],
+            self.chooser.at(std::time::Instant::now()),
+        )
     }
 }
 
@@ -134,7 +138,6 @@ impl Group {
     pub fn at(&self, t: std::time::Instant) -> u64 {
         self.chooser.at(t)
     }
-
 }
 
 impl Members for Group {
@@ -173,9 +176,21 @@ impl Section for Group {
         let shown: Vec<(String, &Health)> = self
             .members
             .iter()
-            .map(|m| (crate::gateway::redact::PublicUrl::of_uri(&m.uri).to_string(), &m.health))
+            .map(|m| {
+                (
+                    crate::gateway::redact::PublicUrl::of_uri(&m.uri).to_string(),
+                    &m.health,
+                )
+            })
             .collect();
-        health::render(o, "npamp_group", "upstream", &shown, self.now(), &self.budget);
+        health::render(
+            o,
+            "npamp_group",
+            "upstream",
+            &shown,
+            self.now(),
+            &self.budget,
+        );
     }
 }
 
@@ -242,7 +257,11 @@ impl Sessions {
             .map(|k| (start + k) % n)
             .min_by_key(|&i| {
                 let m = &self.members[i];
-                (m.health.standing(now), Some(i) == avoid, m.sessions.load(Relaxed))
+                (
+                    m.health.standing(now),
+                    Some(i) == avoid,
+                    m.sessions.load(Relaxed),
+                )
             })
             .unwrap_or(0);
         let member = &self.members[index];
@@ -262,7 +281,6 @@ impl Sessions {
         (self.members.iter().enumerate())
             .any(|(i, m)| i != on.index && m.health.standing(now) == health::Standing::Admitted)
     }
-
 }
 
 impl Section for Sessions {
@@ -282,12 +300,20 @@ impl Section for Sessions {
         let now = self.now();
         type Value = fn(&SessionMember, u64) -> f64;
         let gauges: [(&str, &str, Value); 2] = [
-            ("up", "1 while new upstream sessions start on this upstream; 0 while it is ejected.", |m, now| {
-                f64::from(u8::from(m.health.standing(now) == health::Standing::Admitted))
-            }),
-            ("sessions", "Upstream sessions (one per association) running on this upstream.", |m, _| {
-                m.sessions.load(Relaxed) as f64
-            }),
+            (
+                "up",
+                "1 while new upstream sessions start on this upstream; 0 while it is ejected.",
+                |m, now| {
+                    f64::from(u8::from(
+                        m.health.standing(now) == health::Standing::Admitted,
+                    ))
+                },
+            ),
+            (
+                "sessions",
+                "Upstream sessions (one per association) running on this upstream.",
+                |m, _| m.sessions.load(Relaxed) as f64,
+            ),
         ];
         for (suffix, help, value) in gauges {
             let mut samples = o.gauge(&format!("npamp_session_upstream_{suffix}"), help);
@@ -343,7 +369,11 @@ mod tests {
 
     #[test]
     fn sessions_spread_over_members_and_move_off_one_that_failed() {
-        let ws = |port: u16| format!("ws://127.0.0.1:{port}").parse::<crate::gateway::Upstream>().expect("a URL");
+        let ws = |port: u16| {
+            format!("ws://127.0.0.1:{port}")
+                .parse::<crate::gateway::Upstream>()
+                .expect("a URL")
+        };
         let g = Sessions::new(vec![ws(1), ws(2), ws(3)]);
         // Four sessions: the fewest first, so 2-1-1 in some order.
         let on: Vec<OnMember<'_>> = (0..4).map(|_| g.enter(None)).collect();
@@ -363,10 +393,19 @@ mod tests {
         let mut families = Families::default();
         g.render(&Metrics::default(), &mut families);
         let shown = families.encode();
-        let up = format!("npamp_session_upstream_up{{upstream=\"ws://127.0.0.1:{}\"}} 0", failed + 1);
+        let up = format!(
+            "npamp_session_upstream_up{{upstream=\"ws://127.0.0.1:{}\"}} 0",
+            failed + 1
+        );
         assert!(shown.contains(&up), "{shown}");
-        assert!(shown.contains("npamp_session_upstream_sessions{"), "{shown}");
-        let ejected = format!("npamp_session_upstream_ejections_total{{upstream=\"ws://127.0.0.1:{}\"}} 1", failed + 1);
+        assert!(
+            shown.contains("npamp_session_upstream_sessions{"),
+            "{shown}"
+        );
+        let ejected = format!(
+            "npamp_session_upstream_ejections_total{{upstream=\"ws://127.0.0.1:{}\"}} 1",
+            failed + 1
+        );
         assert!(shown.contains(&ejected), "{shown}");
         // With every other member ejected too, the last failure waits.
         for s in &next {
@@ -409,7 +448,11 @@ mod tests {
                 member("http://archive2"),
             ],
             2,
-            vec![("eth_getLogs".into(), 2), ("eth_getLogs".into(), 3), ("debug_*".into(), 3)],
+            vec![
+                ("eth_getLogs".into(), 2),
+                ("eth_getLogs".into(), 3),
+                ("debug_*".into(), 3),
+            ],
             20,
         );
         assert_eq!(g.candidates(Some("eth_call")), 0b0011);
@@ -429,9 +472,15 @@ mod tests {
         let second = tried(carry.ended(now, Slot::First, not_sent, || false)).expect("the other");
         assert_eq!(first + second, 5);
         let last = carry.ended(now, Slot::First, not_sent, || false);
-        assert_eq!(last.into_iter().collect::<Vec<_>>(), [Action::Answer(Slot::First)]);
+        assert_eq!(
+            last.into_iter().collect::<Vec<_>>(),
+            [Action::Answer(Slot::First)]
+        );
         let mut none = Carry::new(&g, 0, None);
-        assert_eq!(none.start(now).into_iter().collect::<Vec<_>>(), [Action::NoMember]);
+        assert_eq!(
+            none.start(now).into_iter().collect::<Vec<_>>(),
+            [Action::NoMember]
+        );
     }
 
     /// The member of the try `steps` begin, if they begin one.

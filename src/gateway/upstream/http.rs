@@ -27,11 +27,11 @@ use super::{Address, Delivery, Env, Kind, Plan};
 use crate::assoc::error::error_chain;
 use crate::bridge::ProtocolId;
 use crate::gateway::carry::in_flight_full;
+use crate::gateway::context::Ctx;
 use crate::gateway::exec::Exec;
 use crate::gateway::policy::carry::{Action, Carry, Ended, Next};
 use crate::gateway::policy::health;
 use crate::gateway::policy::race::Slot;
-use crate::gateway::context::Ctx;
 use crate::jsonrpc::{Kind as Message, Scanned, scan};
 use crate::relay::{MAY_HAVE_EXECUTED, ToServe};
 use crate::shard::PerShard;
@@ -97,7 +97,12 @@ fn group_of(ctx: &Ctx, config: &Plan) -> Option<(Arc<Group>, Vec<hyper::Uri>)> {
         })
         .collect();
     let default = config.group.len();
-    let group = Arc::new(Group::new(members, default, routes, ctx.limits.retry_budget));
+    let group = Arc::new(Group::new(
+        members,
+        default,
+        routes,
+        ctx.limits.retry_budget,
+    ));
     ctx.metrics.show(group.clone());
     Some((group, uris))
 }
@@ -155,9 +160,8 @@ impl Requests {
             pools,
             permits: env.permits.clone(),
             replies: Arc::new(Semaphore::new(reply_budget(ctx))),
-            post_headers: single_uri.map_or_else(hyper::HeaderMap::new, |uri| {
-                post_headers(uri, &env.headers)
-            }),
+            post_headers: single_uri
+                .map_or_else(hyper::HeaderMap::new, |uri| post_headers(uri, &env.headers)),
             group: group.map(|(group, _)| group),
             single,
         }
@@ -242,7 +246,10 @@ impl Requests {
         let headers = &self.post_headers;
         let failed = match &self.group {
             None => match self.pools.get().first() {
-                Some(pool) => match self.post_to(pool, headers, text, notification, deadline, &mut room).await {
+                Some(pool) => match self
+                    .post_to(pool, headers, text, notification, deadline, &mut room)
+                    .await
+                {
                     Ok(posted) => {
                         if let Posted::Reply(..) = posted {
                             self.single.answered();
@@ -307,7 +314,14 @@ impl Requests {
                 break;
             }
             let r = self
-                .post_to(pool, &m.post_headers, text.clone(), notification, deadline, room)
+                .post_to(
+                    pool,
+                    &m.post_headers,
+                    text.clone(),
+                    notification,
+                    deadline,
+                    room,
+                )
                 .await;
             let ended = grouped_end(&r, notification);
             last = Some(r);
@@ -322,7 +336,9 @@ impl Requests {
             return group.candidates(None);
         }
         match scan(text, &self.ctx.scan) {
-            Ok(Scanned::Single(Message::Request { method, .. } | Message::Notification { method })) => {
+            Ok(Scanned::Single(
+                Message::Request { method, .. } | Message::Notification { method },
+            )) => {
                 let name = crate::jsonrpc::carriage::method_of(text, &method);
                 group.candidates(name.as_deref())
             }

@@ -22,7 +22,6 @@ use hyper_util::rt::TokioIo;
 
 pub use crate::gateway::redact::{UNIX_SCHEME, socket_path};
 
-
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The origin's HTTP client: pooled connections to an HTTP upstream, over
@@ -262,9 +261,15 @@ mod tests {
         let with_path = parse_unix_url("http+unix://%2Frun%2Fapp.sock/rpc?x=1")
             .and_then(Result::ok)
             .expect("the encoded form parses");
-        assert_eq!(socket_path(&with_path), Some(PathBuf::from("/run/app.sock")));
+        assert_eq!(
+            socket_path(&with_path),
+            Some(PathBuf::from("/run/app.sock"))
+        );
         assert_eq!(with_path.path(), "/rpc");
-        assert_eq!(shown(&with_path).as_deref(), Some("http+unix:///run/app.sock"));
+        assert_eq!(
+            shown(&with_path).as_deref(),
+            Some("http+unix:///run/app.sock")
+        );
         // Spaces and other reserved characters in the path survive.
         let odd = parse_unix_url("http+unix:///tmp/a b:c@d.sock").and_then(Result::ok);
         let odd = odd.expect("reserved characters are encoded");
@@ -274,10 +279,18 @@ mod tests {
     #[test]
     fn bad_unix_urls_are_refused_with_the_form_expected() {
         assert!(parse_unix_url("http://x").is_none());
-        for bad in ["http+unix://", "http+unix://relative.sock/", "http+unix://%2/x", "http+unix://%FF/"] {
+        for bad in [
+            "http+unix://",
+            "http+unix://relative.sock/",
+            "http+unix://%2/x",
+            "http+unix://%FF/",
+        ] {
             let err = parse_unix_url(bad).and_then(Result::err);
             let err = err.unwrap_or_else(|| panic!("{bad:?} was accepted"));
-            assert!(err.contains("http+unix:///PATH") || err.contains("bad URL"), "{err}");
+            assert!(
+                err.contains("http+unix:///PATH") || err.contains("bad URL"),
+                "{err}"
+            );
         }
     }
 }

@@ -57,7 +57,8 @@ async fn run(path: &std::path::Path, env: &Env, session: &Session, rx: &mut Inbo
         let (read, mut write) = stream.into_split();
         let writing = super::write_lines(ctx, "its socket", rx, &mut write);
         let reading = async {
-            let mut values = crate::gateway::json_stream::ValueReader::new(read, ctx.limits.max_body);
+            let mut values =
+                crate::gateway::json_stream::ValueReader::new(read, ctx.limits.max_body);
             loop {
                 match values.next().await {
                     Ok(Some(value)) => session.on_local_message(value).await,
@@ -75,6 +76,9 @@ async fn run(path: &std::path::Path, env: &Env, session: &Session, rx: &mut Inbo
     #[cfg(not(unix))]
     {
         let _ = (session, rx, ctx);
-        format!("unix://{}: Unix domain sockets need a Unix system", path.display())
+        format!(
+            "unix://{}: Unix domain sockets need a Unix system",
+            path.display()
+        )
     }
 }

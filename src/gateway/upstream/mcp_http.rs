@@ -39,14 +39,14 @@ use super::http_client::HttpsClient;
 use super::{Address, Delivery, Env, Kind as UpstreamKind};
 use crate::assoc::error::error_chain;
 use crate::bridge::ProtocolId;
-use crate::gateway::context::Ctx;
 use crate::gateway::carry::in_flight_full;
+use crate::gateway::context::Ctx;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::policy::backoff::Backoff;
 use crate::gateway::session::{SESSION_OVER, Session};
-use crate::sse::SseDecoder;
 use crate::jsonrpc::carriage::method_of;
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
+use crate::sse::SseDecoder;
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");

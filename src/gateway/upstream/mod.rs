@@ -317,9 +317,7 @@ mod tests {
 
     fn kind_of(url: &str, protocol: ProtocolId) -> &'static str {
         let upstream: Upstream = url.parse().unwrap_or_else(|e| panic!("{url}: {e}"));
-        upstream
-            .kind(protocol)
-            .map_or("none", |k| k.name())
+        upstream.kind(protocol).map_or("none", |k| k.name())
     }
 
     #[test]
@@ -347,11 +345,15 @@ mod tests {
         assert!(!http.per_request(ProtocolId::MCP));
         let ws: Upstream = "ws://127.0.0.1:1".parse().expect("a URL");
         assert!(!ws.per_request(ProtocolId::JSONRPC_EXPERIMENTAL));
-        assert!(ws.takes_headers(ProtocolId::JSONRPC_EXPERIMENTAL) && http.takes_headers(ProtocolId::MCP));
+        assert!(
+            ws.takes_headers(ProtocolId::JSONRPC_EXPERIMENTAL)
+                && http.takes_headers(ProtocolId::MCP)
+        );
         let ipc: Upstream = "unix:///run/geth.ipc".parse().expect("a URL");
         assert!(!ipc.takes_headers(ProtocolId::JSONRPC_EXPERIMENTAL));
         assert!(matches!(
-            ipc.kind(ProtocolId::JSONRPC_EXPERIMENTAL).map(|k| k.delivery()),
+            ipc.kind(ProtocolId::JSONRPC_EXPERIMENTAL)
+                .map(|k| k.delivery()),
             Some(Delivery::Session(_))
         ));
         assert_eq!(ipc.address(), &Address::Path("/run/geth.ipc".into()));

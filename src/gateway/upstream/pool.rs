@@ -23,9 +23,9 @@
 //! (`results/2026-12-03-origin-inline-http1`), but no longer shows
 //! (`results/2026-12-05-origin-inline-shards`).
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::pin;
-use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -253,7 +253,9 @@ mod tests {
         reset: bool,
     ) -> (Uri, Arc<AtomicUsize>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let accepted = Arc::new(AtomicUsize::new(0));
         let count = accepted.clone();
@@ -308,7 +310,11 @@ mod tests {
     }
 
     async fn body(resp: Response<Incoming>) -> Bytes {
-        resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default()
+        resp.into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default()
     }
 
     #[tokio::test]
@@ -316,7 +322,10 @@ mod tests {
         let (uri, accepted) = server(r#"{"jsonrpc":"2.0","id":1,"result":1}"#, None, false).await;
         let pool = Pool::new(connector(), uri.clone(), 8, Duration::from_secs(90));
         for _ in 0..20 {
-            let got = pool.exchange(post(&uri, "{}"), body).await.expect("a reply");
+            let got = pool
+                .exchange(post(&uri, "{}"), body)
+                .await
+                .expect("a reply");
             assert_eq!(&got[..], br#"{"jsonrpc":"2.0","id":1,"result":1}"#);
         }
         assert_eq!(accepted.load(Relaxed), 1, "one connection for all of them");
@@ -331,7 +340,9 @@ mod tests {
                 let (pool, uri) = (pool.clone(), uri.clone());
                 tokio::spawn(async move {
                     for _ in 0..each {
-                        pool.exchange(post(&uri, "{}"), body).await.expect("a reply");
+                        pool.exchange(post(&uri, "{}"), body)
+                            .await
+                            .expect("a reply");
                     }
                 })
             })
@@ -344,10 +355,18 @@ mod tests {
     #[tokio::test]
     async fn concurrent_requests_each_take_a_connection_and_all_come_back() {
         let (uri, accepted) = server(r#"{"result":1}"#, None, false).await;
-        let pool = Arc::new(Pool::new(connector(), uri.clone(), 8, Duration::from_secs(90)));
+        let pool = Arc::new(Pool::new(
+            connector(),
+            uri.clone(),
+            8,
+            Duration::from_secs(90),
+        ));
         at_once(&pool, &uri, 4, 10).await;
         let made = accepted.load(Relaxed);
-        assert!((1..=4).contains(&made), "{made} connections for 4 at a time");
+        assert!(
+            (1..=4).contains(&made),
+            "{made} connections for 4 at a time"
+        );
         assert_eq!(pool.idle_count(), made, "every connection went back");
     }
 
@@ -397,16 +416,25 @@ mod tests {
     async fn idle_connections_past_their_time_are_not_reused() {
         let (uri, accepted) = server(r#"{"result":1}"#, None, false).await;
         let pool = Pool::new(connector(), uri.clone(), 8, Duration::from_millis(30));
-        pool.exchange(post(&uri, "{}"), body).await.expect("a reply");
+        pool.exchange(post(&uri, "{}"), body)
+            .await
+            .expect("a reply");
         tokio::time::sleep(Duration::from_millis(60)).await;
-        pool.exchange(post(&uri, "{}"), body).await.expect("a reply");
+        pool.exchange(post(&uri, "{}"), body)
+            .await
+            .expect("a reply");
         assert_eq!(accepted.load(Relaxed), 2);
     }
 
     #[tokio::test]
     async fn connections_left_idle_past_their_time_are_closed_while_others_are_used() {
         let (uri, accepted) = server(r#"{"result":1}"#, None, false).await;
-        let pool = Arc::new(Pool::new(connector(), uri.clone(), 8, Duration::from_millis(40)));
+        let pool = Arc::new(Pool::new(
+            connector(),
+            uri.clone(),
+            8,
+            Duration::from_millis(40),
+        ));
         // A burst of three at once leaves three idle connections.
         at_once(&pool, &uri, 3, 1).await;
         let made = accepted.load(Relaxed);
@@ -415,10 +443,16 @@ mod tests {
         // Then one at a time, for longer than the idle timeout: the one in
         // use stays, the others are closed once their time is up.
         for _ in 0..8 {
-            pool.exchange(post(&uri, "{}"), body).await.expect("a reply");
+            pool.exchange(post(&uri, "{}"), body)
+                .await
+                .expect("a reply");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert_eq!(pool.idle_count(), 1, "{made} made; only the one in use is kept");
+        assert_eq!(
+            pool.idle_count(),
+            1,
+            "{made} made; only the one in use is kept"
+        );
         assert_eq!(accepted.load(Relaxed), made, "no new connection was needed");
     }
 

@@ -169,14 +169,13 @@ mod linux {
     /// The reaper thread: waits until the child has exited without reaping
     /// it (`WNOWAIT`: its pid stays its own), then reaps it under the lock
     /// that signals are sent under, and tells the owner how it ended.
-    fn reap(
-        mut child: Child,
-        reaped: &Mutex<bool>,
-        tell: oneshot::Sender<io::Result<ExitStatus>>,
-    ) {
+    fn reap(mut child: Child, reaped: &Mutex<bool>, tell: oneshot::Sender<io::Result<ExitStatus>>) {
         let pid = Pid::from_child(&child);
         let exited = loop {
-            match waitid(WaitId::Pid(pid), WaitIdOptions::EXITED | WaitIdOptions::NOWAIT) {
+            match waitid(
+                WaitId::Pid(pid),
+                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+            ) {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => break Err(io::Error::from(e)),
                 Ok(_) => break Ok(()),

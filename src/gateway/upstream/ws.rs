@@ -46,7 +46,12 @@ async fn run(url: &str, env: &Env, session: &Session, rx: &mut Inbox) -> String 
     let ctx = &env.ctx;
     use tokio_tungstenite::tungstenite::Message;
     let shown = crate::gateway::redact::PublicUrl::of(url);
-    let connect = crate::gateway::context::ws_connect(url, ctx.limits.max_body, env.tls.clone(), &env.headers);
+    let connect = crate::gateway::context::ws_connect(
+        url,
+        ctx.limits.max_body,
+        env.tls.clone(),
+        &env.headers,
+    );
     let within = ctx.limits.upstream_connect_timeout;
     let ws = match tokio::time::timeout(within, connect).await {
         Ok(Ok(ws)) => ws,
