@@ -33,6 +33,9 @@
 //!   the untouched octets (NPAMP-CC-JSONRPC), labels effects.
 //! - [`lines`]: newline-delimited JSON-RPC (TCP, stdio, child processes):
 //!   bounded line reading and one-message-per-line writing.
+//! - [`lsp`]: the Language Server Protocol's `Content-Length` framing, and
+//!   [`framing`]: which of the two a stream transport speaks (`--framing`,
+//!   found from a stream's first octets with `auto`).
 //! - [`sse`]: Server-Sent Events as MCP's Streamable HTTP carries JSON-RPC
 //!   in them: one message as an event, and a sans-IO decoder.
 //!
@@ -66,10 +69,12 @@ macro_rules! internal {
 
 pub mod assoc;
 pub mod bridge;
+pub mod framing;
 pub mod gateway;
 pub mod handshake;
 pub mod jsonrpc;
 pub mod lines;
+pub mod lsp;
 pub mod record;
 pub mod shard;
 pub mod sse;

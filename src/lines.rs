@@ -64,6 +64,15 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
     }
 
+    /// A [`LineReader::skipping_long_lines`] whose first octets were read
+    /// already, into `read` (to find the stream's framing).
+    pub fn skipping_long_lines_after(inner: R, max: usize, read: BytesMut) -> Self {
+        Self {
+            buf: read,
+            ..Self::skipping_long_lines(inner, max)
+        }
+    }
+
     /// The next non-empty line without its terminator (`\n` or `\r\n`);
     /// `None` at the end of the stream. A last line without a newline counts.
     pub async fn next(&mut self) -> std::io::Result<Option<Bytes>> {

@@ -253,8 +253,9 @@ fn expected(v: &Value) -> Expected {
     if o.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Expected::Invalid;
     }
+    // `null` params are taken (as LSP clients send them).
     if let Some(p) = o.get("params")
-        && !(p.is_array() || p.is_object())
+        && !(p.is_array() || p.is_object() || p.is_null())
     {
         return Expected::Invalid;
     }

@@ -591,7 +591,14 @@ fn main() -> ExitCode {
         }
         Some(Command::Connect { .. }) => {
             let matches = sub_matches(&matches, "connect");
-            runtime().and_then(|rt| rt.block_on(connect(matches)))
+            runtime().and_then(|rt| {
+                let done = rt.block_on(connect(matches));
+                // stdin is read on a blocking thread that no one can stop:
+                // a session ended by its peer (a language server that
+                // exited) must not wait for the editor's next keystroke.
+                rt.shutdown_timeout(Duration::from_millis(100));
+                done
+            })
         }
         Some(Command::MockUpstream {
             listen,

@@ -12,6 +12,7 @@ pub mod head_id;
 pub mod json_stream;
 pub mod jsonrpc_scan;
 pub mod lines;
+pub mod lsp;
 pub mod open_frame;
 pub mod scenario;
 pub mod sse;
@@ -32,6 +33,7 @@ pub const TARGETS: &[(&str, Run)] = &[
     ("json_stream", json_stream::run),
     ("jsonrpc_scan", jsonrpc_scan::run),
     ("lines", lines::run),
+    ("lsp", lsp::run),
     ("open_frame", open_frame::run),
     ("scenario", scenario::run),
     ("sse", sse::run),

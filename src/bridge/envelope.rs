@@ -15,9 +15,13 @@ impl ProtocolId {
     pub const A2A: Self = Self(0x02);
     pub const HTTP2: Self = Self(0x03);
     pub const WEBSOCKET: Self = Self(0x04);
-    /// Plain JSON-RPC APIs (Ethereum, LSP, ...): an id from the experimental
+    /// Plain JSON-RPC APIs (Ethereum, ...): an id from the experimental
     /// range 0x10–0x7F (NPAMP-BRIDGE §4), since no mapping registers one.
     pub const JSONRPC_EXPERIMENTAL: Self = Self(0x10);
+    /// The Language Server Protocol: an id of its own from the experimental
+    /// range, so that each side labels LSP methods with LSP's effect table
+    /// (`docs/lsp.md`) and a pair whose sides disagree is seen.
+    pub const LSP_EXPERIMENTAL: Self = Self(0x11);
 }
 
 /// `message_kind` (NPAMP-BRIDGE §4); must agree with the frame type.

@@ -27,6 +27,8 @@ pub struct Live {
 /// What every part of a running gateway shares.
 pub struct Ctx {
     pub protocol: ProtocolId,
+    /// How messages are framed on stream transports (`--framing`).
+    pub framing: crate::framing::Framing,
     pub labeler: Arc<Labeler>,
     pub policy: SafetyPolicy,
     pub allow_methods: Option<HashSet<String>>,
@@ -52,9 +54,34 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The framing written on a stream before anything was read from it
+    /// (a request to an upstream) under `--framing auto`: LSP's with
+    /// `--protocol lsp`, else lines.
+    pub fn first_framing(&self) -> crate::framing::Framing {
+        match self.protocol {
+            ProtocolId::LSP_EXPERIMENTAL => crate::framing::Framing::Lsp,
+            _ => crate::framing::Framing::Lines,
+        }
+    }
+
+    /// A reader of a stream transport's messages, in `--framing`, each at
+    /// most `--max-body` (one over it skipped and reported).
+    pub fn message_reader<R: tokio::io::AsyncRead + Unpin>(
+        &self,
+        stream: R,
+    ) -> crate::framing::MessageReader<R> {
+        crate::framing::MessageReader::new(
+            stream,
+            self.framing,
+            self.first_framing(),
+            self.limits.max_body,
+        )
+    }
+
     pub fn new(config: &GatewayConfig, metrics: Arc<Metrics>) -> Self {
         Self {
             protocol: config.protocol,
+            framing: config.framing,
             labeler: Arc::new(Labeler::new(config.protocol, config.effects.clone())),
             policy: config.policy,
             allow_methods: config.allow_methods.clone(),

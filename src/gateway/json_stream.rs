@@ -34,9 +34,14 @@ fn invalid(message: String) -> std::io::Error {
 
 impl<R: AsyncRead + Unpin> ValueReader<R> {
     pub fn new(inner: R, max: usize) -> Self {
+        Self::after(inner, max, BytesMut::with_capacity(8 << 10))
+    }
+
+    /// A reader of `inner` whose first octets were read already, into `read`.
+    pub fn after(inner: R, max: usize, read: BytesMut) -> Self {
         Self {
             inner,
-            buf: BytesMut::with_capacity(8 << 10),
+            buf: read,
             max,
             scan: Scan::default(),
         }

@@ -96,6 +96,8 @@ pub struct GatewayConfig {
     pub peers: Vec<PeerAddr>,
     pub metrics: Option<SocketAddr>,
     pub protocol: ProtocolId,
+    /// How messages are framed on stream transports (`--framing`).
+    pub framing: crate::framing::Framing,
     pub effects: EffectTable,
     pub policy: SafetyPolicy,
     /// Origin: only these methods are delivered (MethodUnsupported else).
@@ -141,6 +143,7 @@ impl GatewayConfig {
             peers: Vec::new(),
             metrics: None,
             protocol: ProtocolId::JSONRPC_EXPERIMENTAL,
+            framing: crate::framing::Framing::Auto,
             effects: EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
             policy: SafetyPolicy::allow_all(),
             allow_methods: None,

@@ -10,7 +10,8 @@
 //!   session per association ([`Session::origin`]), reconnected or
 //!   restarted with backoff when it goes away; with several (a
 //!   [`Sessions`] group), started on the best member and moved to another
-//!   when it fails.
+//!   when it fails; but a language server's (`--protocol lsp`) is not
+//!   restarted: its association closes with it.
 //!
 //! - No upstream (`serve --listen` alone: associations for `ping` and
 //!   benchmarks): every request is answered NotDelivered, saying so.
@@ -36,6 +37,7 @@ use super::upstream::group::Sessions;
 use super::upstream::http::{NO_UPSTREAM, Requests};
 use super::upstream::{Delivery, Env, Upstream};
 use crate::assoc::AssocHandle;
+use crate::bridge::ProtocolId;
 use crate::relay::Role;
 
 /// The pauses between upstream restarts: 100 ms, doubling to 5 s; a
@@ -149,6 +151,17 @@ impl Origin {
             // upstream politely before returning.
             let why = self.one_upstream(upstream, &session, &mut rx).await;
             if !session.assoc().is_open() {
+                return;
+            }
+            if self.ctx.protocol == ProtocolId::LSP_EXPERIMENTAL {
+                // A language server's state (its initialize, the documents
+                // open in it) goes with it: a restarted one would answer
+                // every request "not initialized". The session ends with
+                // it, as for an editor that ran the server itself (and
+                // after `exit` this is how it ends).
+                info!(%upstream, %why, "language server session ended: closing its association");
+                session.local_down(&why).await;
+                session.close().await;
                 return;
             }
             warn!(%upstream, %why, "upstream session ended");

@@ -129,6 +129,29 @@ impl Default for Limits {
     }
 }
 
+/// The default `--max-body` with `--protocol lsp`: a full-document sync of a
+/// large file, or its semantic tokens, runs to megabytes.
+pub const LSP_MAX_BODY: usize = 16 << 20;
+
+impl Limits {
+    /// The defaults for a gateway of `protocol`. An LSP session is an
+    /// editor's for as long as it is open, idle for hours between bursts,
+    /// with messages of megabytes and requests (a workspace's first
+    /// analysis, a question to the user) that take minutes: `docs/lsp.md`.
+    pub fn for_protocol(protocol: crate::bridge::ProtocolId) -> Self {
+        let limits = Self::default();
+        match protocol {
+            crate::bridge::ProtocolId::LSP_EXPERIMENTAL => Self {
+                max_body: LSP_MAX_BODY,
+                idle_timeout: Duration::from_secs(24 * 3600),
+                request_timeout: Duration::from_secs(120),
+                ..limits
+            },
+            _ => limits,
+        }
+    }
+}
+
 /// When the edge sends a second copy of a read-only request
 /// (`--hedge-after`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -84,12 +84,34 @@ impl EffectTable {
             .with("agent/getAuthenticatedExtendedCard", Effect::ReadOnly)
     }
 
-    /// The table for a protocol: MCP and A2A have theirs; any other gets an
-    /// empty table (every method destructive until configured).
+    /// The Language Server Protocol's requests, both ways (LSP 3.17;
+    /// `docs/lsp.md` gives the reasons). A query that computes edits
+    /// without applying them (`rename`, `formatting`, `codeAction`) is
+    /// read-only: the editor applies them, or asks the server to with
+    /// `workspace/executeCommand`, which like `workspace/applyEdit` is
+    /// destructive. Unknown methods are destructive (fail-safe).
+    pub fn lsp() -> Self {
+        let classes = [
+            (LSP_READ_ONLY, Effect::ReadOnly),
+            (LSP_IDEMPOTENT, Effect::IdempotentWrite),
+            (LSP_NON_IDEMPOTENT, Effect::NonIdempotentWrite),
+            (LSP_DESTRUCTIVE, Effect::Destructive),
+        ];
+        classes
+            .into_iter()
+            .flat_map(|(methods, effect)| methods.iter().map(move |m| (*m, effect)))
+            .fold(Self::new(Effect::Destructive), |t, (m, effect)| {
+                t.with(m, effect)
+            })
+    }
+
+    /// The table for a protocol: MCP, A2A and LSP have theirs; any other
+    /// gets an empty table (every method destructive until configured).
     pub fn for_protocol(protocol: ProtocolId) -> Self {
         match protocol {
             ProtocolId::MCP => Self::mcp(),
             ProtocolId::A2A => Self::a2a(),
+            ProtocolId::LSP_EXPERIMENTAL => Self::lsp(),
             _ => Self::new(Effect::Destructive),
         }
     }
@@ -104,6 +126,86 @@ impl EffectTable {
         self.effect(method) == Effect::ReadOnly
     }
 }
+
+/// LSP requests that change nothing: queries, and those that compute edits
+/// for the editor to apply.
+const LSP_READ_ONLY: &[&str] = &[
+    "initialize",
+    "textDocument/hover",
+    "textDocument/completion",
+    "completionItem/resolve",
+    "textDocument/signatureHelp",
+    "textDocument/declaration",
+    "textDocument/definition",
+    "textDocument/typeDefinition",
+    "textDocument/implementation",
+    "textDocument/references",
+    "textDocument/documentHighlight",
+    "textDocument/documentSymbol",
+    "textDocument/codeAction",
+    "codeAction/resolve",
+    "textDocument/codeLens",
+    "codeLens/resolve",
+    "textDocument/documentLink",
+    "documentLink/resolve",
+    "textDocument/documentColor",
+    "textDocument/colorPresentation",
+    "textDocument/formatting",
+    "textDocument/rangeFormatting",
+    "textDocument/rangesFormatting",
+    "textDocument/onTypeFormatting",
+    "textDocument/prepareRename",
+    "textDocument/rename",
+    "textDocument/foldingRange",
+    "textDocument/selectionRange",
+    "textDocument/semanticTokens/full",
+    "textDocument/semanticTokens/full/delta",
+    "textDocument/semanticTokens/range",
+    "textDocument/linkedEditingRange",
+    "textDocument/moniker",
+    "textDocument/prepareCallHierarchy",
+    "callHierarchy/incomingCalls",
+    "callHierarchy/outgoingCalls",
+    "textDocument/prepareTypeHierarchy",
+    "typeHierarchy/supertypes",
+    "typeHierarchy/subtypes",
+    "textDocument/inlayHint",
+    "inlayHint/resolve",
+    "textDocument/inlineValue",
+    "textDocument/inlineCompletion",
+    "textDocument/diagnostic",
+    "workspace/diagnostic",
+    "workspace/symbol",
+    "workspaceSymbol/resolve",
+    "workspace/textDocumentContent",
+    "workspace/willCreateFiles",
+    "workspace/willRenameFiles",
+    "workspace/willDeleteFiles",
+    "workspace/configuration",
+    "workspace/workspaceFolders",
+];
+
+/// LSP requests whose repetition changes nothing more: the end of a
+/// session, and a server's registrations and refresh requests to its editor.
+const LSP_IDEMPOTENT: &[&str] = &[
+    "shutdown",
+    "client/registerCapability",
+    "client/unregisterCapability",
+    "window/workDoneProgress/create",
+    "workspace/codeLens/refresh",
+    "workspace/semanticTokens/refresh",
+    "workspace/inlayHint/refresh",
+    "workspace/inlineValue/refresh",
+    "workspace/diagnostic/refresh",
+    "workspace/foldingRange/refresh",
+    "workspace/textDocumentContent/refresh",
+];
+
+/// LSP requests to the editor's user: each asks again.
+const LSP_NON_IDEMPOTENT: &[&str] = &["window/showMessageRequest", "window/showDocument"];
+
+/// LSP requests that change files or run commands.
+const LSP_DESTRUCTIVE: &[&str] = &["workspace/executeCommand", "workspace/applyEdit"];
 
 /// MCP tool annotations (`ToolAnnotations` hints) as far as they are known.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -304,6 +406,40 @@ impl SafetyPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `docs/lsp.md` lists every LSP method the table classifies, with
+    /// its class, and no other: the table and its documentation agree.
+    #[test]
+    fn lsp_table_is_the_documented_one() {
+        let doc = include_str!("../../docs/lsp.md");
+        let section = doc
+            .split("\n## ")
+            .find(|s| s.starts_with("Effect classes"))
+            .expect("docs/lsp.md has its effect classes");
+        let mut documented = HashMap::new();
+        for row in section.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let class = match cells[2] {
+                "read-only" => Effect::ReadOnly,
+                "idempotent-write" => Effect::IdempotentWrite,
+                "non-idempotent-write" => Effect::NonIdempotentWrite,
+                "destructive" => Effect::Destructive,
+                other => panic!("{row}: class {other:?}"),
+            };
+            for m in cells[1].split(", ") {
+                let m = m.trim_matches('`');
+                assert!(
+                    documented.insert(m.to_owned(), class).is_none(),
+                    "{m} twice"
+                );
+            }
+        }
+        let table = EffectTable::lsp();
+        assert_eq!(table.methods, documented);
+        assert_eq!(table.effect("textDocument/hover"), Effect::ReadOnly);
+        assert_eq!(table.effect("workspace/applyEdit"), Effect::Destructive);
+        assert_eq!(table.effect("$/unknown"), Effect::Destructive);
+    }
 
     #[test]
     fn mcp_table_follows_section_6_1() {

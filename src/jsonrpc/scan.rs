@@ -124,7 +124,7 @@ pub enum InvalidRequest {
     MethodNotUnicode,
     #[error("`id` must be a string, a number or null")]
     BadId,
-    #[error("`params` must be an array or an object")]
+    #[error("`params` must be an array or an object (or null)")]
     BadParams,
     #[error("`result` and `error` must not both be present")]
     ResultAndError,
@@ -504,7 +504,11 @@ impl<K: Kernel> Parser<'_, K> {
                             invalid.get_or_insert(InvalidRequest::BadId);
                         }
                     },
-                    (Member::Params, ValueType::Object | ValueType::Array) => {}
+                    // `null` is no params: JSON-RPC 2.0 has the member
+                    // omitted instead, but LSP clients (pygls) send
+                    // `"params": null` for `shutdown` and `exit`, and their
+                    // servers take it; the octets reach the server as sent.
+                    (Member::Params, ValueType::Object | ValueType::Array | ValueType::Null) => {}
                     (Member::Params, _) => {
                         invalid.get_or_insert(InvalidRequest::BadParams);
                     }
@@ -1289,11 +1293,21 @@ mod tests {
     }
 
     #[test]
-    fn params_must_be_structured() {
-        assert_eq!(
-            invalid(r#"{"jsonrpc":"2.0","method":"m","params":3}"#),
-            InvalidRequest::BadParams
-        );
+    fn params_must_be_structured_or_null() {
+        for bad in ["3", "\"x\"", "true"] {
+            assert_eq!(
+                invalid(&format!(
+                    r#"{{"jsonrpc":"2.0","method":"m","params":{bad}}}"#
+                )),
+                InvalidRequest::BadParams,
+                "{bad}"
+            );
+        }
+        let lsp_shutdown = br#"{"id":"b","method":"shutdown","jsonrpc":"2.0","params":null}"#;
+        assert!(matches!(
+            scan(lsp_shutdown, &Limits::default()),
+            Ok(Scanned::Single(Kind::Request { .. }))
+        ));
     }
 
     #[test]

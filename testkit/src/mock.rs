@@ -34,7 +34,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use npamp_gateway::assoc::SchemeAddr;
-use npamp_gateway::lines::{LineReader, write_line};
+use npamp_gateway::framing::{Framing, MessageReader, write_message};
 use npamp_gateway::sse;
 
 /// A byte stream: TCP, or TLS over TCP.
@@ -587,16 +587,20 @@ pub async fn serve_tcp(listener: TcpListener, behavior: Arc<Behavior>) {
     }
 }
 
-/// Serves one line-delimited session on a reader and writer (stdio, TCP).
+/// Serves one stream session on a reader and writer (stdio, TCP): one
+/// message per line, or in LSP's framing when the client speaks it (found
+/// from its first octets), answered in the same.
 pub async fn lines<R, W>(r: R, mut w: W, behavior: Arc<Behavior>)
 where
     R: tokio::io::AsyncRead + Unpin + Send,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let mut reader = MessageReader::new(r, Framing::Auto, Framing::Lines, 16 << 20);
+    let framing = reader.decided();
     let (tx, mut rx) = mpsc::channel::<Bytes>(1024);
     let writer = tokio::spawn(async move {
         while let Some(b) = rx.recv().await {
-            if write_line(&mut w, &b).await.is_err() {
+            if write_message(&mut w, framing.get(), &b).await.is_err() {
                 return;
             }
             if rx.is_empty() && tokio::io::AsyncWriteExt::flush(&mut w).await.is_err() {
@@ -605,7 +609,6 @@ where
         }
     });
     let peer = Arc::new(Peer::new(behavior, Some(tx.clone())));
-    let mut reader = LineReader::new(r, 16 << 20);
     while let Ok(Some(line)) = reader.next().await {
         session(peer.clone(), line, tx.clone()).await;
     }

@@ -109,6 +109,8 @@ pub enum Up {
     Stdio,
     /// An upstream the test runs itself, at this `--upstream` URL.
     Url(&'static str),
+    /// The test names it in the origin's extra arguments.
+    Given,
 }
 
 /// An edge and an origin process, pinned to each other's identities.
@@ -232,6 +234,7 @@ impl Pair {
                 ],
             ),
             Up::Url(url) => (None, vec!["--upstream".into(), url.to_owned()]),
+            Up::Given => (None, Vec::new()),
         };
         let listen = format!("{}://127.0.0.1:0", o.transport);
         let mut args: Vec<&str> = vec!["serve", "--listen", &listen];
@@ -258,7 +261,7 @@ impl Pair {
             })
             .collect();
         let upstream_url = match o.upstream {
-            Up::Stdio => None,
+            Up::Stdio | Up::Given => None,
             _ => up_args.get(1).cloned(),
         };
         let relay = match o.hang {

@@ -69,6 +69,7 @@ impl GatewayOptions {
             peers: self.peer.clone(),
             metrics: self.metrics.map(|m| m.0),
             protocol,
+            framing: self.framing.unwrap_or_default(),
             effects,
             policy,
             allow_methods: (!self.allow_method.is_empty())
@@ -321,7 +322,7 @@ impl GatewayOptions {
 
     /// The gateway's own bounds: sizes, counts and timeouts.
     fn limits(&self, src: &Sourced) -> Result<Limits, ConfigError> {
-        let mut limits = Limits::default();
+        let mut limits = Limits::for_protocol(self.protocol.unwrap_or_default().id());
         let l = &mut limits;
         if let Some(v) = self.max_body.map(usize::from) {
             if v > MAX_BODY_LIMIT {

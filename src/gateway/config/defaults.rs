@@ -14,10 +14,12 @@ use crate::assoc::endpoint::{
 /// The default of the option whose clap id is `id`, as its help shows it.
 pub fn of(id: &str) -> Option<String> {
     let limits = Limits::default();
+    let lsp = Limits::for_protocol(crate::bridge::ProtocolId::LSP_EXPERIMENTAL);
     let assoc = AssocConfig::default();
     let time = |d| Seconds(d).to_string();
     Some(match id {
         "protocol" => Protocol::default().to_string(),
+        "framing" => crate::framing::Framing::default().to_string(),
         "congestion" => Congestion::default().to_string(),
         "handshake_timeout" => time(DEFAULT_HANDSHAKE_TIMEOUT),
         "first_octets_timeout" => time(DEFAULT_FIRST_OCTETS_TIMEOUT),
@@ -26,7 +28,7 @@ pub fn of(id: &str) -> Option<String> {
         "key_update_after" => time(assoc.key_update_after),
         "key_update_after_bytes" => assoc.key_update_after_bytes.to_string(),
         "peer_timeout" => time(assoc.peer_timeout),
-        "max_body" => limits.max_body.to_string(),
+        "max_body" => format!("{}; {} with --protocol lsp", limits.max_body, lsp.max_body),
         "max_batch" => limits.max_batch.to_string(),
         "max_in_flight" => limits.max_in_flight.to_string(),
         "max_in_flight_per_connection" => limits.max_in_flight_per_connection.to_string(),
@@ -41,8 +43,16 @@ pub fn of(id: &str) -> Option<String> {
             "half of --max-connections, {} here",
             limits.max_connections_per_source
         ),
-        "request_timeout" => time(limits.request_timeout),
-        "idle_timeout" => time(limits.idle_timeout),
+        "request_timeout" => format!(
+            "{}; {} with --protocol lsp",
+            time(limits.request_timeout),
+            time(lsp.request_timeout)
+        ),
+        "idle_timeout" => format!(
+            "{}; {} with --protocol lsp; none for connect",
+            time(limits.idle_timeout),
+            time(lsp.idle_timeout)
+        ),
         "stall_timeout" => time(limits.stall_timeout),
         "upstream_connect_timeout" => time(limits.upstream_connect_timeout),
         "drain_timeout" => time(limits.drain_timeout),

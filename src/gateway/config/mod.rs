@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::{GatewayConfig, IngressUrl, Upstream};
 use crate::assoc::PeerAddr;
 use crate::assoc::endpoint::Congestion;
+use crate::framing::Framing;
 
 mod build;
 pub mod defaults;
@@ -95,10 +96,20 @@ pub struct GatewayOptions {
     #[cfg_attr(feature = "cli", arg(long, value_name = "ADDR"))]
     pub metrics: Option<HostPort>,
 
-    /// mcp (0x01), a2a (0x02) or jsonrpc (experimental id 0x10): the
-    /// protocol_id and SafetyLabel table.
+    /// mcp (0x01), a2a (0x02), jsonrpc (experimental id 0x10) or lsp
+    /// (experimental id 0x11, the Language Server Protocol, with limits
+    /// sized for it: docs/lsp.md): the protocol_id and SafetyLabel table.
     #[cfg_attr(feature = "cli", arg(long, value_name = "NAME"))]
     pub protocol: Option<Protocol>,
+    /// How messages are framed on stream transports (the tcp://,
+    /// tls+tcp:// and unix+lines:// ingresses, connect's stdio,
+    /// --upstream-cmd children, tcp:// and unix:// upstreams): lines (one
+    /// message per line), lsp (the Language Server Protocol's
+    /// Content-Length headers) or auto (each stream's own, found from its
+    /// first octets; what this gateway writes first, to an upstream, is
+    /// LSP's with --protocol lsp, else lines).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FRAMING"))]
+    pub framing: Option<Framing>,
     /// Effect class of a method for labels and policy: METHOD=read-only |
     /// idempotent-write | non-idempotent-write | destructive (repeatable).
     #[cfg_attr(feature = "cli", arg(long, value_name = "METHOD=CLASS"))]

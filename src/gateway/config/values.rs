@@ -34,6 +34,7 @@ deserialize_from_str!(
     Upstream,
     Congestion,
     Protocol,
+    crate::framing::Framing,
     EffectRule,
     EffectClass,
     RouteRule,
@@ -257,6 +258,8 @@ pub enum Protocol {
     /// Plain JSON-RPC (experimental id 0x10).
     #[default]
     JsonRpc,
+    /// The Language Server Protocol (experimental id 0x11).
+    Lsp,
 }
 
 impl Protocol {
@@ -265,6 +268,7 @@ impl Protocol {
             Protocol::Mcp => ProtocolId::MCP,
             Protocol::A2a => ProtocolId::A2A,
             Protocol::JsonRpc => ProtocolId::JSONRPC_EXPERIMENTAL,
+            Protocol::Lsp => ProtocolId::LSP_EXPERIMENTAL,
         }
     }
 }
@@ -277,8 +281,9 @@ impl FromStr for Protocol {
             "mcp" => Ok(Self::Mcp),
             "a2a" => Ok(Self::A2a),
             "jsonrpc" => Ok(Self::JsonRpc),
+            "lsp" => Ok(Self::Lsp),
             other => Err(format!(
-                "unknown protocol {other:?}: expected mcp, a2a or jsonrpc"
+                "unknown protocol {other:?}: expected mcp, a2a, jsonrpc or lsp"
             )),
         }
     }
@@ -290,6 +295,7 @@ impl fmt::Display for Protocol {
             Protocol::Mcp => "mcp",
             Protocol::A2a => "a2a",
             Protocol::JsonRpc => "jsonrpc",
+            Protocol::Lsp => "lsp",
         })
     }
 }

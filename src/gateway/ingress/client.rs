@@ -13,15 +13,19 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::Ingress;
 use super::limit::{ClientKey, Limiter};
+use crate::framing::{Decided, MessageReader, write_message};
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::metrics::{Metrics, ReplyClass};
 use crate::gateway::outbox::{Inbox, Outbox};
 use crate::gateway::session::Session;
 use crate::gateway::stall::{Moved, wrote};
-use crate::jsonrpc::carriage::{BatchJoin, id_of, scan_error_response, scan_error_response_to};
+use crate::jsonrpc::carriage::{
+    BatchJoin, id_of, local_error, scan_error_response, scan_error_response_to,
+};
 use crate::jsonrpc::{Kind, ScanError, Scanned, request_id, scan};
-use crate::lines::{LineReader, LineSkipped, write_line};
+use crate::lines::LineSkipped;
+use crate::lsp::FramingLost;
 use crate::relay::Failure;
 
 /// A stream of messages from a client.
@@ -29,7 +33,7 @@ pub trait MessageSource: Send {
     fn next_message(&mut self) -> impl Future<Output = std::io::Result<Option<Bytes>>> + Send;
 }
 
-impl<R: AsyncRead + Unpin + Send> MessageSource for LineReader<R> {
+impl<R: AsyncRead + Unpin + Send> MessageSource for MessageReader<R> {
     async fn next_message(&mut self) -> std::io::Result<Option<Bytes>> {
         self.next().await
     }
@@ -47,12 +51,13 @@ fn too_large_line(skipped: &LineSkipped) -> Vec<u8> {
     scan_error_response_to(id, &f)
 }
 
-/// Writes messages for a line-delimited client until the queue closes; a
-/// client that takes no octet of them for `stall` (by `moved`, which the
-/// socket under `w` marks) is given up (the queue is dropped, which ends
-/// its session).
-pub async fn write_lines<W: AsyncWrite + Unpin>(
+/// Writes messages for a stream client, in the framing it spoke, until the
+/// queue closes; a client that takes no octet of them for `stall` (by
+/// `moved`, which the socket under `w` marks) is given up (the queue is
+/// dropped, which ends its session).
+pub async fn write_messages<W: AsyncWrite + Unpin>(
     mut w: W,
+    framing: Decided,
     moved: Arc<Moved>,
     mut rx: Inbox,
     stall: Duration,
@@ -60,7 +65,7 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
 ) {
     while let Some(text) = rx.recv().await {
         let write = async {
-            write_line(&mut w, &text).await?;
+            write_message(&mut w, framing.get(), &text).await?;
             if rx.is_empty() {
                 w.flush().await?;
             }
@@ -77,7 +82,10 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
 /// Serves one session client: its messages go to the peer over an
 /// association of its own (established at the first message); what comes
 /// back goes to `tx`. Returns when the client is done and its outstanding
-/// requests are answered, or the association is gone.
+/// requests are answered, or the association is gone. A client silent for
+/// `--idle-timeout` with nothing outstanding is closed, but for stdio's:
+/// `connect`'s one client is the program that started it (an editor, an
+/// MCP host), and closing it would end the process under it.
 pub async fn stream_client<S: MessageSource>(
     mut source: S,
     tx: Outbox,
@@ -86,6 +94,10 @@ pub async fn stream_client<S: MessageSource>(
     key: Option<ClientKey>,
 ) {
     let ctx = edge.ctx.clone();
+    let idle = match ingress {
+        Ingress::STDIO => Duration::MAX,
+        _ => ctx.limits.idle_timeout,
+    };
     let mut session: Option<Session> = None;
     loop {
         let ended = async {
@@ -95,7 +107,7 @@ pub async fn stream_client<S: MessageSource>(
             }
         };
         let next = tokio::select! {
-            m = tokio::time::timeout(ctx.limits.idle_timeout, source.next_message()) => m,
+            m = tokio::time::timeout(idle, source.next_message()) => m,
             _ = ended => {
                 debug!("association ended: closing the client connection");
                 return;
@@ -148,15 +160,19 @@ pub async fn stream_client<S: MessageSource>(
             s.on_local_message(text).await;
         }
     }
-    // The client is done sending: its outstanding requests still get their
-    // replies (bounded by the request timeout), then the association closes.
     if let Some(s) = session {
-        let deadline = Instant::now() + ctx.limits.request_timeout + Duration::from_secs(1);
-        while s.outstanding() > 0 && Instant::now() < deadline && s.assoc().is_open() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        s.close().await;
+        done_sending(&ctx, s).await;
     }
+}
+
+/// The client is done sending: its outstanding requests still get their
+/// replies (bounded by the request timeout), then the association closes.
+async fn done_sending(ctx: &Ctx, s: Session) {
+    let deadline = Instant::now() + ctx.limits.request_timeout + Duration::from_secs(1);
+    while s.outstanding() > 0 && Instant::now() < deadline && s.assoc().is_open() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    s.close().await;
 }
 
 /// Why a message of `len` octets from `key` is refused under its rate
@@ -175,14 +191,26 @@ pub fn over_rate_limit(
 }
 
 /// A session client's message could not be read: `true` when its
-/// connection carries on (a line over `--max-body`, skipped whole, the
-/// client told why, with the request's id when the line's head shows it),
-/// `false` when it is done (told why, where it sent something too large).
+/// connection carries on (a line or LSP message over `--max-body`, skipped
+/// whole, the client told why, with the request's id when the message's
+/// head shows it), `false` when it is done (told why, where it sent
+/// something too large or lost its LSP framing).
 async fn read_failed(ctx: &Ctx, e: &std::io::Error, tx: &Outbox) -> bool {
     if let Some(skipped) = LineSkipped::of(e) {
         ctx.metrics.reply(ReplyClass::Invalid);
         let _ = tx.send(too_large_line(skipped).into()).await;
         return true;
+    }
+    if let Some(lost) = FramingLost::of(e) {
+        // Nothing after this can be told apart: the client is told why,
+        // with a null id (no request can be named), and its connection
+        // closes once that is written.
+        ctx.metrics.reply(ReplyClass::Invalid);
+        debug!(error = %lost, "client stream's framing lost: closing it");
+        let why = serde_json::Value::String(lost.to_string()).to_string();
+        let answer = local_error(None, -32700, "Parse error", Some(&why));
+        let _ = tx.send(answer.into()).await;
+        return false;
     }
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
         // A TLS client gone without close_notify: it is gone.

@@ -3,26 +3,27 @@
 use std::sync::Arc;
 
 use super::Ingress;
-use super::client::{stream_client, write_lines};
+use super::client::{stream_client, write_messages};
 use crate::gateway::edge::Edge;
 use crate::gateway::stall::{Moved, Tracked};
-use crate::lines::LineReader;
 
 /// The stdio ingress (`npamp-gateway connect`): this process's stdin and
-/// stdout are one client session.
+/// stdout are one client session, in `--framing` (an editor's LSP, or
+/// lines).
 pub async fn serve(edge: Arc<Edge>) {
     let (tx, rx) = edge.ctx.limits.outbox();
     let moved = Moved::new();
-    let writer = tokio::spawn(write_lines(
+    let reader = edge.ctx.message_reader(tokio::io::stdin());
+    let writer = tokio::spawn(write_messages(
         Tracked::new(tokio::io::stdout(), moved.clone()),
+        reader.decided(),
         moved,
         rx,
         edge.ctx.limits.stall_timeout,
         edge.ctx.metrics.clone(),
     ));
-    let max = edge.ctx.limits.max_body;
     stream_client(
-        LineReader::skipping_long_lines(tokio::io::stdin(), max),
+        reader,
         tx,
         edge,
         Ingress::STDIO,

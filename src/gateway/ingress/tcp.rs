@@ -1,5 +1,6 @@
-//! The TCP ingress (`tcp://`, and `tls+tcp://` over TLS):
-//! newline-delimited JSON-RPC, one session per connection.
+//! The TCP ingress (`tcp://`, and `tls+tcp://` over TLS, `unix+lines://`
+//! on a Unix socket): JSON-RPC one message per line or in LSP's framing
+//! (`--framing`), one session per connection.
 
 use std::sync::Arc;
 
@@ -9,14 +10,13 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use tracing::debug;
 
-use super::client::{stream_client, write_lines};
+use super::client::{stream_client, write_messages};
 use super::conn::Opening;
 use super::limit::ClientKey;
 use super::{Clients, Conn, Kind};
 use crate::gateway::edge::Edge;
-use crate::lines::LineReader;
 
-/// `tcp://` and `tls+tcp://`: one JSON-RPC message per line.
+/// `tcp://` and `tls+tcp://`: one JSON-RPC message per line, or LSP-framed.
 pub struct Lines;
 
 impl Kind for Lines {
@@ -77,20 +77,20 @@ async fn client(conn: Conn, edge: Arc<Edge>, ingress: super::Ingress) {
     }
     let (r, w) = tokio::io::split(stream);
     let (tx, rx) = edge.ctx.limits.outbox();
-    let writer = tokio::spawn(write_lines(
+    let reader = edge.ctx.message_reader(r);
+    let writer = tokio::spawn(write_messages(
         w,
+        reader.decided(),
         moved,
         rx,
         edge.ctx.limits.stall_timeout,
         edge.ctx.metrics.clone(),
     ));
-    let max = edge.ctx.limits.max_body;
-    let lines = LineReader::skipping_long_lines(r, max);
     let client = match certificate {
         Some(fingerprint) => ClientKey::Certificate(fingerprint),
         None => from.key(),
     };
-    stream_client(lines, tx, edge, ingress, Some(client)).await;
+    stream_client(reader, tx, edge, ingress, Some(client)).await;
     let _ = writer.await;
     drop(permit);
 }

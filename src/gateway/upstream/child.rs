@@ -1,6 +1,7 @@
-//! A child process speaking newline-delimited JSON-RPC on its stdio
-//! (`--upstream-cmd`): one process per association, started when the
-//! association opens and ended politely when it closes.
+//! A child process speaking JSON-RPC on its stdio (`--upstream-cmd`), one
+//! message per line or in LSP's framing (`--framing`): one process per
+//! association, started when the association opens and ended politely when
+//! it closes.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use super::{Address, Delivery, Env, Kind};
 use crate::bridge::ProtocolId;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::session::{SESSION_OVER, Session};
-use crate::lines::{LineReader, LineSkipped};
+use crate::lines::LineSkipped;
 
 /// A program and its arguments, for every protocol but MCP (whose stdio
 /// servers are [`super::mcp_stdio`]).
@@ -40,7 +41,7 @@ impl Kind for Command {
         })
     }
 }
-/// A child process speaking newline-delimited JSON-RPC on stdio.
+/// A child process speaking JSON-RPC on stdio.
 pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) -> String {
     let ctx = &env.ctx;
     let Some((program, args)) = argv.split_first() else {
@@ -69,16 +70,17 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
             info!(target: "upstream", pid, "{line}");
         }
     });
+    let mut messages = ctx.message_reader(stdout);
+    let framing = messages.decided();
     let why = {
-        let write = super::write_lines(ctx, "its stdin", rx, &mut stdin);
+        let write = super::write_messages(ctx, "its stdin", &framing, rx, &mut stdin);
         let read = async {
             // One reply too large for --max-body is dropped, not a reason to
             // restart the upstream (and lose its other requests and state):
             // the request it answers is told so when the reply's head names
             // it, else it times out.
-            let mut lines = LineReader::skipping_long_lines(stdout, ctx.limits.max_body);
             loop {
-                match lines.next().await {
+                match messages.next().await {
                     Ok(Some(line)) => session.on_local_message(line).await,
                     Ok(None) => return "the upstream closed its stdout".to_owned(),
                     Err(e) => match LineSkipped::of(&e) {

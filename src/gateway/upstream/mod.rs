@@ -20,11 +20,11 @@ pub mod child;
 pub mod group;
 pub mod http;
 pub mod http_client;
-pub mod ipc;
 pub mod mcp_http;
 pub mod mcp_stdio;
 pub mod pool;
 pub mod process;
+pub mod socket;
 pub mod ws;
 
 use std::path::PathBuf;
@@ -81,12 +81,13 @@ pub type RunSession =
 /// Every kind of upstream. The first that takes an address delivers to it,
 /// so a kind for one protocol comes before the general kind of its
 /// addresses. A new kind is its module and one line here.
-static KINDS: [&dyn Kind; 6] = [
+static KINDS: [&dyn Kind; 7] = [
     &mcp_http::McpHttp,
     &mcp_stdio::McpStdio,
     &http::Http,
     &ws::WebSocket,
-    &ipc::Ipc,
+    &socket::Ipc,
+    &socket::Tcp,
     &child::Command,
 ];
 
@@ -99,6 +100,8 @@ pub enum Address {
     Url(String),
     /// A path on this machine (`unix:///run/geth.ipc`).
     Path(PathBuf),
+    /// A TCP server's `HOST:PORT` (`tcp://127.0.0.1:2087`).
+    Tcp(String),
     /// A program and its arguments (`--upstream-cmd`).
     Command(Vec<String>),
 }
@@ -154,7 +157,7 @@ impl FromStr for Upstream {
         match KINDS.iter().find_map(|k| k.parse(s)) {
             Some(address) => address.map(Self),
             None => Err(format!(
-                "bad URL {s:?}: expected http://, https://, http+unix:///PATH, ws://, wss:// or unix:///PATH"
+                "bad URL {s:?}: expected http://, https://, http+unix:///PATH, ws://, wss://, unix:///PATH or tcp://HOST:PORT"
             )),
         }
     }
@@ -170,6 +173,7 @@ impl std::fmt::Display for Upstream {
             Address::Url(u) => redact::PublicUrl::of(u).fmt(f),
             Address::Command(argv) => f.write_str(&redact::program(argv)),
             Address::Path(path) => write!(f, "unix://{}", path.display()),
+            Address::Tcp(host_port) => write!(f, "tcp://{host_port}"),
         }
     }
 }
@@ -263,17 +267,24 @@ fn uri_of(url: &str, schemes: &[&str]) -> Option<Result<hyper::Uri, String>> {
     })
 }
 
-/// Writes each message of `rx` to `w` as a line, flushing when none is left
-/// queued, each write within the stall timeout ([`write_within`]): why one
-/// failed, or `None` when the queue closed.
-async fn write_lines<W>(ctx: &Ctx, into: &str, rx: &mut Inbox, w: &mut W) -> Option<String>
+/// Writes each message of `rx` to `w` in the stream's framing (a line, or
+/// LSP's headers), flushing when none is left queued, each write within the
+/// stall timeout ([`write_within`]): why one failed, or `None` when the
+/// queue closed.
+async fn write_messages<W>(
+    ctx: &Ctx,
+    into: &str,
+    framing: &crate::framing::Decided,
+    rx: &mut Inbox,
+    w: &mut W,
+) -> Option<String>
 where
     W: tokio::io::AsyncWrite + Unpin,
 {
     use tokio::io::AsyncWriteExt;
     while let Some(text) = rx.recv().await {
         let one = async {
-            crate::lines::write_line(w, &text).await?;
+            crate::framing::write_message(w, framing.get(), &text).await?;
             if rx.is_empty() {
                 w.flush().await?;
             }
@@ -331,6 +342,10 @@ mod tests {
         assert_eq!(kind_of("ws://127.0.0.1:8546", json), "websocket");
         assert_eq!(kind_of("wss://node.example", mcp), "websocket");
         assert_eq!(kind_of("unix:///run/geth.ipc", json), "ipc");
+        assert_eq!(kind_of("tcp://127.0.0.1:2087", json), "tcp");
+        let tcp: Upstream = "tcp://[::1]:2087".parse().expect("a URL");
+        assert_eq!(tcp.address(), &Address::Tcp("[::1]:2087".into()));
+        assert_eq!(tcp.to_string(), "tcp://[::1]:2087");
         let cmd = Upstream::command(vec!["node".into(), "server.js".into()]);
         let cmd = cmd.expect("a command");
         assert_eq!(cmd.kind(json).map(|k| k.name()), Some("command"));
@@ -361,7 +376,14 @@ mod tests {
 
     #[test]
     fn a_url_no_kind_reads_is_refused_naming_the_forms() {
-        for bad in ["ftp://x", "tcp://127.0.0.1:1", "unix://relative", "http://"] {
+        for bad in [
+            "ftp://x",
+            "tcp://127.0.0.1",
+            "tcp://127.0.0.1:0",
+            "tcp://host:1/path",
+            "unix://relative",
+            "http://",
+        ] {
             let e = bad.parse::<Upstream>().expect_err(bad);
             assert!(e.starts_with(&format!("bad URL {bad:?}")), "{bad}: {e}");
         }
