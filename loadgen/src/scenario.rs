@@ -14,8 +14,8 @@ pub struct Scenario {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// `http://`, `mcp+http://`, `ws://`, `tcp://`, `npamp://`, `npamp+quic://`, `npamp+tls://`; none:
-    /// an embedded gateway pair.
+    /// `http://`, `mcp+http://`, `ws://`, `tcp://`, `tcp+lsp://`, `npamp://`, `npamp+quic://`,
+    /// `npamp+tls://`; none: an embedded gateway pair.
     pub target: Option<String>,
     /// Seconds measured (after the warm-up); ignored when `stages` are set.
     /// Times are seconds, or text with a unit: `"500ms"`, `"5s"`, `"2m"`.
@@ -34,12 +34,38 @@ pub struct Scenario {
     pub mix: Mix,
     #[serde(default)]
     pub slo: Slo,
+    /// What each connection to a `tcp+lsp://` target does before its load:
+    /// `initialize`, `initialized`, then a `didOpen` of each document.
+    #[serde(default)]
+    pub lsp: Option<LspSession>,
     /// Which part of a run across machines this is (`run --shard I/N`).
     #[serde(skip)]
     pub shard: Option<Shard>,
     /// The first request id is one above this (a shard's ids are its own).
     #[serde(skip)]
     pub id_base: u64,
+}
+
+/// `[lsp]`: an editor's opening of an LSP session on each connection.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LspSession {
+    /// `initialize`'s `rootUri` (none: `null`, no workspace).
+    #[serde(default)]
+    pub root_uri: Option<String>,
+    /// The documents opened (`textDocument/didOpen`) before the load, the
+    /// ones its requests name.
+    #[serde(default)]
+    pub open: Vec<LspDocument>,
+}
+
+/// `[[lsp.open]]`: one document an LSP connection opens.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LspDocument {
+    pub uri: String,
+    pub language_id: String,
+    pub text: String,
 }
 
 /// Part `index` of `count` (0-based) of a run spread over `count` workers.
@@ -287,6 +313,17 @@ impl Scenario {
         }
         if self.connections == 0 {
             return Err(("connections", "must be at least 1".into()));
+        }
+        if self.lsp.is_some()
+            && !self
+                .target
+                .as_deref()
+                .is_some_and(|t| t.starts_with("tcp+lsp://"))
+        {
+            return Err((
+                "lsp",
+                "an [lsp] session opens on a tcp+lsp:// target only".into(),
+            ));
         }
         match &self.load {
             Load::Open { rate, stages } => {
@@ -549,6 +586,21 @@ params = '{"n": {seq}}'
         );
         let e = Scenario::parse(&stages, "t.toml").unwrap_err();
         assert!(e.message.contains("at most"), "{e}");
+    }
+
+    #[test]
+    fn an_lsp_session_needs_an_lsp_target() {
+        let lsp = "target = \"tcp+lsp://127.0.0.1:2087\"\nduration = 2";
+        let with = format!(
+            "{}\n[lsp]\nroot_uri = \"file:///w\"\n[[lsp.open]]\nuri = \"file:///w/a.py\"\nlanguage_id = \"python\"\ntext = \"x = 1\"\n",
+            OK.replace("duration = 2", lsp)
+        );
+        let s = Scenario::parse(&with, "t.toml").expect("valid");
+        let session = s.lsp.expect("an [lsp] table");
+        assert_eq!(session.open[0].language_id, "python");
+        let e = Scenario::parse(&with.replace("tcp+lsp://", "tcp://"), "t.toml").unwrap_err();
+        assert!(e.at.ends_with("key `lsp`"), "{e}");
+        assert!(e.message.contains("tcp+lsp://"), "{e}");
     }
 
     #[test]

@@ -296,15 +296,28 @@ async fn run(target: Target) -> Summary {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http_ws_and_tcp_targets_account_for_every_request() {
-    for kind in ["http", "ws", "tcp"] {
-        let addr: MockAddr = format!("{kind}://127.0.0.1:0").parse().expect("addr");
+async fn http_ws_tcp_and_lsp_targets_account_for_every_request() {
+    for kind in ["http", "ws", "tcp", "lsp"] {
+        let scheme = if kind == "lsp" { "tcp" } else { kind };
+        let addr: MockAddr = format!("{scheme}://127.0.0.1:0").parse().expect("addr");
         let bound = mock::spawn(addr, None, Default::default())
             .await
             .expect("mock");
         let target = match bound {
             MockAddr::Http(a) => Target::Http(format!("http://{a}/").parse().expect("uri")),
             MockAddr::Ws(a) => Target::Ws(format!("ws://{a}")),
+            // The mock answers in LSP's framing when spoken to in it.
+            MockAddr::Tcp(a) if kind == "lsp" => {
+                let session = npamp_loadgen::scenario::LspSession {
+                    root_uri: None,
+                    open: vec![npamp_loadgen::scenario::LspDocument {
+                        uri: "file:///w/mod.py".into(),
+                        language_id: "python".into(),
+                        text: "x = 1\n".into(),
+                    }],
+                };
+                Target::Lsp(a.to_string(), std::sync::Arc::new(session))
+            }
             MockAddr::Tcp(a) => Target::Tcp(a.to_string()),
             _ => unreachable!("plain mocks only"),
         };

@@ -93,7 +93,11 @@ impl GatewayFlags {
     }
 }
 
-pub async fn target_of(url: &str, npamp: &GatewayFlags) -> anyhow::Result<Target> {
+pub async fn target_of(
+    url: &str,
+    scenario: &Scenario,
+    npamp: &GatewayFlags,
+) -> anyhow::Result<Target> {
     // `npamp://` names a gateway as such (transport negotiated);
     // `npamp+quic://` and `npamp+tls://` fix the transport.
     let peer_url = url
@@ -111,6 +115,13 @@ pub async fn target_of(url: &str, npamp: &GatewayFlags) -> anyhow::Result<Target
         };
         let config = options.resolve()?;
         return Ok(Target::Npamp(Arc::new(Client::new(&config)?)));
+    }
+    if let Some(addr) = url.strip_prefix("tcp+lsp://") {
+        let session = scenario.lsp.clone().unwrap_or_default();
+        return Ok(Target::Lsp(
+            addr.trim_end_matches('/').to_owned(),
+            Arc::new(session),
+        ));
     }
     if let Some(addr) = url.strip_prefix("tcp://") {
         return Ok(Target::Tcp(addr.trim_end_matches('/').to_owned()));
@@ -131,7 +142,7 @@ pub async fn target_of(url: &str, npamp: &GatewayFlags) -> anyhow::Result<Target
         ));
     }
     bail!(
-        "unknown target {url:?}: expected http://, mcp+http://, ws://, tcp://, npamp://, npamp+quic:// or npamp+tls://"
+        "unknown target {url:?}: expected http://, mcp+http://, ws://, tcp://, tcp+lsp://, npamp://, npamp+quic:// or npamp+tls://"
     )
 }
 
@@ -143,7 +154,7 @@ pub async fn prepare(
 ) -> anyhow::Result<(Option<EmbeddedPair>, Target, String)> {
     Ok(match &scenario.target {
         Some(url) => {
-            let target = target_of(url, npamp).await?;
+            let target = target_of(url, scenario, npamp).await?;
             let described = target.describe();
             (None, target, described)
         }

@@ -82,6 +82,11 @@ pub enum Target {
     Mcp(hyper::Uri),
     Ws(String),
     Tcp(String),
+    /// A language server, or an edge's TCP ingress, speaking LSP's
+    /// `Content-Length` framing (`tcp+lsp://`): each connection is an LSP
+    /// session (`initialize`, `initialized`, the scenario's `didOpen`s),
+    /// whose server-to-client requests the connection answers.
+    Lsp(String, Arc<crate::scenario::LspSession>),
     /// Bridge frames straight to a gateway's association port.
     Npamp(Arc<npamp_gateway::gateway::Client>),
 }
@@ -93,6 +98,7 @@ impl Target {
             Target::Mcp(u) => format!("mcp+{u}"),
             Target::Ws(u) => u.clone(),
             Target::Tcp(a) => format!("tcp://{a}"),
+            Target::Lsp(a, _) => format!("tcp+lsp://{a}"),
             Target::Npamp(e) => match e.peer().scheme {
                 Scheme::Npamp => e.peer().to_string(),
                 Scheme::Quic | Scheme::Tls => format!("npamp+{}", e.peer()),
@@ -104,7 +110,7 @@ impl Target {
     /// matched by id: WebSocket, TCP) instead of exchanging one request at
     /// a time (HTTP, MCP, N-PAMP).
     fn pipelines(&self) -> bool {
-        matches!(self, Target::Ws(_) | Target::Tcp(_))
+        matches!(self, Target::Ws(_) | Target::Tcp(_) | Target::Lsp(..))
     }
 
     /// Starts one connection's worth of load, taking its jobs from
@@ -125,6 +131,11 @@ impl Target {
             }
             Target::Ws(url) => pool.task(stream::worker(stream::ws(url.clone()), source, run)),
             Target::Tcp(addr) => pool.task(stream::worker(stream::tcp(addr.clone()), source, run)),
+            Target::Lsp(addr, session) => pool.task(stream::worker(
+                stream::lsp(addr.clone(), session.clone()),
+                source,
+                run,
+            )),
         }
     }
 }

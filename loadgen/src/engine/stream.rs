@@ -236,3 +236,131 @@ pub(super) async fn tcp(addr: String) -> Result<(impl TextOut, impl TextIn), Str
     let (r, w) = tcp.into_split();
     Ok((LineOut(w), LinesIn(tokio::io::BufReader::new(r).lines())))
 }
+
+/// The write half of an LSP connection, shared by the sender and the
+/// reader (which answers the server's requests on it).
+type SharedWrite = Arc<tokio::sync::Mutex<tokio::net::tcp::OwnedWriteHalf>>;
+
+/// LSP over TCP: each message with its `Content-Length` header.
+struct LspOut(SharedWrite);
+
+impl TextOut for LspOut {
+    async fn send(&mut self, text: String) -> bool {
+        let mut w = self.0.lock().await;
+        npamp_gateway::lsp::write_message(&mut *w, text.as_bytes())
+            .await
+            .is_ok()
+    }
+}
+
+/// LSP over TCP: messages from the server, less its requests to the
+/// editor, which are answered here (as an editor answers them).
+struct LspIn {
+    read: npamp_gateway::lsp::LspReader<tokio::net::tcp::OwnedReadHalf>,
+    write: SharedWrite,
+}
+
+impl TextIn for LspIn {
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            let message = match self.read.next().await {
+                Ok(Some(m)) => m,
+                // One message over the limit, skipped: the stream reads on.
+                Err(e) if npamp_gateway::lines::LineSkipped::of(&e).is_some() => continue,
+                Ok(None) | Err(_) => return None,
+            };
+            let Some(answer) = editor_answer(&message) else {
+                return Some(message);
+            };
+            let mut w = self.write.lock().await;
+            if npamp_gateway::lsp::write_message(&mut *w, answer.as_bytes())
+                .await
+                .is_err()
+            {
+                return None;
+            }
+        }
+    }
+}
+
+/// What an editor answers a server's request with, when `message` is one:
+/// `workspace/configuration` gets a `null` (no settings) for each item
+/// asked, any other request (`client/registerCapability`,
+/// `window/workDoneProgress/create`, ...) a `null` result.
+fn editor_answer(message: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(message).ok()?;
+    let (method, id) = (v.get("method")?.as_str()?, v.get("id")?);
+    let result = match method {
+        "workspace/configuration" => {
+            let items = v["params"]["items"].as_array().map_or(0, Vec::len);
+            Value::Array(vec![Value::Null; items])
+        }
+        _ => Value::Null,
+    };
+    Some(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string())
+}
+
+/// How long a language server may take to answer `initialize`.
+const LSP_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Opens a TCP connection to a language server (or an edge's TCP ingress)
+/// at `addr` and opens an LSP session on it: `initialize` (answered),
+/// `initialized`, then a `didOpen` of each of the scenario's documents.
+pub(super) async fn lsp(
+    addr: String,
+    session: Arc<crate::scenario::LspSession>,
+) -> Result<(impl TextOut, impl TextIn), String> {
+    use serde_json::json;
+    let tcp = tokio::net::TcpStream::connect(addr.as_str())
+        .await
+        .map_err(|e| format!("TCP connect: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let (r, w) = tcp.into_split();
+    let write = Arc::new(tokio::sync::Mutex::new(w));
+    let max = npamp_gateway::gateway::MAX_BODY_LIMIT;
+    let mut input = LspIn {
+        read: npamp_gateway::lsp::LspReader::new(r, max),
+        write: write.clone(),
+    };
+    let mut out = LspOut(write);
+    let id = "npamp-loadgen-initialize";
+    let initialize = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "processId": null,
+        "rootUri": session.root_uri,
+        "capabilities": {
+            "workspace": {"configuration": true},
+            "window": {"workDoneProgress": true},
+            "textDocument": {"hover": {}, "completion": {}, "definition": {}},
+        },
+    }});
+    if !out.send(initialize.to_string()).await {
+        return Err("LSP: sending initialize failed".into());
+    }
+    let answered = async {
+        while let Some(m) = input.next().await {
+            let v: Value = serde_json::from_slice(&m).unwrap_or_default();
+            if v.get("id").and_then(Value::as_str) == Some(id) {
+                return match v.get("error") {
+                    Some(e) => Err(format!("LSP: initialize refused: {e}")),
+                    None => Ok(()),
+                };
+            }
+        }
+        Err("LSP: the connection closed before initialize was answered".to_owned())
+    };
+    tokio::time::timeout(LSP_INITIALIZE_TIMEOUT, answered)
+        .await
+        .map_err(|_| format!("LSP: initialize not answered in {LSP_INITIALIZE_TIMEOUT:?}"))??;
+    let mut opening = vec![json!({"jsonrpc": "2.0", "method": "initialized", "params": {}})];
+    for d in &session.open {
+        opening.push(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+            "textDocument": {"uri": d.uri, "languageId": d.language_id, "version": 1, "text": d.text},
+        }}));
+    }
+    for m in opening {
+        if !out.send(m.to_string()).await {
+            return Err("LSP: opening the session failed".into());
+        }
+    }
+    Ok((out, input))
+}
