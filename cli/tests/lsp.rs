@@ -156,6 +156,34 @@ async fn an_lsp_session_crosses_the_pair_both_ways_over_quic_and_tls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tcp_upstream_is_spoken_to_in_lsp_and_its_requests_reach_the_client() {
+    // The mock on TCP answers in the framing it is spoken to in: the
+    // origin writes LSP's (`--protocol lsp`) and reads what comes back.
+    let (_mock, url) = crate::support::mock("tcp").await;
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Given,
+        origin_extra: &["--protocol", "lsp", "--upstream", &url],
+        edge_extra: &["--protocol", "lsp"],
+        ingresses: &["tcp"],
+        ..Default::default()
+    })
+    .await;
+    let mut lsp = Lsp::tcp(&pair.ingress("tcp")).await;
+    let r = lsp.call(request(1, "echo", json!({"a": 1}))).await;
+    assert_eq!(r["result"], json!({"a": 1}), "{r}");
+    lsp.send(request(2, "ask", json!({"items": [{}]}))).await;
+    let question = lsp.recv().await.expect("the server's request");
+    assert_eq!(question["method"], "mock/question", "{question}");
+    lsp.send(json!({"jsonrpc": "2.0", "id": question["id"], "result": [null]}))
+        .await;
+    let r = lsp.recv().await.expect("the answer");
+    assert_eq!(
+        (r["id"].clone(), r["result"].clone()),
+        (json!(2), json!({"answer": [null]}))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_session_ends_with_its_language_server_and_connect_exits() {
     let pair = lsp_pair("quic", &[]).await;
     // Over TCP: the server exits (the mock's `exit`, as a language server

@@ -665,3 +665,34 @@ fn several_upstreams_form_a_group_of_http_ones_or_of_sessions_and_routes_are_htt
     let e = origin(&["--upstream", "http://127.0.0.1:8545", "--route", "nothing"]).unwrap_err();
     assert!(e.to_string().contains("GLOB=URL"), "{e}");
 }
+
+#[test]
+fn lsp_sets_its_framing_and_limits_and_flags_still_win() {
+    use crate::framing::Framing;
+    let path = file("lsp", "protocol = \"lsp\"\nframing = \"lsp\"\n");
+    let config = edge(&["--config", &path]).unwrap();
+    assert_eq!(config.protocol, crate::bridge::ProtocolId::LSP_EXPERIMENTAL);
+    assert_eq!(config.framing, Framing::Lsp);
+    assert_eq!(config.limits.max_body, 16 << 20);
+    assert_eq!(config.limits.request_timeout, Duration::from_secs(120));
+    assert_eq!(config.limits.idle_timeout, Duration::from_secs(24 * 3600));
+    let config = edge(&[
+        "--protocol",
+        "lsp",
+        "--max-body",
+        "1000",
+        "--idle-timeout",
+        "60",
+    ])
+    .unwrap();
+    assert_eq!(config.framing, Framing::Auto, "the default");
+    assert_eq!(config.limits.max_body, 1000);
+    assert_eq!(config.limits.idle_timeout, Duration::from_secs(60));
+    assert_eq!(
+        edge(&[]).unwrap().limits.max_body,
+        1 << 20,
+        "other protocols as before"
+    );
+    let e = edge(&["--framing", "headers"]).unwrap_err();
+    assert!(e.to_string().contains("expected lines, lsp or auto"), "{e}");
+}
