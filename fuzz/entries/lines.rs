@@ -5,7 +5,7 @@
 //! The skipping reader (an upstream's stdout) returns the same lines with
 //! each over-long one reported as skipped, with its length, in its place.
 
-use super::pieces::Pieces;
+use super::pieces::{Pieces, Split};
 use npamp_gateway::lines::{LineReader, LineSkipped};
 
 fn expected(data: &[u8], max: usize) -> (Vec<&[u8]>, bool) {
@@ -58,12 +58,9 @@ fn expected_skipping(data: &[u8], max: usize) -> Vec<Result<&[u8], usize>> {
 
 /// One input, as the fuzzer hands it over.
 pub fn run(input: &[u8]) {
-    let Some((&head, rest)) = input.split_first() else {
+    let Some(Split { sizes, data, max }) = Split::of(input) else {
         return;
     };
-    let split = usize::from(head).min(rest.len());
-    let (sizes, data) = rest.split_at(split);
-    let max = 1 + usize::from(sizes.first().copied().unwrap_or(64));
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().build() else {
         return;
     };

@@ -6,7 +6,7 @@
 //! bytes come in the fuzzer's pieces or all at once; and what it read,
 //! written again, reads back the same.
 
-use super::pieces::Pieces;
+use super::pieces::{Pieces, Split};
 use npamp_gateway::lines::LineSkipped;
 use npamp_gateway::lsp::{
     FramingLost, Head, LspReader, MAX_HEADER_BLOCK, parse_head, write_message,
@@ -45,12 +45,9 @@ async fn read_all(reader: &mut LspReader<Pieces<'_>>) -> Vec<Got> {
 
 /// One input, as the fuzzer hands it over.
 pub fn run(input: &[u8]) {
-    let Some((&head, rest)) = input.split_first() else {
+    let Some(Split { sizes, data, max }) = Split::of(input) else {
         return;
     };
-    let split = usize::from(head).min(rest.len());
-    let (sizes, data) = rest.split_at(split);
-    let max = 1 + usize::from(sizes.first().copied().unwrap_or(64));
 
     match parse_head(data) {
         Ok(Head::Message { header_len, .. }) => {
