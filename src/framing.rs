@@ -16,7 +16,7 @@
 use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::lines::LineReader;
 use crate::lsp::LspReader;
@@ -107,6 +107,8 @@ pub struct MessageReader<R> {
     state: State<R>,
     max: usize,
     decided: Decided,
+    /// A message begun must move on within this ([`MessageReader::stalling`]).
+    stall: Option<std::time::Duration>,
 }
 
 enum State<R> {
@@ -114,9 +116,19 @@ enum State<R> {
     Finding(R, BytesMut),
     Lines(LineReader<R>),
     Lsp(LspReader<R>),
-    /// Between states (a future dropped while it moved from one to another):
-    /// nothing more is read.
-    Gone,
+    /// What stands in while the reader found moves in (never seen).
+    Moving,
+}
+
+impl<R: AsyncRead + Unpin> State<R> {
+    /// The reader, with `stall` (if any) on a message begun.
+    fn stalling(self, stall: Option<std::time::Duration>) -> Self {
+        match (self, stall) {
+            (State::Lines(r), Some(s)) => State::Lines(r.stalling(s)),
+            (State::Lsp(r), Some(s)) => State::Lsp(r.stalling(s)),
+            (state, _) => state,
+        }
+    }
 }
 
 /// What an LSP header block starts with, in any case.
@@ -135,7 +147,18 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
             state,
             max,
             decided: Decided::new(framing, first),
+            stall: None,
         }
+    }
+
+    /// The reader, with a message begun given up (a
+    /// [`crate::lsp::FramingLost`], final) when no octet of it comes for
+    /// `stall`: a client that sends half a message and goes quiet holds no
+    /// buffer past it (a client ingress's `--stall-timeout`).
+    pub fn stalling(mut self, stall: std::time::Duration) -> Self {
+        self.stall = Some(stall);
+        self.state = self.state.stalling(self.stall);
+        self
     }
 
     /// The framing found, for the stream's writer.
@@ -151,7 +174,7 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
         match &mut self.state {
             State::Lines(r) => r.next().await,
             State::Lsp(r) => r.next().await,
-            State::Finding(..) | State::Gone => Ok(None),
+            State::Finding(..) | State::Moving => Ok(None),
         }
     }
 
@@ -160,14 +183,15 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
         let State::Finding(inner, buf) = &mut self.state else {
             return Ok(());
         };
-        let framing = find(inner, buf).await?;
-        let State::Finding(inner, buf) = std::mem::replace(&mut self.state, State::Gone) else {
+        let framing = find(inner, buf, self.stall).await?;
+        let State::Finding(inner, buf) = std::mem::replace(&mut self.state, State::Moving) else {
             return Ok(());
         };
         self.state = match framing {
             Framing::Lsp => State::Lsp(LspReader::after(inner, self.max, buf)),
             _ => State::Lines(LineReader::skipping_long_lines_after(inner, self.max, buf)),
-        };
+        }
+        .stalling(self.stall);
         self.decided.found(framing);
         Ok(())
     }
@@ -176,10 +200,12 @@ impl<R: AsyncRead + Unpin> MessageReader<R> {
 /// Reads `inner` into `buf` until its framing shows: LSP's when it starts
 /// with `Content-` (any case, after blank space), else lines (also when
 /// the stream ends first). What was read stays in `buf`, for the reader
-/// of that framing; blank space before the first message is dropped.
+/// of that framing (a read of nothing but blank space is dropped). With
+/// `stall`, a start that does not go on within it is given up.
 pub async fn find<R: AsyncRead + Unpin>(
     inner: &mut R,
     buf: &mut BytesMut,
+    stall: Option<std::time::Duration>,
 ) -> std::io::Result<Framing> {
     loop {
         let start = buf.iter().position(|b| !b.is_ascii_whitespace());
@@ -197,7 +223,8 @@ pub async fn find<R: AsyncRead + Unpin>(
             buf.clear();
         }
         buf.reserve(1 << 10);
-        if inner.read_buf(buf).await? == 0 {
+        let begun = stall.filter(|_| !buf.is_empty());
+        if crate::lines::read_within(inner, buf, begun).await? == 0 {
             return Ok(Framing::Lines);
         }
     }

@@ -17,6 +17,8 @@ pub struct LineReader<R> {
     resync: bool,
     /// The over-long line being skipped: octets so far, and its head.
     skipping: Option<(usize, Bytes)>,
+    /// A line begun must move on within this ([`LineReader::stalling`]).
+    stall: Option<std::time::Duration>,
 }
 
 /// How much of a skipped line is kept ([`LineSkipped::head`]).
@@ -50,7 +52,16 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             searched: 0,
             resync: false,
             skipping: None,
+            stall: None,
         }
+    }
+
+    /// The reader, with a line begun given up (a [`crate::lsp::FramingLost`]
+    /// error, final) when no octet of it comes for `stall`: a client that
+    /// sends half a message and goes quiet holds no buffer past it.
+    pub fn stalling(mut self, stall: std::time::Duration) -> Self {
+        self.stall = Some(stall);
+        self
     }
 
     /// A reader that skips a line over `max` (never holding more than `max`
@@ -87,10 +98,13 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                         let n = self.buf.len();
                         self.buf.clear();
                         self.buf.reserve(8 << 10);
-                        if self.inner.read_buf(&mut self.buf).await? == 0 {
+                        // Kept before the read: a read given up midway (a
+                        // timeout around `next`) resumes the skip.
+                        self.skipping = Some((skipped + n, head.clone()));
+                        if self.read_more(true).await? == 0 {
+                            self.skipping = None;
                             return Err(self.skipped(skipped + n, head));
                         }
-                        self.skipping = Some((skipped + n, head));
                         continue;
                     }
                 }
@@ -128,7 +142,8 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 return Err(too_long(self.max));
             }
             self.buf.reserve(8 << 10);
-            if self.inner.read_buf(&mut self.buf).await? == 0 {
+            let midway = !self.buf.iter().all(u8::is_ascii_whitespace);
+            if self.read_more(midway).await? == 0 {
                 if self.buf.iter().all(u8::is_ascii_whitespace) {
                     return Ok(None);
                 }
@@ -136,6 +151,42 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 return Ok(Some(self.buf.split().freeze()));
             }
         }
+    }
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// Reads more into the buffer, within the stall bound when a line is
+    /// `midway`.
+    async fn read_more(&mut self, midway: bool) -> std::io::Result<usize> {
+        read_within(
+            &mut self.inner,
+            &mut self.buf,
+            self.stall.filter(|_| midway),
+        )
+        .await
+    }
+}
+
+/// One read of `inner` into `buf`; with `stall`, one that brings nothing
+/// for that long is a [`crate::lsp::FramingLost`] (kind `TimedOut`): the
+/// message begun cannot be finished.
+pub(crate) async fn read_within<R: AsyncRead + Unpin>(
+    inner: &mut R,
+    buf: &mut BytesMut,
+    stall: Option<std::time::Duration>,
+) -> std::io::Result<usize> {
+    let Some(stall) = stall else {
+        return inner.read_buf(buf).await;
+    };
+    match tokio::time::timeout(stall, inner.read_buf(buf)).await {
+        Ok(read) => read,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            crate::lsp::FramingLost(format!(
+                "no octet of a message begun came for {:.1} s (--stall-timeout)",
+                stall.as_secs_f64()
+            )),
+        )),
     }
 }
 

@@ -14,8 +14,8 @@
 //!   in decimal digits; `Content-Type` is optional and its charset, if
 //!   given, must be UTF-8 (`utf-8` or `utf8`, as vscode-jsonrpc accepts);
 //!   other header names are allowed and have no effect.
-//! - A header line ends with `\r\n` (a bare `\n` is taken too); empty lines
-//!   before a header block are skipped.
+//! - A header line ends with `\r\n` (a bare `\n` is taken too); blank space
+//!   (empty lines, say) before a header block is skipped.
 //! - A header block is at most [`MAX_HEADER_BLOCK`] octets, blank lines
 //!   before it included.
 //!
@@ -30,11 +30,16 @@
 //!   the end of the stream, and a body cut by the end of the stream: the
 //!   framing is lost ([`FramingLost`]), nothing after it can be read.
 //!
-//! [`parse_head`] is the sans-IO part (the fuzz target `lsp_header` drives
-//! it); [`LspReader`] and [`write_message`] are the stream's two sides.
+//! [`parse_head`] is the sans-IO part; [`LspReader`] and [`write_message`]
+//! are the stream's two sides (the fuzz target `lsp` drives all three).
+//!
+//! Memory: while a message is read, the buffer grows with what arrived
+//! (about twice its octets at most), not with what its header announced;
+//! after a large message it is let go. With [`LspReader::stalling`], a
+//! message begun whose next octet does not come in time is given up.
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::lines::{LineSkipped, SKIPPED_HEAD};
 
@@ -73,7 +78,7 @@ pub enum HeaderError {
 pub fn parse_head(buf: &[u8]) -> Result<Head, HeaderError> {
     let mut at = buf
         .iter()
-        .position(|&b| b != b'\r' && b != b'\n')
+        .position(|b| !b.is_ascii_whitespace())
         .unwrap_or(buf.len());
     let mut length = None;
     loop {
@@ -99,7 +104,9 @@ pub fn parse_head(buf: &[u8]) -> Result<Head, HeaderError> {
                 None => Err(HeaderError::NoLength),
             };
         }
-        let shown = || String::from_utf8_lossy(line).into_owned();
+        // What is shown of a bad line (it goes back to the client and to
+        // the log): its first 80 octets.
+        let shown = || String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
         let Some(colon) = line.iter().position(|&b| b == b':') else {
             return Err(HeaderError::Malformed(shown()));
         };
@@ -192,6 +199,8 @@ pub struct LspReader<R> {
     /// A body over the limit being skipped (kept here, so that a read
     /// given up midway, by a timeout, resumes it).
     skipping: Option<Skip>,
+    /// A message begun must move on within this ([`LspReader::stalling`]).
+    stall: Option<std::time::Duration>,
 }
 
 /// Where the skipping of a body over the limit stands.
@@ -216,7 +225,16 @@ impl<R: AsyncRead + Unpin> LspReader<R> {
             max,
             lost: false,
             skipping: None,
+            stall: None,
         }
+    }
+
+    /// The reader, with a message begun given up (a [`FramingLost`],
+    /// final) when no octet of it comes for `stall`: a client that sends
+    /// half a message and goes quiet holds no buffer past it.
+    pub fn stalling(mut self, stall: std::time::Duration) -> Self {
+        self.stall = Some(stall);
+        self
     }
 
     /// The next message's body; `None` at the end of the stream between
@@ -247,7 +265,7 @@ impl<R: AsyncRead + Unpin> LspReader<R> {
                     body_len,
                 } => break (header_len, body_len),
                 Head::Partial => {
-                    if self.fill().await? == 0 {
+                    if self.fill(8 << 10).await? == 0 {
                         if self.buf.iter().all(|&b| b == b'\r' || b == b'\n') {
                             return Ok(None);
                         }
@@ -266,10 +284,11 @@ impl<R: AsyncRead + Unpin> LspReader<R> {
             });
             return Err(self.skip().await);
         };
-        self.buf
-            .reserve((header_len + len).saturating_sub(self.buf.len()));
         while self.buf.len() < header_len + len {
-            if self.fill().await? == 0 {
+            // The buffer grows with what arrives, not with what the header
+            // announced.
+            let missing = header_len + len - self.buf.len();
+            if self.fill(missing.min(64 << 10)).await? == 0 {
                 return Err(FramingLost::error(format_args!(
                     "the stream ended inside a message: {} of the {len} octets its Content-Length announced",
                     self.buf.len() - header_len
@@ -277,7 +296,13 @@ impl<R: AsyncRead + Unpin> LspReader<R> {
             }
         }
         self.buf.advance(header_len);
-        Ok(Some(self.buf.split_to(len).freeze()))
+        let message = self.buf.split_to(len).freeze();
+        if self.buf.capacity() > 64 << 10 {
+            // What is left would keep the large allocation the message
+            // shares: what follows it gets one of its own.
+            self.buf = BytesMut::from(&self.buf[..]);
+        }
+        Ok(Some(message))
     }
 
     /// Skips the body at the front of the stream ([`Self::skipping`]),
@@ -314,7 +339,7 @@ impl<R: AsyncRead + Unpin> LspReader<R> {
                 );
             }
             let len = s.len;
-            match self.fill().await {
+            match self.fill(8 << 10).await {
                 Ok(0) => return self.cut(len),
                 Ok(_) => {}
                 Err(e) => return e,
@@ -329,9 +354,16 @@ impl<R: AsyncRead + Unpin> LspReader<R> {
         ))
     }
 
-    async fn fill(&mut self) -> std::io::Result<usize> {
-        self.buf.reserve(8 << 10);
-        self.inner.read_buf(&mut self.buf).await
+    /// Reads more, room for `room` octets more made first; within the stall
+    /// bound when a message is begun (anything but a little blank space
+    /// read, or a body being skipped).
+    async fn fill(&mut self, room: usize) -> std::io::Result<usize> {
+        self.buf.reserve(room);
+        let begun = self.skipping.is_some()
+            || self.buf.len() > 64
+            || self.buf.iter().any(|b| !b.is_ascii_whitespace());
+        let stall = self.stall.filter(|_| begun);
+        crate::lines::read_within(&mut self.inner, &mut self.buf, stall).await
     }
 }
 
@@ -353,6 +385,7 @@ pub async fn write_message<W: AsyncWrite + Unpin>(w: &mut W, text: &[u8]) -> std
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn framed(body: &str) -> Vec<u8> {
         format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
@@ -507,6 +540,70 @@ mod tests {
         let mut tail = framed("{}");
         tail.extend(b"\r\n\r\n");
         assert_eq!(read_all(&tail, 64).await, [Ok("{}".into())]);
+    }
+
+    /// A read given up midway (as `stream_client`'s idle timeout gives up
+    /// `next`) loses nothing: reads cut at every point still yield the
+    /// same messages and skips.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_given_up_midway_resume_where_they_were() {
+        let mut input = Vec::new();
+        let mut want = Vec::new();
+        for i in 0..40 {
+            let body = match i % 7 {
+                3 => format!("{{\"id\":{i},\"pad\":\"{}\"}}", "x".repeat(3000)),
+                _ => format!("{{\"id\":{i}}}"),
+            };
+            want.push(match body.len() > 1024 {
+                true => Err(body.len()),
+                false => Ok(body.clone()),
+            });
+            input.extend(framed(&body));
+        }
+        let (mut w, r) = tokio::io::duplex(64);
+        let writer = tokio::spawn(async move {
+            for chunk in input.chunks(7) {
+                w.write_all(chunk).await.expect("write");
+                tokio::task::yield_now().await;
+            }
+        });
+        let mut reader = LspReader::new(r, 1024);
+        let mut got = Vec::new();
+        let mut cut = 0;
+        loop {
+            match tokio::time::timeout(Duration::from_micros(20), reader.next()).await {
+                Err(_) => cut += 1,
+                Ok(Ok(Some(m))) => got.push(Ok(String::from_utf8_lossy(&m).into_owned())),
+                Ok(Ok(None)) => break,
+                Ok(Err(e)) => got.push(Err(LineSkipped::of(&e).expect("only skips").len)),
+            }
+        }
+        writer.await.expect("writer");
+        assert_eq!(got, want, "{cut} reads given up");
+    }
+
+    #[tokio::test]
+    async fn a_message_begun_and_left_is_given_up_after_the_stall_bound() {
+        let (mut w, r) = tokio::io::duplex(1024);
+        let mut reader = LspReader::new(r, 1024).stalling(Duration::from_millis(50));
+        w.write_all(b"Content-Length: 2\r\n\r\n{}Content-Length: 9\r\n\r\n{\"id\"")
+            .await
+            .expect("write");
+        assert_eq!(
+            reader.next().await.expect("one").as_deref(),
+            Some(&b"{}"[..])
+        );
+        let e = reader.next().await.expect_err("stalled");
+        assert!(
+            e.to_string().contains("no octet of a message begun came"),
+            "{e}"
+        );
+        assert!(FramingLost::of(&e).is_some());
+        // Nothing begun: no bound (the idle timeout is the caller's).
+        let (_w, r) = tokio::io::duplex(64);
+        let mut idle = LspReader::new(r, 1024).stalling(Duration::from_millis(10));
+        let waited = tokio::time::timeout(Duration::from_millis(100), idle.next()).await;
+        assert!(waited.is_err(), "an idle stream is not stalled");
     }
 
     #[tokio::test]

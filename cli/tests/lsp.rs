@@ -208,11 +208,25 @@ async fn the_session_ends_with_its_language_server_and_connect_exits() {
         .expect("connect exits when its server does")
         .expect("status");
     assert!(status.success(), "{status}");
+    // A server that does not heed LSP's `exit` (the mock takes it as any
+    // notification) is stopped after the grace period, as when its
+    // association ends (stdin closed: the mock exits then), and the
+    // session ends with it.
+    let mut lsp = Lsp::tcp(&pair.ingress("tcp")).await;
+    assert_eq!(lsp.call(request(1, "echo", json!([]))).await["id"], 1);
+    let sent = std::time::Instant::now();
+    lsp.send(json!({"jsonrpc": "2.0", "method": "exit"})).await;
+    assert!(lsp.recv().await.is_none(), "the connection closes");
+    let took = sent.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(8),
+        "{took:?}: the grace of 2 s, then stdin closed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_lsp_framing_is_answered_as_documented_beside_a_healthy_session() {
-    let pair = lsp_pair("quic", &["--max-body", "4096"]).await;
+    let pair = lsp_pair("quic", &["--max-body", "4096", "--stall-timeout", "1s"]).await;
     let tcp = pair.ingress("tcp");
     let mut healthy = Lsp::tcp(&tcp).await;
     let mut n = 0;
@@ -228,7 +242,7 @@ async fn hostile_lsp_framing_is_answered_as_documented_beside_a_healthy_session(
     let pad = "y".repeat(5000);
     let oversized = format!(r#"{{"jsonrpc":"2.0","id":7,"method":"echo","params":["{pad}"]}}"#);
     let endless = format!("Content-Length: 3\r\nX-Pad: {}", "z".repeat(9000));
-    let cases: [(&str, Vec<u8>, i64, &str, bool); 5] = [
+    let cases: [(&str, Vec<u8>, i64, &str, bool); 6] = [
         (
             "no Content-Length",
             b"Content-Type: application/vscode-jsonrpc\r\n\r\n{}".to_vec(),
@@ -264,6 +278,13 @@ async fn hostile_lsp_framing_is_answered_as_documented_beside_a_healthy_session(
             "ended inside a message: 17 of the 100 octets",
             false,
         ),
+        (
+            "a body shorter than announced, and the stream left open",
+            b"Content-Length: 100\r\n\r\n{\"jsonrpc\":\"2.0\"}".to_vec(),
+            -32700,
+            "no octet of a message begun came for 1.0 s (--stall-timeout)",
+            false,
+        ),
     ];
     for (what, octets, code, says, carries_on) in cases {
         let mut hostile = Lsp::tcp(&tcp).await;
@@ -292,6 +313,23 @@ async fn hostile_lsp_framing_is_answered_as_documented_beside_a_healthy_session(
         }
         healthy_call().await;
     }
+
+    // A notification over --max-body (a whole file opened): no answer can
+    // name it, so the editor is told in a way it shows its user; the
+    // session carries on.
+    let text = "z".repeat(5000);
+    let did_open = json!({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+        "params": {"textDocument": {"uri": "file:///w/big.py", "text": text}}});
+    let mut editor = Lsp::tcp(&tcp).await;
+    editor.send(did_open).await;
+    let shown = editor.recv().await.expect("told");
+    assert_eq!(shown["method"], "window/showMessage", "{shown}");
+    assert_eq!(shown["params"]["type"], 1, "{shown}");
+    let message = shown["params"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("over --max-body (4096)"), "{shown}");
+    let r = editor.call(request(9, "echo", json!([9]))).await;
+    assert_eq!(r["result"], json!([9]), "{r}");
+    healthy_call().await;
 }
 
 /// Where `.ci/lsp-tools.sh` installs the language servers and pygls

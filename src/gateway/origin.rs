@@ -160,6 +160,10 @@ impl Origin {
                 // it, as for an editor that ran the server itself (and
                 // after `exit` this is how it ends).
                 info!(%upstream, %why, "language server session ended: closing its association");
+                if let (Some(g), Some(on)) = (group, &on) {
+                    // The next association starts on another member.
+                    g.failed(on, started.elapsed());
+                }
                 session.local_down(&why).await;
                 session.close().await;
                 return;

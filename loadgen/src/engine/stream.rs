@@ -12,6 +12,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 use super::exchange::{classify, reply_id};
 use super::{Job, Lane, Outcome, Source};
@@ -237,27 +238,23 @@ pub(super) async fn tcp(addr: String) -> Result<(impl TextOut, impl TextIn), Str
     Ok((LineOut(w), LinesIn(tokio::io::BufReader::new(r).lines())))
 }
 
-/// The write half of an LSP connection, shared by the sender and the
-/// reader (which answers the server's requests on it).
-type SharedWrite = Arc<tokio::sync::Mutex<tokio::net::tcp::OwnedWriteHalf>>;
-
-/// LSP over TCP: each message with its `Content-Length` header.
-struct LspOut(SharedWrite);
+/// LSP over TCP: each message with its `Content-Length` header, handed to
+/// the connection's writer task ([`lsp_writer`]).
+struct LspOut(mpsc::Sender<String>);
 
 impl TextOut for LspOut {
     async fn send(&mut self, text: String) -> bool {
-        let mut w = self.0.lock().await;
-        npamp_gateway::lsp::write_message(&mut *w, text.as_bytes())
-            .await
-            .is_ok()
+        self.0.send(text).await.is_ok()
     }
 }
 
 /// LSP over TCP: messages from the server, less its requests to the
-/// editor, which are answered here (as an editor answers them).
+/// editor, which are answered here (as an editor answers them) through the
+/// writer task, never waiting: the reader must keep reading while the
+/// server, blocked on its own writes, takes nothing from the connection.
 struct LspIn {
     read: npamp_gateway::lsp::LspReader<tokio::net::tcp::OwnedReadHalf>,
-    write: SharedWrite,
+    answers: mpsc::UnboundedSender<String>,
 }
 
 impl TextIn for LspIn {
@@ -269,24 +266,48 @@ impl TextIn for LspIn {
                 Err(e) if npamp_gateway::lines::LineSkipped::of(&e).is_some() => continue,
                 Ok(None) | Err(_) => return None,
             };
-            let Some(answer) = editor_answer(&message) else {
-                return Some(message);
-            };
-            let mut w = self.write.lock().await;
-            if npamp_gateway::lsp::write_message(&mut *w, answer.as_bytes())
-                .await
-                .is_err()
-            {
-                return None;
+            match editor_answer(&message) {
+                Some(answer) => {
+                    if self.answers.send(answer).is_err() {
+                        return None;
+                    }
+                }
+                None => return Some(message),
             }
+        }
+    }
+}
+
+/// Writes an LSP connection's messages: the editor's answers to the server
+/// first, then the load. Ends when the load's sender is gone.
+async fn lsp_writer(
+    mut w: tokio::net::tcp::OwnedWriteHalf,
+    mut load: mpsc::Receiver<String>,
+    mut answers: mpsc::UnboundedReceiver<String>,
+) {
+    loop {
+        let text = tokio::select! {
+            biased;
+            Some(a) = answers.recv() => a,
+            m = load.recv() => match m {
+                Some(m) => m,
+                None => return,
+            },
+        };
+        if npamp_gateway::lsp::write_message(&mut w, text.as_bytes())
+            .await
+            .is_err()
+        {
+            return;
         }
     }
 }
 
 /// What an editor answers a server's request with, when `message` is one:
 /// `workspace/configuration` gets a `null` (no settings) for each item
-/// asked, any other request (`client/registerCapability`,
-/// `window/workDoneProgress/create`, ...) a `null` result.
+/// asked, `workspace/applyEdit` `{"applied": false}`, any other request
+/// (`client/registerCapability`, `window/workDoneProgress/create`, ...) a
+/// `null` result.
 fn editor_answer(message: &[u8]) -> Option<String> {
     let v: Value = serde_json::from_slice(message).ok()?;
     let (method, id) = (v.get("method")?.as_str()?, v.get("id")?);
@@ -295,6 +316,8 @@ fn editor_answer(message: &[u8]) -> Option<String> {
             let items = v["params"]["items"].as_array().map_or(0, Vec::len);
             Value::Array(vec![Value::Null; items])
         }
+        // A load generator applies no edit.
+        "workspace/applyEdit" => serde_json::json!({"applied": false}),
         _ => Value::Null,
     };
     Some(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string())
@@ -316,13 +339,15 @@ pub(super) async fn lsp(
         .map_err(|e| format!("TCP connect: {e}"))?;
     let _ = tcp.set_nodelay(true);
     let (r, w) = tcp.into_split();
-    let write = Arc::new(tokio::sync::Mutex::new(w));
+    let (load, load_rx) = mpsc::channel(1024);
+    let (answers, answers_rx) = mpsc::unbounded_channel();
+    tokio::spawn(lsp_writer(w, load_rx, answers_rx));
     let max = npamp_gateway::gateway::MAX_BODY_LIMIT;
     let mut input = LspIn {
         read: npamp_gateway::lsp::LspReader::new(r, max),
-        write: write.clone(),
+        answers,
     };
-    let mut out = LspOut(write);
+    let mut out = LspOut(load);
     let id = "npamp-loadgen-initialize";
     let initialize = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
         "processId": null,

@@ -185,7 +185,7 @@ fn errors_name_the_key_and_the_line_or_the_flag() {
         ),
         (&["--max-batch", "0"], "at least 1"),
         (&["--congestion", "reno"], "cubic or bbr"),
-        (&["--protocol", "soap"], "mcp, a2a or jsonrpc"),
+        (&["--protocol", "soap"], "mcp, a2a, jsonrpc or lsp"),
         (&["--trust", "ab"], "64 hex digits"),
         (&["--rate-limit", "0"], "above 0"),
     ] {
@@ -452,7 +452,22 @@ fn the_help_shows_the_defaults_the_gateway_runs_with() {
     };
     let config = edge(&[]).unwrap();
     let shown = |id: &str| defaults::of(id).unwrap();
-    assert_eq!(shown("max_body"), config.limits.max_body.to_string());
+    let lsp = edge(&["--protocol", "lsp"]).unwrap();
+    assert_eq!(
+        shown("max_body"),
+        format!(
+            "{}; {} with --protocol lsp",
+            config.limits.max_body, lsp.limits.max_body
+        )
+    );
+    assert_eq!(
+        shown("request_timeout"),
+        format!(
+            "{}; {} with --protocol lsp",
+            Seconds(config.limits.request_timeout),
+            Seconds(lsp.limits.request_timeout)
+        )
+    );
     assert_eq!(
         shown("stall_timeout"),
         Seconds(config.limits.stall_timeout).to_string()

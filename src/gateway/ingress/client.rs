@@ -39,11 +39,23 @@ impl<R: AsyncRead + Unpin + Send> MessageSource for MessageReader<R> {
     }
 }
 
-/// The answer to a line over `--max-body`: -32600, with the request's id
-/// when the line's head shows it (else `null`, as for any request whose id
-/// cannot be read).
-fn too_large_line(skipped: &LineSkipped) -> Vec<u8> {
+/// The answer to a message over `--max-body`: -32600, with the request's id
+/// when its head shows it (else `null`, as for any request whose id cannot
+/// be read). An LSP editor would drop an answer with no id of its, and the
+/// message it lost is most likely a notification (a whole file opened or
+/// changed): it is told with `window/showMessage` instead, which it shows
+/// its user.
+fn too_large(ctx: &Ctx, skipped: &LineSkipped) -> Vec<u8> {
     let id = request_id(&skipped.head).map(|id| &skipped.head[id.token]);
+    if id.is_none() && ctx.protocol == crate::bridge::ProtocolId::LSP_EXPERIMENTAL {
+        let message = format!(
+            "npamp-gateway: a message of {} octets, over --max-body ({}), was not delivered: the language server has not seen it (a document opened or changed?)",
+            skipped.len, skipped.max
+        );
+        let show = serde_json::json!({"jsonrpc": "2.0", "method": "window/showMessage",
+            "params": {"type": 1, "message": message}});
+        return show.to_string().into_bytes();
+    }
     let f = ScanError::TooLarge {
         len: skipped.len,
         limit: skipped.max,
@@ -198,7 +210,7 @@ pub fn over_rate_limit(
 async fn read_failed(ctx: &Ctx, e: &std::io::Error, tx: &Outbox) -> bool {
     if let Some(skipped) = LineSkipped::of(e) {
         ctx.metrics.reply(ReplyClass::Invalid);
-        let _ = tx.send(too_large_line(skipped).into()).await;
+        let _ = tx.send(too_large(ctx, skipped).into()).await;
         return true;
     }
     if let Some(lost) = FramingLost::of(e) {

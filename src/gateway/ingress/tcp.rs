@@ -77,7 +77,10 @@ async fn client(conn: Conn, edge: Arc<Edge>, ingress: super::Ingress) {
     }
     let (r, w) = tokio::io::split(stream);
     let (tx, rx) = edge.ctx.limits.outbox();
-    let reader = edge.ctx.message_reader(r);
+    let reader = edge
+        .ctx
+        .message_reader(r)
+        .stalling(edge.ctx.limits.stall_timeout);
     let writer = tokio::spawn(write_messages(
         w,
         reader.decided(),

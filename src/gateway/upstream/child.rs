@@ -70,50 +70,98 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
             info!(target: "upstream", pid, "{line}");
         }
     });
-    let mut messages = ctx.message_reader(stdout);
-    let framing = messages.decided();
-    let why = {
-        let write = super::write_messages(ctx, "its stdin", &framing, rx, &mut stdin);
-        let read = async {
-            // One reply too large for --max-body is dropped, not a reason to
-            // restart the upstream (and lose its other requests and state):
-            // the request it answers is told so when the reply's head names
-            // it, else it times out.
-            loop {
-                match messages.next().await {
-                    Ok(Some(line)) => session.on_local_message(line).await,
-                    Ok(None) => return "the upstream closed its stdout".to_owned(),
-                    Err(e) => match LineSkipped::of(&e) {
-                        Some(s) => session.local_message_too_large(&s.head, s.len).await,
-                        None => return format!("reading the upstream's stdout: {e}"),
-                    },
-                }
-            }
-        };
-        tokio::select! {
-            w = write => w,
-            r = read => Some(r),
-            status = child.wait() => Some(match status {
-                Ok(s) => format!("the upstream process exited ({s})"),
-                Err(e) => format!("waiting for the upstream process: {e}"),
-            }),
-            _ = session.assoc().ended() => None,
-        }
-    };
-    match why {
-        Some(why) => {
+    match carry(ctx, session, rx, &mut child, &mut stdin, stdout).await {
+        Ended::Failed(why) => {
             child.stop(Stop::Kill);
             why
         }
-        None => {
-            // The association is over, the child is fine: let it exit on
-            // its own, as MCP's stdio shutdown asks (stdin closed, then
-            // SIGTERM, then SIGKILL).
+        Ended::Stop(why) => {
+            // The association is over (or a language server did not heed
+            // `exit`), the child is fine: let it exit on its own, as MCP's
+            // stdio shutdown asks (stdin closed, then SIGTERM, then
+            // SIGKILL).
             drop(stdin);
             stop_child(&mut child, pid).await;
-            SESSION_OVER.to_owned()
+            why
         }
     }
+}
+
+/// How a child's session ended.
+enum Ended {
+    /// It failed: the child is killed.
+    Failed(String),
+    /// It is over: the child is stopped politely.
+    Stop(String),
+}
+
+/// Carries a session between the association and the child's stdio until
+/// one of them ends. A language server (`--protocol lsp`) exits after LSP's
+/// `exit`; one that has not within [`CHILD_EXIT_GRACE`] is stopped as
+/// when its association ends.
+async fn carry<W, R>(
+    ctx: &crate::gateway::context::Ctx,
+    session: &Session,
+    rx: &mut Inbox,
+    child: &mut UpstreamChild,
+    stdin: &mut W,
+    stdout: R,
+) -> Ended
+where
+    W: tokio::io::AsyncWrite + Unpin,
+    R: tokio::io::AsyncRead + Unpin,
+{
+    let mut messages = ctx.message_reader(stdout);
+    let framing = messages.decided();
+    let lsp = ctx.protocol == ProtocolId::LSP_EXPERIMENTAL;
+    let write = async {
+        match super::write_messages(ctx, "its stdin", &framing, rx, stdin, |m| lsp && is_exit(m))
+            .await
+        {
+            super::Written::Failed(why) => Ended::Failed(why),
+            super::Written::Closed => Ended::Stop(SESSION_OVER.to_owned()),
+            super::Written::Last => {
+                tokio::time::sleep(CHILD_EXIT_GRACE).await;
+                Ended::Stop(format!(
+                    "the language server did not exit within {CHILD_EXIT_GRACE:?} of `exit`"
+                ))
+            }
+        }
+    };
+    let read = async {
+        // One reply too large for --max-body is dropped, not a reason to
+        // restart the upstream (and lose its other requests and state):
+        // the request it answers is told so when the reply's head names
+        // it, else it times out.
+        loop {
+            match messages.next().await {
+                Ok(Some(line)) => session.on_local_message(line).await,
+                Ok(None) => return "the upstream closed its stdout".to_owned(),
+                Err(e) => match LineSkipped::of(&e) {
+                    Some(s) => session.local_message_too_large(&s.head, s.len).await,
+                    None => return format!("reading the upstream's stdout: {e}"),
+                },
+            }
+        }
+    };
+    tokio::select! {
+        w = write => w,
+        r = read => Ended::Failed(r),
+        status = child.wait() => Ended::Failed(match status {
+            Ok(s) => format!("the upstream process exited ({s})"),
+            Err(e) => format!("waiting for the upstream process: {e}"),
+        }),
+        _ = session.assoc().ended() => Ended::Stop(SESSION_OVER.to_owned()),
+    }
+}
+
+/// Whether `text` is LSP's `exit` notification (a few dozen octets: only a
+/// short message is parsed to know).
+fn is_exit(text: &[u8]) -> bool {
+    text.len() < 256
+        && serde_json::from_slice::<serde_json::Value>(text).is_ok_and(|v| {
+            v.get("method").and_then(|m| m.as_str()) == Some("exit") && v.get("id").is_none()
+        })
 }
 
 /// Room for one more process under `--max-upstream-processes`: each

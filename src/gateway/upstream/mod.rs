@@ -267,34 +267,49 @@ fn uri_of(url: &str, schemes: &[&str]) -> Option<Result<hyper::Uri, String>> {
     })
 }
 
+/// How the writing of an upstream session's messages ended.
+enum Written {
+    /// A write failed: why.
+    Failed(String),
+    /// The queue closed.
+    Closed,
+    /// The last message was written (the one `last` picked).
+    Last,
+}
+
 /// Writes each message of `rx` to `w` in the stream's framing (a line, or
 /// LSP's headers), flushing when none is left queued, each write within the
-/// stall timeout ([`write_within`]): why one failed, or `None` when the
-/// queue closed.
+/// stall timeout ([`write_within`]), until one fails, the queue closes, or
+/// a message that `last` picks was written.
 async fn write_messages<W>(
     ctx: &Ctx,
     into: &str,
     framing: &crate::framing::Decided,
     rx: &mut Inbox,
     w: &mut W,
-) -> Option<String>
+    last: impl Fn(&[u8]) -> bool,
+) -> Written
 where
     W: tokio::io::AsyncWrite + Unpin,
 {
     use tokio::io::AsyncWriteExt;
     while let Some(text) = rx.recv().await {
+        let is_last = last(&text);
         let one = async {
             crate::framing::write_message(w, framing.get(), &text).await?;
-            if rx.is_empty() {
+            if rx.is_empty() || is_last {
                 w.flush().await?;
             }
             Ok::<_, std::io::Error>(())
         };
         if let Err(why) = write_within(ctx, into, one).await {
-            return Some(why);
+            return Written::Failed(why);
+        }
+        if is_last {
+            return Written::Last;
         }
     }
-    None
+    Written::Closed
 }
 
 /// One write to an upstream session, given up when it does not finish within

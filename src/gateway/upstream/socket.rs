@@ -142,7 +142,7 @@ where
     let ctx = &env.ctx;
     session.local_up();
     let framing = Decided::new(ctx.framing, ctx.first_framing());
-    let writing = super::write_messages(ctx, "its socket", &framing, rx, &mut write);
+    let writing = super::write_messages(ctx, "its socket", &framing, rx, &mut write, |_| false);
     let reading = async {
         let mut replies = Replies::new(read, ctx.framing, ctx.limits.max_body, &framing).await?;
         loop {
@@ -157,7 +157,10 @@ where
         }
     };
     tokio::select! {
-        w = writing => w.unwrap_or_else(|| SESSION_OVER.to_owned()),
+        w = writing => match w {
+            super::Written::Failed(why) => why,
+            super::Written::Closed | super::Written::Last => SESSION_OVER.to_owned(),
+        },
         r = reading => r.unwrap_or_else(|e: std::io::Error| format!("reading the upstream's socket: {e}")),
         _ = session.assoc().ended() => SESSION_OVER.to_owned(),
     }
@@ -181,7 +184,7 @@ impl<R: AsyncRead + Unpin> Replies<R> {
     ) -> std::io::Result<Self> {
         let mut buf = BytesMut::with_capacity(8 << 10);
         let framing = match framing {
-            Framing::Auto => find(&mut read, &mut buf).await?,
+            Framing::Auto => find(&mut read, &mut buf, None).await?,
             set => set,
         };
         decided.found(framing);
