@@ -56,7 +56,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
     }
 
-    /// The reader, with a line begun given up (a [`crate::lsp::FramingLost`]
+    /// The reader, with a line begun given up (a [`FramingLost`]
     /// error, final) when no octet of it comes for `stall`: a client that
     /// sends half a message and goes quiet holds no buffer past it.
     pub fn stalling(mut self, stall: std::time::Duration) -> Self {
@@ -168,7 +168,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 }
 
 /// One read of `inner` into `buf`; with `stall`, one that brings nothing
-/// for that long is a [`crate::lsp::FramingLost`] (kind `TimedOut`): the
+/// for that long is a [`FramingLost`] (kind `TimedOut`): the
 /// message begun cannot be finished.
 pub(crate) async fn read_within<R: AsyncRead + Unpin>(
     inner: &mut R,
@@ -182,7 +182,7 @@ pub(crate) async fn read_within<R: AsyncRead + Unpin>(
         Ok(read) => read,
         Err(_) => Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            crate::lsp::FramingLost(format!(
+            FramingLost(format!(
                 "no octet of a message begun came for {:.1} s (--stall-timeout)",
                 stall.as_secs_f64()
             )),
@@ -204,6 +204,27 @@ impl<R> LineReader<R> {
                 max: self.max,
                 head,
             },
+        )
+    }
+}
+
+/// The framing of a stream is lost: what was read cannot be split into
+/// messages any more, so the stream is given up (its peer told why, where it
+/// can be).
+#[derive(Debug, thiserror::Error)]
+#[error("framing lost: {0}")]
+pub struct FramingLost(pub String);
+
+impl FramingLost {
+    /// The lost framing an error from a stream reader reports, if it is one.
+    pub fn of(e: &std::io::Error) -> Option<&Self> {
+        e.get_ref()?.downcast_ref()
+    }
+
+    pub(crate) fn error(why: impl std::fmt::Display) -> std::io::Error {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            FramingLost(why.to_string()),
         )
     }
 }

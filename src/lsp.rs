@@ -41,6 +41,7 @@
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+pub use crate::lines::FramingLost;
 use crate::lines::{LineSkipped, SKIPPED_HEAD};
 
 /// The most octets of one header block, blank lines before it and its
@@ -165,28 +166,6 @@ fn utf8_charset(value: &[u8]) -> bool {
             .unwrap_or(v);
         v.eq_ignore_ascii_case(b"utf-8") || v.eq_ignore_ascii_case(b"utf8")
     })
-}
-
-/// The framing of a stream is lost: what was read cannot be split into
-/// messages any more, so the stream is given up (its peer told why, where it
-/// can be).
-#[derive(Debug, thiserror::Error)]
-#[error("LSP framing lost: {0}")]
-pub struct FramingLost(pub String);
-
-impl FramingLost {
-    /// The lost framing an error from [`LspReader::next`] reports, if it is
-    /// one.
-    pub fn of(e: &std::io::Error) -> Option<&Self> {
-        e.get_ref()?.downcast_ref()
-    }
-
-    fn error(why: impl std::fmt::Display) -> std::io::Error {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            FramingLost(why.to_string()),
-        )
-    }
 }
 
 /// Reads LSP-framed messages, each body at most `max` octets.
@@ -517,13 +496,13 @@ mod tests {
         assert_eq!(got[0], Ok("{\"id\":1}".into()));
         assert_eq!(
             got[1],
-            Err("LSP framing lost: the stream ended inside a message: 8 of the 50 octets its Content-Length announced".into())
+            Err("framing lost: the stream ended inside a message: 8 of the 50 octets its Content-Length announced".into())
         );
         let got = read_all(b"Content-Length: 5\r\n", 1024).await;
         assert_eq!(
             got,
             [Err(
-                "LSP framing lost: the stream ended inside a header block".into()
+                "framing lost: the stream ended inside a header block".into()
             )]
         );
         let got = read_all(b"{\"jsonrpc\":\"2.0\"}\n", 1024).await;
