@@ -41,8 +41,9 @@ pub struct GatewayOptions {
     pub listen: Vec<PeerAddr>,
     /// Deliver to this JSON-RPC server: http://, https://, ws:// or wss:// URL;
     /// http+unix:///PATH, HTTP over a Unix socket (requests to /; for another
-    /// path http+unix://%2FPATH/REQUEST-PATH); or unix:///PATH, a socket
-    /// speaking JSON values back to back (geth's IPC).
+    /// path http+unix://%2FPATH/REQUEST-PATH); unix:///PATH, a socket
+    /// speaking JSON values back to back (geth's IPC); or tcp://HOST:PORT,
+    /// the same over TCP (both LSP-framed as --framing says).
     /// With --protocol mcp an http(s) URL is an MCP server's Streamable HTTP
     /// endpoint: one MCP session per association.
     /// Repeatable (a group): for HTTP upstreams each request goes to the
