@@ -1,10 +1,13 @@
 //! `npamp-loadgen capacity`: the highest open-loop rate at which a target
-//! still meets an SLO. Steps up by doubling until a step fails, then
-//! bisects between the last rate that passed and the first that failed
-//! until they are within the asked precision. A step passes when the SLO
-//! holds *and* the target kept up (its achieved rate is within 3 % of the
-//! offered one); a step in which the generator itself fell behind is not
-//! the target's knee, and the search stops there and says so.
+//! still meets an SLO. Steps up by doubling until a step fails (or, when
+//! the first one fails, down by halving until one passes), then bisects
+//! between the highest rate that passed and the lowest that failed until
+//! they are within the asked precision. A step passes when the SLO holds
+//! *and* the target kept up (its achieved rate is within 3 % of the offered
+//! one); a step in which the generator itself fell behind is not the
+//! target's knee, and the search stops there and says so. A step in which
+//! nothing was answered at all (an unreachable target) ends the search at
+//! once, with its cause.
 
 use std::fmt::Write as _;
 
@@ -120,6 +123,10 @@ pub struct Step {
     pub pass: bool,
     /// Why it failed, when it did.
     pub why: Option<String>,
+    /// Not one request was answered (transport errors, timeouts): why,
+    /// when so. No rate has a knee then: the search ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered: Option<String>,
 }
 
 impl Step {
@@ -130,11 +137,14 @@ impl Step {
         let n = trials.len();
         let passed = trials.iter().filter(|s| s.pass).count();
         let bound = trials.iter().filter(|s| s.generator_bound).count();
+        // Any trial that got no answer at all says the target is gone.
+        let unanswered = trials.iter().find_map(|s| s.unanswered.clone());
         let failing_why = trials.iter().find_map(|s| s.why.clone());
         trials.sort_by(|a, b| a.p99_ms.total_cmp(&b.p99_ms));
         let mut step = trials.into_iter().nth(n / 2)?;
-        step.pass = 2 * passed > n;
+        step.pass = 2 * passed > n && unanswered.is_none();
         step.generator_bound = 2 * bound > n;
+        step.unanswered = unanswered;
         step.why = match (step.pass, n) {
             (true, _) => None,
             (false, 1) => failing_why,
@@ -196,6 +206,20 @@ impl Step {
                 "the generator fell behind its schedule".into()
             });
         }
+        let answered = a.ok + a.expected_errors + a.unexpected_errors;
+        let unanswered = (a.sent_requests > 0 && answered == 0).then(|| {
+            let causes: Vec<String> = a
+                .transport_errors
+                .iter()
+                .map(|(what, n)| format!("{what} ({n})"))
+                .chain((a.timed_out > 0).then(|| format!("timed out ({})", a.timed_out)))
+                .collect();
+            format!(
+                "not one of {} requests was answered: {}",
+                a.sent_requests,
+                causes.join(", ")
+            )
+        });
         Step {
             rate,
             achieved: summary.throughput,
@@ -204,8 +228,9 @@ impl Step {
             p999_ms: l.p999,
             error_share,
             generator_bound,
-            pass: why.is_empty(),
+            pass: why.is_empty() && unanswered.is_none(),
             why: (!why.is_empty()).then(|| why.join("; ")),
+            unanswered,
         }
     }
 }
@@ -237,8 +262,21 @@ pub struct Capacity {
     /// The search stopped because the generator, not the target, could not
     /// go faster.
     pub generator_bound: bool,
+    /// The search ended at once because a step got no answer at all: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered: Option<String>,
     /// Every step, in the order run.
     pub steps: Vec<Step>,
+}
+
+/// The lowest rate the search goes down to when even the first step fails.
+pub const MIN_RATE: f64 = 1.0;
+
+/// A step's verdict, as the search reads it.
+struct Verdict {
+    pass: bool,
+    generator_bound: bool,
+    unanswered: Option<String>,
 }
 
 impl Capacity {
@@ -253,67 +291,74 @@ impl Capacity {
         // the second one decides: one stall of a shared machine (a thread
         // held off its CPU for tens of milliseconds mid-step) says nothing
         // of the generator's limit; two in a row do. Both are in the table.
-        let mut step_at = |rate: f64, steps: &mut Vec<Step>| -> Result<(bool, bool), E> {
+        let mut step_at = |rate: f64, steps: &mut Vec<Step>| -> Result<Verdict, E> {
             let mut step = measure(rate)?;
-            if step.generator_bound {
+            if step.generator_bound && step.unanswered.is_none() {
                 steps.push(step);
                 step = measure(rate)?;
             }
-            let verdict = (step.pass, step.generator_bound);
+            let verdict = Verdict {
+                pass: step.pass && !step.generator_bound,
+                generator_bound: step.generator_bound,
+                unanswered: step.unanswered.clone(),
+            };
             steps.push(step);
             Ok(verdict)
         };
         let mut lo: Option<f64> = None;
         let mut hi: Option<f64> = None;
         let mut generator_bound = false;
+        let mut unanswered = None;
+        // What a verdict does to the bracket; `false` ends the search.
+        let mut take = |rate: f64, v: Verdict, lo: &mut Option<f64>, hi: &mut Option<f64>| {
+            if v.unanswered.is_some() {
+                unanswered = v.unanswered;
+                return false;
+            }
+            if v.generator_bound {
+                generator_bound = true;
+                return false;
+            }
+            match v.pass {
+                true => *lo = Some(lo.map_or(rate, |l| l.max(rate))),
+                false => *hi = Some(hi.map_or(rate, |h| h.min(rate))),
+            }
+            true
+        };
         let mut rate = how.start.min(how.max);
         // Up, doubling, until a step fails or the top is reached.
-        loop {
-            let (pass, bound) = step_at(rate, &mut steps)?;
-            if bound {
-                generator_bound = true;
-                break;
+        let mut going = loop {
+            let v = step_at(rate, &mut steps)?;
+            if !take(rate, v, &mut lo, &mut hi) {
+                break false;
             }
-            if !pass {
-                hi = Some(rate);
-                break;
-            }
-            lo = Some(rate);
-            if rate >= how.max {
-                break;
+            if hi.is_some() || rate >= how.max {
+                break true;
             }
             rate = (rate * 2.0).min(how.max);
+        };
+        // The first step failed: down, halving, until one passes.
+        while going && lo.is_none() && rate / 2.0 >= MIN_RATE && steps.len() < 64 {
+            rate /= 2.0;
+            let v = step_at(rate, &mut steps)?;
+            going = take(rate, v, &mut lo, &mut hi);
         }
         // Then halve the bracket until it is narrow enough.
-        while !generator_bound
+        while going
             && let (Some(l), Some(h)) = (lo, hi)
             && (h - l) / l > how.precision
+            && steps.len() < 64
         {
             let mid = (l + h) / 2.0;
-            let (pass, bound) = step_at(mid, &mut steps)?;
-            if bound {
-                generator_bound = true;
-            } else if pass {
-                lo = Some(mid);
-            } else {
-                hi = Some(mid);
-            }
-        }
-        // Below the first step: halve down until one passes.
-        while lo.is_none() && !generator_bound && rate > 1.0 && steps.len() < 64 {
-            rate /= 2.0;
-            let (pass, _) = step_at(rate, &mut steps)?;
-            if pass {
-                lo = Some(rate);
-            } else {
-                hi = Some(rate);
-            }
+            let v = step_at(mid, &mut steps)?;
+            going = take(mid, v, &mut lo, &mut hi);
         }
         Ok(Capacity {
             slo: slo.clone(),
             knee: lo,
             failed_at: hi,
             generator_bound,
+            unanswered,
             steps,
         })
     }
@@ -346,6 +391,9 @@ impl Capacity {
     }
 
     pub fn verdict(&self) -> String {
+        if let Some(why) = &self.unanswered {
+            return format!("no knee: the search stopped, {why}");
+        }
         match (self.knee, self.failed_at, self.generator_bound) {
             (Some(k), _, true) => format!(
                 "knee at least {k:.0}/s ({}): the generator could not offer more; run more workers (--shard) to find the target's",
@@ -471,6 +519,7 @@ mod tests {
                 generator_bound: !kept,
                 pass: !over && kept,
                 why: over.then(|| "p99".into()),
+                unanswered: None,
             })
         }
     }
@@ -537,6 +586,7 @@ mod tests {
             generator_bound: false,
             pass,
             why: (!pass).then(|| "p99".into()),
+            unanswered: None,
         };
         // One noisy trial does not fail the rate.
         let s = Step::of_trials(vec![
@@ -576,9 +626,31 @@ mod tests {
             "{}",
             c.verdict()
         );
-        // A knee below the first step is found by halving down.
-        let c = Capacity::search(&slo, how, target(30.0, 1e9)).unwrap();
-        assert!(c.knee.unwrap() <= 30.0);
+        // A knee below the first step: down by halving until a step
+        // passes, then bisected to the precision as any other.
+        for knee in [30.0, 77.7, 3.0] {
+            let c = Capacity::search(&slo, how, target(knee, 1e9)).unwrap();
+            let (k, f) = (c.knee.unwrap(), c.failed_at.unwrap());
+            assert!(k <= knee && f > knee, "{knee}: {k} {f}\n{}", c.table());
+            assert!((f - k) / k <= 0.05, "{knee}: {k} {f}\n{}", c.table());
+        }
+        // The default start of 500/s above a knee of 123/s: not a
+        // factor-of-two answer.
+        let high = Search {
+            start: 500.0,
+            ..how
+        };
+        let c = Capacity::search(&slo, high, target(123.0, 1e9)).unwrap();
+        let (k, f) = (c.knee.unwrap(), c.failed_at.unwrap());
+        assert!(
+            k <= 123.0 && f > 123.0 && (f - k) / k <= 0.05,
+            "{}",
+            c.table()
+        );
+        // Below the lowest rate tried: no knee, the lowest failing rate.
+        let c = Capacity::search(&slo, how, target(0.5, 1e9)).unwrap();
+        assert_eq!(c.knee, None, "{}", c.table());
+        assert!(c.failed_at.is_some_and(|f| f < 2.0), "{}", c.table());
         // A generator that cannot go past 2 000/s never names that the knee.
         let c = Capacity::search(&slo, how, target(4321.0, 2000.0)).unwrap();
         assert!(c.generator_bound);
@@ -617,6 +689,23 @@ mod tests {
             .map(|s| s.rate)
             .collect();
         assert_eq!(behind, [3200.0, 3200.0], "run twice, then the search stops");
+        // A step with no answer at all (a dead target) ends the search at
+        // once, with its cause, whatever the rate.
+        let dead = |rate: f64| {
+            let mut step = target(4321.0, 1e9)(rate)?;
+            step.pass = false;
+            step.unanswered =
+                Some("not one of 500 requests was answered: connection refused (500)".into());
+            Ok::<_, ()>(step)
+        };
+        let c = Capacity::search(&slo, how, dead).unwrap();
+        assert_eq!((c.steps.len(), c.knee), (1, None), "{}", c.table());
+        assert!(
+            c.verdict()
+                .starts_with("no knee: the search stopped, not one of 500"),
+            "{}",
+            c.verdict()
+        );
         // Nothing fails up to the top.
         let top = Search { max: 1000.0, ..how };
         let c = Capacity::search(&slo, top, target(4321.0, 1e9)).unwrap();

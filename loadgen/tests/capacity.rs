@@ -9,6 +9,19 @@ const BIN: &str = env!("CARGO_BIN_EXE_npamp-loadgen");
 
 #[test]
 fn the_knee_of_a_target_of_known_capacity() {
+    knee_from("50");
+}
+
+/// The first step fails (800/s against 200/s): down by halving to a rate
+/// that passes, then bisected to the precision, as from below; not a
+/// factor-of-two answer.
+#[test]
+fn a_first_step_that_fails_is_bisected_from_below_too() {
+    knee_from("800");
+}
+
+/// Searches the mock's knee from `start`, and checks it.
+fn knee_from(start: &str) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let behavior = MockOptions {
         latency: Some("fixed:20".parse().expect("latency")),
@@ -22,7 +35,8 @@ fn the_knee_of_a_target_of_known_capacity() {
             behavior,
         ))
         .expect("mock");
-    let out_dir = std::env::temp_dir().join(format!("loadgen-capacity-{}", std::process::id()));
+    let out_dir =
+        std::env::temp_dir().join(format!("loadgen-capacity-{}-{start}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
     std::fs::create_dir_all(&out_dir).expect("dir");
     // A plain method: the mock waits its latency before answering.
@@ -38,7 +52,7 @@ fn the_knee_of_a_target_of_known_capacity() {
             "--slo",
             "p99<150ms,errors<1%",
             "--start",
-            "50",
+            start,
             "--step",
             "1s",
             "--warmup",
@@ -83,4 +97,45 @@ fn the_knee_of_a_target_of_known_capacity() {
     let svg = std::fs::read_to_string(out_dir.join("capacity.svg")).expect("svg");
     assert!(svg.contains("knee") && svg.contains("SLO p99"), "{svg}");
     let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+/// A dead target: the first step gets no answer at all, and the search ends
+/// there with its cause and `run`'s exit code for a target not served (6),
+/// not ten steps down to 1/s each "failing" its SLO.
+#[test]
+fn a_dead_target_ends_the_search_at_once() {
+    let dir = std::env::temp_dir().join(format!("loadgen-capacity-dead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let scenario = dir.join("work.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"work\"\ntimeout = 1\n[load]\nmodel = \"open\"\nrate = 1\n[mix]\n[[mix.message]]\nmethod = \"work\"\n",
+    )
+    .expect("scenario");
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let out = std::process::Command::new(BIN)
+        .args([
+            "capacity", "--slo", "p99<20ms", "--step", "500ms", "--warmup", "0s",
+        ])
+        .arg("--target")
+        .arg(format!("http://127.0.0.1:{port}/"))
+        .arg(&scenario)
+        .output()
+        .expect("capacity");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(6), "{table}");
+    assert!(
+        table.contains("no knee: the search stopped, not one of"),
+        "{table}"
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains("fail")).count(),
+        1,
+        "one step: {table}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

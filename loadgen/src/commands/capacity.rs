@@ -2,8 +2,11 @@
 //! steps doubling from --start, then bisection to --precision. A step
 //! passes when the SLO holds and the target answered at least 97 % of
 //! the offered rate; when the generator itself falls behind, the search
-//! stops and says so (the knee is then above what it can offer).
-//! Exit 0 with a knee, 3 when no rate tried meets the SLO.
+//! stops and says so (the knee is then above what it can offer). When the
+//! first step fails, it goes down by halving to a rate that passes, then
+//! bisects. A step with no answer at all ends it at once.
+//! Exit 0 with a knee, 3 when no rate tried meets the SLO, 6 (as `run`'s
+//! exit for a target not served) when a step got no answer at all.
 
 use super::*;
 
@@ -95,6 +98,7 @@ pub fn main(args: CapacityArgs) -> ExitCode {
         precision: precision / 100.0,
     };
     match runtime().and_then(|rt| rt.block_on(capacity(s, slo, how, seed, out, npamp))) {
+        Ok(c) if c.unanswered.is_some() => ExitCode::from(EXIT_NOT_SERVED),
         Ok(c) if c.knee.is_some() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(EXIT_SLO),
         Err(e) => fail(EXIT_RUN, &e),
