@@ -1,8 +1,12 @@
 //! Runs across machines: each worker (`run --shard I/N`) measures from its
 //! own intended send times and writes its whole HdrHistograms; `merge` adds
 //! them (exact: histograms of one precision add without loss), sums the
-//! accounting, lines the per-second series up on the wall clock, and
-//! evaluates the SLOs once, on the merged result.
+//! accounting, lines the workers up on their schedules (second N of each
+//! worker's schedule is second N of the run's, however far apart on the
+//! wall clock they started: a Kubernetes Job's pods start seconds apart),
+//! and evaluates the SLOs once, on the merged result. Workers of different
+//! runs are refused: a different scenario as run (`run_hash`), or a
+//! schedule that began after another's had ended.
 //!
 //! A run directory holds `summary.json`, `latency.hlog` (one histogram per
 //! second, with the run's start as `StartTime`) and `histograms.hlog` (the
@@ -251,8 +255,8 @@ fn sum_accounting(parts: &[Measured]) -> Accounting {
     a
 }
 
-/// Checks that `parts` are the shards of one run: one scenario and model,
-/// shard indexes 0 to N-1 once each.
+/// Checks that `parts` are the shards of one run: one scenario and model
+/// as run, shard indexes 0 to N-1 once each, schedules that overlap.
 fn check_shards(parts: &[Measured]) -> Result<(), String> {
     let first = &parts.first().ok_or("nothing to merge")?.summary;
     let mut seen = Vec::new();
@@ -264,6 +268,12 @@ fn check_shards(parts: &[Measured]) -> Result<(), String> {
                 first.scenario, first.model, s.scenario, s.model
             ));
         }
+        if !s.run_hash.is_empty() && !first.run_hash.is_empty() && s.run_hash != first.run_hash {
+            return Err(format!(
+                "workers of different runs of {}: run hashes {} and {} (its target, rate, duration, mix or SLOs differ)",
+                s.scenario, first.run_hash, s.run_hash
+            ));
+        }
         match (s.shard, first.shard) {
             (Some(a), Some(b)) if a.count == b.count => seen.push(a.index),
             _ => {
@@ -273,6 +283,25 @@ fn check_shards(parts: &[Measured]) -> Result<(), String> {
                 ));
             }
         }
+    }
+    // Workers of one run are started together, give or take a Job's
+    // stagger: one whose schedule began after another's ended is of
+    // another run.
+    let ends = |s: &Summary| s.started_at_ms + ((s.warmup_s + s.duration_s) * 1e3) as u64;
+    let last_start = parts
+        .iter()
+        .map(|p| &p.summary)
+        .max_by_key(|s| s.started_at_ms);
+    let first_end = parts.iter().map(|p| &p.summary).min_by_key(|s| ends(s));
+    if let (Some(late), Some(early)) = (last_start, first_end)
+        && late.started_at_ms >= ends(early)
+    {
+        return Err(format!(
+            "not one run: worker {} started {:.1} s after worker {}'s schedule had ended",
+            late.shard.map_or(0, |s| s.index),
+            (late.started_at_ms - ends(early)) as f64 / 1e3,
+            early.shard.map_or(0, |s| s.index),
+        ));
     }
     let count = first.shard.map_or(0, |s| s.count);
     seen.sort_unstable();
@@ -310,22 +339,20 @@ fn whole_run_slo(parts: &[Measured]) -> Slo {
     slo
 }
 
-/// A per-second series of every shard, each moved by its start relative
-/// to `origin` (ms since the epoch) and added up by `add`.
+/// A per-second series of every shard, second N of each schedule added to
+/// second N of the run's by `add`.
 fn aligned<T: Copy + Default>(
     parts: &[Measured],
-    origin: u64,
     series: impl Fn(&Summary) -> &Vec<T>,
     add: impl Fn(&mut T, T),
 ) -> Vec<T> {
     let mut sum: Vec<T> = Vec::new();
     for p in parts {
-        let offset = ((p.summary.started_at_ms - origin) as f64 / 1e3).round() as usize;
         for (i, v) in series(&p.summary).iter().enumerate() {
-            if sum.len() <= i + offset {
-                sum.resize(i + offset + 1, T::default());
+            if sum.len() <= i {
+                sum.resize(i + 1, T::default());
             }
-            add(&mut sum[i + offset], *v);
+            add(&mut sum[i], *v);
         }
     }
     sum
@@ -344,7 +371,7 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
     let mut overall = hist();
     let mut schedule_lag = hist();
     let mut per_method: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
-    // Seconds since the earliest start, each shard shifted onto it.
+    // Seconds of the schedule, every shard's on the run's.
     let mut seconds: BTreeMap<u64, Histogram<u64>> = BTreeMap::new();
     for p in parts {
         add(&mut overall, &p.overall)?;
@@ -352,26 +379,18 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
         for (m, h) in &p.per_method {
             add(per_method.entry(m.clone()).or_insert_with(hist), h)?;
         }
-        let shift = Duration::from_millis(p.summary.started_at_ms - origin);
         for (end, h) in &p.intervals {
-            let second = (shift + *end).as_secs_f64().ceil() as u64;
+            let second = end.as_secs_f64().ceil() as u64;
             add(seconds.entry(second).or_insert_with(hist), h)?;
         }
     }
     let accounting = sum_accounting(parts);
     let latency = Latency::of(&overall);
-    // The measured part spans from the earliest shard's start of it to the
-    // last reply of any.
+    // The measured part, on the schedule: until the last reply of any.
     let span = parts
         .iter()
-        .map(|p| {
-            (p.summary.started_at_ms - origin) as f64 / 1e3
-                + p.summary.warmup_s
-                + p.summary.measured_span_s
-        })
-        .fold(0.0, f64::max)
-        - first.warmup_s;
-    let span = span.max(first.duration_s);
+        .map(|p| p.summary.measured_span_s)
+        .fold(first.duration_s, f64::max);
     let throughput = overall.len() as f64 / span.max(1e-9);
     let offered = parts
         .iter()
@@ -397,6 +416,7 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
         connections: parts.iter().map(|p| p.summary.connections).sum(),
         started_at_ms: origin,
         shard: None,
+        run_hash: String::new(),
         throughput,
         rates,
         accounting,
@@ -407,20 +427,14 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
             .collect(),
         per_second: aligned(
             parts,
-            origin,
             |s| &s.per_second,
             |a, [replies, errors]| {
                 a[0] += replies;
                 a[1] += errors;
             },
         ),
-        offered_per_second: aligned(parts, origin, |s| &s.offered_per_second, |a, v| *a += v),
-        outstanding_per_second: aligned(
-            parts,
-            origin,
-            |s| &s.outstanding_per_second,
-            |a, v| *a += v,
-        ),
+        offered_per_second: aligned(parts, |s| &s.offered_per_second, |a, v| *a += v),
+        outstanding_per_second: aligned(parts, |s| &s.outstanding_per_second, |a, v| *a += v),
         stages: Vec::new(),
         schedule_lag_ms: Latency::of(&schedule_lag),
         generator_kept_schedule: parts.iter().all(|p| p.summary.generator_kept_schedule),

@@ -458,6 +458,21 @@ impl Scenario {
         self.shard = Some(shard);
     }
 
+    /// What identifies the run this scenario is (a worker's of it alike):
+    /// a hash of everything it runs as (its target, load, mix, times,
+    /// SLOs, and the number of workers, not which one), in hex. Workers of
+    /// one run have the same; `merge` refuses workers whose differ.
+    pub fn run_hash(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut one = self.clone();
+        one.shard = self.shard.map(|s| Shard { index: 0, ..s });
+        one.id_base = 0;
+        // SipHash with its fixed keys: the same from run to run of one build.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        format!("{one:?}").hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+
     /// Requests per second the schedule asks for, on average over the
     /// measured part; `None` for closed loop.
     pub fn offered_rate(&self) -> Option<f64> {

@@ -109,6 +109,11 @@ pub struct Summary {
     /// Which part of a run across machines this is.
     #[serde(default)]
     pub shard: Option<crate::scenario::Shard>,
+    /// The scenario as run ([`crate::scenario::Scenario::run_hash`]): the
+    /// same for every worker of one run (empty in summaries from before
+    /// it was written).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub run_hash: String,
     /// Replies to the measured part's requests per second of
     /// `measured_span_s`: the achieved rate.
     pub throughput: f64,
@@ -338,6 +343,7 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         connections: scenario.connections,
         started_at_ms: s.started_at_ms,
         shard: scenario.shard,
+        run_hash: scenario.run_hash(),
         throughput,
         rates,
         accounting,

@@ -122,6 +122,65 @@ fn a_merge_refuses_what_is_not_one_run() {
     assert!(e.contains("different scenarios"), "{e}");
 }
 
+/// Workers started 0.7 s apart, as a Kubernetes Job's pods start: second N
+/// of each schedule is second N of the run's, so the merged series is the
+/// sum of theirs and the rate is over the schedule's duration (the issue's
+/// "sent 2000/s, achieved 1429 replies/s" and its half-rate edge stages
+/// came from lining them up on the wall clock).
+#[test]
+fn staggered_workers_line_up_on_their_schedules() {
+    let parts: Vec<Measured> = (0..4)
+        .map(|i| {
+            let mut p = part(i, 4, &[10; 300], 1_000_000 + 700 * u64::from(i));
+            let s = &mut p.summary;
+            (s.duration_s, s.warmup_s, s.measured_span_s) = (3.0, 0.0, 3.0);
+            s.per_second = vec![[100, 0]; 3];
+            s.offered_per_second = vec![100.0; 3];
+            s.rates.offered = Some(100.0);
+            s.run_hash = "00000000000000aa".into();
+            p
+        })
+        .collect();
+    let m = merge::merge(&parts).expect("one run");
+    assert_eq!(m.summary.per_second, vec![[400, 0]; 3]);
+    assert_eq!(m.summary.offered_per_second, vec![400.0; 3]);
+    assert_eq!(m.summary.rates.offered, Some(400.0));
+    assert!(
+        (m.summary.throughput - 400.0).abs() < 1e-9,
+        "{}",
+        m.summary.throughput
+    );
+    assert_eq!(
+        m.summary.started_at_ms, 1_000_000,
+        "the earliest worker's start"
+    );
+}
+
+/// Workers of two runs are refused, saying why: schedules that do not
+/// overlap (runs 12 s apart), or scenarios run differently.
+#[test]
+fn workers_of_different_runs_are_refused() {
+    let worker = |i: u32, start_ms: u64, hash: &str| {
+        let mut p = part(i, 2, &[10, 20], start_ms);
+        (p.summary.duration_s, p.summary.warmup_s) = (5.0, 1.0);
+        p.summary.run_hash = hash.into();
+        p
+    };
+    let h = "00000000000000aa";
+    let e = merge::merge(&[worker(0, 1_000_000, h), worker(1, 1_018_000, h)]).unwrap_err();
+    assert!(
+        e.contains("not one run: worker 1 started 12.0 s after worker 0's schedule had ended"),
+        "{e}"
+    );
+    let e = merge::merge(&[
+        worker(0, 1_000_000, h),
+        worker(1, 1_001_000, "00000000000000bb"),
+    ])
+    .unwrap_err();
+    assert!(e.contains("workers of different runs"), "{e}");
+    assert!(merge::merge(&[worker(0, 1_000_000, h), worker(1, 1_005_900, h)]).is_ok());
+}
+
 /// Four worker processes against one mock upstream, then `merge`.
 #[test]
 fn four_workers_merged_are_the_sum_of_their_shards() {
