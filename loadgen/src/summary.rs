@@ -630,6 +630,9 @@ method = "echo"
             cpu: String::new(),
         };
         summary.started_at_ms = 0;
+        // A hash of the scenario's form, which changes with its fields.
+        assert_eq!(summary.run_hash.len(), 16);
+        summary.run_hash.clear();
         let intervals: Vec<(Duration, Histogram<u64>)> = (1..=7)
             .map(|i| {
                 let mut h = Histogram::<u64>::new(3).expect("precision");
