@@ -6,8 +6,9 @@
 //! *and* the target kept up (its achieved rate is within 3 % of the offered
 //! one); a step in which the generator itself fell behind is not the
 //! target's knee, and the search stops there and says so. A step in which
-//! nothing was answered at all (an unreachable target) ends the search at
-//! once, with its cause.
+//! no request got a successful reply (an unreachable target, or one that
+//! refuses every request: `run`'s "not served") ends the search at once,
+//! with its cause.
 
 use std::fmt::Write as _;
 
@@ -123,10 +124,10 @@ pub struct Step {
     pub pass: bool,
     /// Why it failed, when it did.
     pub why: Option<String>,
-    /// Not one request was answered (transport errors, timeouts): why,
-    /// when so. No rate has a knee then: the search ends.
+    /// No request got a successful reply (transport errors, timeouts,
+    /// errors only: `run`'s "not served"): why, when so. The search ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unanswered: Option<String>,
+    pub not_served: Option<String>,
 }
 
 impl Step {
@@ -137,14 +138,18 @@ impl Step {
         let n = trials.len();
         let passed = trials.iter().filter(|s| s.pass).count();
         let bound = trials.iter().filter(|s| s.generator_bound).count();
-        // Any trial that got no answer at all says the target is gone.
-        let unanswered = trials.iter().find_map(|s| s.unanswered.clone());
+        // Most trials not served: the target is gone (one such trial, a
+        // restart mid-trial, is outvoted as any other).
+        let gone = trials.iter().filter(|s| s.not_served.is_some()).count();
+        let not_served = (2 * gone > n)
+            .then(|| trials.iter().find_map(|s| s.not_served.clone()))
+            .flatten();
         let failing_why = trials.iter().find_map(|s| s.why.clone());
         trials.sort_by(|a, b| a.p99_ms.total_cmp(&b.p99_ms));
         let mut step = trials.into_iter().nth(n / 2)?;
-        step.pass = 2 * passed > n && unanswered.is_none();
+        step.pass = 2 * passed > n && not_served.is_none();
         step.generator_bound = 2 * bound > n;
-        step.unanswered = unanswered;
+        step.not_served = not_served;
         step.why = match (step.pass, n) {
             (true, _) => None,
             (false, 1) => failing_why,
@@ -206,18 +211,27 @@ impl Step {
                 "the generator fell behind its schedule".into()
             });
         }
-        let answered = a.ok + a.expected_errors + a.unexpected_errors;
-        let unanswered = (a.sent_requests > 0 && answered == 0).then(|| {
+        // As `run` judges a target not served: no successful reply at all.
+        let not_served = (a.sent_requests > 0 && a.ok + a.expected_errors == 0).then(|| {
             let causes: Vec<String> = a
                 .transport_errors
                 .iter()
                 .map(|(what, n)| format!("{what} ({n})"))
+                .chain(a.http_status.iter().map(|(s, n)| format!("HTTP {s} ({n})")))
+                .chain(
+                    a.error_codes
+                        .iter()
+                        .map(|(c, n)| format!("error {c} ({n})")),
+                )
                 .chain((a.timed_out > 0).then(|| format!("timed out ({})", a.timed_out)))
                 .collect();
+            let causes = match causes.is_empty() {
+                true => "no reply".to_owned(),
+                false => causes.join(", "),
+            };
             format!(
-                "not one of {} requests was answered: {}",
-                a.sent_requests,
-                causes.join(", ")
+                "not one of {} requests got a successful reply: {causes}",
+                a.sent_requests
             )
         });
         Step {
@@ -228,9 +242,9 @@ impl Step {
             p999_ms: l.p999,
             error_share,
             generator_bound,
-            pass: why.is_empty() && unanswered.is_none(),
+            pass: why.is_empty() && not_served.is_none(),
             why: (!why.is_empty()).then(|| why.join("; ")),
-            unanswered,
+            not_served,
         }
     }
 }
@@ -264,7 +278,7 @@ pub struct Capacity {
     pub generator_bound: bool,
     /// The search ended at once because a step got no answer at all: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unanswered: Option<String>,
+    pub not_served: Option<String>,
     /// Every step, in the order run.
     pub steps: Vec<Step>,
 }
@@ -276,7 +290,7 @@ pub const MIN_RATE: f64 = 1.0;
 struct Verdict {
     pass: bool,
     generator_bound: bool,
-    unanswered: Option<String>,
+    not_served: Option<String>,
 }
 
 impl Capacity {
@@ -293,14 +307,14 @@ impl Capacity {
         // of the generator's limit; two in a row do. Both are in the table.
         let mut step_at = |rate: f64, steps: &mut Vec<Step>| -> Result<Verdict, E> {
             let mut step = measure(rate)?;
-            if step.generator_bound && step.unanswered.is_none() {
+            if step.generator_bound && step.not_served.is_none() {
                 steps.push(step);
                 step = measure(rate)?;
             }
             let verdict = Verdict {
                 pass: step.pass && !step.generator_bound,
                 generator_bound: step.generator_bound,
-                unanswered: step.unanswered.clone(),
+                not_served: step.not_served.clone(),
             };
             steps.push(step);
             Ok(verdict)
@@ -308,11 +322,11 @@ impl Capacity {
         let mut lo: Option<f64> = None;
         let mut hi: Option<f64> = None;
         let mut generator_bound = false;
-        let mut unanswered = None;
+        let mut not_served = None;
         // What a verdict does to the bracket; `false` ends the search.
         let mut take = |rate: f64, v: Verdict, lo: &mut Option<f64>, hi: &mut Option<f64>| {
-            if v.unanswered.is_some() {
-                unanswered = v.unanswered;
+            if v.not_served.is_some() {
+                not_served = v.not_served;
                 return false;
             }
             if v.generator_bound {
@@ -358,7 +372,7 @@ impl Capacity {
             knee: lo,
             failed_at: hi,
             generator_bound,
-            unanswered,
+            not_served,
             steps,
         })
     }
@@ -381,9 +395,11 @@ impl Capacity {
                 s.p99_ms,
                 s.p999_ms,
                 s.error_share * 100.0,
-                s.why
-                    .as_deref()
-                    .map_or("pass".to_owned(), |w| format!("fail: {w}"))
+                match (&s.not_served, &s.why) {
+                    (Some(gone), _) => format!("not served: {gone}"),
+                    (None, Some(w)) => format!("fail: {w}"),
+                    (None, None) => "pass".to_owned(),
+                }
             );
         }
         let _ = writeln!(o, "{}", self.verdict());
@@ -391,8 +407,14 @@ impl Capacity {
     }
 
     pub fn verdict(&self) -> String {
-        if let Some(why) = &self.unanswered {
-            return format!("no knee: the search stopped, {why}");
+        if let Some(why) = &self.not_served {
+            return match self.knee {
+                Some(k) => format!(
+                    "knee at least {k:.0}/s ({}), then the search stopped, not served: {why}",
+                    self.slo
+                ),
+                None => format!("no knee: the search stopped, not served: {why}"),
+            };
         }
         match (self.knee, self.failed_at, self.generator_bound) {
             (Some(k), _, true) => format!(
@@ -519,7 +541,7 @@ mod tests {
                 generator_bound: !kept,
                 pass: !over && kept,
                 why: over.then(|| "p99".into()),
-                unanswered: None,
+                not_served: None,
             })
         }
     }
@@ -586,7 +608,7 @@ mod tests {
             generator_bound: false,
             pass,
             why: (!pass).then(|| "p99".into()),
-            unanswered: None,
+            not_served: None,
         };
         // One noisy trial does not fail the rate.
         let s = Step::of_trials(vec![
@@ -689,23 +711,51 @@ mod tests {
             .map(|s| s.rate)
             .collect();
         assert_eq!(behind, [3200.0, 3200.0], "run twice, then the search stops");
-        // A step with no answer at all (a dead target) ends the search at
-        // once, with its cause, whatever the rate.
-        let dead = |rate: f64| {
+        // A step not served (a dead target) ends the search at once, with
+        // its cause, whatever the rate; after steps that passed, the knee
+        // found so far is said with it.
+        let gone = |rate: f64| {
             let mut step = target(4321.0, 1e9)(rate)?;
             step.pass = false;
-            step.unanswered =
-                Some("not one of 500 requests was answered: connection refused (500)".into());
+            step.not_served = Some("connection refused (500)".into());
             Ok::<_, ()>(step)
         };
-        let c = Capacity::search(&slo, how, dead).unwrap();
+        let c = Capacity::search(&slo, how, gone).unwrap();
         assert_eq!((c.steps.len(), c.knee), (1, None), "{}", c.table());
         assert!(
             c.verdict()
-                .starts_with("no knee: the search stopped, not one of 500"),
+                .starts_with("no knee: the search stopped, not served: connection refused"),
             "{}",
             c.verdict()
         );
+        assert!(
+            c.table().contains("not served: connection refused"),
+            "{}",
+            c.table()
+        );
+        let crashes_at_800 = |rate: f64| {
+            let step = target(4321.0, 1e9)(rate)?;
+            Ok::<_, ()>(match rate >= 800.0 {
+                true => gone(rate)?,
+                false => step,
+            })
+        };
+        let c = Capacity::search(&slo, how, crashes_at_800).unwrap();
+        assert!(
+            c.verdict()
+                .starts_with("knee at least 400/s (p99<50ms), then the search stopped, not served"),
+            "{}",
+            c.verdict()
+        );
+        // One trial of three not served (a restart mid-trial) is outvoted.
+        let trial = |gone: bool| Step {
+            not_served: gone.then(|| "connection refused (3)".into()),
+            ..target(4321.0, 1e9)(100.0).expect("a step")
+        };
+        let s = Step::of_trials(vec![trial(false), trial(true), trial(false)]).expect("a step");
+        assert!(s.pass && s.not_served.is_none());
+        let s = Step::of_trials(vec![trial(true), trial(true), trial(false)]).expect("a step");
+        assert!(!s.pass && s.not_served.is_some());
         // Nothing fails up to the top.
         let top = Search { max: 1000.0, ..how };
         let c = Capacity::search(&slo, top, target(4321.0, 1e9)).unwrap();

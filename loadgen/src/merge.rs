@@ -5,8 +5,9 @@
 //! worker's schedule is second N of the run's, however far apart on the
 //! wall clock they started: a Kubernetes Job's pods start seconds apart),
 //! and evaluates the SLOs once, on the merged result. Workers of different
-//! runs are refused: a different scenario as run (`run_hash`), or a
-//! schedule that began after another's had ended.
+//! runs are refused: different run ids (`run --run-id`, the Job's uid), a
+//! different scenario as run (`run_hash`), or a schedule that began after
+//! another's had ended.
 //!
 //! A run directory holds `summary.json`, `latency.hlog` (one histogram per
 //! second, with the run's start as `StartTime`) and `histograms.hlog` (the
@@ -268,12 +269,6 @@ fn check_shards(parts: &[Measured]) -> Result<(), String> {
                 first.scenario, first.model, s.scenario, s.model
             ));
         }
-        if !s.run_hash.is_empty() && !first.run_hash.is_empty() && s.run_hash != first.run_hash {
-            return Err(format!(
-                "workers of different runs of {}: run hashes {} and {} (its target, rate, duration, mix or SLOs differ)",
-                s.scenario, first.run_hash, s.run_hash
-            ));
-        }
         match (s.shard, first.shard) {
             (Some(a), Some(b)) if a.count == b.count => seen.push(a.index),
             _ => {
@@ -284,6 +279,27 @@ fn check_shards(parts: &[Measured]) -> Result<(), String> {
             }
         }
     }
+    // What names a run, where the workers wrote it: one of each.
+    let one_of = |what: &str, key: fn(&Summary) -> &str| {
+        let named: std::collections::BTreeSet<&str> = parts
+            .iter()
+            .map(|p| key(&p.summary))
+            .filter(|k| !k.is_empty())
+            .collect();
+        match named.len() {
+            0 | 1 => Ok(()),
+            _ => Err(format!(
+                "workers of different runs of {}: {what} {}",
+                first.scenario,
+                named.into_iter().collect::<Vec<_>>().join(" and ")
+            )),
+        }
+    };
+    one_of("run ids (run --run-id)", |s| &s.run_id)?;
+    one_of(
+        "run hashes (the scenario was run differently: its target, rate, duration, mix or SLOs, or by another version of this program)",
+        |s| &s.run_hash,
+    )?;
     // Workers of one run are started together, give or take a Job's
     // stagger: one whose schedule began after another's ended is of
     // another run.
@@ -417,6 +433,7 @@ pub fn merge(parts: &[Measured]) -> Result<Measured, String> {
         started_at_ms: origin,
         shard: None,
         run_hash: String::new(),
+        run_id: first.run_id.clone(),
         throughput,
         rates,
         accounting,

@@ -44,6 +44,15 @@ pub struct Scenario {
     /// The first request id is one above this (a shard's ids are its own).
     #[serde(skip)]
     pub id_base: u64,
+    /// `run --run-id`: the run this worker is part of, as its launcher
+    /// names it (a Kubernetes Job's uid); `merge` refuses workers of
+    /// different ones.
+    #[serde(skip)]
+    pub run_id: Option<String>,
+    /// The run's hash as planned, kept by [`Scenario::cut`]: an
+    /// interrupted worker is still of the run it began.
+    #[serde(skip)]
+    planned_hash: Option<String>,
 }
 
 /// `[lsp]`: an editor's opening of an LSP session on each connection.
@@ -413,6 +422,7 @@ impl Scenario {
         let ran = ran.as_secs_f64();
         let measured = (ran - self.warmup).clamp(0.0, self.measured().as_secs_f64());
         let mut s = self.clone();
+        s.planned_hash = Some(self.run_hash());
         s.warmup = self.warmup.min(ran);
         s.duration = measured;
         if let Load::Open { rate, stages } = &mut s.load
@@ -459,18 +469,25 @@ impl Scenario {
     }
 
     /// What identifies the run this scenario is (a worker's of it alike):
-    /// a hash of everything it runs as (its target, load, mix, times,
-    /// SLOs, and the number of workers, not which one), in hex. Workers of
-    /// one run have the same; `merge` refuses workers whose differ.
+    /// a hash of everything it runs as planned (its target, load, mix,
+    /// times, SLOs, and the number of workers, not which one), the first
+    /// 16 hex digits of a SHA-256. Workers of one run, built from one
+    /// version of this program, have the same; `merge` refuses workers
+    /// whose differ.
     pub fn run_hash(&self) -> String {
-        use std::hash::{Hash, Hasher};
+        if let Some(planned) = &self.planned_hash {
+            return planned.clone();
+        }
         let mut one = self.clone();
         one.shard = self.shard.map(|s| Shard { index: 0, ..s });
         one.id_base = 0;
-        // SipHash with its fixed keys: the same from run to run of one build.
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        format!("{one:?}").hash(&mut h);
-        format!("{:016x}", h.finish())
+        one.run_id = None;
+        let digest =
+            aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, format!("{one:?}").as_bytes());
+        digest.as_ref()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     /// Requests per second the schedule asks for, on average over the
@@ -569,6 +586,13 @@ mod tests {
         assert_eq!(early.rate_at(0.0), Some(100.0));
         // Past the end: unchanged.
         assert_eq!(s.cut(Duration::from_secs(60)).measured(), s.measured());
+        // Cut short, it is still the run it began: workers interrupted at
+        // different moments merge.
+        assert_eq!(cut.run_hash(), s.run_hash());
+        assert_eq!(early.run_hash(), s.run_hash());
+        let mut faster = s.clone();
+        faster.timeout += 1.0;
+        assert_ne!(faster.run_hash(), s.run_hash());
     }
 
     const OK: &str = r#"

@@ -114,6 +114,10 @@ pub struct Summary {
     /// it was written).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub run_hash: String,
+    /// `run --run-id`: the run this worker is part of, as its launcher
+    /// named it (empty: not named).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub run_id: String,
     /// Replies to the measured part's requests per second of
     /// `measured_span_s`: the achieved rate.
     pub throughput: f64,
@@ -344,6 +348,7 @@ pub fn summarize(s: &Stats, scenario: &Scenario, target: &str, date: String) -> 
         started_at_ms: s.started_at_ms,
         shard: scenario.shard,
         run_hash: scenario.run_hash(),
+        run_id: scenario.run_id.clone().unwrap_or_default(),
         throughput,
         rates,
         accounting,

@@ -129,13 +129,13 @@ fn a_dead_target_ends_the_search_at_once() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(6), "{table}");
     assert!(
-        table.contains("no knee: the search stopped, not one of"),
+        table.contains("no knee: the search stopped, not served: not one of"),
         "{table}"
     );
     assert_eq!(
-        table.lines().filter(|l| l.contains("fail")).count(),
-        1,
-        "one step: {table}"
+        table.lines().filter(|l| l.contains("not served")).count(),
+        2,
+        "one step, and the verdict: {table}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

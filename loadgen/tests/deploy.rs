@@ -60,6 +60,12 @@ fn the_loadgen_job_and_its_merge_agree() {
         .position(|a| *a == "--shards")
         .expect("--shards");
     assert_eq!(args[shards + 1], workers.to_string());
+    let run_id = args
+        .iter()
+        .position(|a| *a == "--run-id")
+        .expect("--run-id: merge tells runs apart by it");
+    assert_eq!(args[run_id + 1], "$(JOB_UID)");
+    assert!(job.contains("fieldPath: metadata.labels['batch.kubernetes.io/controller-uid']"));
     let dirs: Vec<String> = (0..workers).map(|i| format!("/results/{i}")).collect();
     let merge_args = field(&merge, "args");
     assert_eq!(
@@ -70,10 +76,10 @@ fn the_loadgen_job_and_its_merge_agree() {
     // The worker's arguments are ones `run` takes: here, with the index the
     // Job would give, they get as far as the scenario file.
     let out = std::process::Command::new(BIN)
-        .args(
-            args.iter()
-                .map(|a| a.replace("$(JOB_COMPLETION_INDEX)", "0")),
-        )
+        .args(args.iter().map(|a| {
+            a.replace("$(JOB_COMPLETION_INDEX)", "0")
+                .replace("$(JOB_UID)", "3f1c2a9e-uid")
+        }))
         .env("JOB_COMPLETION_INDEX", "0")
         .output()
         .expect("run");

@@ -179,6 +179,23 @@ fn workers_of_different_runs_are_refused() {
     .unwrap_err();
     assert!(e.contains("workers of different runs"), "{e}");
     assert!(merge::merge(&[worker(0, 1_000_000, h), worker(1, 1_005_900, h)]).is_ok());
+    // Two runs of one scenario that overlap are told apart by their ids
+    // (a Kubernetes Job's uid).
+    let named = |i: u32, id: &str| {
+        let mut p = worker(i, 1_000_000, h);
+        p.summary.run_id = id.into();
+        p
+    };
+    let e = merge::merge(&[named(0, "job-a"), named(1, "job-b")]).unwrap_err();
+    assert!(e.contains("run ids (run --run-id) job-a and job-b"), "{e}");
+    // A worker from before run hashes does not let two others differ.
+    let three = |i: u32, hash: &str| {
+        let mut p = part(i, 3, &[10, 20], 1_000_000);
+        p.summary.run_hash = hash.into();
+        p
+    };
+    let e = merge::merge(&[three(0, ""), three(1, h), three(2, "00000000000000bb")]).unwrap_err();
+    assert!(e.contains("run hashes"), "{e}");
 }
 
 /// Four worker processes against one mock upstream, then `merge`.

@@ -154,14 +154,14 @@ fn searched_capacity() -> Capacity {
         generator_bound: false,
         pass: why.is_none(),
         why: why.map(str::to_owned),
-        unanswered: None,
+        not_served: None,
     };
     Capacity {
         slo: "p50<5ms,p99<20ms,errors<1%".parse().expect("slo"),
         knee: Some(600.0),
         failed_at: Some(700.0),
         generator_bound: false,
-        unanswered: None,
+        not_served: None,
         steps: vec![
             step(100.0, 100.0, 2.0, None),
             step(200.0, 199.5, 2.5, None),

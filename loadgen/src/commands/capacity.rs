@@ -4,9 +4,10 @@
 //! the offered rate; when the generator itself falls behind, the search
 //! stops and says so (the knee is then above what it can offer). When the
 //! first step fails, it goes down by halving to a rate that passes, then
-//! bisects. A step with no answer at all ends it at once.
-//! Exit 0 with a knee, 3 when no rate tried meets the SLO, 6 (as `run`'s
-//! exit for a target not served) when a step got no answer at all.
+//! bisects. A step in which no request got a successful reply (`run`'s
+//! "not served") ends it at once.
+//! Exit 0 with a knee, 3 when no rate tried meets the SLO, 6 (as `run`'s)
+//! when a step was not served.
 
 use super::*;
 
@@ -98,7 +99,7 @@ pub fn main(args: CapacityArgs) -> ExitCode {
         precision: precision / 100.0,
     };
     match runtime().and_then(|rt| rt.block_on(capacity(s, slo, how, seed, out, npamp))) {
-        Ok(c) if c.unanswered.is_some() => ExitCode::from(EXIT_NOT_SERVED),
+        Ok(c) if c.not_served.is_some() => ExitCode::from(EXIT_NOT_SERVED),
         Ok(c) if c.knee.is_some() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(EXIT_SLO),
         Err(e) => fail(EXIT_RUN, &e),

@@ -27,7 +27,10 @@ pub fn main(args: MergeArgs) -> ExitCode {
         .iter()
         .map(|d| Measured::read(d))
         .collect::<Result<Vec<_>, _>>()
-        .and_then(|parts| merging::merge(&parts));
+        .and_then(|parts| {
+            warn_of_stagger(&parts);
+            merging::merge(&parts)
+        });
     match merged {
         Ok(m) => {
             print!("{}", m.summary.table());
@@ -43,5 +46,22 @@ pub fn main(args: MergeArgs) -> ExitCode {
             verdict(&m.summary)
         }
         Err(e) => fail(EXIT_USAGE, &anyhow::anyhow!(e)),
+    }
+}
+
+/// Workers lined up on their schedules carried the summed rate together
+/// only while all of them ran: a stagger longer than the warm-up (which
+/// is there to cover it) is said.
+fn warn_of_stagger(parts: &[Measured]) {
+    let starts = parts.iter().map(|p| p.summary.started_at_ms);
+    let (Some(first), Some(last)) = (starts.clone().min(), starts.max()) else {
+        return;
+    };
+    let stagger = (last - first) as f64 / 1e3;
+    let warmup = parts.first().map_or(0.0, |p| p.summary.warmup_s);
+    if stagger > warmup {
+        eprintln!(
+            "warning: the workers started up to {stagger:.1} s apart, more than the warm-up ({warmup:.1} s): the target carried the summed rate only while all of them ran"
+        );
     }
 }

@@ -51,6 +51,11 @@ pub struct RunArgs {
     /// Indexed Job's).
     #[arg(long, value_name = "N")]
     pub shards: Option<u32>,
+    /// Names the run this worker is part of (a Kubernetes Job passes its
+    /// uid): `merge` refuses workers of different run ids, as it does
+    /// two runs of one scenario that it could not tell apart otherwise.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
     #[command(flatten)]
     pub npamp: GatewayFlags,
 }
@@ -69,6 +74,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         quiet,
         shard,
         shards,
+        run_id,
         npamp,
     } = args;
     let shard = match (shard, shards) {
@@ -123,6 +129,7 @@ pub fn main(args: RunArgs) -> ExitCode {
     if let Some(shard) = shard {
         s.shard(shard);
     }
+    s.run_id = run_id.filter(|id| !id.trim().is_empty());
     if let Some(dir) = &out
         && let Err(e) = writable(dir)
     {
