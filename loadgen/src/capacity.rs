@@ -177,7 +177,9 @@ impl Step {
                 "p99" => l.p99,
                 _ => l.p999,
             };
-            if l.count == 0 || v > *limit {
+            if l.count == 0 {
+                why.push(format!("{q}: no reply measured"));
+            } else if v > *limit {
                 why.push(format!("{q} {v:.3} ms > {limit} ms"));
             }
         }
@@ -386,14 +388,19 @@ impl Capacity {
             "offered/s", "achieved/s", "p50 ms", "p99 ms", "p99.9 ms", "errors"
         );
         for s in &self.steps {
+            // A step with no reply has no latency: dashes, not zeros.
+            let ms = |v: f64| match s.achieved > 0.0 {
+                true => format!("{v:>9.3}"),
+                false => format!("{:>9}", "-"),
+            };
             let _ = writeln!(
                 o,
-                "{:>10.0} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>7.3}%  {}",
+                "{:>10.0} {:>10.0} {} {} {} {:>7.3}%  {}",
                 s.rate,
                 s.achieved,
-                s.p50_ms,
-                s.p99_ms,
-                s.p999_ms,
+                ms(s.p50_ms),
+                ms(s.p99_ms),
+                ms(s.p999_ms),
                 s.error_share * 100.0,
                 match (&s.not_served, &s.why) {
                     (Some(gone), _) => format!("not served: {gone}"),

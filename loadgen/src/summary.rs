@@ -743,6 +743,16 @@ method = "echo"
             .insert("connect: connection refused".into(), 100);
         let dead = summary(&s);
         assert!(dead.not_served().unwrap().contains("no request of 100"));
+        // Its table shows no latency where none was measured (not 0.000 ms).
+        let table = dead.table();
+        assert!(
+            table.contains("latency ms no reply measured (n=0)"),
+            "{table}"
+        );
+        assert!(
+            !table.contains("0.000 ms") && !table.contains("p99 0.000"),
+            "{table}"
+        );
         // 20 % transport errors, no SLO to judge them: not served.
         let mut s = stats(800, 5.0, 800);
         s.sent_requests = 1000;

@@ -105,28 +105,40 @@ fn rates_and_latency(o: &mut String, s: &Summary) {
         r.sent, r.achieved
     );
     let l = &s.latency_ms;
-    let _ = writeln!(
-        o,
-        "latency ms p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  (n={})",
-        l.p50, l.p90, l.p99, l.p999, l.max, l.count
-    );
-    for (m, l) in &s.per_method {
-        let _ = writeln!(
+    // No reply measured: no latency to show (its figures would be 0).
+    let _ = match l.count {
+        0 => writeln!(o, "latency ms no reply measured (n=0)"),
+        _ => writeln!(
             o,
-            "  {m:<20} p50 {:.3}  p99 {:.3}  max {:.3}  (n={})",
-            l.p50, l.p99, l.max, l.count
-        );
+            "latency ms p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  (n={})",
+            l.p50, l.p90, l.p99, l.p999, l.max, l.count
+        ),
+    };
+    for (m, l) in &s.per_method {
+        let _ = match l.count {
+            0 => writeln!(o, "  {m:<20} no reply measured (n=0)"),
+            _ => writeln!(
+                o,
+                "  {m:<20} p50 {:.3}  p99 {:.3}  max {:.3}  (n={})",
+                l.p50, l.p99, l.max, l.count
+            ),
+        };
     }
 }
 
 /// How late the generator was, whether the target was measured at all,
 /// and each SLO check.
 fn schedule_and_verdicts(o: &mut String, s: &Summary) {
+    let lag = match s.schedule_lag_ms.count {
+        0 => "no send measured".to_owned(),
+        _ => format!(
+            "p99 lag {:.3} ms, max {:.3} ms",
+            s.schedule_lag_ms.p99, s.schedule_lag_ms.max
+        ),
+    };
     let _ = writeln!(
         o,
-        "schedule   p99 lag {:.3} ms, max {:.3} ms{}",
-        s.schedule_lag_ms.p99,
-        s.schedule_lag_ms.max,
+        "schedule   {lag}{}",
         match (s.generator_kept_schedule, s.held_back_sends) {
             (true, _) => String::new(),
             (false, 0) =>
@@ -141,13 +153,16 @@ fn schedule_and_verdicts(o: &mut String, s: &Summary) {
         let _ = writeln!(o, "NOT SERVED {why}");
     }
     for c in &s.slo {
+        let measured = match (c.name.as_str(), s.latency_ms.count) {
+            ("p99_ms", 0) => "no reply measured".to_owned(),
+            _ => format!("measured {:.4}", c.value),
+        };
         let _ = writeln!(
             o,
-            "SLO        {:<16} {} (limit {}, measured {:.4})",
+            "SLO        {:<16} {} (limit {}, {measured})",
             c.name,
             if c.pass { "pass" } else { "FAIL" },
             c.limit,
-            c.value
         );
     }
 }

@@ -33,7 +33,9 @@ pub struct RunArgs {
     /// (open loop): which one was meant cannot be told.
     #[arg(long, conflicts_with = "rate")]
     pub concurrency: Option<usize>,
-    /// Write summary.json, report.svg and latency.hlog here.
+    /// Write summary.json, report.html, report.svg, latency.hlog (each
+    /// second's latency) and histograms.hlog (the whole run's, which
+    /// `merge` adds) here.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Seed of the generated values.
@@ -220,6 +222,9 @@ async fn run(
                 .collect();
             let p99 = if t <= scenario.warmup() {
                 "warm-up    ".to_owned()
+            } else if h.is_empty() {
+                // No reply this second: there is no p99 to show, not 0.
+                "no reply   ".to_owned()
             } else {
                 format!("{:>8.3} ms", h.value_at_quantile(0.99) as f64 / 1e3)
             };
