@@ -875,17 +875,8 @@ expect_error = true
 /// is counted as dropped and fails the SLOs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overloaded_run_ends_with_its_schedule_and_counts_what_it_dropped() {
-    use npamp_testkit::mock::Behavior;
-    use std::sync::Arc;
     use std::time::{Duration, Instant};
-    let latency = "fixed:50".parse().expect("latency");
-    let behavior = Arc::new(Behavior::new(latency, 0.0, 0, Default::default()));
-    let bound = mock::spawn("http://127.0.0.1:0".parse().expect("addr"), None, behavior)
-        .await
-        .expect("mock");
-    let MockAddr::Http(a) = bound else {
-        unreachable!("an HTTP mock")
-    };
+    let a = http_mock_answering_after(50).await;
     let s = Scenario::parse(
         r#"
 name = "overloaded"
@@ -947,6 +938,24 @@ max_error_rate = 0.5
     assert_eq!(summary.per_second[0][0], a.replied);
 }
 
+/// A mock HTTP upstream that answers methods it does not know after `ms`.
+async fn http_mock_answering_after(ms: u64) -> std::net::SocketAddr {
+    let latency = format!("fixed:{ms}").parse().expect("latency");
+    let behavior = std::sync::Arc::new(npamp_testkit::mock::Behavior::new(
+        latency,
+        0.0,
+        0,
+        Default::default(),
+    ));
+    let bound = mock::spawn("http://127.0.0.1:0".parse().expect("addr"), None, behavior)
+        .await
+        .expect("mock");
+    let MockAddr::Http(a) = bound else {
+        unreachable!("an HTTP mock")
+    };
+    a
+}
+
 /// Ctrl-C ends a run with what it measured (issue 54: it exited 130 with
 /// no summary and an empty --out): SIGINT 1.5 s into a 60 s run stops the
 /// sends; the table is printed, --out written, the summary marked
@@ -954,17 +963,8 @@ max_error_rate = 0.5
 /// few seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_run_prints_and_writes_what_it_measured() {
-    use npamp_testkit::mock::Behavior;
-    use std::sync::Arc;
     use std::time::{Duration, Instant};
-    let latency = "fixed:1".parse().expect("latency");
-    let behavior = Arc::new(Behavior::new(latency, 0.0, 0, Default::default()));
-    let bound = mock::spawn("http://127.0.0.1:0".parse().expect("addr"), None, behavior)
-        .await
-        .expect("mock");
-    let MockAddr::Http(a) = bound else {
-        unreachable!("an HTTP mock")
-    };
+    let a = http_mock_answering_after(1).await;
     let dir = std::env::temp_dir().join(format!("loadgen-interrupted-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");

@@ -115,8 +115,10 @@ where
     let framing = messages.decided();
     let lsp = ctx.protocol == ProtocolId::LSP_EXPERIMENTAL;
     let write = async {
-        match super::write_messages(ctx, "its stdin", &framing, rx, stdin, |m| lsp && is_exit(m))
-            .await
+        match super::write_messages(ctx, "its stdin", &framing, rx, stdin, |m| {
+            lsp && is_exit(m, ctx)
+        })
+        .await
         {
             super::Written::Failed(why) => Ended::Failed(why),
             super::Written::Closed => Ended::Stop(SESSION_OVER.to_owned()),
@@ -156,12 +158,16 @@ where
 }
 
 /// Whether `text` is LSP's `exit` notification (a few dozen octets: only a
-/// short message is parsed to know).
-fn is_exit(text: &[u8]) -> bool {
+/// short message is scanned to know).
+fn is_exit(text: &[u8], ctx: &crate::gateway::context::Ctx) -> bool {
+    use crate::jsonrpc::carriage::method_of;
+    use crate::jsonrpc::{Kind, Scanned, scan};
     text.len() < 256
-        && serde_json::from_slice::<serde_json::Value>(text).is_ok_and(|v| {
-            v.get("method").and_then(|m| m.as_str()) == Some("exit") && v.get("id").is_none()
-        })
+        && matches!(
+            scan(text, &ctx.scan),
+            Ok(Scanned::Single(Kind::Notification { method }))
+                if method_of(text, &method).as_deref() == Some("exit")
+        )
 }
 
 /// Room for one more process under `--max-upstream-processes`: each
