@@ -14,6 +14,7 @@ mod hostile_clients;
 mod ingress_tls;
 mod ingress_unix;
 mod ipc_upstream;
+mod loadgen_reach;
 mod lsp;
 mod mcp_http;
 mod rate_limits;

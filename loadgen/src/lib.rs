@@ -15,15 +15,18 @@
 //! - [`compare`]: two summaries side by side, with a regression threshold;
 //! - [`merge`]: the shards of a run across machines, added into one;
 //! - [`impair`]: a lossy, slow UDP path for fault injection;
-//! - [`slow`]: slow clients (slowloris, unread WebSocket replies).
+//! - [`slow`]: slow clients (slowloris, unread WebSocket replies);
+//! - [`http`], [`tls`], [`header`]: the HTTP clients (HTTP/1.1, HTTP/2), TLS
+//!   and the request headers of a run.
 
 pub mod capacity;
 pub mod chart;
 pub mod compare;
 pub mod engine;
 pub mod flood;
+pub mod header;
 pub mod html;
-mod http1;
+pub mod http;
 pub mod impair;
 pub mod merge;
 pub mod mix;
@@ -34,3 +37,4 @@ pub mod slow;
 pub mod summary;
 pub mod table;
 pub mod template;
+pub mod tls;

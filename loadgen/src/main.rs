@@ -151,4 +151,87 @@ mod tests {
         assert!(parse(&["run", "s.toml", "--concurrency", "16"]).is_ok());
         assert!(parse(&["run", "s.toml", "--rate", "1000"]).is_ok());
     }
+
+    /// `--header`, `--bearer-file`, `--http2`, `--streams`, `--ca` reach
+    /// the scenario a run uses; a command-line header replaces the
+    /// scenario's of its name (issue 54).
+    #[test]
+    fn target_flags_reach_the_scenario() {
+        let dir = std::env::temp_dir().join(format!("loadgen-flags-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let token = dir.join("token");
+        std::fs::write(&token, "s3cret\n").expect("token");
+        let token = token.to_string_lossy().into_owned();
+        let cli = parse(&[
+            "run",
+            "s.toml",
+            "-H",
+            "X-Api-Key: b",
+            "--header",
+            "X-Trace: on",
+            "--bearer-file",
+            &token,
+            "--http2",
+            "--streams",
+            "4",
+        ]);
+        let Ok(Cli {
+            command: Command::Run(args),
+        }) = cli
+        else {
+            panic!("{:?}", cli.err());
+        };
+        let mut s = npamp_loadgen::scenario::Scenario::parse(
+            r#"
+name = "s"
+target = "https://rpc.example/"
+headers = ["x-api-key: a", "X-Client: loadgen"]
+[load]
+model = "open"
+rate = 10
+[mix]
+[[mix.message]]
+method = "m"
+"#,
+            "s",
+        )
+        .expect("scenario");
+        args.reach.apply(&mut s).expect("apply");
+        let shown: Vec<String> = s
+            .headers
+            .iter()
+            .map(|h| format!("{}: {}", h.name, h.value))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "X-Client: loadgen",
+                "X-Api-Key: b",
+                "X-Trace: on",
+                "Authorization: Bearer s3cret"
+            ]
+        );
+        assert!(s.http2);
+        assert_eq!(s.streams, 4);
+        assert!(s.check().is_ok());
+        // Both ways of giving the Authorization header: refused.
+        let cli = parse(&[
+            "run",
+            "s.toml",
+            "-H",
+            "Authorization: Basic x",
+            "--bearer-file",
+            &token,
+        ]);
+        let Ok(Cli {
+            command: Command::Run(args),
+        }) = cli
+        else {
+            panic!("{:?}", cli.err());
+        };
+        assert!(args.reach.apply(&mut s).is_err());
+        // --ca and --insecure together: refused.
+        assert!(parse(&["run", "s.toml", "--ca", "c.pem", "--insecure"]).is_err());
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

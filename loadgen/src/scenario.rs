@@ -38,6 +38,23 @@ pub struct Scenario {
     /// `initialize`, `initialized`, then a `didOpen` of each document.
     #[serde(default)]
     pub lsp: Option<LspSession>,
+    /// Headers of every HTTP request and WebSocket handshake, each as
+    /// `"Name: value"` (`run --header` adds to them, replacing one of its
+    /// name).
+    #[serde(default)]
+    pub headers: Vec<crate::header::Header>,
+    /// HTTP/2 to an `http(s)://` or `mcp+http(s)://` target: by ALPN over
+    /// TLS, with prior knowledge (h2c) over TCP.
+    #[serde(default)]
+    pub http2: bool,
+    /// HTTP/2: requests in flight on each connection (open loop: the run
+    /// has `connections` × `streams` of them).
+    #[serde(default = "one")]
+    pub streams: usize,
+    /// How a TLS target's server is checked (`run --ca`, `--insecure`: a
+    /// machine's, not the scenario's).
+    #[serde(skip)]
+    pub tls: crate::tls::TlsOptions,
     /// Which part of a run across machines this is (`run --shard I/N`).
     #[serde(skip)]
     pub shard: Option<Shard>,
@@ -114,6 +131,9 @@ pub const MAX_SECONDS: f64 = 1e7;
 
 fn default_duration() -> f64 {
     10.0
+}
+fn one() -> usize {
+    1
 }
 fn default_connections() -> usize {
     16
@@ -334,6 +354,7 @@ impl Scenario {
                 "an [lsp] session opens on a tcp+lsp:// target only".into(),
             ));
         }
+        self.check_target()?;
         match &self.load {
             Load::Open { rate, stages } => {
                 if stages.is_empty() {
@@ -393,6 +414,54 @@ impl Scenario {
         }
         if let Some(p) = self.slo.min_throughput {
             positive("min_throughput", p)?;
+        }
+        Ok(())
+    }
+
+    /// What the target's kind takes: headers go with HTTP and WebSocket
+    /// targets, HTTP/2 and its streams with HTTP ones.
+    fn check_target(&self) -> Result<(), (&'static str, String)> {
+        // None: the embedded pair's HTTP ingress.
+        let target = self.target.as_deref().unwrap_or("http://");
+        let http = ["http://", "https://", "mcp+http://", "mcp+https://"]
+            .iter()
+            .any(|p| target.starts_with(p));
+        let ws = target.starts_with("ws://") || target.starts_with("wss://");
+        let headers_fit = http || ws || self.headers.is_empty();
+        if !headers_fit {
+            return Err((
+                "headers",
+                format!("{target}: headers go with http(s)://, mcp+http(s)://, ws(s):// targets"),
+            ));
+        }
+        if self.http2 && !http {
+            return Err((
+                "http2",
+                format!("{target}: HTTP/2 goes with http(s):// and mcp+http(s):// targets"),
+            ));
+        }
+        let secure = ["https://", "wss://", "mcp+https://"]
+            .iter()
+            .any(|p| target.starts_with(p));
+        if (self.tls.ca.is_some() || self.tls.insecure) && !secure {
+            return Err((
+                "target",
+                format!(
+                    "{target}: --ca and --insecure go with https://, mcp+https://, wss:// targets"
+                ),
+            ));
+        }
+        if self.streams == 0 {
+            return Err(("streams", "must be at least 1".into()));
+        }
+        if self.streams > 1 && !self.http2 {
+            return Err((
+                "streams",
+                format!(
+                    "{}: several requests in flight on one connection need HTTP/2 (http2 = true, --http2)",
+                    self.streams
+                ),
+            ));
         }
         Ok(())
     }
@@ -482,6 +551,7 @@ impl Scenario {
         one.shard = self.shard.map(|s| Shard { index: 0, ..s });
         one.id_base = 0;
         one.run_id = None;
+        one.tls = Default::default();
         let digest =
             aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, format!("{one:?}").as_bytes());
         digest.as_ref()[..8]

@@ -305,7 +305,7 @@ async fn http_ws_tcp_and_lsp_targets_account_for_every_request() {
             .expect("mock");
         let target = match bound {
             MockAddr::Http(a) => Target::Http(format!("http://{a}/").parse().expect("uri")),
-            MockAddr::Ws(a) => Target::Ws(format!("ws://{a}")),
+            MockAddr::Ws(a) => Target::Ws(format!("ws://{a}").parse().expect("url")),
             // The mock answers in LSP's framing when spoken to in it.
             MockAddr::Tcp(a) if kind == "lsp" => {
                 let session = npamp_loadgen::scenario::LspSession {
@@ -406,6 +406,60 @@ fn exit_codes_say_what_went_wrong() {
                 "1000",
             ],
             "cannot be used with",
+        ),
+        // Target flags that do not fit the target (issue 54).
+        (
+            &[
+                quickstart.to_str().unwrap(),
+                "--target",
+                "tcp://127.0.0.1:9",
+                "-H",
+                "X-Api-Key: k",
+            ],
+            "headers go with",
+        ),
+        (
+            &[
+                quickstart.to_str().unwrap(),
+                "--header",
+                "Content-Length: 5",
+            ],
+            "sets it itself",
+        ),
+        (
+            &[quickstart.to_str().unwrap(), "--streams", "8"],
+            "need HTTP/2",
+        ),
+        (
+            &[
+                quickstart.to_str().unwrap(),
+                "--target",
+                "ws://127.0.0.1:9",
+                "--http2",
+            ],
+            "HTTP/2 goes with",
+        ),
+        (
+            &[quickstart.to_str().unwrap(), "--insecure"],
+            "--ca and --insecure go with",
+        ),
+        (
+            &[
+                quickstart.to_str().unwrap(),
+                "--bearer-file",
+                "/nonexistent/token",
+            ],
+            "--bearer-file /nonexistent/token",
+        ),
+        (
+            &[
+                quickstart.to_str().unwrap(),
+                "--target",
+                "https://127.0.0.1:9/",
+                "--ca",
+                "/nonexistent/ca.pem",
+            ],
+            "--ca /nonexistent/ca.pem",
         ),
     ] {
         let started = std::time::Instant::now();
@@ -629,7 +683,7 @@ async fn a_faulty_upstream_is_reported_with_exact_counts() {
         let addr: MockAddr = format!("{kind}://127.0.0.1:0").parse().expect("addr");
         let target = match mock::spawn(addr, None, behavior).await.expect("mock") {
             MockAddr::Tcp(a) => Target::Tcp(a.to_string()),
-            MockAddr::Ws(a) => Target::Ws(format!("ws://{a}")),
+            MockAddr::Ws(a) => Target::Ws(format!("ws://{a}").parse().expect("url")),
             _ => unreachable!("tcp and ws only"),
         };
         let s = Scenario::parse(
@@ -677,7 +731,7 @@ async fn server_pushes_do_not_disturb_the_accounting() {
     let MockAddr::Ws(a) = mock::spawn(addr, None, Arc::new(b)).await.expect("mock") else {
         unreachable!("a WebSocket mock")
     };
-    let summary = run(Target::Ws(format!("ws://{a}"))).await;
+    let summary = run(Target::Ws(format!("ws://{a}").parse().expect("url"))).await;
     exact(&summary);
 }
 
@@ -778,10 +832,15 @@ verify_echo = true
         }
     }
     // A WebSocket target cannot be checked: refused, not silently skipped.
-    let e = engine::run(&s, Target::Ws("ws://127.0.0.1:9".into()), 5, |_, _| {})
-        .await
-        .err()
-        .expect("refused");
+    let e = engine::run(
+        &s,
+        Target::Ws("ws://127.0.0.1:9".parse().expect("url")),
+        5,
+        |_, _| {},
+    )
+    .await
+    .err()
+    .expect("refused");
     assert!(e.contains("verify_echo"), "{e}");
 }
 

@@ -55,6 +55,8 @@ pub struct CapacityArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[command(flatten)]
+    pub reach: TargetFlags,
+    #[command(flatten)]
     pub npamp: GatewayFlags,
 }
 
@@ -73,9 +75,10 @@ pub fn main(args: CapacityArgs) -> ExitCode {
         connections,
         out,
         seed,
+        reach,
         npamp,
     } = args;
-    let mut s = match scenario_with(&scenario, target, connections) {
+    let mut s = match scenario_with(&scenario, target, connections, &reach) {
         Ok(s) => s,
         Err(exit) => return exit,
     };

@@ -23,6 +23,7 @@ pub(crate) use npamp_gateway::gateway::Client;
 pub(crate) use npamp_gateway::gateway::config::{Count, GatewayOptions, PeerKey};
 pub(crate) use npamp_gateway::gateway::{Limits, MAX_BODY_LIMIT};
 pub(crate) use npamp_loadgen::engine::{self, Stats, Target};
+pub(crate) use npamp_loadgen::http::HttpTarget;
 pub(crate) use npamp_loadgen::merge::{self as merging, Measured};
 pub(crate) use npamp_loadgen::scenario::{Load, Scenario, Shard};
 pub(crate) use npamp_loadgen::summary::{Machine, Summary, stages, summarize};
@@ -87,6 +88,64 @@ pub struct GatewayFlags {
     max_body: Option<Count>,
 }
 
+/// How a run reaches an HTTP or WebSocket target: its headers, TLS,
+/// HTTP/2.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct TargetFlags {
+    /// A header of every HTTP request and WebSocket handshake (repeatable;
+    /// replaces a scenario's header of its name).
+    #[arg(long = "header", short = 'H', value_name = "'NAME: VALUE'")]
+    headers: Vec<npamp_loadgen::header::Header>,
+    /// Send `Authorization: Bearer TOKEN`, the token this file holds.
+    #[arg(long, value_name = "FILE")]
+    bearer_file: Option<PathBuf>,
+    /// https://, mcp+https://, wss://: trust the CA certificates of this PEM
+    /// file as well as the system's.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// https://, mcp+https://, wss://: do not check the server's
+    /// certificate at all. INSECURE.
+    #[arg(long, conflicts_with = "ca")]
+    insecure: bool,
+    /// HTTP/2: by ALPN over TLS (https://), with prior knowledge (h2c)
+    /// over TCP (http://).
+    #[arg(long)]
+    http2: bool,
+    /// HTTP/2: requests in flight on each connection; open loop, the run
+    /// has connections × streams of them [default: 1, or the scenario's].
+    #[arg(long, value_name = "N")]
+    streams: Option<usize>,
+}
+
+impl TargetFlags {
+    /// The scenario with these in place of, or beside, its own.
+    pub fn apply(&self, s: &mut Scenario) -> anyhow::Result<()> {
+        let mut given = self.headers.clone();
+        if let Some(file) = &self.bearer_file {
+            if given.iter().any(|h| h.is("authorization")) {
+                bail!(
+                    "--bearer-file and --header 'Authorization: ...' both give the Authorization header"
+                );
+            }
+            given.push(npamp_loadgen::header::bearer_from(file).map_err(anyhow::Error::msg)?);
+        }
+        s.headers = npamp_loadgen::header::merged(&s.headers, &given);
+        s.http2 |= self.http2;
+        if let Some(n) = self.streams {
+            s.streams = n;
+        }
+        s.tls = npamp_loadgen::tls::TlsOptions {
+            ca: self.ca.clone(),
+            insecure: self.insecure,
+        };
+        // A CA file that cannot be used is a usage error, said before the run.
+        if self.ca.is_some() {
+            npamp_loadgen::tls::Tls::new(&s.tls, "localhost", &[]).map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
+    }
+}
+
 impl GatewayFlags {
     fn max_body(&self) -> usize {
         self.max_body.map_or(MAX_BODY_LIMIT, Count::get)
@@ -127,22 +186,31 @@ pub async fn target_of(
         return Ok(Target::Tcp(addr.trim_end_matches('/').to_owned()));
     }
     if url.starts_with("ws://") || url.starts_with("wss://") {
-        return Ok(Target::Ws(url.to_owned()));
+        let ws = engine::WsTarget::new(url, &scenario.tls, scenario.headers.clone());
+        return Ok(Target::Ws(ws.map_err(anyhow::Error::msg)?));
     }
-    if url.starts_with("http://") {
-        return Ok(Target::Http(
-            url.parse().with_context(|| format!("bad URL {url:?}"))?,
-        ));
-    }
-    if let Some(http) = url.strip_prefix("mcp+")
-        && http.starts_with("http://")
-    {
-        return Ok(Target::Mcp(
-            http.parse().with_context(|| format!("bad URL {url:?}"))?,
-        ));
+    let (mcp, http) = match url.strip_prefix("mcp+") {
+        Some(http) => (true, http),
+        None => (false, url),
+    };
+    if http.starts_with("http://") || http.starts_with("https://") {
+        let uri = http.parse().with_context(|| format!("bad URL {url:?}"))?;
+        let target = HttpTarget::new(
+            uri,
+            &scenario.tls,
+            scenario.http2,
+            scenario.streams,
+            scenario.headers.clone(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        return Ok(if mcp {
+            Target::Mcp(target)
+        } else {
+            Target::Http(target)
+        });
     }
     bail!(
-        "unknown target {url:?}: expected http://, mcp+http://, ws://, tcp://, tcp+lsp://, npamp://, npamp+quic:// or npamp+tls://"
+        "unknown target {url:?}: expected http://, https://, mcp+http://, mcp+https://, ws://, wss://, tcp://, tcp+lsp://, npamp://, npamp+quic:// or npamp+tls://"
     )
 }
 
@@ -177,7 +245,17 @@ pub async fn prepare(
                 "embedded gateway pair: HTTP ingress {} -> N-PAMP over QUIC -> mock upstream {}",
                 pair.ingress, pair.upstream
             );
-            let t = Target::Http(pair.ingress.parse()?);
+            let uri = pair.ingress.parse()?;
+            let t = Target::Http(
+                HttpTarget::new(
+                    uri,
+                    &scenario.tls,
+                    scenario.http2,
+                    scenario.streams,
+                    scenario.headers.clone(),
+                )
+                .map_err(anyhow::Error::msg)?,
+            );
             (Some(pair), t, EMBEDDED_PAIR.to_owned())
         }
     })
@@ -195,13 +273,14 @@ pub fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The scenario file at `path`, with the command line's `--target` and
-/// `--connections` in place of its own; the exit code of a usage error
-/// (said) where it cannot be read.
+/// The scenario file at `path`, with the command line's `--target`,
+/// `--connections` and target flags in place of its own, checked again;
+/// the exit code of a usage error (said) where it cannot be used.
 pub fn scenario_with(
     path: &std::path::Path,
     target: Option<String>,
     connections: Option<usize>,
+    reach: &TargetFlags,
 ) -> Result<Scenario, ExitCode> {
     let mut s = Scenario::load(path).map_err(|e| fail(EXIT_USAGE, &e.into()))?;
     if let Some(t) = target {
@@ -210,5 +289,21 @@ pub fn scenario_with(
     if let Some(c) = connections {
         s.connections = c.max(1);
     }
-    Ok(s)
+    reach.apply(&mut s).map_err(|e| fail(EXIT_USAGE, &e))?;
+    checked(s, path)
+}
+
+/// `s` if it holds with the command line's overrides; else the exit code
+/// of a usage error, said.
+pub fn checked(s: Scenario, path: &std::path::Path) -> Result<Scenario, ExitCode> {
+    match s.check() {
+        Ok(()) => Ok(s),
+        Err((key, message)) => {
+            eprintln!(
+                "error: {} (with the command-line overrides): {key}: {message}",
+                path.display()
+            );
+            Err(ExitCode::from(EXIT_USAGE))
+        }
+    }
 }

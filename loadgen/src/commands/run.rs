@@ -9,9 +9,9 @@ use super::*;
 pub struct RunArgs {
     /// The scenario file (scenarios/*.toml).
     pub scenario: PathBuf,
-    /// http://, mcp+http:// (an MCP server over Streamable HTTP: a
-    /// session per connection), ws://, tcp://HOST:PORT, npamp://,
-    /// npamp+quic:// or npamp+tls://
+    /// http://, https://, mcp+http(s):// (an MCP server over Streamable
+    /// HTTP: a session per connection), ws://, wss://, tcp://HOST:PORT,
+    /// tcp+lsp://HOST:PORT, npamp://, npamp+quic:// or npamp+tls://
     /// (Bridge frames straight to a gateway's association port).
     #[arg(long)]
     pub target: Option<String>,
@@ -59,6 +59,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID")]
     pub run_id: Option<String>,
     #[command(flatten)]
+    pub reach: TargetFlags,
+    #[command(flatten)]
     pub npamp: GatewayFlags,
 }
 
@@ -77,6 +79,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         shard,
         shards,
         run_id,
+        reach,
         npamp,
     } = args;
     let shard = match (shard, shards) {
@@ -92,7 +95,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         },
         (None, None) => None,
     };
-    let mut s = match scenario_with(&scenario, target, connections) {
+    let mut s = match scenario_with(&scenario, target, connections, &reach) {
         Ok(s) => s,
         Err(exit) => return exit,
     };
@@ -121,13 +124,10 @@ pub fn main(args: RunArgs) -> ExitCode {
         }
         s.duration = d;
     }
-    if let Err((key, message)) = s.check() {
-        eprintln!(
-            "error: {} (with the command-line overrides): {key}: {message}",
-            scenario.display()
-        );
-        return ExitCode::from(EXIT_USAGE);
-    }
+    let mut s = match checked(s, &scenario) {
+        Ok(s) => s,
+        Err(exit) => return exit,
+    };
     if let Some(shard) = shard {
         s.shard(shard);
     }

@@ -12,7 +12,7 @@ use npamp_gateway::gateway::Client;
 use serde_json::Value;
 
 use super::{Job, Lane, Outcome, Source};
-use crate::http1::HttpConn;
+use crate::http::{HttpConn, HttpTarget};
 use crate::mix::Expect;
 
 /// How one exchange ended.
@@ -68,7 +68,7 @@ pub(super) async fn worker(conn: Result<impl Exchange, String>, mut source: Sour
     conn.close().await;
 }
 
-/// Plain JSON-RPC over HTTP/1.1, or (`mcp`) an MCP session over
+/// Plain JSON-RPC over HTTP, or (`mcp`) an MCP session over
 /// Streamable HTTP (initialize first, a new session when the server ends
 /// one, DELETE at the end).
 pub(super) struct Http {
@@ -78,9 +78,9 @@ pub(super) struct Http {
 }
 
 impl Http {
-    pub(super) fn connect(uri: &hyper::Uri, mcp: bool) -> Result<Self, String> {
+    pub(super) fn connect(target: &HttpTarget, mcp: bool, worker: usize) -> Result<Self, String> {
         Ok(Self {
-            conn: HttpConn::new(uri, mcp)?,
+            conn: HttpConn::new(target, mcp, worker)?,
             mcp,
             session_open: !mcp,
         })
@@ -94,7 +94,7 @@ impl Exchange for Http {
                 Ok(Ok(())) => self.session_open = true,
                 Ok(Err(why)) => return Answer::Failed(why),
                 Err(_) => {
-                    self.conn.stream = None;
+                    self.conn.reset();
                     return Answer::Failed("MCP initialize: no answer in time".into());
                 }
             }
@@ -124,7 +124,7 @@ impl Exchange for Http {
             Ok(Err(why)) => Answer::Failed(why),
             Err(_) => {
                 // The connection is stuck on this request: a new one for the next.
-                self.conn.stream = None;
+                self.conn.reset();
                 Answer::TimedOut
             }
         }

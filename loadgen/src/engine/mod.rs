@@ -42,9 +42,11 @@ use std::time::{Duration, Instant};
 use npamp_gateway::assoc::Scheme;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+use crate::http::HttpTarget;
 use crate::mix::{Generator, Outbound};
 use crate::scenario::{Load, Scenario};
 pub use stats::{Outcome, Stats};
+pub use stream::WsTarget;
 
 /// How long past the scenario's `timeout` a run waits, after its schedule
 /// ended, for the replies still outstanding; then they are lost.
@@ -75,12 +77,13 @@ impl Interrupt {
 /// Where the load goes.
 #[derive(Clone)]
 pub enum Target {
-    Http(hyper::Uri),
-    /// An MCP server over Streamable HTTP (`mcp+http://`): each connection
-    /// is an MCP session (initialize, notifications/initialized, then the
-    /// load with its `Mcp-Session-Id`); replies as JSON or event streams.
-    Mcp(hyper::Uri),
-    Ws(String),
+    Http(HttpTarget),
+    /// An MCP server over Streamable HTTP (`mcp+http://`, `mcp+https://`):
+    /// each connection is an MCP session (initialize,
+    /// notifications/initialized, then the load with its
+    /// `Mcp-Session-Id`); replies as JSON or event streams.
+    Mcp(HttpTarget),
+    Ws(stream::WsTarget),
     Tcp(String),
     /// A language server, or an edge's TCP ingress, speaking LSP's
     /// `Content-Length` framing (`tcp+lsp://`): each connection is an LSP
@@ -94,9 +97,9 @@ pub enum Target {
 impl Target {
     pub fn describe(&self) -> String {
         match self {
-            Target::Http(u) => u.to_string(),
-            Target::Mcp(u) => format!("mcp+{u}"),
-            Target::Ws(u) => u.clone(),
+            Target::Http(t) => t.describe(),
+            Target::Mcp(t) => format!("mcp+{}", t.describe()),
+            Target::Ws(t) => t.url.clone(),
             Target::Tcp(a) => format!("tcp://{a}"),
             Target::Lsp(a, _) => format!("tcp+lsp://{a}"),
             Target::Npamp(e) => match e.peer().scheme {
@@ -113,23 +116,41 @@ impl Target {
         matches!(self, Target::Ws(_) | Target::Tcp(_) | Target::Lsp(..))
     }
 
-    /// Starts one connection's worth of load, taking its jobs from
-    /// `source`. HTTP and MCP connections run on the worker threads; N-PAMP
-    /// ones on the main runtime, where the edge's associations run (it
-    /// outlives the run); streaming ones there too.
-    fn start(&self, source: Source, run: Lane, pool: &mut Pool) {
+    /// The target as one run uses it (HTTP/2: its `connections` shared
+    /// connections), and how many request/response workers an open-loop
+    /// run of `connections` connections has (HTTP/2: `streams` on each).
+    fn for_run(&self, connections: usize) -> (Self, usize) {
+        match self {
+            Target::Http(t) => (
+                Target::Http(t.for_run(connections)),
+                connections * t.streams,
+            ),
+            Target::Mcp(t) => (Target::Mcp(t.for_run(connections)), connections * t.streams),
+            t => (t.clone(), connections),
+        }
+    }
+
+    /// Starts worker `i`'s connection's worth of load, taking its jobs
+    /// from `source`. HTTP/1.1 and MCP connections run on the worker
+    /// threads; N-PAMP ones on the main runtime, where the edge's
+    /// associations run (it outlives the run); HTTP/2's there too (a
+    /// connection serves workers of any thread), and streaming ones.
+    fn start(&self, i: usize, source: Source, run: Lane, pool: &mut Pool) {
         use exchange::{Http, Npamp};
         match self {
-            Target::Http(uri) => {
-                pool.thread(exchange::worker(Http::connect(uri, false), source, run))
-            }
-            Target::Mcp(uri) => {
-                pool.thread(exchange::worker(Http::connect(uri, true), source, run))
+            Target::Http(t) | Target::Mcp(t) => {
+                let mcp = matches!(self, Target::Mcp(_));
+                let worker = exchange::worker(Http::connect(t, mcp, i), source, run);
+                if t.shares_connections() {
+                    pool.task(worker);
+                } else {
+                    pool.thread(worker);
+                }
             }
             Target::Npamp(edge) => {
                 pool.task(exchange::worker(Ok(Npamp(edge.clone())), source, run));
             }
-            Target::Ws(url) => pool.task(stream::worker(stream::ws(url.clone()), source, run)),
+            Target::Ws(t) => pool.task(stream::worker(stream::ws(t.clone()), source, run)),
             Target::Tcp(addr) => pool.task(stream::worker(stream::tcp(addr.clone()), source, run)),
             Target::Lsp(addr, session) => pool.task(stream::worker(
                 stream::lsp(addr.clone(), session.clone()),
@@ -374,12 +395,13 @@ pub async fn run_until(
             .map(|m| m.verify_echo)
             .collect(),
     });
+    let (target, request_workers) = target.for_run(scenario.connections);
     let connections = scenario.connections;
     // Connections: request/response ones take jobs from one shared queue,
     // pipelining ones each from its own, filled round robin.
     let pipelines = target.pipelines();
     let mut queues = Vec::with_capacity(connections);
-    let (shared_tx, shared_rx) = mpsc::channel::<Job>(connections * 64);
+    let (shared_tx, shared_rx) = mpsc::channel::<Job>(request_workers.max(1) * 64);
     let shared_rx = Arc::new(tokio::sync::Mutex::new(shared_rx));
     let mut pool = Pool::default();
     let warmup = scenario.warmup();
@@ -393,9 +415,13 @@ pub async fn run_until(
     for i in 0..closed_workers {
         let generator = Generator::new(scenario, seed.wrapping_add(1 + i as u64))?;
         let lane = Lane::new(&run, i, lanes);
-        target.start(Source::Closed { generator, end }, lane, &mut pool);
+        target.start(i, Source::Closed { generator, end }, lane, &mut pool);
     }
-    let open_connections = if closed_workers > 0 { 0 } else { connections };
+    let open_connections = match closed_workers {
+        0 if pipelines => connections,
+        0 => request_workers,
+        _ => 0,
+    };
     for i in 0..open_connections {
         let source = if pipelines {
             let (tx, rx) = mpsc::channel::<Job>(1024);
@@ -404,7 +430,7 @@ pub async fn run_until(
         } else {
             Source::Shared(shared_rx.clone())
         };
-        target.start(source, Lane::new(&run, i, lanes), &mut pool);
+        target.start(i, source, Lane::new(&run, i, lanes), &mut pool);
     }
     let Pool { threads, tasks } = pool;
     let threads = worker_threads(threads)?;

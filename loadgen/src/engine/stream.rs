@@ -212,8 +212,54 @@ pub(super) async fn worker<O: TextOut, I: TextIn>(
 /// each read).
 const WS_READ_BUFFER: usize = 16 << 10;
 
-/// Opens a WebSocket to `url`.
-pub(super) async fn ws(url: String) -> Result<(impl TextOut, impl TextIn), String> {
+/// A WebSocket target: its URL (`ws://`, `wss://`), the TLS client of a
+/// `wss://` one, and the headers of its handshake.
+#[derive(Clone, Debug)]
+pub struct WsTarget {
+    pub url: String,
+    authority: String,
+    tls: Option<crate::tls::Tls>,
+    pub headers: Vec<crate::header::Header>,
+}
+
+impl WsTarget {
+    pub fn new(
+        url: &str,
+        tls: &crate::tls::TlsOptions,
+        headers: Vec<crate::header::Header>,
+    ) -> Result<Self, String> {
+        let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
+        let secure = match uri.scheme_str() {
+            Some("wss") => true,
+            Some("ws") => false,
+            _ => return Err(format!("{url}: expected ws:// or wss://")),
+        };
+        let host = uri.host().ok_or_else(|| format!("{url}: no host"))?;
+        let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+        Ok(Self {
+            url: url.to_owned(),
+            authority: format!("{host}:{port}"),
+            tls: secure
+                .then(|| crate::tls::Tls::new(tls, host, &[b"http/1.1"]))
+                .transpose()?,
+            headers,
+        })
+    }
+}
+
+impl std::str::FromStr for WsTarget {
+    type Err = String;
+
+    /// A `ws://` or `wss://` URL (the system's roots), no headers.
+    fn from_str(url: &str) -> Result<Self, String> {
+        Self::new(url, &Default::default(), Vec::new())
+    }
+}
+
+/// Opens a WebSocket to `target`.
+pub(super) async fn ws(target: WsTarget) -> Result<(impl TextOut, impl TextIn), String> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
     // Messages as large as a gateway may carry, in one frame (tungstenite's
     // default frame limit is 16 MiB).
     let max = npamp_gateway::gateway::MAX_BODY_LIMIT;
@@ -221,7 +267,25 @@ pub(super) async fn ws(url: String) -> Result<(impl TextOut, impl TextIn), Strin
         .read_buffer_size(WS_READ_BUFFER)
         .max_message_size(Some(max))
         .max_frame_size(Some(max));
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), false)
+    let mut request = target
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| format!("WebSocket request: {e}"))?;
+    for h in &target.headers {
+        // Checked when the run was set up (`Header`): both are valid.
+        let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(h.name.as_bytes()),
+            HeaderValue::from_str(&h.value),
+        ) else {
+            return Err(format!("WebSocket request: header {h:?} refused"));
+        };
+        request.headers_mut().append(name, value);
+    }
+    let stream = crate::tls::connect(&target.authority, target.tls.as_ref())
+        .await
+        .map_err(|e| format!("WebSocket {e}"))?;
+    let (ws, _) = tokio_tungstenite::client_async_with_config(request, stream, Some(config))
         .await
         .map_err(|e| format!("WebSocket connect: {e}"))?;
     let (sink, stream) = ws.split();

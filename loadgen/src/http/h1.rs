@@ -1,177 +1,94 @@
-//! The load generator's HTTP/1.1 client: one keep-alive connection,
-//! re-established when it breaks, the request written with one write and
-//! the response read with `httparse` (Content-Length or chunked bodies),
-//! plain JSON-RPC or an MCP session over Streamable HTTP.
+//! HTTP/1.1, the engine's own: one keep-alive connection, re-established
+//! when it breaks, the request written with one write and the response
+//! read with `httparse` (Content-Length or chunked bodies).
 
 use bytes::Bytes;
-use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
-/// One HTTP/1.1 keep-alive connection, re-established when it breaks: the
-/// request written with one write, the response read with `httparse`
-/// (Content-Length or chunked bodies). A load generator's client does one
-/// thing, so it does it without a general client's machinery.
-pub(crate) struct HttpConn {
+use super::{Broken, HttpReply, HttpTarget, Method};
+use crate::header::Header;
+use crate::tls::{Stream, Tls};
+
+/// One HTTP/1.1 keep-alive connection: the request head made once (again
+/// when the headers change), each request written with one write.
+pub(super) struct Conn {
     authority: String,
-    /// The request line and the fixed headers.
-    base: String,
-    /// `base`, the session's headers (MCP), then `Content-Length: `.
-    head: String,
-    pub(crate) stream: Option<tokio::net::TcpStream>,
+    tls: Option<Tls>,
+    /// The request line's path, and the `Host` header's value.
+    path: String,
+    host: String,
+    /// `POST`'s request line and headers, then `Content-Length: `.
+    post: String,
+    /// `DELETE`'s.
+    delete: String,
+    pub(super) stream: Option<Stream>,
     /// Whether `stream` has carried a request already (a reused connection
     /// the server may have closed while idle).
-    reused: bool,
+    pub(super) reused: bool,
     buf: bytes::BytesMut,
     out: Vec<u8>,
 }
 
-/// A whole response.
-#[derive(Debug)]
-pub(crate) struct HttpReply {
-    pub(crate) status: u16,
-    pub(crate) body: Bytes,
-    pub(crate) keep_alive: bool,
-    /// `Mcp-Session-Id`, if the server set one.
-    pub(crate) session: Option<String>,
-    /// The body is a `text/event-stream`.
-    pub(crate) events: bool,
-}
-
-impl HttpReply {
-    /// The JSON-RPC reply it carries: the body, or the event of an event
-    /// stream that is a response (the server's own messages before it are
-    /// not this request's reply).
-    pub(crate) fn reply(&self) -> Bytes {
-        if !self.events {
-            return self.body.clone();
-        }
-        use npamp_gateway::jsonrpc::{Kind, Limits, Scanned, scan};
-        let mut decoder = npamp_gateway::sse::SseDecoder::new(usize::MAX);
-        let mut events = Vec::new();
-        let _ = decoder.push(&self.body, &mut events);
-        if events.len() == 1 {
-            return events.pop().unwrap_or_default();
-        }
-        let limits = Limits::default();
-        events
-            .into_iter()
-            .find(|e| {
-                matches!(
-                    scan(e, &limits),
-                    Ok(Scanned::Single(Kind::Success { .. } | Kind::Error { .. }))
-                )
-            })
-            .unwrap_or_default()
-    }
-}
-
-/// The MCP revision the load generator speaks.
-pub(crate) const MCP_VERSION: &str = "2025-06-18";
-
-impl HttpConn {
-    pub(crate) fn new(uri: &hyper::Uri, mcp: bool) -> Result<Self, String> {
-        let authority = uri
+impl Conn {
+    pub(super) fn new(target: &HttpTarget) -> Self {
+        let host = target
+            .uri
             .authority()
-            .ok_or_else(|| format!("{uri}: no host"))?
-            .to_string();
-        let path = uri.path_and_query().map_or("/", |p| p.as_str());
-        let mut base = format!(
-            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n"
-        );
-        if mcp {
-            base.push_str("Accept: application/json, text/event-stream\r\n");
-        }
-        Ok(Self {
-            authority,
-            head: format!("{base}Content-Length: "),
-            base,
+            .map_or_else(|| target.authority.clone(), |a| a.to_string());
+        Self {
+            authority: target.authority.clone(),
+            tls: target.tls.clone(),
+            path: target
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned(),
+            host,
+            post: String::new(),
+            delete: String::new(),
             stream: None,
             reused: false,
             buf: bytes::BytesMut::with_capacity(16 << 10),
             out: Vec::with_capacity(4 << 10),
-        })
+        }
     }
 
-    /// Opens an MCP session: initialize, then notifications/initialized;
-    /// later requests carry its id and protocol version.
-    pub(crate) async fn open_mcp_session(&mut self) -> Result<(), String> {
-        self.head = format!("{}Content-Length: ", self.base);
-        let init = serde_json::json!({"jsonrpc":"2.0","id":"npamp-loadgen-initialize",
-            "method":"initialize","params":{"protocolVersion":MCP_VERSION,"capabilities":{},
-            "clientInfo":{"name":"npamp-loadgen","version":env!("CARGO_PKG_VERSION")}}});
-        let r = self.send(Bytes::from(init.to_string())).await?;
-        let reply = serde_json::from_slice::<Value>(&r.reply()).unwrap_or_default();
-        let Some(result) = reply.get("result").filter(|_| r.status == 200) else {
-            return Err(format!(
-                "MCP initialize refused (HTTP {}): {}",
-                r.status,
-                String::from_utf8_lossy(&r.body[..r.body.len().min(200)])
-            ));
+    /// The heads of the requests to come, with `headers`.
+    pub(super) fn set_headers<'a>(&mut self, headers: impl Iterator<Item = &'a Header>) {
+        let mut lines = String::new();
+        for h in headers {
+            lines.push_str(&format!("{}: {}\r\n", h.name, h.value));
+        }
+        let head = |method: &str| {
+            format!(
+                "{method} {} HTTP/1.1\r\nHost: {}\r\n{lines}Content-Length: ",
+                self.path, self.host
+            )
         };
-        let mut headers = String::new();
-        if let Some(id) = &r.session {
-            // Into a request head: visible ASCII only (as MCP requires).
-            if id.is_empty() || !id.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
-                return Err(format!(
-                    "MCP initialize: a session id that is not visible ASCII: {id:?}"
-                ));
-            }
-            headers.push_str(&format!("Mcp-Session-Id: {id}\r\n"));
-        }
-        if let Some(v) = result.get("protocolVersion").and_then(Value::as_str)
-            && !v.is_empty()
-            && v.bytes().all(|b| (0x21..=0x7e).contains(&b))
-        {
-            headers.push_str(&format!("MCP-Protocol-Version: {v}\r\n"));
-        }
-        self.head = format!("{}{headers}Content-Length: ", self.base);
-        let initialized = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-        let r = self.send(Bytes::from_static(initialized)).await?;
-        if !(200..300).contains(&r.status) {
-            return Err(format!("MCP notifications/initialized: HTTP {}", r.status));
-        }
-        Ok(())
+        (self.post, self.delete) = (head("POST"), head("DELETE"));
     }
 
-    /// Ends the MCP session, if the server gave it an id (DELETE, as MCP
-    /// asks of a client that is done).
-    pub(crate) async fn end_mcp_session(&mut self) {
-        if !self.head.contains("Mcp-Session-Id:") {
-            return;
-        }
-        let post = std::mem::take(&mut self.head);
-        self.head = format!("DELETE{}", post.strip_prefix("POST").unwrap_or(&post));
-        let _ = self.exchange(b"").await;
-        self.head = post;
-    }
-
-    pub(crate) async fn send(&mut self, body: Bytes) -> Result<HttpReply, String> {
-        match self.exchange(&body).await {
-            // The server closed a kept-alive connection before answering
-            // anything: the request was not taken; once more on a new one.
-            Err(Broken::BeforeReply) if self.reused => {
-                self.stream = None;
-                self.exchange(&body).await.map_err(|e| e.to_string())
-            }
-            r => r.map_err(|e| e.to_string()),
-        }
-    }
-
-    pub(crate) async fn exchange(&mut self, body: &[u8]) -> Result<HttpReply, Broken> {
+    pub(super) async fn exchange(
+        &mut self,
+        method: Method,
+        body: &[u8],
+    ) -> Result<HttpReply, Broken> {
         use tokio::io::AsyncReadExt;
         if self.stream.is_none() {
-            let tcp = tokio::net::TcpStream::connect(self.authority.as_str())
+            let stream = crate::tls::connect(&self.authority, self.tls.as_ref())
                 .await
-                .map_err(|e| Broken::Connect(e.kind()))?;
-            let _ = tcp.set_nodelay(true);
-            self.stream = Some(tcp);
+                .map_err(Broken::Connect)?;
+            self.stream = Some(stream);
             self.reused = false;
             self.buf.clear();
         }
         let result = async {
             let stream = self.stream.as_mut().ok_or(Broken::BeforeReply)?;
             self.out.clear();
-            self.out.extend_from_slice(self.head.as_bytes());
+            self.out.extend_from_slice(match method {
+                Method::Post => self.post.as_bytes(),
+                Method::Delete => self.delete.as_bytes(),
+            });
             self.out
                 .extend_from_slice(body.len().to_string().as_bytes());
             self.out.extend_from_slice(b"\r\n\r\n");
@@ -204,26 +121,6 @@ impl HttpConn {
             _ => self.stream = None,
         }
         result
-    }
-}
-
-/// Why an exchange failed.
-#[derive(Debug)]
-pub(crate) enum Broken {
-    Connect(std::io::ErrorKind),
-    BeforeReply,
-    MidReply,
-    Malformed(&'static str),
-}
-
-impl std::fmt::Display for Broken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Broken::Connect(k) => write!(f, "connect: {k}"),
-            Broken::BeforeReply => f.write_str("connection closed before the reply"),
-            Broken::MidReply => f.write_str("connection broken mid-reply"),
-            Broken::Malformed(what) => write!(f, "malformed HTTP response: {what}"),
-        }
     }
 }
 
