@@ -20,6 +20,17 @@ pub fn run(data: &[u8]) {
             assert!(rate.is_finite() && rate > 0.0, "rate {rate} at {t}");
         }
     }
+    // The schedule's sends are in order and within the run.
+    if let Some(schedule) = s.schedule() {
+        let end = s.warmup() + measured;
+        let mut last = std::time::Duration::ZERO;
+        for k in [0, 1, 2, 3, schedule.len().saturating_sub(1), schedule.len()] {
+            if let Some(at) = schedule.at(k) {
+                assert!(at >= last && at <= end, "send {k} at {at:?}, end {end:?}");
+                last = at;
+            }
+        }
+    }
     let Ok(mut generator) = Generator::new(&s, 7) else {
         return;
     };

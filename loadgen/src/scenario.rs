@@ -21,6 +21,11 @@ pub struct Scenario {
     /// Times are seconds, or text with a unit: `"500ms"`, `"5s"`, `"2m"`.
     #[serde(default = "default_duration", deserialize_with = "time")]
     pub duration: f64,
+    /// Closed loop: the measured part ends after this many sends (a
+    /// request, a notification or a batch each), or at `duration`,
+    /// whichever comes first (`run -n`).
+    #[serde(default)]
+    pub requests: Option<u64>,
     /// Seconds sent but not measured, before the measured part.
     #[serde(default, deserialize_with = "time")]
     pub warmup: f64,
@@ -147,10 +152,11 @@ fn default_timeout() -> f64 {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, tag = "model", rename_all = "kebab-case")]
 pub enum Load {
-    /// Constant rate, or stages of rates; latency is measured from each
-    /// request's intended send time (no coordinated omission).
+    /// Constant rate, or stages of rates (steps, or linear ramps); latency
+    /// is measured from each request's intended send time (no coordinated
+    /// omission).
     Open {
-        #[serde(default)]
+        #[serde(default, deserialize_with = "rate")]
         rate: f64,
         #[serde(default)]
         stages: Vec<Stage>,
@@ -159,13 +165,169 @@ pub enum Load {
     Closed { concurrency: usize },
 }
 
-/// One step of a ramp: `rate` requests per second for `duration` seconds.
+/// One step of a ramp: `rate` sends per second for `duration` seconds, or
+/// (`ramp_to`) a rate rising (or falling) linearly from `rate` to
+/// `ramp_to` over it, as k6's ramping arrival rate. In a file, `rate =
+/// 1000`, `rate = "1000/s"`, `rate = "60000/m"`, or a ramp as `rate =
+/// "100/s..5000/s"`.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RawStage")]
 pub struct Stage {
     pub rate: f64,
-    #[serde(deserialize_with = "time")]
+    pub ramp_to: Option<f64>,
     pub duration: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStage {
+    rate: RateText,
+    #[serde(deserialize_with = "time")]
+    duration: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RateText {
+    Number(f64),
+    Text(String),
+}
+
+impl TryFrom<RawStage> for Stage {
+    type Error = String;
+
+    fn try_from(raw: RawStage) -> Result<Self, String> {
+        let (rate, ramp_to) = match raw.rate {
+            RateText::Number(r) => (r, None),
+            RateText::Text(t) => match parse_ramp(&t)? {
+                (from, to) if from == to => (from, None),
+                (from, to) => (from, Some(to)),
+            },
+        };
+        Ok(Self {
+            rate,
+            ramp_to,
+            duration: raw.duration,
+        })
+    }
+}
+
+impl Stage {
+    /// A step of `rate` for `duration` seconds.
+    pub fn step(rate: f64, duration: f64) -> Self {
+        Self {
+            rate,
+            ramp_to: None,
+            duration,
+        }
+    }
+
+    /// The rate at the end of the stage.
+    pub fn end_rate(&self) -> f64 {
+        self.ramp_to.unwrap_or(self.rate)
+    }
+
+    /// The rate `t` seconds into the stage.
+    fn rate_at(&self, t: f64) -> f64 {
+        let share = (t / self.duration.max(1e-9)).clamp(0.0, 1.0);
+        self.rate + (self.end_rate() - self.rate) * share
+    }
+
+    /// Sends it places.
+    fn sends(&self) -> f64 {
+        (self.rate + self.end_rate()) / 2.0 * self.duration
+    }
+}
+
+/// A rate: sends per second, `N`, `N/s`, `N/m` (per minute) or `N/h`.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (number, per) = match t.split_once('/') {
+        Some((n, unit)) => (
+            n.trim(),
+            match unit.trim() {
+                "s" => 1.0,
+                "m" | "min" => 60.0,
+                "h" => 3600.0,
+                other => {
+                    return Err(format!(
+                        "{s:?}: a rate is per s, m or h (N/s, N/m, N/h), not per {other:?}"
+                    ));
+                }
+            },
+        ),
+        None => (t, 1.0),
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a rate: N, N/s, N/m or N/h"))?;
+    if !(n.is_finite() && n > 0.0) {
+        return Err(format!("{s:?}: a rate must be positive"));
+    }
+    Ok(n / per)
+}
+
+/// A linear ramp `A..B` of two rates, or one rate (from and to alike).
+pub fn parse_ramp(s: &str) -> Result<(f64, f64), String> {
+    match s.split_once("..") {
+        Some((a, b)) => Ok((parse_rate(a)?, parse_rate(b)?)),
+        None => parse_rate(s).map(|r| (r, r)),
+    }
+}
+
+fn rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    match RateText::deserialize(d)? {
+        RateText::Number(v) => Ok(v),
+        RateText::Text(s) => parse_rate(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+/// The open-loop schedule: when each send of a run is meant to leave,
+/// counted from the run's start. Send `k` (from 0) leaves when the
+/// schedule's cumulative rate reaches `k`: a stage of `r` per second for
+/// `d` seconds places exactly `r × d` sends (an integer's worth), the first
+/// at its start; the warm-up runs at the first stage's starting rate.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// Each part: where it starts (seconds), its stage, and the sends
+    /// before it.
+    parts: Vec<(f64, Stage, f64)>,
+    sends: f64,
+}
+
+impl Schedule {
+    /// When send `k` is meant to leave; `None` past the schedule's end.
+    pub fn at(&self, k: u64) -> Option<Duration> {
+        let k = k as f64;
+        if k >= self.sends - 1e-9 {
+            return None;
+        }
+        let i = self.parts.partition_point(|(_, _, before)| *before <= k);
+        let (start, stage, before) = self.parts.get(i.checked_sub(1)?)?;
+        let n = k - before;
+        // Solve r0 t + (r1 - r0) t² / 2d = n for t, in the form that holds
+        // for rising, falling and flat rates alike.
+        let slope = (stage.end_rate() - stage.rate) / stage.duration.max(1e-9);
+        let root = (stage.rate * stage.rate + 2.0 * slope * n).max(0.0).sqrt();
+        let t = if n == 0.0 {
+            0.0
+        } else {
+            2.0 * n / (stage.rate + root)
+        };
+        // To the nanosecond: a send due exactly at a second's boundary is
+        // of the second it opens.
+        let nanos = ((start + t.min(stage.duration)) * 1e9).round();
+        Some(Duration::from_nanos(nanos as u64))
+    }
+
+    /// Sends the schedule places, in all.
+    pub fn len(&self) -> u64 {
+        (self.sends - 1e-9).ceil().max(0.0) as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A time in seconds: `0`, `2.5`, or text with a unit (`"0"`, `"500ms"`,
@@ -267,6 +429,61 @@ pub struct ScenarioError {
 }
 
 impl Scenario {
+    /// The scenario of a one-liner (`run --target URL --method NAME
+    /// [--params JSON]`, no file): that one request, at the defaults of a
+    /// scenario file (10 s, 16 connections, a 10 s timeout), closed loop
+    /// with a request in flight on each connection until a load is given.
+    pub fn one_request(
+        target: Option<String>,
+        method: &str,
+        params: Option<String>,
+    ) -> Result<Self, ScenarioError> {
+        let s = Self {
+            name: format!("{method} (command line)"),
+            description: String::new(),
+            target,
+            duration: default_duration(),
+            requests: None,
+            warmup: 0.0,
+            connections: default_connections(),
+            timeout: default_timeout(),
+            load: Load::Closed {
+                concurrency: default_connections(),
+            },
+            mix: Mix {
+                notification_share: 0.0,
+                batch_share: 0.0,
+                batch_size: default_batch_size(),
+                messages: vec![Message {
+                    method: method.to_owned(),
+                    weight: 1.0,
+                    params,
+                    expect_error: false,
+                    verify_echo: false,
+                }],
+            },
+            slo: Slo::default(),
+            lsp: None,
+            headers: Vec::new(),
+            http2: false,
+            streams: 1,
+            tls: Default::default(),
+            shard: None,
+            id_base: 0,
+            run_id: None,
+            planned_hash: None,
+        };
+        s.check().map_err(|(key, message)| ScenarioError {
+            at: match key {
+                "params" => "--params".into(),
+                "message" | "method" => "--method".into(),
+                key => format!("key `{key}`"),
+            },
+            message,
+        })?;
+        Ok(s)
+    }
+
     /// Reads and checks a scenario file.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
@@ -355,6 +572,16 @@ impl Scenario {
             ));
         }
         self.check_target()?;
+        if self.requests == Some(0) {
+            return Err(("requests", "must be at least 1".into()));
+        }
+        if self.requests.is_some() && !matches!(self.load, Load::Closed { .. }) {
+            return Err((
+                "requests",
+                "a count of sends bounds a closed loop; open loop, the rate and duration make the count"
+                    .into(),
+            ));
+        }
         match &self.load {
             Load::Open { rate, stages } => {
                 if stages.is_empty() {
@@ -362,6 +589,9 @@ impl Scenario {
                 }
                 for s in stages {
                     positive("rate", s.rate)?;
+                    if let Some(to) = s.ramp_to {
+                        positive("rate", to)?;
+                    }
                     seconds("duration", s.duration)?;
                 }
                 seconds(
@@ -393,6 +623,9 @@ impl Scenario {
             ));
         }
         for m in &self.mix.messages {
+            if m.method.is_empty() {
+                return Err(("method", "a message needs a method name".into()));
+            }
             positive("weight", m.weight)?;
             if let Some(p) = &m.params {
                 let sample = crate::template::Template::parse(p)
@@ -501,6 +734,10 @@ impl Scenario {
             let mut left = measured;
             stages.retain_mut(|stage| {
                 let kept = left > 0.0;
+                if left < stage.duration && stage.ramp_to.is_some() {
+                    // A ramp cut short ends at the rate it had reached.
+                    stage.ramp_to = Some(stage.rate_at(left));
+                }
                 stage.duration = stage.duration.min(left);
                 left -= stage.duration;
                 kept
@@ -525,6 +762,9 @@ impl Scenario {
                 *rate /= n;
                 for s in stages {
                     s.rate /= n;
+                    if let Some(to) = &mut s.ramp_to {
+                        *to /= n;
+                    }
                 }
             }
             Load::Closed { concurrency } => *concurrency = part(*concurrency),
@@ -575,7 +815,7 @@ impl Scenario {
             Load::Open { rate, stages } if stages.is_empty() => Some(*rate),
             Load::Open { stages, .. } => {
                 let span: f64 = stages.iter().map(|s| s.duration).sum();
-                Some(stages.iter().map(|s| s.rate * s.duration).sum::<f64>() / span.max(1e-9))
+                Some(stages.iter().map(Stage::sends).sum::<f64>() / span.max(1e-9))
             }
         }
     }
@@ -596,16 +836,38 @@ impl Scenario {
             Load::Closed { .. } => None,
             Load::Open { rate, stages } if stages.is_empty() => Some(*rate),
             Load::Open { stages, .. } => {
-                let mut end = 0.0;
+                let mut start = 0.0;
                 for s in stages {
-                    end += s.duration;
-                    if t < end {
-                        return Some(s.rate);
+                    if t < start + s.duration {
+                        return Some(s.rate_at(t - start));
                     }
+                    start += s.duration;
                 }
-                stages.last().map(|s| s.rate)
+                stages.last().map(Stage::end_rate)
             }
         }
+    }
+
+    /// The open-loop schedule of the run, warm-up included; `None` for
+    /// closed loop.
+    pub fn schedule(&self) -> Option<Schedule> {
+        let Load::Open { rate, stages } = &self.load else {
+            return None;
+        };
+        let flat = [Stage::step(*rate, self.duration)];
+        let stages = if stages.is_empty() { &flat[..] } else { stages };
+        let first = stages.first()?.rate;
+        let mut parts = Vec::with_capacity(stages.len() + 1);
+        let (mut start, mut sends) = (0.0, 0.0);
+        for stage in std::iter::once(Stage::step(first, self.warmup))
+            .chain(stages.iter().copied())
+            .filter(|s| s.duration > 0.0)
+        {
+            parts.push((start, stage, sends));
+            start += stage.duration;
+            sends += stage.sends();
+        }
+        Some(Schedule { parts, sends })
     }
 }
 
@@ -630,16 +892,7 @@ mod tests {
         s.warmup = 1.0;
         s.load = Load::Open {
             rate: 0.0,
-            stages: vec![
-                Stage {
-                    rate: 100.0,
-                    duration: 2.0,
-                },
-                Stage {
-                    rate: 500.0,
-                    duration: 3.0,
-                },
-            ],
+            stages: vec![Stage::step(100.0, 2.0), Stage::step(500.0, 3.0)],
         };
         let cut = s.cut(Duration::from_secs_f64(4.0));
         assert_eq!(cut.warmup, 1.0);
@@ -663,6 +916,85 @@ mod tests {
         let mut faster = s.clone();
         faster.timeout += 1.0;
         assert_ne!(faster.run_hash(), s.run_hash());
+    }
+
+    /// Sends per second of the run, by intended send time.
+    fn per_second(s: &Scenario) -> Vec<u64> {
+        let schedule = s.schedule().expect("open loop");
+        let mut seconds = vec![0; (s.warmup + s.measured().as_secs_f64()).ceil() as usize];
+        for k in 0..schedule.len() {
+            let t = schedule.at(k).expect("within the schedule");
+            seconds[t.as_secs() as usize] += 1;
+        }
+        assert_eq!(schedule.at(schedule.len()), None, "past the end");
+        seconds
+    }
+
+    /// Each second of a step places exactly its rate's sends: no send
+    /// short at the start ("1999 in warm-up") nor one over at the end
+    /// ("150001 measured"), issue 54.
+    #[test]
+    fn a_schedule_places_exactly_what_its_stages_ask() {
+        let mut s = Scenario::parse(OK, "t.toml").expect("valid");
+        s.warmup = 1.0;
+        s.load = Load::Open {
+            rate: 0.0,
+            stages: vec![
+                Stage::step(2000.0, 2.0),
+                Stage::step(5000.0, 1.0),
+                Stage::step(40000.0, 3.0),
+            ],
+        };
+        assert_eq!(
+            per_second(&s),
+            [2000, 2000, 2000, 5000, 40000, 40000, 40000]
+        );
+        // A constant rate, and one that is not a whole number per second.
+        s.load = Load::Open {
+            rate: 2.5,
+            stages: Vec::new(),
+        };
+        s.duration = 4.0;
+        let seconds = per_second(&s);
+        assert_eq!(seconds.iter().sum::<u64>(), 13, "{seconds:?}");
+    }
+
+    /// A linear ramp (k6's ramping arrival rate): the rate rises evenly,
+    /// and the stage places the area under it.
+    #[test]
+    fn a_ramp_rises_linearly() {
+        let text = OK.replace(
+            "rate = 100",
+            r#"stages = [{ rate = "100/s..500/s", duration = 4 }, { rate = "30000/m", duration = 1 }]"#,
+        );
+        let s = Scenario::parse(&text, "t.toml").expect("valid");
+        let Load::Open { stages, .. } = &s.load else {
+            panic!("open loop")
+        };
+        assert_eq!(stages[0].ramp_to, Some(500.0));
+        assert_eq!(stages[1], Stage::step(500.0, 1.0));
+        assert_eq!(s.rate_at(1.0), Some(200.0));
+        assert_eq!(s.sends_per_second(), Some((1200.0 + 500.0) / 5.0));
+        // 150, 250, 350, 450 sends: the average rate of each second.
+        assert_eq!(per_second(&s), [150, 250, 350, 450, 500]);
+        // Falling as well.
+        let down = OK.replace(
+            "rate = 100",
+            r#"stages = [{ rate = "500..100", duration = 4 }]"#,
+        );
+        let s = Scenario::parse(&down, "t.toml").expect("valid");
+        assert_eq!(per_second(&s), [450, 350, 250, 150]);
+        // Cut short, a ramp ends at the rate it reached.
+        let cut = s.cut(Duration::from_secs(2));
+        let Load::Open { stages, .. } = &cut.load else {
+            panic!("open loop")
+        };
+        assert_eq!(stages[0].ramp_to, Some(300.0));
+        for bad in ["0/s", "5/d", "x/s", "1..", "-3"] {
+            assert!(parse_ramp(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_rate("120/m"), Ok(2.0));
+        assert_eq!(parse_rate(" 7 /s"), Ok(7.0));
     }
 
     const OK: &str = r#"

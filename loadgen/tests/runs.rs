@@ -381,7 +381,7 @@ fn exit_codes_say_what_went_wrong() {
     for (args, says) in [
         (
             &[quickstart.to_str().unwrap(), "--rate=-5"][..],
-            "overrides",
+            "must be positive",
         ),
         (
             &[quickstart.to_str().unwrap(), "--duration=1e300"],
@@ -1112,4 +1112,116 @@ method = "echo"
     let page = std::fs::read_to_string(out.join("report.html")).expect("report.html");
     assert!(page.contains("INTERRUPTED"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `run` with no scenario file (issue 54): `--target URL --method NAME
+/// [--params JSON]`, a count (`-n`), rates as `N/s` and `N/m`, a linear
+/// `--ramp`, the summary as JSON on stdout; what contradicts itself is
+/// refused, never one of it dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_liner_needs_no_scenario_file() {
+    let addr: MockAddr = "http://127.0.0.1:0".parse().expect("addr");
+    let MockAddr::Http(a) = mock::spawn(addr, None, Default::default())
+        .await
+        .expect("mock")
+    else {
+        unreachable!("an HTTP mock")
+    };
+    let url = format!("http://{a}/");
+    let json = |extra: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args([
+                "run", "--quiet", "--json", "--target", &url, "--method", "echo",
+            ])
+            .args(extra)
+            .output()
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The table goes to stderr; stdout is the summary alone.
+        assert!(String::from_utf8_lossy(&out.stderr).contains("latency ms"));
+        serde_json::from_slice::<Value>(&out.stdout).expect("stdout is the summary")
+    };
+    let sent = |v: &Value| v["accounting"]["sent_requests"].as_u64();
+    // Closed loop, a count: exactly that many, every one answered.
+    let v = json(&[
+        "--params",
+        r#"{"n": {seq}}"#,
+        "-n",
+        "300",
+        "--concurrency",
+        "4",
+    ]);
+    assert_eq!(sent(&v), Some(300), "{v}");
+    assert_eq!(v["accounting"]["ok"].as_u64(), Some(300), "{v}");
+    assert!(v["duration_s"].as_f64().is_some_and(|d| d < 30.0), "{v}");
+    // A rate per minute and a count: the count makes the duration.
+    let v = json(&["--rate", "1200/m", "-n", "30"]);
+    assert_eq!((sent(&v), v["duration_s"].as_f64()), (Some(30), Some(1.5)));
+    // A linear ramp: 50/s to 150/s over 2 s places 200, the offered
+    // rate of each second rising.
+    let v = json(&["--ramp", "50/s..150/s", "--duration", "2s"]);
+    assert_eq!(sent(&v), Some(200), "{v}");
+    let offered: Vec<f64> = v["offered_per_second"]
+        .as_array()
+        .expect("offered per second")
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    assert_eq!(offered, [75.0, 125.0]);
+
+    let quickstart = repo().join("scenarios/quickstart.toml");
+    let quickstart = quickstart.to_str().expect("path");
+    for (args, says) in [
+        (&["--method", "echo", quickstart][..], "cannot be used with"),
+        (&["--params", "{}"], "--method"),
+        (&["--method", "echo", "--params", "{nope"], "--params"),
+        (&["--method", "echo", "--rate", "10/d"], "per s, m or h"),
+        (
+            &["--method", "echo", "--rate", "5", "--ramp", "1..2"],
+            "cannot be used with",
+        ),
+        (
+            &[
+                "--method",
+                "echo",
+                "-n",
+                "5",
+                "--rate",
+                "5",
+                "--duration",
+                "2",
+            ],
+            "the count makes the duration",
+        ),
+        (
+            &["--method", "echo", "-n", "5", "--ramp", "1..2"],
+            "cannot be used with",
+        ),
+        (&[quickstart, "-n", "0", "--concurrency", "2"], "requests"),
+        (
+            &[
+                repo()
+                    .join("scenarios/ramp-to-saturation.toml")
+                    .to_str()
+                    .expect("path"),
+                "-n",
+                "5",
+            ],
+            "is a ramp",
+        ),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .arg("run")
+            .args(args)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }

@@ -7,17 +7,44 @@ use super::*;
 /// `run`'s arguments.
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// The scenario file (scenarios/*.toml).
-    pub scenario: PathBuf,
+    /// The scenario file (scenarios/*.toml); none for a one-liner
+    /// (--method).
+    #[arg(required_unless_present = "method")]
+    pub scenario: Option<PathBuf>,
+    /// A one-liner, no scenario file: send requests of this method (to
+    /// --target, or to the embedded pair), closed loop with a request in
+    /// flight on each connection unless --rate, --ramp or --concurrency
+    /// says otherwise; 10 s unless --duration or -n does.
+    #[arg(long, conflicts_with = "scenario")]
+    pub method: Option<String>,
+    /// The one-liner's params: JSON, with the scenarios' placeholders
+    /// (`{seq}`, `{rand:N}`, `{hex:N}`, `{bytes:N}`).
+    #[arg(long, value_name = "JSON", requires = "method")]
+    pub params: Option<String>,
     /// http://, https://, mcp+http(s):// (an MCP server over Streamable
     /// HTTP: a session per connection), ws://, wss://, tcp://HOST:PORT,
     /// tcp+lsp://HOST:PORT, npamp://, npamp+quic:// or npamp+tls://
     /// (Bridge frames straight to a gateway's association port).
     #[arg(long)]
     pub target: Option<String>,
-    /// Requests per second (open loop; replaces the scenario's stages).
-    #[arg(long)]
+    /// Sends per second, open loop: 1000, 1000/s, 60000/m (replaces the
+    /// scenario's load).
+    #[arg(long, value_parser = npamp_loadgen::scenario::parse_rate)]
     pub rate: Option<f64>,
+    /// A linear ramp over the duration, open loop: FROM..TO, each a rate
+    /// (100/s..5000/s; replaces the scenario's load).
+    #[arg(long, value_name = "FROM..TO", value_parser = npamp_loadgen::scenario::parse_ramp, conflicts_with = "rate")]
+    pub ramp: Option<(f64, f64)>,
+    /// Sends measured: with --rate, the run lasts COUNT / rate; closed
+    /// loop, it ends once COUNT were sent and answered (or at --duration,
+    /// 1 h without it).
+    #[arg(
+        short = 'n',
+        long = "requests",
+        value_name = "COUNT",
+        conflicts_with = "ramp"
+    )]
+    pub requests: Option<u64>,
     /// Time measured: 500ms, 5s, 2m, or seconds (replaces the
     /// scenario's duration; with stages, give --rate as well). It bounds
     /// the run: open loop, a send that would leave more than 50 ms after
@@ -29,9 +56,9 @@ pub struct RunArgs {
     /// Connections to the target.
     #[arg(long)]
     pub connections: Option<usize>,
-    /// Requests in flight (switches to closed loop). Not with --rate
-    /// (open loop): which one was meant cannot be told.
-    #[arg(long, conflicts_with = "rate")]
+    /// Requests in flight (switches to closed loop). Not with --rate or
+    /// --ramp (open loop): which one was meant cannot be told.
+    #[arg(long, conflicts_with_all = ["rate", "ramp"])]
     pub concurrency: Option<usize>,
     /// Write summary.json, report.html, report.svg, latency.hlog (each
     /// second's latency) and histograms.hlog (the whole run's, which
@@ -44,6 +71,9 @@ pub struct RunArgs {
     /// No live progress line.
     #[arg(long)]
     pub quiet: bool,
+    /// Write the summary (as summary.json) to stdout, the table to stderr.
+    #[arg(long)]
+    pub json: bool,
     /// Be worker I (0 to N-1) of N running this scenario together: a
     /// N-th of its rate, connections and concurrency, request ids of
     /// its own; `merge` adds the workers' results.
@@ -66,68 +96,31 @@ pub struct RunArgs {
 
 /// Runs `npamp-loadgen run`.
 pub fn main(args: RunArgs) -> ExitCode {
+    let shard = match shard_of(args.shard, args.shards) {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    let s = match scenario_of(&args) {
+        Ok(s) => s,
+        Err(exit) => return exit,
+    };
+    let named = args
+        .scenario
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("the command line"));
+    let mut s = match load_of(&args, s, &named).and_then(|s| checked(s, &named)) {
+        Ok(s) => s,
+        Err(exit) => return exit,
+    };
     let RunArgs {
-        scenario,
-        target,
-        rate,
-        duration,
-        connections,
-        concurrency,
         out,
         seed,
         quiet,
-        shard,
-        shards,
+        json,
         run_id,
-        reach,
         npamp,
+        ..
     } = args;
-    let shard = match (shard, shards) {
-        (Some(s), _) => Some(s),
-        (None, Some(n)) => match std::env::var("JOB_COMPLETION_INDEX")
-            .map_err(|_| {
-                "--shards needs JOB_COMPLETION_INDEX (set in a Kubernetes Indexed Job)".to_owned()
-            })
-            .and_then(|i| format!("{}/{n}", i.trim()).parse::<Shard>())
-        {
-            Ok(s) => Some(s),
-            Err(e) => return fail(EXIT_USAGE, &anyhow::anyhow!("--shards {n}: {e}")),
-        },
-        (None, None) => None,
-    };
-    let mut s = match scenario_with(&scenario, target, connections, &reach) {
-        Ok(s) => s,
-        Err(exit) => return exit,
-    };
-    if let Some(c) = concurrency {
-        s.load = Load::Closed {
-            concurrency: c.max(1),
-        };
-    }
-    if let Some(r) = rate {
-        s.load = Load::Open {
-            rate: r,
-            stages: Vec::new(),
-        };
-    }
-    if let Some(d) = duration {
-        if let Load::Open { stages, .. } = &s.load
-            && !stages.is_empty()
-        {
-            eprintln!(
-                "error: --duration: {} is a ramp of {} stages ({:.1} s): --duration would flatten it; give --rate too to run one rate instead, or change the stages",
-                scenario.display(),
-                stages.len(),
-                s.measured().as_secs_f64()
-            );
-            return ExitCode::from(EXIT_USAGE);
-        }
-        s.duration = d;
-    }
-    let mut s = match checked(s, &scenario) {
-        Ok(s) => s,
-        Err(exit) => return exit,
-    };
     if let Some(shard) = shard {
         s.shard(shard);
     }
@@ -144,7 +137,8 @@ pub fn main(args: RunArgs) -> ExitCode {
         Err(e) => return fail(EXIT_RUN, &e),
     };
     let interrupt = engine::Interrupt::default();
-    let result = rt.block_on(run(s, out, seed, quiet, npamp, interrupt.clone()));
+    let shown = Shown { quiet, json };
+    let result = rt.block_on(run(s, out, seed, shown, npamp, interrupt.clone()));
     if interrupt.is_set() {
         // Connections still waiting on a reply are not waited for.
         rt.shutdown_background();
@@ -157,6 +151,125 @@ pub fn main(args: RunArgs) -> ExitCode {
         Ok(summary) => verdict(&summary),
         Err(e) => fail(EXIT_RUN, &e),
     }
+}
+
+/// `--shard`, or `--shards` with the index a Kubernetes Indexed Job gives.
+fn shard_of(shard: Option<Shard>, shards: Option<u32>) -> anyhow::Result<Option<Shard>> {
+    Ok(match (shard, shards) {
+        (Some(s), _) => Some(s),
+        (None, Some(n)) => Some(
+            std::env::var("JOB_COMPLETION_INDEX")
+                .map_err(|_| {
+                    "--shards needs JOB_COMPLETION_INDEX (set in a Kubernetes Indexed Job)"
+                        .to_owned()
+                })
+                .and_then(|i| format!("{}/{n}", i.trim()).parse::<Shard>())
+                .map_err(|e| anyhow::anyhow!("--shards {n}: {e}"))?,
+        ),
+        (None, None) => None,
+    })
+}
+
+/// The scenario file with the command line's target and connections, or
+/// a one-liner's scenario.
+fn scenario_of(args: &RunArgs) -> Result<Scenario, ExitCode> {
+    let (target, connections) = (args.target.clone(), args.connections);
+    match (&args.scenario, &args.method) {
+        (Some(path), _) => scenario_with(path, target, connections, &args.reach),
+        (None, Some(method)) => {
+            let mut s = Scenario::one_request(target, method, args.params.clone())
+                .map_err(|e| fail(EXIT_USAGE, &e.into()))?;
+            if let Some(c) = connections {
+                s.connections = c.max(1);
+                s.load = Load::Closed {
+                    concurrency: s.connections,
+                };
+            }
+            args.reach.apply(&mut s).map_err(|e| fail(EXIT_USAGE, &e))?;
+            Ok(s)
+        }
+        // clap requires one or the other.
+        (None, None) => Err(fail(
+            EXIT_USAGE,
+            &anyhow::anyhow!("give a scenario file, or --method for a one-liner"),
+        )),
+    }
+}
+
+/// The longest a closed loop bounded by `-n` alone runs.
+const COUNT_BOUND_S: f64 = 3600.0;
+
+/// The scenario with the command line's load: `--concurrency`, `--rate`,
+/// `--ramp`, `--duration`, `-n`; what contradicts itself is refused.
+fn load_of(args: &RunArgs, mut s: Scenario, named: &std::path::Path) -> Result<Scenario, ExitCode> {
+    let usage = |m: String| fail(EXIT_USAGE, &anyhow::anyhow!(m));
+    let ramped = |s: &Scenario| match &s.load {
+        Load::Open { stages, .. } if !stages.is_empty() => Some(stages.len()),
+        _ => None,
+    };
+    if let Some(c) = args.concurrency {
+        s.load = Load::Closed {
+            concurrency: c.max(1),
+        };
+    }
+    if let Some(r) = args.rate {
+        s.load = Load::Open {
+            rate: r,
+            stages: Vec::new(),
+        };
+    }
+    if let Some(d) = args.duration {
+        if let Some(n) = ramped(&s).filter(|_| args.ramp.is_none()) {
+            return Err(usage(format!(
+                "--duration: {} is a ramp of {n} stages ({:.1} s): --duration would flatten it; give --rate or --ramp too to replace it, or change the stages",
+                named.display(),
+                s.measured().as_secs_f64()
+            )));
+        }
+        s.duration = d;
+    }
+    if let Some((from, to)) = args.ramp {
+        s.load = Load::Open {
+            rate: from,
+            stages: vec![npamp_loadgen::scenario::Stage {
+                rate: from,
+                ramp_to: Some(to).filter(|t| *t != from),
+                duration: s.duration,
+            }],
+        };
+    }
+    if let Some(n) = args.requests {
+        match &s.load {
+            _ if ramped(&s).is_some() => {
+                return Err(usage(format!(
+                    "-n {n}: {} is a ramp: its stages make the count; give --rate to run one rate for {n} sends",
+                    named.display()
+                )));
+            }
+            Load::Open { .. } if args.duration.is_some() => {
+                return Err(usage(format!(
+                    "-n {n} and --duration: at a rate, the count makes the duration; give one of them"
+                )));
+            }
+            Load::Open { rate, .. } => s.duration = n as f64 / rate,
+            Load::Closed { .. } => {
+                s.requests = Some(n);
+                if args.duration.is_none() {
+                    s.duration = COUNT_BOUND_S;
+                }
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// What `run` shows as it goes and at its end.
+#[derive(Clone, Copy)]
+struct Shown {
+    /// No live line.
+    quiet: bool,
+    /// The summary's JSON on stdout, the table on stderr.
+    json: bool,
 }
 
 /// Sets `interrupt` at the first SIGINT (Ctrl-C) or SIGTERM; exits at
@@ -188,21 +301,26 @@ async fn run(
     scenario: Scenario,
     out: Option<PathBuf>,
     seed: u64,
-    quiet: bool,
+    Shown { quiet, json }: Shown,
     npamp: GatewayFlags,
     interrupt: engine::Interrupt,
 ) -> anyhow::Result<Summary> {
     on_signals(interrupt.clone())?;
     let (pair, target, described) = prepare(&scenario, &npamp).await?;
+    let span = match scenario.requests {
+        Some(n) => format!(
+            "{n} sends (at most {:.1} s)",
+            scenario.measured().as_secs_f64()
+        ),
+        None => format!("{:.1} s", scenario.measured().as_secs_f64()),
+    };
+    let model = match scenario.load {
+        Load::Open { .. } => format!("open loop, {} connections", scenario.connections),
+        Load::Closed { concurrency } => format!("closed loop, {concurrency} in flight"),
+    };
     eprintln!(
-        "{}: {} loop, {} connections, {:.1} s (+{:.1} s warm-up) against {described}",
+        "{}: {model}, {span} (+{:.1} s warm-up) against {described}",
         scenario.name,
-        match scenario.load {
-            Load::Open { .. } => "open",
-            Load::Closed { .. } => "closed",
-        },
-        scenario.connections,
-        scenario.measured().as_secs_f64(),
         scenario.warmup().as_secs_f64()
     );
     let mut outstanding: Vec<u64> = Vec::new();
@@ -216,7 +334,12 @@ async fn run(
         let (replies, errors) = std::mem::take(&mut s.interval_counts);
         if !quiet {
             let total = (scenario.warmup() + scenario.measured()).as_secs_f64();
-            let done = (t.as_secs_f64() / total).clamp(0.0, 1.0);
+            let done = match scenario.requests {
+                // A count: how much of it was sent.
+                Some(n) => s.sent_measured as f64 / n as f64,
+                None => t.as_secs_f64() / total,
+            }
+            .clamp(0.0, 1.0);
             let bar: String = (0..20)
                 .map(|i| if f64::from(i) < done * 20.0 { '#' } else { '.' })
                 .collect();
@@ -260,8 +383,9 @@ async fn run(
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_owned())
         .unwrap_or_default();
-    // Interrupted: the figures are of the part that ran.
-    let scenario = match stats.interrupted {
+    // Interrupted, or a count reached: the figures are of the part that
+    // ran.
+    let scenario = match stats.interrupted.or(stats.count_reached) {
         Some(ran) => scenario.cut(ran),
         None => scenario,
     };
@@ -274,7 +398,15 @@ async fn run(
     let intervals = stats.latency_intervals(seconds);
     summary.outstanding_per_second = outstanding;
     summary.stages = stages(&summary, &intervals);
-    print!("{}", summary.table());
+    if json {
+        eprint!("{}", summary.table());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).context("the summary as JSON")?
+        );
+    } else {
+        print!("{}", summary.table());
+    }
     if let Some(dir) = out {
         let mut per_method: std::collections::BTreeMap<String, hdrhistogram::Histogram<u64>> =
             Default::default();

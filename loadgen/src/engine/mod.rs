@@ -198,6 +198,9 @@ pub struct Run {
     /// interrupted: a job taken from a queue after it is dropped, not sent.
     over: AtomicBool,
     interrupt: Interrupt,
+    /// Closed loop: the sends of the measured part still to make (the
+    /// scenario's `requests`; unbounded without).
+    budget: AtomicU64,
     /// The latency per second by intended send time, moved here from the
     /// shares at each snapshot.
     seconds: Mutex<Vec<Option<hdrhistogram::Histogram<u64>>>>,
@@ -274,6 +277,21 @@ impl Run {
 
     /// Requests that got no reply of any kind yet (the counts alone, no
     /// histograms added).
+    /// Whether a send at `now` may be made: in the warm-up always, in the
+    /// measured part while the closed loop's count allows (taking one).
+    fn take_send(&self, now: Instant) -> bool {
+        now < self.measure_from
+            || self
+                .budget
+                .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+    }
+
+    /// Whether the closed loop's count of sends is spent.
+    fn count_spent(&self) -> bool {
+        self.budget.load(Relaxed) == 0
+    }
+
     fn outstanding(&self) -> u64 {
         let done: u64 = (0..self.shares.len())
             .map(|i| {
@@ -384,6 +402,7 @@ pub async fn run_until(
         sent: Default::default(),
         over: AtomicBool::new(false),
         interrupt: interrupt.clone(),
+        budget: AtomicU64::new(scenario.requests.unwrap_or(u64::MAX)),
         seconds: Mutex::new(Vec::new()),
         measure_from: started + scenario.warmup(),
         measure_until: started + scenario.warmup() + scenario.measured(),
@@ -470,7 +489,7 @@ pub async fn run_until(
             let _ = schedule.join();
         }
         Load::Closed { .. } if closed_workers > 0 => {
-            while Instant::now() < end && !interrupt.is_set() {
+            while Instant::now() < end && !interrupt.is_set() && !run.count_spent() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let now = Instant::now();
                 tick(now);
@@ -492,7 +511,7 @@ pub async fn run_until(
                     _ => continue,
                 };
                 let intended = Instant::now();
-                if intended >= end || interrupt.is_set() {
+                if intended >= end || interrupt.is_set() || !run.take_send(intended) {
                     break;
                 }
                 let job = new_job(&run, &mut generator, intended, intended, Some(permit));
@@ -507,6 +526,10 @@ pub async fn run_until(
     // left is lost.
     let interrupted = interrupt
         .is_set()
+        .then(|| Instant::now().saturating_duration_since(started));
+    // The count of a closed loop spent: what was sent is answered below,
+    // and the measured part ends with its last send.
+    let count_reached = (interrupted.is_none() && run.count_spent())
         .then(|| Instant::now().saturating_duration_since(started));
     if interrupted.is_some() {
         // What a connection takes from its own queue from now on is
@@ -558,6 +581,10 @@ pub async fn run_until(
     s.lost += s.timed_out.saturating_sub(s.late) + left;
     if let Some(at) = interrupted {
         s.interrupted = Some(at);
+        s.measure_until = s.measure_until.min((started + at).max(s.measure_from));
+    }
+    if let Some(at) = count_reached {
+        s.count_reached = Some(at);
         s.measure_until = s.measure_until.min((started + at).max(s.measure_from));
     }
     Ok(s)
@@ -669,15 +696,6 @@ fn new_job(
     }
 }
 
-/// The slot after `intended` on the schedule: its rate at that time.
-fn next_slot(scenario: &Scenario, measure_from: Instant, intended: Instant) -> Instant {
-    let t = intended
-        .saturating_duration_since(measure_from)
-        .as_secs_f64();
-    let rate = scenario.rate_at(t).unwrap_or(1.0).max(1e-3);
-    intended + Duration::from_secs_f64(1.0 / rate)
-}
-
 /// The open-loop schedule: each send at its intended time, the rate
 /// following the scenario's stages; records how late each send left. A
 /// send that would leave more than [`SEND_GRACE`] after `end` is not sent:
@@ -707,7 +725,9 @@ fn schedule(
     started: Instant,
     end: Instant,
 ) {
-    let measure_from = started + scenario.warmup();
+    let Some(slots) = scenario.schedule() else {
+        return;
+    };
     // Waits for a busy connection, bounded by the end (a timer needs a
     // runtime; this thread's is its own).
     let waits = match tokio::runtime::Builder::new_current_thread()
@@ -717,12 +737,10 @@ fn schedule(
         Ok(rt) => rt,
         Err(_) => return,
     };
-    let mut intended = started;
-    loop {
-        intended = next_slot(scenario, measure_from, intended);
-        if intended >= end {
-            return;
-        }
+    let slot = |k: u64| slots.at(k).map(|t| started + t);
+    let mut k = 0;
+    while let Some(intended) = slot(k) {
+        k += 1;
         let now = Instant::now();
         if intended > now {
             if !sleep_until(intended, &run.interrupt) {
@@ -733,7 +751,7 @@ fn schedule(
             return;
         } else if now >= end + SEND_GRACE {
             // So far behind that this send would leave after the end.
-            return drop_slots(scenario, run, &mut generator, intended, measure_from, end);
+            return drop_slots(run, &mut generator, slot, k - 1);
         }
         // It leaves on time after the sleep, or now when the schedule is late.
         let job = new_job(run, &mut generator, intended, now.max(intended), None);
@@ -753,8 +771,7 @@ fn schedule(
             Queued::TooLate(job) => {
                 run.sent[5].fetch_add(1, Relaxed);
                 run.drop_job(&job);
-                let next = next_slot(scenario, measure_from, intended);
-                return drop_slots(scenario, run, &mut generator, next, measure_from, end);
+                return drop_slots(run, &mut generator, slot, k);
             }
         }
         let lag = Instant::now().saturating_duration_since(intended);
@@ -781,24 +798,22 @@ fn sleep_until(at: Instant, interrupt: &Interrupt) -> bool {
     }
 }
 
-/// Counts the slots from `intended` to `end` as dropped: the requests
-/// each send would have carried, none sent.
+/// Counts the slots from the `k`-th to the schedule's end as dropped: the
+/// requests each send would have carried, none sent.
 fn drop_slots(
-    scenario: &Scenario,
     run: &Run,
     generator: &mut Generator,
-    mut intended: Instant,
-    measure_from: Instant,
-    end: Instant,
+    slot: impl Fn(u64) -> Option<Instant>,
+    mut k: u64,
 ) {
     let (mut all, mut measured) = (0, 0);
-    while intended < end {
+    while let Some(intended) = slot(k) {
         let requests = generator.skip();
         all += requests;
-        if intended >= measure_from {
+        if intended >= run.measure_from {
             measured += requests;
         }
-        intended = next_slot(scenario, measure_from, intended);
+        k += 1;
     }
     run.sent[6].fetch_add(all, Relaxed);
     run.sent[7].fetch_add(measured, Relaxed);
@@ -868,7 +883,7 @@ impl Source {
             },
             Source::Closed { generator, end } => {
                 let now = Instant::now();
-                (now < *end && !run.interrupt.is_set())
+                (now < *end && !run.interrupt.is_set() && run.take_send(now))
                     .then(|| new_job(run, generator, now, now, None))
             }
         }

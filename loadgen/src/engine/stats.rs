@@ -111,6 +111,9 @@ pub struct Stats {
     /// When the run was interrupted (Ctrl-C), since its start: it ran
     /// that long, and `measure_until` is no later.
     pub interrupted: Option<Duration>,
+    /// When a closed loop's count of sends (`requests`) was reached and
+    /// answered, since the run's start: the measured part ended there.
+    pub count_reached: Option<Duration>,
 }
 
 impl Stats {
@@ -162,6 +165,7 @@ impl Stats {
             expired: Vec::new(),
             expect_error,
             interrupted: None,
+            count_reached: None,
             wrong_result: 0,
         }
     }
