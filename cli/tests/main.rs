@@ -5,6 +5,7 @@
 mod support;
 
 mod browsers;
+mod capture;
 mod cli_serve_ping;
 mod failover;
 mod faults;

@@ -30,6 +30,7 @@ pub mod http;
 pub mod impair;
 pub mod merge;
 pub mod mix;
+pub mod replay;
 pub mod report;
 pub mod run_dir;
 pub mod scenario;

@@ -42,6 +42,11 @@ enum Command {
     /// stops and says so (the knee is then above what it can offer).
     /// Exit 0 with a knee, 3 when no rate tried meets the SLO.
     Capacity(commands::capacity::CapacityArgs),
+    /// Replay a gateway's capture (`npamp-gateway serve --capture FILE`):
+    /// open loop, each send at its captured time (divided by --speed),
+    /// its methods and params as captured, ids of the run's own; the
+    /// accounting, table, reports and exit codes of `run`.
+    Replay(commands::replay::ReplayArgs),
     /// Merge the results of the workers of one run (`run --shard I/N
     /// --out DIR`, one DIR each): histograms added, accounting summed,
     /// SLOs evaluated once on the whole; exit codes as `run`'s.
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::main(args),
         Command::Capacity(args) => commands::capacity::main(args),
         Command::Merge(args) => commands::merge::main(args),
+        Command::Replay(args) => commands::replay::main(args),
         Command::Upstream(args) => commands::upstream::main(args),
         Command::Impair(args) => commands::impair::main(args),
         Command::Slow(args) => commands::slow::main(args),

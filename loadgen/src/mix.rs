@@ -33,6 +33,8 @@ pub struct Generator {
     batch_share: f64,
     batch_size: usize,
     rng: Rng,
+    /// A replay's sends, and the next one's index.
+    replay: Option<(std::sync::Arc<crate::replay::Recording>, usize)>,
 }
 
 impl Generator {
@@ -63,6 +65,7 @@ impl Generator {
             batch_share: s.mix.batch_share,
             batch_size: s.mix.batch_size,
             rng: Rng::new(seed),
+            replay: s.replay.as_ref().map(|r| (r.recording.clone(), 0)),
         })
     }
 
@@ -93,6 +96,13 @@ impl Generator {
 
     /// The next send; `next_id` hands out ids unique across the run.
     pub fn next(&mut self, mut next_id: impl FnMut() -> u64) -> Outbound {
+        if let Some((recording, k)) = &mut self.replay {
+            let send = recording.sends.get(*k % recording.sends.len().max(1));
+            *k += 1;
+            if let Some(send) = send {
+                return replayed(send, &self.method_tokens, next_id);
+            }
+        }
         let u = self.rng.unit();
         let mut text = String::with_capacity(128);
         if u < self.notification_share {
@@ -151,6 +161,11 @@ impl Generator {
     /// draws them but without building its text or taking ids: a send the
     /// schedule placed and the run does not send (dropped, counted).
     pub fn skip(&mut self) -> u64 {
+        if let Some((recording, k)) = &mut self.replay {
+            let send = recording.sends.get(*k % recording.sends.len().max(1));
+            *k += 1;
+            return send.map_or(0, |s| s.objects.iter().filter(|o| o.request).count() as u64);
+        }
         let u = self.rng.unit();
         if u < self.notification_share {
             return 0;
@@ -166,6 +181,54 @@ impl Generator {
             return requests;
         }
         1
+    }
+}
+
+/// A recorded send as sent again: its methods and params as captured, the
+/// run's own ids.
+fn replayed(
+    send: &crate::replay::Recorded,
+    method_tokens: &[String],
+    mut next_id: impl FnMut() -> u64,
+) -> Outbound {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(128);
+    let mut expects = Vec::new();
+    let mut notifications = 0;
+    if send.batch {
+        text.push('[');
+    }
+    for (i, o) in send.objects.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str("{\"jsonrpc\":\"2.0\",");
+        if o.request {
+            let id = next_id();
+            let _ = write!(text, "\"id\":{id},");
+            expects.push(Expect {
+                id,
+                message: o.method,
+            });
+        } else {
+            notifications += 1;
+        }
+        text.push_str("\"method\":");
+        text.push_str(method_tokens.get(o.method).map_or("\"\"", String::as_str));
+        if let Some(p) = &o.params {
+            text.push_str(",\"params\":");
+            text.push_str(p);
+        }
+        text.push('}');
+    }
+    if send.batch {
+        text.push(']');
+    }
+    Outbound {
+        text,
+        expects,
+        notifications,
+        batch: send.batch,
     }
 }
 

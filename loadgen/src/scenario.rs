@@ -56,6 +56,10 @@ pub struct Scenario {
     /// has `connections` × `streams` of them).
     #[serde(default = "one")]
     pub streams: usize,
+    /// `replay`: a capture sent again at its own times (the load's rate is
+    /// then its average; the schedule and the messages are the capture's).
+    #[serde(skip)]
+    pub replay: Option<crate::replay::Replay>,
     /// How a TLS target's server is checked (`run --ca`, `--insecure`: a
     /// machine's, not the scenario's).
     #[serde(skip)]
@@ -286,18 +290,23 @@ fn rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 /// counted from the run's start. Send `k` (from 0) leaves when the
 /// schedule's cumulative rate reaches `k`: a stage of `r` per second for
 /// `d` seconds places exactly `r × d` sends (an integer's worth), the first
-/// at its start; the warm-up runs at the first stage's starting rate.
+/// at its start; the warm-up runs at the first stage's starting rate. A
+/// replay's sends leave at their captured times instead.
 #[derive(Clone, Debug)]
 pub struct Schedule {
     /// Each part: where it starts (seconds), its stage, and the sends
     /// before it.
     parts: Vec<(f64, Stage, f64)>,
     sends: f64,
+    replay: Option<crate::replay::Replay>,
 }
 
 impl Schedule {
     /// When send `k` is meant to leave; `None` past the schedule's end.
     pub fn at(&self, k: u64) -> Option<Duration> {
+        if let Some(r) = &self.replay {
+            return r.at(usize::try_from(k).ok()?);
+        }
         let k = k as f64;
         if k >= self.sends - 1e-9 {
             return None;
@@ -322,6 +331,9 @@ impl Schedule {
 
     /// Sends the schedule places, in all.
     pub fn len(&self) -> u64 {
+        if let Some(r) = &self.replay {
+            return r.recording.sends.len() as u64;
+        }
         (self.sends - 1e-9).ceil().max(0.0) as u64
     }
 
@@ -468,6 +480,7 @@ impl Scenario {
             http2: false,
             streams: 1,
             tls: Default::default(),
+            replay: None,
             shard: None,
             id_base: 0,
             run_id: None,
@@ -823,6 +836,10 @@ impl Scenario {
     /// Requests a send carries on average: a notification none, a batch
     /// `batch_size` elements, each a notification at `notification_share`.
     pub fn requests_per_send(&self) -> f64 {
+        if let Some(r) = &self.replay {
+            let sends = r.recording.sends.len().max(1) as f64;
+            return r.recording.requests() as f64 / sends;
+        }
         let m = &self.mix;
         let single = (1.0 - m.notification_share - m.batch_share).max(0.0);
         let in_batch = m.batch_size as f64 * (1.0 - m.notification_share);
@@ -867,7 +884,11 @@ impl Scenario {
             start += stage.duration;
             sends += stage.sends();
         }
-        Some(Schedule { parts, sends })
+        Some(Schedule {
+            parts,
+            sends,
+            replay: self.replay.clone(),
+        })
     }
 }
 

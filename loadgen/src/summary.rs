@@ -429,6 +429,10 @@ fn offered_per_second(scenario: &Scenario) -> Vec<f64> {
     let per_send = scenario.requests_per_send();
     let (warmup, measured) = (scenario.warmup, scenario.measured().as_secs_f64());
     let seconds = (warmup + measured).ceil() as usize;
+    if let Some(r) = &scenario.replay {
+        // The capture's own, second by second.
+        return r.requests_per_second(seconds);
+    }
     (0..seconds)
         .map(|i| {
             let t = i as f64 + 0.5 - warmup;

@@ -1225,3 +1225,102 @@ async fn a_one_liner_needs_no_scenario_file() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// `replay` (issue 54): a capture, as a gateway's `--capture` writes it,
+/// sent again at its own times (here twice as fast) with exact accounting;
+/// answers in it are not replayed, and a file that is no capture, or a
+/// speed that is none, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capture_is_replayed_at_its_times() {
+    let addr: MockAddr = "http://127.0.0.1:0".parse().expect("addr");
+    let MockAddr::Http(a) = mock::spawn(addr, None, Default::default())
+        .await
+        .expect("mock")
+    else {
+        unreachable!("an HTTP mock")
+    };
+    let dir = std::env::temp_dir().join(format!("loadgen-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    // 200 sends 5 ms apart (199 gaps: 0.995 s): requests, every tenth a
+    // notification, every twentieth a batch of two requests and a
+    // notification; one answer, which is not replayed.
+    let mut capture = String::from("{\"npamp_capture\":1,\"started_unix_ms\":1}\n");
+    let mut requests = 0;
+    for k in 0..200u64 {
+        let at = 7_000_000 + k * 5000;
+        let message = if k % 20 == 0 {
+            requests += 2;
+            format!(
+                r#"[{{"jsonrpc":"2.0","id":{k},"method":"echo","params":[{k}]}},{{"jsonrpc":"2.0","method":"note"}},{{"jsonrpc":"2.0","id":"b{k}","method":"echo","params":{{"k":{k}}}}}]"#
+            )
+        } else if k % 10 == 0 {
+            r#"{"jsonrpc":"2.0","method":"note","params":[]}"#.to_owned()
+        } else {
+            requests += 1;
+            format!(r#"{{"jsonrpc":"2.0","id":{k},"method":"echo","params":[{k},"x"]}}"#)
+        };
+        capture.push_str(&format!(
+            "{{\"at_us\":{at},\"method\":null,\"message\":{message}}}\n"
+        ));
+    }
+    capture.push_str("{\"at_us\":9000000,\"method\":null,\"message\":{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":1}}\n");
+    let file = dir.join("capture.jsonl");
+    std::fs::write(&file, &capture).expect("write");
+    let url = format!("http://{a}/");
+    let out = std::process::Command::new(BIN)
+        .args([
+            "replay", "--quiet", "--json", "--speed", "2x", "--target", &url,
+        ])
+        .arg(&file)
+        .output()
+        .expect("replay");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("1 messages that are answers"), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the summary");
+    let acc = &v["accounting"];
+    assert_eq!(acc["sent_requests"].as_u64(), Some(requests), "{acc}");
+    assert_eq!(acc["ok"].as_u64(), Some(requests), "{acc}");
+    assert_eq!(acc["sent_notifications"].as_u64(), Some(20), "{acc}");
+    assert_eq!(acc["sent_batches"].as_u64(), Some(10), "{acc}");
+    // At 2x: 200 sends over 0.4975 s, in a run of 0.5 s (a send's share
+    // of the rate after the last), 400 sends a second.
+    let duration = v["duration_s"].as_f64().expect("duration");
+    assert!((duration - 0.5).abs() < 1e-6, "{duration}");
+    let offered = v["rates"]["offered"].as_f64().expect("offered");
+    assert!((offered - requests as f64 / 0.5).abs() < 1e-6, "{offered}");
+    assert!(
+        v["scenario"]
+            .as_str()
+            .is_some_and(|s| s.contains("capture.jsonl at 2x")),
+        "{}",
+        v["scenario"]
+    );
+
+    let not_a_capture = dir.join("not.jsonl");
+    std::fs::write(&not_a_capture, "{\"at_us\":1}\n").expect("write");
+    for (args, says) in [
+        (
+            vec![file.to_str().expect("path"), "--speed", "0x"],
+            "a speed is above 0",
+        ),
+        (
+            vec![not_a_capture.to_str().expect("path")],
+            "line 1: not a capture",
+        ),
+        (
+            vec![file.to_str().expect("path"), "--slo", "p50<5ms"],
+            "p99 and errors",
+        ),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .arg("replay")
+            .args(&args)
+            .output()
+            .expect("replay");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

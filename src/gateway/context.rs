@@ -51,6 +51,8 @@ pub struct Ctx {
     /// Where connections and associations are served (`None`: wherever
     /// they are accepted or opened).
     pub shards: Option<Arc<crate::shard::Shards>>,
+    /// Edge: where what clients send is recorded (`--capture`).
+    pub capture: Option<Arc<super::capture::Capture>>,
 }
 
 impl Ctx {
@@ -113,12 +115,25 @@ impl Ctx {
             metrics,
             assocs: Mutex::new(Vec::new()),
             shards: None,
+            capture: None,
         }
     }
 
     /// The same, serving on `shards`.
     pub fn with_shards(self, shards: Option<Arc<crate::shard::Shards>>) -> Self {
         Self { shards, ..self }
+    }
+
+    /// The same, recording what clients send into `capture`.
+    pub fn with_capture(self, capture: Option<Arc<super::capture::Capture>>) -> Self {
+        Self { capture, ..self }
+    }
+
+    /// Records a client's message (or batch), where a capture is on.
+    pub fn captured(&self, text: &bytes::Bytes) {
+        if let Some(c) = &self.capture {
+            c.record(text);
+        }
     }
 
     /// The live part of the configuration, as of now.

@@ -21,6 +21,7 @@ pub(crate) mod quiet;
 
 internal! {
     mod auth;
+    mod capture;
     mod carry;
     mod context;
     mod json_stream;
@@ -95,6 +96,8 @@ pub struct GatewayConfig {
     /// for each HTTP request; each session stays with the one it began on).
     pub peers: Vec<PeerAddr>,
     pub metrics: Option<SocketAddr>,
+    /// Edge: record what clients send (`--capture`).
+    pub capture: Option<capture::CaptureSpec>,
     pub protocol: ProtocolId,
     /// How messages are framed on stream transports (`--framing`).
     pub framing: crate::framing::Framing,
@@ -142,6 +145,7 @@ impl GatewayConfig {
             ingress: Vec::new(),
             peers: Vec::new(),
             metrics: None,
+            capture: None,
             protocol: ProtocolId::JSONRPC_EXPERIMENTAL,
             framing: crate::framing::Framing::Auto,
             effects: EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
@@ -335,6 +339,7 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static str> 
     differs("ingress", old.ingress == new.ingress);
     differs("peer", old.peers == new.peers);
     differs("metrics", old.metrics == new.metrics);
+    differs("capture", old.capture == new.capture);
     differs(
         "upstream",
         old.upstream == new.upstream
@@ -431,7 +436,17 @@ impl Gateway {
                 GatewayError::Config(format!("cannot start {n} shards: {e}"))
             })?)),
         };
-        let ctx = Arc::new(Ctx::new(&config, metrics.clone()).with_shards(shards.clone()));
+        let capture = match &config.capture {
+            Some(spec) => Some(capture::Capture::start(spec).map_err(|e| {
+                GatewayError::Config(format!("--capture {}: {e}", spec.path.display()))
+            })?),
+            None => None,
+        };
+        let ctx = Arc::new(
+            Ctx::new(&config, metrics.clone())
+                .with_shards(shards.clone())
+                .with_capture(capture),
+        );
         let (shutdown, watch_rx) = watch::channel(false);
         let listeners = start_origin(&ctx, &config, shards).await?;
         let listening = listeners.iter().map(|l| l.local_addr).collect();

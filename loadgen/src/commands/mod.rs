@@ -8,6 +8,7 @@ pub mod compare;
 pub mod flood;
 pub mod impair;
 pub mod merge;
+pub mod replay;
 pub mod run;
 pub mod slow;
 pub mod upstream;

@@ -125,19 +125,30 @@ pub fn main(args: RunArgs) -> ExitCode {
         s.shard(shard);
     }
     s.run_id = run_id.filter(|id| !id.trim().is_empty());
+    // Each worker its own randomness.
+    let seed = seed.wrapping_add(shard.map_or(0, |s| u64::from(s.index)));
+    execute(s, out, seed, Shown { quiet, json }, npamp)
+}
+
+/// Runs `s` (as `run` and `replay` do): the table and `out`'s files
+/// written, the exit code its verdict's, or 130 when interrupted.
+pub(super) fn execute(
+    s: Scenario,
+    out: Option<PathBuf>,
+    seed: u64,
+    shown: Shown,
+    npamp: GatewayFlags,
+) -> ExitCode {
     if let Some(dir) = &out
         && let Err(e) = writable(dir)
     {
         return fail(EXIT_USAGE, &e);
     }
-    // Each worker its own randomness.
-    let seed = seed.wrapping_add(shard.map_or(0, |s| u64::from(s.index)));
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => return fail(EXIT_RUN, &e),
     };
     let interrupt = engine::Interrupt::default();
-    let shown = Shown { quiet, json };
     let result = rt.block_on(run(s, out, seed, shown, npamp, interrupt.clone()));
     if interrupt.is_set() {
         // Connections still waiting on a reply are not waited for.
@@ -265,11 +276,11 @@ fn load_of(args: &RunArgs, mut s: Scenario, named: &std::path::Path) -> Result<S
 
 /// What `run` shows as it goes and at its end.
 #[derive(Clone, Copy)]
-struct Shown {
+pub(super) struct Shown {
     /// No live line.
-    quiet: bool,
+    pub quiet: bool,
     /// The summary's JSON on stdout, the table on stderr.
-    json: bool,
+    pub json: bool,
 }
 
 /// Sets `interrupt` at the first SIGINT (Ctrl-C) or SIGTERM; exits at

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use super::super::auth::Tokens;
+use super::super::capture::{CaptureSpec, DEFAULT_MAX_BYTES, Redact, check_path};
 use super::super::ingress::browser::{AllowedHosts, BrowserOrigins};
 use super::super::ingress::limit::RateLimit;
 use super::super::ingress::tls::IngressTls;
@@ -51,6 +52,7 @@ impl GatewayOptions {
             ));
         }
         let rate_limit = self.rate_limit(limits.max_body, src)?;
+        let capture = self.capture(src)?;
         let (upstream_group, routes) = self.group(&all);
         let session_group = self.session_group(all);
         Ok(GatewayConfig {
@@ -68,6 +70,7 @@ impl GatewayOptions {
             ingress: self.ingress.clone(),
             peers: self.peer.clone(),
             metrics: self.metrics.map(|m| m.0),
+            capture,
             protocol,
             framing: self.framing.unwrap_or_default(),
             effects,
@@ -84,6 +87,42 @@ impl GatewayOptions {
             shards: self.shards.unwrap_or_else(default_shards),
             ..GatewayConfig::new(endpoint)
         })
+    }
+
+    /// What `--capture` records, and where: at an edge alone (its clients'
+    /// messages), in a directory that exists.
+    fn capture(&self, src: &Sourced) -> Result<Option<CaptureSpec>, ConfigError> {
+        let Some(path) = &self.capture else {
+            for (given, key) in [
+                (self.capture_max.is_some(), "capture-max"),
+                (!self.capture_redact.is_empty(), "capture-redact"),
+            ] {
+                if given {
+                    return Err(src.error(key, "goes with --capture FILE"));
+                }
+            }
+            return Ok(None);
+        };
+        if self.ingress.is_empty() {
+            return Err(src.error(
+                "capture",
+                "records what clients send an edge: give --ingress too",
+            ));
+        }
+        check_path(path).map_err(|m| src.error("capture", m))?;
+        let redact = self
+            .capture_redact
+            .iter()
+            .map(|r| r.parse::<Redact>())
+            .collect::<Result<_, _>>()
+            .map_err(|m| src.error("capture-redact", m))?;
+        Ok(Some(CaptureSpec {
+            path: path.clone(),
+            max_bytes: self
+                .capture_max
+                .map_or(DEFAULT_MAX_BYTES, |c| c.get() as u64),
+            redact,
+        }))
     }
 
     /// At most `MAX_PEERS` origins, and one at least where clients come in.

@@ -131,6 +131,21 @@ pub struct GatewayOptions {
     /// characters); others get 401.
     #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub auth_token_file: Option<PathBuf>,
+    /// Edge: record what clients send, as JSON Lines (arrival time,
+    /// method, the message as it came), for `npamp-loadgen replay`. Off
+    /// by default; a bounded sample (--capture-max; messages the writer
+    /// falls behind on are left out, counted).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    pub capture: Option<PathBuf>,
+    /// Edge: the capture file's size at most, octets; the capture ends
+    /// there.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "OCTETS"))]
+    pub capture_max: Option<Count>,
+    /// Edge: in the capture, the params of METHOD (`*`: of any), or their
+    /// part at a JSON pointer (`METHOD:/0/password`), are written as
+    /// "<redacted>" (repeatable).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "METHOD[:/POINTER]"))]
+    pub capture_redact: Vec<String>,
     /// Edge: pages of this web origin (`https://app.example`, or `*` for
     /// every page) may use the HTTP and WebSocket ingresses (CORS;
     /// repeatable). Pages of other origins are refused with 403, programs
@@ -364,6 +379,9 @@ serve_only!(
     allow_method,
     deny_method,
     auth_token_file,
+    capture,
+    capture_max,
+    capture_redact,
     cors_origin,
     allowed_host,
     ingress_cert,

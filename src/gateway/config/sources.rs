@@ -75,6 +75,7 @@ impl Sourced {
             for p in [
                 &mut options.identity,
                 &mut options.auth_token_file,
+                &mut options.capture,
                 &mut options.tls_cert,
                 &mut options.tls_key,
                 &mut options.upstream_ca,

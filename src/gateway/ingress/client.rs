@@ -159,6 +159,7 @@ pub async fn stream_client<S: MessageSource>(
             answer_all(&text, &f, &tx, &edge).await;
             continue;
         }
+        ctx.captured(&text);
         if session.is_none() {
             match edge.session(ingress, tx.clone()).await {
                 Ok(s) => session = Some(s),

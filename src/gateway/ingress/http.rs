@@ -398,6 +398,9 @@ async fn answer(
     {
         return refused;
     }
+    if scanned.is_ok() {
+        ctx.captured(&body);
+    }
     match scanned {
         Err(ScanError::TooLarge { .. }) => too_large(ctx),
         Err(e) => {
