@@ -143,7 +143,7 @@ pub struct GatewayOptions {
     pub capture_max: Option<Count>,
     /// Edge: in the capture, the params of METHOD (`*`: of any), or their
     /// part at a JSON pointer (`METHOD:/0/password`), are written as
-    /// "<redacted>" (repeatable).
+    /// `"<redacted>"` (repeatable).
     #[cfg_attr(feature = "cli", arg(long, value_name = "METHOD[:/POINTER]"))]
     pub capture_redact: Vec<String>,
     /// Edge: pages of this web origin (`https://app.example`, or `*` for
