@@ -1173,6 +1173,8 @@ async fn a_one_liner_needs_no_scenario_file() {
         .filter_map(Value::as_f64)
         .collect();
     assert_eq!(offered, [75.0, 125.0]);
+    // A series per second, of the schedule's length alike.
+    assert_eq!(v["per_second"].as_array().map(Vec::len), Some(2), "{v}");
 
     let quickstart = repo().join("scenarios/quickstart.toml");
     let quickstart = quickstart.to_str().expect("path");
