@@ -448,50 +448,67 @@ impl Capacity {
 /// Which of a step's latencies a line shows.
 type Quantile = fn(&Step) -> f64;
 
-/// Latency (p50 and p99) against achieved throughput, one point per step,
-/// the failing steps hollow, the knee marked.
+/// Latency (p50 and p99) against the offered rate, a mark per step (the
+/// failing ones hollow, each one's tip saying what it achieved), the SLO's
+/// limits and the knee marked.
+///
+/// The x axis is the offered rate, not the achieved one: the steps and
+/// the knee are offered rates, and an overloaded target answers *fewer*
+/// replies a second the more it is offered, so a line through achieved
+/// rates runs back on itself. Each line joins one point a rate, the step
+/// that decided it (the last one measured: a generator-bound step is run
+/// twice), in order of rate. Both axes are `Scale::fit`: logarithmic
+/// where their values span more than a decade (a search doubling from
+/// 100/s to 6 400/s; 2 ms under a 20 ms limit and 1 s past the knee), the
+/// limits counted in, so that each lies clear of the x axis. The limits
+/// are named right of the frame and the knee above it: off the lines.
 pub fn svg(c: &Capacity, title: &str) -> String {
-    let (w, h) = (760.0, 420.0);
-    let mut steps: Vec<&Step> = c.steps.iter().collect();
-    steps.sort_by(|a, b| a.rate.total_cmp(&b.rate));
-    let xmax = steps
+    let w = 760.0;
+    let mut o = String::new();
+    let top = chart::heading(
+        &mut o,
+        10.0,
+        w - 20.0,
+        &format!("{title} — {}", c.verdict()),
+    );
+    let limits: Vec<(f64, &str, String)> = c
+        .slo
+        .latency
         .iter()
-        .map(|s| s.rate.max(s.achieved))
-        .fold(1.0, f64::max);
-    let ymax = steps
-        .iter()
-        .map(|s| s.p99_ms)
-        .chain(c.slo.latency.iter().map(|(_, ms)| *ms))
-        .fold(0.001, f64::max);
-    let mut o = chart::document(w, h);
+        .map(|(q, ms)| (*ms, ORANGE, format!("SLO {q} < {} ms", label(*ms))))
+        .collect();
+    let room = chart::level_room(limits.iter().map(|l| l.2.as_str())).max(30.0);
     let frame = Chart {
         x0: 80.0,
-        y0: 40.0,
-        width: w - 110.0,
-        height: h - 100.0,
+        // A line for the knee's name between the heading and the frame.
+        y0: top + 22.0,
+        width: w - 80.0 - room,
+        height: 300.0,
     };
-    chart::heading(&mut o, frame.x0, &format!("{title} — {}", c.verdict()));
+    let decided = by_rate(&c.steps);
     let lines: [(&str, &str, Quantile); 2] =
         [("p50", GREEN, |s| s.p50_ms), ("p99", BLUE, |s| s.p99_ms)];
     let points: Vec<Vec<(f64, f64)>> = lines
         .iter()
-        .map(|(_, _, of)| steps.iter().map(|s| (s.achieved, of(s))).collect())
+        .map(|(_, _, of)| decided.iter().map(|s| (s.rate, of(s))).collect())
         .collect();
     let series: Vec<Series<'_>> = lines
         .iter()
         .zip(&points)
         .map(|((name, colour, _), p)| Series::line(colour, name, p))
         .collect();
+    let latencies = c.steps.iter().flat_map(|s| [s.p50_ms, s.p99_ms]);
     let axes = Axes {
-        x: Scale::Numbers(xmax),
-        y_max: ymax,
-        x_title: "achieved throughput, replies/s",
+        // Room right of the last step, for its marks and the knee's line.
+        x: Scale::fit(c.steps.iter().map(|s| s.rate)).with_headroom(),
+        y: Scale::fit(latencies.chain(limits.iter().map(|l| l.0))),
+        x_title: "offered rate, requests/s (hollow marks: failed steps)",
         y_title: "latency, ms",
         shade: None,
     };
     let plot = frame.draw(&mut o, &axes, &series);
     for (name, colour, of) in lines {
-        for s in &steps {
+        for s in &c.steps {
             let tip = format!(
                 "{name} {:.3} ms at {:.0}/s offered, {:.0}/s achieved{}",
                 of(s),
@@ -499,23 +516,36 @@ pub fn svg(c: &Capacity, title: &str) -> String {
                 s.achieved,
                 s.why.as_deref().map_or(String::new(), |w| format!(": {w}"))
             );
-            plot.point(&mut o, (s.achieved, of(s)), colour, !s.pass, &tip);
+            plot.point(&mut o, (s.rate, of(s)), colour, !s.pass, &tip);
         }
     }
-    for (q, ms) in &c.slo.latency {
-        plot.level(&mut o, *ms, ORANGE, &format!("SLO {q} < {} ms", label(*ms)));
-    }
+    plot.levels(&mut o, &limits);
     if let Some(k) = c.knee {
         let text = format!("knee {}/s", label(k.round()));
-        plot.upright(&mut o, k, RED, &text, series.len());
+        plot.upright(&mut o, k, RED, &text);
     }
-    chart::finish(o)
+    let bottom = frame.y0 + frame.height + chart::below(&series, frame.width);
+    chart::finish(chart::document(w, bottom + 10.0) + &o)
+}
+
+/// One step a rate, in order of rate: the last one measured at it (the
+/// one that decided it).
+fn by_rate(steps: &[Step]) -> Vec<&Step> {
+    let mut decided: Vec<&Step> = Vec::new();
+    for s in steps {
+        match decided.iter_mut().find(|d| d.rate == s.rate) {
+            Some(d) => *d = s,
+            None => decided.push(s),
+        }
+    }
+    decided.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    decided
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chart::{CHAR_WIDTH, legend_bottom};
+    use crate::chart::CHAR_WIDTH;
 
     #[test]
     fn slos_parse_as_a_planner_writes_them() {
@@ -567,40 +597,57 @@ mod tests {
     }
 
     #[test]
-    fn the_knee_label_stays_below_the_legend_and_inside_the_frame() {
+    fn the_knee_label_stays_above_the_frame_and_within_its_width() {
         let (slo, how) = one_trial_from_100(0.01);
         // A knee just below the highest step, so its line is near the
-        // frame's right edge, under the legend.
+        // frame's right edge.
         let c = Capacity::search(&slo, how, target(6300.0, 1e9)).unwrap();
         let drawn = svg(&c, "test");
         let text = drawn
             .split("<text ")
             .find(|t| t.contains(">knee "))
             .expect("a knee label");
-        let attr = |name: &str| -> f64 {
-            text.split(&format!(" {name}=\""))
+        let attr = |within: &str, name: &str| -> f64 {
+            within
+                .split(&format!(" {name}=\""))
                 .nth(1)
-                .or_else(|| text.strip_prefix(&format!("{name}=\"")))
+                .or_else(|| within.strip_prefix(&format!("{name}=\"")))
                 .and_then(|rest| rest.split('"').next())
                 .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{name} in {text}"))
+                .unwrap_or_else(|| panic!("{name} in {within}"))
         };
-        // The frame starts 40 px down; its top line of 12 px text clears a
-        // legend of two lines.
-        assert!(attr("y") - 12.0 >= 40.0 + legend_bottom(2), "{text}");
+        let frame = drawn
+            .split("<rect ")
+            .find(|r| r.contains(r#"fill="none""#))
+            .expect("the frame");
+        let (x0, y0, width) = (attr(frame, "x"), attr(frame, "y"), attr(frame, "width"));
+        // Above the frame's top edge: over no line.
+        assert!(attr(text, "y") <= y0 - 4.0, "{text}");
         let label = text
             .split('>')
             .nth(1)
             .and_then(|t| t.split('<').next())
             .expect("the label's text");
         let wide = CHAR_WIDTH * label.chars().count() as f64;
-        let (left, right) = if text.contains(r#"text-anchor="end""#) {
-            (attr("x") - wide, attr("x"))
-        } else {
-            (attr("x"), attr("x") + wide)
+        assert!(text.contains(r#"text-anchor="middle""#), "{text}");
+        let (left, right) = (attr(text, "x") - wide / 2.0, attr(text, "x") + wide / 2.0);
+        assert!(left >= x0 && right <= x0 + width, "{left} {right}: {text}");
+    }
+
+    #[test]
+    fn the_curve_joins_one_step_a_rate_in_order_of_rate() {
+        let step = |rate: f64, p99_ms: f64| Step {
+            p99_ms,
+            ..target(1e9, 1e9)(rate).expect("a step")
         };
-        // The frame: x from 80 to 80 + 650.
-        assert!(left >= 80.0 && right <= 730.0, "{left} {right}: {text}");
+        let steps = vec![
+            step(400.0, 1.0),
+            step(100.0, 2.0),
+            step(400.0, 3.0),
+            step(200.0, 4.0),
+        ];
+        let rates: Vec<(f64, f64)> = by_rate(&steps).iter().map(|s| (s.rate, s.p99_ms)).collect();
+        assert_eq!(rates, [(100.0, 2.0), (200.0, 4.0), (400.0, 3.0)]);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::chart::{self, PALETTE};
+use crate::chart::{self, DARK_PALETTE, PALETTE, Scale};
 use crate::merge::Measured;
 use crate::report;
 use crate::summary::{Latency, Summary};
@@ -20,7 +20,7 @@ fn esc(s: &str) -> String {
 const STYLE: &str = "body{font:14px/1.4 sans-serif;margin:24px;color:#222;max-width:820px}\
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}\
 table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:right}\
-th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}\
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}pre{white-space:pre-wrap}\
 .pass{color:#1a7f37;font-weight:bold}.fail{color:#c62828;font-weight:bold}.note{color:#666}";
 
 fn latency_row(o: &mut String, name: &str, l: &Latency) {
@@ -128,6 +128,7 @@ pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
             .collect();
         o.push_str(&chart::chart_svg(
             chart::spectrum_scale(),
+            Scale::fit(spectra.iter().flat_map(|(_, s)| s.iter().map(|p| p.1))),
             "percentile",
             "latency by method, ms",
             None,
@@ -205,10 +206,14 @@ pub fn page(m: &Measured, capacity_svg: Option<&str>) -> String {
             .enumerate()
             .map(|(i, n)| ((i + 1) as f64, *n as f64))
             .collect();
-        o.push_str(&chart::series_svg(
+        // On the time axis of the charts over time above it.
+        let most = points.iter().map(|p| p.1).fold(0.0, f64::max);
+        o.push_str(&chart::time_chart(
             "outstanding requests",
+            Scale::Numbers(most),
             &[("outstanding", chart::PURPLE, &points)],
             s.warmup_s,
+            report::time_span(s, &m.intervals),
         ));
     }
     if let Some(svg) = capacity_svg {
@@ -258,20 +263,19 @@ impl Compared {
         ]
     }
 
-    /// The p99 of each second with measured replies (histograms only).
+    /// The p99 of each whole second with measured replies (histograms
+    /// only), as `report.svg` draws it.
     fn p99_each_second(&self) -> Vec<(f64, f64)> {
-        self.run
-            .intervals
-            .iter()
-            .filter(|(_, h)| !h.is_empty())
-            .map(|(end, h)| (end.as_secs_f64(), h.value_at_quantile(0.99) as f64 / 1e3))
-            .collect()
+        report::each_second(&self.run.summary, &self.run.intervals, 0.99)
     }
 }
 
-/// `compare --out`: the tables (each later run against the first) and the
-/// runs overlaid: latency spectrum, replies against offered rate each
-/// second, and p99 each second when every run has its histograms.
+/// `compare --out`: the tables (each later run against the first, their
+/// warnings in red) and the runs overlaid: latency spectrum, replies
+/// against offered rate each second, and p99 each second when every run
+/// has its histograms. Latency is on a log axis where the runs' span
+/// decades (a 0.6 ms base beside a 30 ms new run); the charts over time
+/// share one time axis, the longest run's.
 pub fn compare_page(runs: &[Compared], tables: &str, regressed: bool) -> String {
     let mut o = String::new();
     let names: Vec<String> = runs.iter().map(|r| esc(&r.label)).collect();
@@ -289,7 +293,7 @@ pub fn compare_page(runs: &[Compared], tables: &str, regressed: bool) -> String 
         } else {
             "no regression"
         },
-        esc(tables)
+        warnings_marked(tables)
     );
     // The first run is the base; each colour is one run in every chart.
     let labels: Vec<String> = runs
@@ -308,6 +312,7 @@ pub fn compare_page(runs: &[Compared], tables: &str, regressed: bool) -> String 
     let spectra: Vec<_> = runs.iter().map(Compared::spectrum).collect();
     o.push_str(&chart::chart_svg(
         chart::spectrum_scale(),
+        latency_scale(&spectra),
         "percentile",
         "latency, ms",
         None,
@@ -322,14 +327,33 @@ pub fn compare_page(runs: &[Compared], tables: &str, regressed: bool) -> String 
         .map(|r| r.run.summary.offered_points())
         .collect();
     let offered_labels: Vec<String> = labels.iter().map(|l| format!("{l} offered")).collect();
+    // Each run's offered rate dashed over its replies, in its colour's
+    // dark shade: drawn after every replies line, it is never hidden.
     let mut rates = overlay(&labels, &replies);
-    rates.extend(overlay(&offered_labels, &offered));
+    rates.extend(overlay_in(&offered_labels, &offered, &DARK_PALETTE));
+    let most = replies.iter().chain(&offered).flatten().map(|p| p.1);
+    let t_max = runs
+        .iter()
+        .map(|r| report::time_span(&r.run.summary, &r.run.intervals))
+        .fold(1.0, f64::max);
     o.push_str("<h2>Replies per second</h2>");
-    o.push_str(&chart::series_svg("per second", &rates, 0.0));
+    o.push_str(&chart::time_chart(
+        "per second",
+        Scale::Numbers(most.fold(0.0, f64::max)),
+        &rates,
+        0.0,
+        t_max,
+    ));
     if runs.iter().all(|r| r.histograms) {
         let p99: Vec<_> = runs.iter().map(Compared::p99_each_second).collect();
         o.push_str("<h2>p99 each second</h2>");
-        o.push_str(&chart::series_svg("p99, ms", &overlay(&labels, &p99), 0.0));
+        o.push_str(&chart::time_chart(
+            "p99, ms",
+            latency_scale(&p99),
+            &overlay(&labels, &p99),
+            0.0,
+            t_max,
+        ));
     }
     o.push_str(DRAWN);
     o.push_str("</body></html>\n");
@@ -338,13 +362,47 @@ pub fn compare_page(runs: &[Compared], tables: &str, regressed: bool) -> String 
 
 /// One line per run, run `i` in colour `i`.
 fn overlay<'a>(labels: &'a [String], points: &'a [Vec<(f64, f64)>]) -> Vec<chart::Line<'a>> {
+    overlay_in(labels, points, &PALETTE)
+}
+
+/// One line per run, run `i` in colour `i` of `palette`.
+fn overlay_in<'a>(
+    labels: &'a [String],
+    points: &'a [Vec<(f64, f64)>],
+    palette: &[&'static str],
+) -> Vec<chart::Line<'a>> {
     (labels.iter().zip(points).enumerate())
-        .map(|(i, (l, p))| (l.as_str(), PALETTE[i % PALETTE.len()], p.as_slice()))
+        .map(|(i, (l, p))| (l.as_str(), palette[i % palette.len()], p.as_slice()))
         .collect()
 }
 
-/// Counts the chart marks the browser laid out with a size.
-const DRAWN: &str = "<script>document.body.dataset.drawn=[...document.querySelectorAll('svg polyline,svg circle,svg rect')].filter(e=>{const b=e.getBBox();return b.width>0||b.height>0}).length;</script>";
+/// The y axis of latency lines: log where they span decades.
+fn latency_scale(lines: &[Vec<(f64, f64)>]) -> Scale {
+    Scale::fit(lines.iter().flatten().map(|p| p.1))
+}
+
+/// `tables`, escaped, each line of a warning in red: a comparison of
+/// runs that are not like for like must not be read past.
+fn warnings_marked(tables: &str) -> String {
+    let lines: Vec<String> = tables
+        .lines()
+        .map(|l| match l.starts_with("WARNING") {
+            true => format!("<span class=\"fail\">{}</span>", esc(l)),
+            false => esc(l),
+        })
+        .collect();
+    let mut o = lines.join("\n");
+    if tables.ends_with('\n') {
+        o.push('\n');
+    }
+    o
+}
+
+/// Counts the chart marks the browser laid out with a size (`data-drawn`),
+/// and the texts it laid out past their chart's left or right edge
+/// (`data-clipped`, the y axes' turned titles aside): the browser test
+/// reads both, the second with the browser's own font.
+const DRAWN: &str = "<script>document.body.dataset.drawn=[...document.querySelectorAll('svg polyline,svg circle,svg rect')].filter(e=>{const b=e.getBBox();return b.width>0||b.height>0}).length;document.body.dataset.clipped=[...document.querySelectorAll('svg text:not([transform])')].filter(t=>{const b=t.getBBox();return b.x<0||b.x+b.width>t.ownerSVGElement.width.baseVal.value}).map(t=>t.textContent).join('|');</script>";
 
 fn verdict_ok(s: &Summary) -> bool {
     s.pass && !s.accounting_failed() && s.not_served().is_none()

@@ -70,8 +70,10 @@ enum Command {
     Flood(commands::flood::FloodArgs),
     /// Compare runs (each a summary.json or its run directory): each NEW
     /// against BASE; exit 5 when one regressed in a gated row: throughput
-    /// down or p99 up by more than the threshold, or more lost. The other
-    /// rows are shown only.
+    /// down by more than the threshold (at one offered rate), p99 up by
+    /// more than the threshold and the noise floor, or more lost. The
+    /// other rows are shown only; runs that are not like for like
+    /// (offered rates, scenarios, targets) are warned of.
     Compare(commands::compare::CompareArgs),
 }
 

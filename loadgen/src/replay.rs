@@ -138,11 +138,11 @@ impl Recording {
                 continue;
             }
             let t = Duration::from_micros(line.at_us);
-            let since = t.saturating_sub(*first.get_or_insert(t));
-            if since < last {
+            if t < last {
                 return Err(at("out of order: earlier than the line before".into()));
             }
-            last = since;
+            last = t;
+            let since = t - *first.get_or_insert(t);
             r.sends.push(Recorded {
                 at: since,
                 objects,
@@ -198,7 +198,7 @@ impl Replay {
     pub fn duration(&self) -> Duration {
         let n = self.recording.sends.len().max(2) as f64;
         let span = self.recording.span().as_secs_f64() / self.speed;
-        Duration::from_secs_f64((span * n / (n - 1.0)).max(1e-3))
+        Duration::from_secs_f64((span * n / (n - 1.0)).max(1e-6))
     }
 
     /// Requests whose send falls in each second of the run.

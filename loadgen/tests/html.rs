@@ -36,7 +36,8 @@ fn browse(browser: &str, page: &Path, what: &str) -> std::process::Output {
 }
 
 /// The page as the browser laid it out, and how many chart marks its
-/// script counted with a size.
+/// script counted with a size; no text of its charts runs past their
+/// edges in the browser's own font (a title is wrapped, not clipped).
 fn laid_out(browser: &str, page: &Path) -> (String, usize) {
     let dom = String::from_utf8_lossy(&browse(browser, page, "--dump-dom").stdout).into_owned();
     let drawn = dom
@@ -50,6 +51,11 @@ fn laid_out(browser: &str, page: &Path) -> (String, usize) {
                 page.display()
             )
         });
+    let clipped = dom
+        .split("data-clipped=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next());
+    assert_eq!(clipped, Some(""), "{}: texts clipped", page.display());
     (dom, drawn)
 }
 
@@ -69,8 +75,10 @@ fn the_report_draws_in_a_browser() {
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/quickstart.toml"))
         .output()
         .expect("run");
+    // A run that failed its SLO on a loaded machine (exit 3) wrote its page
+    // as well.
     assert!(
-        out.status.success(),
+        matches!(out.status.code(), Some(0 | 3)),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );

@@ -3,6 +3,8 @@
 //! MODULE::` runs one.
 
 mod capacity;
+mod charts;
+mod compare;
 mod deploy;
 mod flood;
 mod html;

@@ -115,8 +115,11 @@ fn the_comparison_page_is_what_was_pinned() {
         run,
         histograms,
     };
-    let (table, regressed) =
-        npamp_loadgen::compare::compare(&shard(0).summary, &merged().summary, 10.0);
+    let (table, regressed) = npamp_loadgen::compare::compare(
+        &shard(0).summary,
+        &merged().summary,
+        &npamp_loadgen::compare::Gates::default(),
+    );
     pinned("compare.table.txt", &table);
     let two = [
         side("shard0", shard(0), true),

@@ -1,7 +1,9 @@
 //! Compare runs (each a summary.json or its run directory): each NEW
 //! against BASE; exit 5 when one regressed in a gated row: throughput
-//! down or p99 up by more than the threshold, or more lost. The other
-//! rows are shown only.
+//! down by more than the threshold (at one offered rate), p99 up by more
+//! than the threshold and the noise floor, or more lost. The other rows
+//! are shown only; runs that are not like for like (offered rates,
+//! scenarios, targets) are warned of.
 
 use super::*;
 
@@ -12,9 +14,14 @@ pub struct CompareArgs {
     /// One run or more.
     #[arg(required = true, num_args = 1..)]
     pub new: Vec<PathBuf>,
-    /// Percent.
-    #[arg(long, default_value_t = 10.0)]
+    /// A gated row regresses only when worse by more than this, percent.
+    #[arg(long, default_value_t = npamp_loadgen::compare::DEFAULT_THRESHOLD_PCT, value_parser = at_least_zero)]
     pub threshold: f64,
+    /// The p99 regresses only when it also rose by more than this, ms: a
+    /// smaller change is the noise of a shared machine (a scheduling
+    /// hiccup), whatever its percentage (0.323 → 0.606 ms is +88 %).
+    #[arg(long, value_name = "MS", default_value_t = npamp_loadgen::compare::DEFAULT_NOISE_FLOOR_MS, value_parser = at_least_zero)]
+    pub noise_floor_ms: f64,
     /// Also write DIR/compare.html: the tables and the runs overlaid
     /// (latency, replies per second, p99 each second).
     #[arg(long, value_name = "DIR")]
@@ -27,19 +34,33 @@ pub fn main(args: CompareArgs) -> ExitCode {
         base,
         new,
         threshold,
+        noise_floor_ms,
         out,
     } = args;
-    match compare(&base, &new, threshold, out.as_deref()) {
+    let gates = npamp_loadgen::compare::Gates {
+        threshold_pct: threshold,
+        noise_floor_ms,
+    };
+    match compare(&base, &new, &gates, out.as_deref()) {
         Ok(false) => ExitCode::SUCCESS,
         Ok(true) => ExitCode::from(EXIT_REGRESSION),
         Err(e) => fail(EXIT_USAGE, &e),
     }
 }
 
+/// A number of `--threshold` or `--noise-floor-ms`: finite, not negative.
+fn at_least_zero(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .ok_or_else(|| format!("{text:?}: expected a number, 0 or more"))
+}
+
 fn compare(
     base: &std::path::Path,
     new: &[PathBuf],
-    threshold: f64,
+    gates: &npamp_loadgen::compare::Gates,
     out: Option<&std::path::Path>,
 ) -> anyhow::Result<bool> {
     use npamp_loadgen::html::Compared;
@@ -90,7 +111,7 @@ fn compare(
             tables.push_str(&format!("== {} against {} ==\n", new.label, base.label));
         }
         let (table, worse) =
-            npamp_loadgen::compare::compare(&base.run.summary, &new.run.summary, threshold);
+            npamp_loadgen::compare::compare(&base.run.summary, &new.run.summary, gates);
         tables.push_str(&table);
         regressed |= worse;
     }

@@ -3,10 +3,10 @@
 //! connection's worth of exchanges with it, plain JSON-RPC or an MCP
 //! session over Streamable HTTP.
 //!
-//! - [`h1`]: HTTP/1.1, the engine's own (one write per request, responses
+//! - `h1`: HTTP/1.1, the engine's own (one write per request, responses
 //!   read with `httparse`): a load generator's client does one thing, so
 //!   it does it without a general client's machinery;
-//! - [`h2`]: HTTP/2 (hyper's client), `--streams` requests in flight on
+//! - `h2`: HTTP/2 (hyper's client), `--streams` requests in flight on
 //!   each of the run's connections.
 
 mod h1;
