@@ -1120,13 +1120,7 @@ method = "echo"
 /// refused, never one of it dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_liner_needs_no_scenario_file() {
-    let addr: MockAddr = "http://127.0.0.1:0".parse().expect("addr");
-    let MockAddr::Http(a) = mock::spawn(addr, None, Default::default())
-        .await
-        .expect("mock")
-    else {
-        unreachable!("an HTTP mock")
-    };
+    let a = http_mock_answering_after(0).await;
     let url = format!("http://{a}/");
     let json = |extra: &[&str]| {
         let out = std::process::Command::new(BIN)
@@ -1234,13 +1228,7 @@ async fn a_one_liner_needs_no_scenario_file() {
 /// speed that is none, is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capture_is_replayed_at_its_times() {
-    let addr: MockAddr = "http://127.0.0.1:0".parse().expect("addr");
-    let MockAddr::Http(a) = mock::spawn(addr, None, Default::default())
-        .await
-        .expect("mock")
-    else {
-        unreachable!("an HTTP mock")
-    };
+    let a = http_mock_answering_after(0).await;
     let dir = std::env::temp_dir().join(format!("loadgen-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     // 200 sends 5 ms apart (199 gaps: 0.995 s): requests, every tenth a
