@@ -797,6 +797,18 @@ mod http_client {
         accept: &str,
         body: Option<Value>,
     ) -> hyper::Response<Incoming> {
+        send_as(None, url, method, session, accept, body).await
+    }
+
+    /// As [`send`], with `Authorization: Bearer TOKEN` when given.
+    pub async fn send_as(
+        token: Option<&str>,
+        url: &str,
+        method: hyper::Method,
+        session: Option<&str>,
+        accept: &str,
+        body: Option<Value>,
+    ) -> hyper::Response<Incoming> {
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .build_http::<Full<Bytes>>();
@@ -806,6 +818,9 @@ mod http_client {
             .header("accept", accept);
         if let Some(s) = session {
             req = req.header("mcp-session-id", s);
+        }
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
         }
         if body.is_some() {
             req = req.header("content-type", "application/json");
@@ -1093,4 +1108,83 @@ async fn mcp_sessions_are_bounded_per_client_and_a_get_stream_does_not_hold_one(
     // Its slot is free again (the second session has idled out too).
     let resp = send(&url, Method::POST, None, BOTH, Some(init)).await;
     assert_eq!(resp.status(), 200);
+}
+
+/// An MCP session belongs to the credential that opened it (issue 53: with
+/// another valid token, a client used and then DELETEd someone else's
+/// session, 200, and its owner then got 404): another token gets 404 for
+/// it, on POST, GET and DELETE alike, and the owner's session goes on; one
+/// GET stream at a time (a second silently took the first's messages).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_belongs_to_the_credential_that_opened_it() {
+    use http_client::{BOTH, Events, send_as};
+    use hyper::Method;
+    const ALICE: &str = "alice-0123456789abcdef";
+    const MALLORY: &str = "mallory-0123456789abcdef";
+    let dir = support::tempdir::Dir::new();
+    let tokens = dir.0.join("tokens");
+    std::fs::write(&tokens, format!("{ALICE}\n{MALLORY}\n")).expect("token file");
+    let tokens = tokens.to_string_lossy().into_owned();
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Stdio,
+        origin_extra: &["--protocol", "mcp"],
+        edge_extra: &["--protocol", "mcp", "--auth-token-file", &tokens],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let url = pair.ingress("http");
+    let init =
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":VERSION}});
+    let resp = send_as(Some(ALICE), &url, Method::POST, None, BOTH, Some(init)).await;
+    assert_eq!(resp.status(), 200);
+    let id = resp.headers()["mcp-session-id"]
+        .to_str()
+        .expect("id")
+        .to_owned();
+    let sid = Some(id.as_str());
+    let echo = |n: u32| json!({"jsonrpc":"2.0","id":n,"method":"echo","params":[n]});
+
+    // Mallory, with a valid token of her own and Alice's session id: the
+    // session is unknown to her, whatever she does with it.
+    for method in [Method::POST, Method::GET, Method::DELETE] {
+        let body = (method == Method::POST).then(|| echo(2));
+        let resp = send_as(Some(MALLORY), &url, method.clone(), sid, BOTH, body).await;
+        assert_eq!(resp.status(), 404, "{method} with another token");
+    }
+    // Without a token: 401, before any session is looked at.
+    let resp = send_as(None, &url, Method::POST, sid, BOTH, Some(echo(3))).await;
+    assert_eq!(resp.status(), 401);
+
+    // Alice's session goes on: her GET stream, then a second one refused.
+    let mut events =
+        Events::of(send_as(Some(ALICE), &url, Method::POST, sid, BOTH, Some(echo(4))).await);
+    assert_eq!(events.next().await.expect("reply")["result"], json!([4]));
+    let get = send_as(
+        Some(ALICE),
+        &url,
+        Method::GET,
+        sid,
+        "text/event-stream",
+        None,
+    )
+    .await;
+    assert_eq!(get.status(), 200);
+    let second = send_as(
+        Some(ALICE),
+        &url,
+        Method::GET,
+        sid,
+        "text/event-stream",
+        None,
+    )
+    .await;
+    assert_eq!(second.status(), 409, "one GET stream at a time");
+    drop(get);
+    assert_eq!(
+        send_as(Some(ALICE), &url, Method::DELETE, sid, BOTH, None)
+            .await
+            .status(),
+        200
+    );
 }

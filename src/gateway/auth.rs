@@ -78,6 +78,16 @@ impl Tokens {
         self.matching(authorization).is_some()
     }
 
+    /// Who holds the `i`-th accepted token (see [`Tokens::matching`]), the
+    /// same from one reload of the file to the next: the first 8 octets of
+    /// its digest (a client's rate limit, the MCP sessions it owns).
+    pub fn holder(&self, i: usize) -> Option<u64> {
+        let d = self.digests.get(i)?;
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&d[..8]);
+        Some(u64::from_be_bytes(first))
+    }
+
     /// Which accepted token (its place in the file) an `Authorization`
     /// header value carries, if any.
     pub fn matching(&self, authorization: Option<&[u8]>) -> Option<usize> {
@@ -106,6 +116,24 @@ mod tests {
     use super::*;
 
     const FILE: &str = "# clients\nalpha-0123456789abcdef\n\n beta-0123456789abcdef \n";
+
+    /// A token's holder is the token's, not its line's: a reload that
+    /// reorders the file keeps each client's sessions and rate limit.
+    #[test]
+    fn a_holder_is_the_same_across_reloads() {
+        let t = Tokens::parse(FILE).expect("valid file");
+        let reordered =
+            Tokens::parse("beta-0123456789abcdef\nalpha-0123456789abcdef\n").expect("valid");
+        let alpha = Some(&b"Bearer alpha-0123456789abcdef"[..]);
+        let (a, b) = (
+            t.matching(alpha).and_then(|i| t.holder(i)),
+            reordered.matching(alpha).and_then(|i| reordered.holder(i)),
+        );
+        assert!(a.is_some() && a == b, "{a:?} {b:?}");
+        let beta = Some(&b"Bearer beta-0123456789abcdef"[..]);
+        assert_ne!(t.matching(beta).and_then(|i| t.holder(i)), a);
+        assert_eq!(t.holder(9), None);
+    }
 
     #[test]
     fn accepts_listed_tokens_only() {

@@ -384,7 +384,7 @@ async fn answer(
         return unauthorized();
     };
     let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
-    if let Some(refused) = refuse_head(ctx, &req, is_mcp.then_some(mcp)).await {
+    if let Some(refused) = refuse_head(ctx, &req, is_mcp.then_some((mcp, key))).await {
         return refused;
     }
     let (parts, body) = req.into_parts();
@@ -445,7 +445,7 @@ async fn answer(
 async fn refuse_head(
     ctx: &Ctx,
     req: &Request<hyper::body::Incoming>,
-    mcp: Option<&Arc<McpSessions>>,
+    mcp: Option<(&Arc<McpSessions>, super::limit::ClientKey)>,
 ) -> Option<HttpResponse> {
     if let Some(te) = req.headers().get(header::TRANSFER_ENCODING)
         && !te
@@ -460,10 +460,10 @@ async fn refuse_head(
             "Transfer-Encoding other than chunked is not supported",
         ));
     }
-    if let Some(mcp) = mcp {
+    if let Some((mcp, client)) = mcp {
         let answer = match *req.method() {
-            hyper::Method::GET => mcp.get(req.headers()),
-            hyper::Method::DELETE => mcp.delete(req.headers()).await,
+            hyper::Method::GET => mcp.get(req.headers(), client),
+            hyper::Method::DELETE => mcp.delete(req.headers(), client).await,
             _ => None,
         };
         if answer.is_some() {

@@ -36,8 +36,11 @@ pub const RATE_LIMITED_CODE: i32 = -32013;
 /// Who a client is, for its rate limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ClientKey {
-    /// The bearer token it presented (its index in the token file).
-    Token(usize),
+    /// The bearer token it presented ([`Tokens::holder`]: a digest's
+    /// prefix, the same across reloads of the file).
+    ///
+    /// [`Tokens::holder`]: crate::gateway::auth::Tokens::holder
+    Token(u64),
     /// The fingerprint of its client certificate.
     Certificate(u64),
     /// Its source address (an IPv6 address masked to its /64).
@@ -49,6 +52,16 @@ pub enum ClientKey {
 }
 
 impl ClientKey {
+    /// Whether the key is a credential the client proved (a token, a
+    /// certificate, a local user), not only where it connects from: what
+    /// an MCP session is bound to.
+    pub fn is_credential(self) -> bool {
+        matches!(
+            self,
+            Self::Token(_) | Self::Certificate(_) | Self::LocalUser(_)
+        )
+    }
+
     /// A client known by its source address.
     pub fn address(ip: IpAddr) -> Self {
         match ip {

@@ -17,6 +17,12 @@
 //!   flight is ended, its GET stream open or not.
 //! - At most `--max-connections` sessions, and `--max-sessions-per-client`
 //!   of one client, their slots taken before their handshakes begin.
+//! - A session belongs to the credential that opened it (its bearer token,
+//!   client certificate or local user): a request with another gets what
+//!   an unknown session gets, 404, whether it POSTs, GETs or DELETEs.
+//!   Without client authentication the session id is the only key.
+//! - One GET stream per session: a second while the first is open gets
+//!   409.
 //!
 //! Requests without a session id (and without `initialize`) keep the
 //! stateless path: pooled associations, one reply per POST.
@@ -63,6 +69,8 @@ struct HttpSession {
     session: Session,
     routes: Mutex<Routes>,
     last_used: Mutex<Instant>,
+    /// The credential that opened it, where the client proved one.
+    owner: Option<ClientKey>,
     /// Held while the session is.
     _place: Place,
 }
@@ -120,8 +128,15 @@ impl McpSessions {
         }
     }
 
-    fn find(&self, id: &str) -> Option<Arc<HttpSession>> {
-        lock(&self.map).get(id).cloned()
+    /// The session `id`, if `client` may use it: another credential than
+    /// the one that opened it finds none.
+    fn find(&self, id: &str, client: ClientKey) -> Option<Arc<HttpSession>> {
+        let s = lock(&self.map).get(id).cloned()?;
+        if s.owner.is_some_and(|owner| owner != client) {
+            debug!(session = %id, "an MCP session named by another credential than its own: refused as unknown");
+            return None;
+        }
+        Some(s)
     }
 
     /// A POST of one message, if it is MCP session traffic: it names a
@@ -136,7 +151,7 @@ impl McpSessions {
     ) -> Option<HttpResponse> {
         let events = accepts_events(headers);
         if let Some(id) = session_id(headers) {
-            return Some(match self.find(id) {
+            return Some(match self.find(id, client) {
                 Some(s) => s.post(body, kind, events).await,
                 None => unknown_session(id),
             });
@@ -209,6 +224,7 @@ impl McpSessions {
             session,
             routes: Mutex::new(Routes::default()),
             last_used: Mutex::new(Instant::now()),
+            owner: client.is_credential().then_some(client),
             _place: place,
         });
         lock(&self.map).insert(id.clone(), s.clone());
@@ -224,21 +240,37 @@ impl McpSessions {
         resp
     }
 
-    /// GET: the stream for what the server sends outside any request.
-    pub fn get(&self, headers: &HeaderMap) -> Option<HttpResponse> {
+    /// GET: the stream for what the server sends outside any request; one
+    /// at a time (a second would take the first's messages away from it).
+    pub fn get(&self, headers: &HeaderMap, client: ClientKey) -> Option<HttpResponse> {
         let id = session_id(headers)?;
-        let Some(s) = self.find(id) else {
+        let Some(s) = self.find(id, client) else {
             return Some(unknown_session(id));
         };
         s.touch();
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-        lock(&s.routes).get = Some(tx);
+        {
+            let mut routes = lock(&s.routes);
+            if routes.get.as_ref().is_some_and(|g| !g.is_closed()) {
+                let body = local_error(
+                    None,
+                    -32600,
+                    "this MCP session has a GET stream open already: one at a time",
+                    None,
+                );
+                return Some(json_response(409, body));
+            }
+            routes.get = Some(tx);
+        }
         Some(event_response(rx))
     }
 
     /// DELETE: ends the session and its association.
-    pub async fn delete(&self, headers: &HeaderMap) -> Option<HttpResponse> {
+    pub async fn delete(&self, headers: &HeaderMap, client: ClientKey) -> Option<HttpResponse> {
         let id = session_id(headers)?;
+        if self.find(id, client).is_none() {
+            return Some(unknown_session(id));
+        }
         let Some(s) = lock(&self.map).remove(id) else {
             return Some(unknown_session(id));
         };

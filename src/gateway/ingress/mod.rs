@@ -330,7 +330,9 @@ fn identify(
     if token.is_none() {
         ctx.metrics.unauthorized.fetch_add(1, Relaxed);
     }
-    token.map(limit::ClientKey::Token)
+    token
+        .and_then(|i| tokens.holder(i))
+        .map(limit::ClientKey::Token)
 }
 
 #[cfg(test)]
