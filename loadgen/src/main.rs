@@ -122,14 +122,30 @@ mod tests {
             assert_eq!(a.duration, seconds, "slow --duration {given}");
         }
         let flood = ["flood", "--target", "quic://127.0.0.1:1"];
-        let cli = parse(&[&flood[..], &["--duration", "5s", "--probe-every", "500ms"]].concat());
+        let cli = parse(
+            &[
+                &flood[..],
+                &[
+                    "--duration",
+                    "5s",
+                    "--probe-every",
+                    "500ms",
+                    "--probe-limit",
+                    "250ms",
+                ],
+            ]
+            .concat(),
+        );
         let Ok(Cli {
             command: Command::Flood(a),
         }) = cli
         else {
             panic!("flood --duration 5s: {:?}", cli.err());
         };
-        assert_eq!((a.duration, a.probe_every), (5.0, Some(0.5)));
+        assert_eq!(
+            (a.duration, a.probe_every, a.probe_limit),
+            (5.0, Some(0.5), 0.25)
+        );
         // The defaults, as before.
         let Ok(Cli {
             command: Command::Slow(a),
@@ -144,7 +160,7 @@ mod tests {
         else {
             panic!("flood");
         };
-        assert_eq!(a.duration, 10.0);
+        assert_eq!((a.duration, a.probe_limit), (10.0, 2.0));
     }
 
     /// Closed loop or open loop: `run` cannot tell which was meant, so it

@@ -24,8 +24,9 @@ pub struct FloodArgs {
     /// --duration.
     #[arg(long, value_name = "TIME", value_parser = npamp_loadgen::scenario::parse_time)]
     pub probe_every: Option<f64>,
-    /// A probe taking longer than this many milliseconds fails the run.
-    #[arg(long, default_value_t = 2000.0)]
+    /// A probe taking longer than this fails the run: 500ms, 2s, or
+    /// seconds.
+    #[arg(long, value_name = "TIME", default_value = "2s", value_parser = npamp_loadgen::scenario::parse_time)]
     pub probe_limit: f64,
     /// The probe's identity (a `npamp-gateway keygen` file).
     #[arg(long)]
@@ -81,7 +82,7 @@ struct FloodLoad {
 }
 
 /// `flood`: runs it, prints the JSON summary; `true` when every probe
-/// worked within `probe_limit` ms.
+/// worked within `probe_limit` seconds.
 fn flood_command(
     target: PeerAddr,
     load: FloodLoad,
@@ -127,5 +128,5 @@ fn flood_command(
     let probes = summary["probes"].as_u64().unwrap_or(0);
     let ok = summary["probes_ok"].as_u64().unwrap_or(0);
     let worst = summary["probe_worst_ms"].as_f64().unwrap_or(0.0);
-    Ok(ok == probes && worst <= probe_limit)
+    Ok(ok == probes && worst <= probe_limit * 1e3)
 }
