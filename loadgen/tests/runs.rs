@@ -1201,6 +1201,17 @@ async fn a_one_liner_needs_no_scenario_file() {
         (&[quickstart, "-n", "0", "--concurrency", "2"], "requests"),
         (
             &[
+                "--method",
+                "echo",
+                "--concurrency",
+                "8",
+                "--connections",
+                "4",
+            ],
+            "a connection of its own",
+        ),
+        (
+            &[
                 repo()
                     .join("scenarios/ramp-to-saturation.toml")
                     .to_str()

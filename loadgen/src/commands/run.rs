@@ -249,6 +249,24 @@ fn load_of(args: &RunArgs, mut s: Scenario, named: &std::path::Path) -> Result<S
             }],
         };
     }
+    // HTTP/1.1 carries one request at a time on a connection: closed loop,
+    // each request in flight has its own, whatever `connections` says.
+    let one_per_connection = !s.http2
+        && s.target.as_deref().is_none_or(|t| {
+            ["http://", "https://", "mcp+http://", "mcp+https://"]
+                .iter()
+                .any(|p| t.starts_with(p))
+        });
+    if let Load::Closed { concurrency } = s.load
+        && one_per_connection
+    {
+        if let Some(c) = args.connections.filter(|c| *c != concurrency) {
+            return Err(usage(format!(
+                "--connections {c} with --concurrency {concurrency}: over HTTP/1.1 each request in flight has a connection of its own ({concurrency}); several on one connection need --http2"
+            )));
+        }
+        s.connections = concurrency;
+    }
     if let Some(n) = args.requests {
         match &s.load {
             _ if ramped(&s).is_some() => {
