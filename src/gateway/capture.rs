@@ -15,10 +15,13 @@
 //! as it came (its octets), or re-serialized when a `--capture-redact`
 //! rule changed it or it spans lines. The ingress hands each message over
 //! without waiting (a reference to its octets, no copy); a thread of its
-//! own decodes, redacts and writes it. When that thread falls behind by
-//! [`QUEUE`] messages, further ones are not recorded but counted; at
-//! `--capture-max` octets the capture ends. Both are logged: a capture is
-//! a bounded sample, and says how it was bounded.
+//! own decodes, redacts and writes it. While that thread is behind by
+//! [`QUEUE`] messages, or by more octets than the file has room left for,
+//! further messages are not recorded but counted (what waits is bounded in
+//! memory as in count); at `--capture-max` octets the capture ends. Both
+//! are logged: a capture is a bounded sample, and says how it was bounded.
+//! The file holds what clients sent: it is created readable by its owner
+//! alone.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -110,6 +113,10 @@ pub struct Capture {
     tx: SyncSender<(Instant, Bytes)>,
     /// Set when the file reached `--capture-max`: nothing more is queued.
     full: Arc<AtomicBool>,
+    /// Octets queued for the writer and not yet written.
+    queued: Arc<AtomicU64>,
+    /// The most that may wait: the file's size limit.
+    max_queued: u64,
     dropped: AtomicU64,
 }
 
@@ -125,14 +132,20 @@ impl std::fmt::Debug for Capture {
 impl Capture {
     /// Creates (truncates) the file and starts its writer.
     pub fn start(spec: &CaptureSpec) -> std::io::Result<Arc<Self>> {
-        let file = std::fs::File::create(&spec.path)?;
+        let mut open = std::fs::OpenOptions::new();
+        open.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+        let file = open.open(&spec.path)?;
         let mut out = std::io::BufWriter::new(file);
         let header = serde_json::json!({"npamp_capture": 1, "started_unix_ms": unix_ms()});
         writeln!(out, "{header}")?;
         out.flush()?;
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let full = Arc::new(AtomicBool::new(false));
+        let queued = Arc::new(AtomicU64::new(0));
         let writer = Writer {
+            queued: queued.clone(),
             out,
             written: header.to_string().len() as u64 + 1,
             spec: spec.clone(),
@@ -146,6 +159,8 @@ impl Capture {
         Ok(Arc::new(Self {
             tx,
             full,
+            queued,
+            max_queued: spec.max_bytes,
             dropped: AtomicU64::new(0),
         }))
     }
@@ -155,16 +170,30 @@ impl Capture {
         if self.full.load(Relaxed) {
             return;
         }
+        let n = text.len() as u64;
+        if self.queued.fetch_add(n, Relaxed) + n > self.max_queued {
+            self.queued.fetch_sub(n, Relaxed);
+            return self.left_out();
+        }
         match self.tx.try_send((Instant::now(), text.clone())) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
-                if self.dropped.fetch_add(1, Relaxed) == 0 {
-                    warn!(
-                        "capture: the writer is {QUEUE} messages behind; messages are left out of the capture while it is (counted, said at the end)"
-                    );
-                }
+                self.queued.fetch_sub(n, Relaxed);
+                self.left_out();
             }
-            Err(TrySendError::Disconnected(_)) => self.full.store(true, Relaxed),
+            Err(TrySendError::Disconnected(_)) => {
+                self.queued.fetch_sub(n, Relaxed);
+                self.full.store(true, Relaxed);
+            }
+        }
+    }
+
+    /// A message not recorded: the writer is too far behind.
+    fn left_out(&self) {
+        if self.dropped.fetch_add(1, Relaxed) == 0 {
+            warn!(
+                "capture: the writer is behind ({QUEUE} messages, or --capture-max octets, wait); messages are left out of the capture while it is (counted, said at the end)"
+            );
         }
     }
 }
@@ -183,6 +212,7 @@ impl Drop for Capture {
 
 /// The writer thread's side.
 struct Writer {
+    queued: Arc<AtomicU64>,
     out: std::io::BufWriter<std::fs::File>,
     written: u64,
     spec: CaptureSpec,
@@ -197,7 +227,9 @@ impl Writer {
         while let Ok(first) = rx.recv() {
             let mut next = Some(first);
             while let Some((at, text)) = next {
-                if !self.write(at, &text) {
+                let going_on = self.write(at, &text);
+                self.queued.fetch_sub(text.len() as u64, Relaxed);
+                if !going_on {
                     return;
                 }
                 next = rx.try_recv().ok();
@@ -369,6 +401,34 @@ mod tests {
             n += 1;
         }
         assert!(n > 10 && n < 100, "{n} lines within 2000 octets");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&spec.path)
+                .expect("file")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o077, 0, "readable by its owner alone: {mode:o}");
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// What waits for the writer is bounded in octets too: a message that
+    /// would take the queue past `--capture-max` is left out, not held.
+    #[test]
+    fn what_waits_is_bounded_in_octets() {
+        let dir = std::env::temp_dir().join(format!("npamp-capture-q-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let spec = CaptureSpec {
+            path: dir.join("c.jsonl"),
+            max_bytes: 1000,
+            redact: Vec::new(),
+        };
+        let capture = Capture::start(&spec).expect("start");
+        let big = Bytes::from(vec![b' '; 4000]);
+        capture.record(&big);
+        assert_eq!(capture.dropped.load(Relaxed), 1);
+        assert_eq!(capture.queued.load(Relaxed), 0);
         let _ = std::fs::remove_dir_all(dir);
     }
 }
