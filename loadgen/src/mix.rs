@@ -96,8 +96,9 @@ impl Generator {
 
     /// The next send; `next_id` hands out ids unique across the run.
     pub fn next(&mut self, mut next_id: impl FnMut() -> u64) -> Outbound {
+        // A replay's schedule has a slot per recorded send, no more.
         if let Some((recording, k)) = &mut self.replay {
-            let send = recording.sends.get(*k % recording.sends.len().max(1));
+            let send = recording.sends.get(*k);
             *k += 1;
             if let Some(send) = send {
                 return replayed(send, &self.method_tokens, next_id);
@@ -162,7 +163,7 @@ impl Generator {
     /// schedule placed and the run does not send (dropped, counted).
     pub fn skip(&mut self) -> u64 {
         if let Some((recording, k)) = &mut self.replay {
-            let send = recording.sends.get(*k % recording.sends.len().max(1));
+            let send = recording.sends.get(*k);
             *k += 1;
             return send.map_or(0, |s| s.objects.iter().filter(|o| o.request).count() as u64);
         }
