@@ -124,6 +124,13 @@ impl Conn {
     }
 }
 
+/// The largest reply taken (a gateway's largest message): a server that
+/// announces more is answering something else.
+const MAX_REPLY: usize = npamp_gateway::gateway::MAX_BODY_LIMIT;
+
+/// The longest response head taken.
+const MAX_HEAD: usize = 64 << 10;
+
 /// One whole response from the front of `buf` (consumed), or `None` when
 /// more octets are needed: status, body, and whether the connection stays
 /// open.
@@ -132,6 +139,9 @@ pub(crate) fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<HttpRep
     let mut resp = httparse::Response::new(&mut headers);
     let head_len = match resp.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+            return Err(Broken::Malformed("a response head over 64 KiB"));
+        }
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(_) => return Err(Broken::Malformed("bad status line or headers")),
     };
@@ -182,7 +192,9 @@ pub(crate) fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<HttpRep
                 .map_err(|_| Broken::Malformed("bad chunk size"))?;
             let size_text = size_text.split(';').next().unwrap_or_default().trim();
             let size = usize::from_str_radix(size_text, 16)
-                .map_err(|_| Broken::Malformed("bad chunk size"))?;
+                .ok()
+                .filter(|size| body.len().saturating_add(*size) <= MAX_REPLY)
+                .ok_or(Broken::Malformed("bad chunk size, or a reply over 64 MiB"))?;
             let data = at + eol + 2;
             if buf.len() < data + size + 2 {
                 return Ok(None);
@@ -197,6 +209,7 @@ pub(crate) fn parse_response(buf: &mut bytes::BytesMut) -> Result<Option<HttpRep
         }
     }
     match length {
+        Some(n) if n > MAX_REPLY => Err(Broken::Malformed("a reply over 64 MiB")),
         Some(n) if buf.len() >= head_len + n => {
             let mut whole = buf.split_to(head_len + n);
             Ok(Some(reply(whole.split_off(head_len).freeze())))
@@ -269,5 +282,13 @@ mod tests {
         assert!(parse_response(&mut buf("garbage\r\n\r\n")).is_err());
         assert!(parse_response(&mut buf("HTTP/1.1 200 OK\r\n\r\nbody")).is_err());
         assert!(parse_response(&mut buf("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n")).is_err());
+        // Sizes a server may announce and no reply has: refused, not an
+        // overflow (the test build would panic on one).
+        let huge = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", usize::MAX);
+        assert!(parse_response(&mut buf(&huge)).is_err());
+        let chunk = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nab";
+        assert!(parse_response(&mut buf(chunk)).is_err());
+        let endless = format!("HTTP/1.1 200 OK\r\nX: {}", "a".repeat(70_000));
+        assert!(parse_response(&mut buf(&endless)).is_err());
     }
 }
