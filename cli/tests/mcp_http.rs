@@ -1180,7 +1180,29 @@ async fn an_mcp_session_belongs_to_the_credential_that_opened_it() {
     )
     .await;
     assert_eq!(second.status(), 409, "one GET stream at a time");
+    // Once the first ends (its client gone), a GET takes its place.
     drop(get);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let again = send_as(
+            Some(ALICE),
+            &url,
+            Method::GET,
+            sid,
+            "text/event-stream",
+            None,
+        )
+        .await;
+        if again.status() == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a GET after the first ended: {}",
+            again.status()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(
         send_as(Some(ALICE), &url, Method::DELETE, sid, BOTH, None)
             .await

@@ -132,7 +132,7 @@ impl McpSessions {
     /// the one that opened it finds none.
     fn find(&self, id: &str, client: ClientKey) -> Option<Arc<HttpSession>> {
         let s = lock(&self.map).get(id).cloned()?;
-        if s.owner.is_some_and(|owner| owner != client) {
+        if !s.owned_by(client) {
             debug!(session = %id, "an MCP session named by another credential than its own: refused as unknown");
             return None;
         }
@@ -268,10 +268,15 @@ impl McpSessions {
     /// DELETE: ends the session and its association.
     pub async fn delete(&self, headers: &HeaderMap, client: ClientKey) -> Option<HttpResponse> {
         let id = session_id(headers)?;
-        if self.find(id, client).is_none() {
-            return Some(unknown_session(id));
-        }
-        let Some(s) = lock(&self.map).remove(id) else {
+        // Found and removed under one lock: its owner's, or none.
+        let removed = {
+            let mut map = lock(&self.map);
+            match map.get(id) {
+                Some(s) if s.owned_by(client) => map.remove(id),
+                _ => None,
+            }
+        };
+        let Some(s) = removed else {
             return Some(unknown_session(id));
         };
         info!(session = %id, "MCP session ended by the client");
@@ -327,6 +332,12 @@ impl McpSessions {
 }
 
 impl HttpSession {
+    /// Whether `client` may use the session: the credential that opened
+    /// it, or anyone where none did.
+    fn owned_by(&self, client: ClientKey) -> bool {
+        self.owner.is_none_or(|owner| owner == client)
+    }
+
     fn touch(&self) {
         *lock(&self.last_used) = Instant::now();
     }
