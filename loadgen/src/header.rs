@@ -38,9 +38,11 @@ impl std::str::FromStr for Header {
     /// `Name: value`: a name of token characters, a value of visible
     /// ASCII, spaces and tabs (no line break can slip into a request).
     fn from_str(s: &str) -> Result<Self, String> {
-        let (name, value) = s
-            .split_once(':')
-            .ok_or_else(|| format!("{s:?}: expected 'Name: value'"))?;
+        // Not the whole text in the message: it may be a secret.
+        let (name, value) = s.split_once(':').ok_or_else(|| {
+            let first = s.split_whitespace().next().unwrap_or_default();
+            format!("{first:?}…: expected 'Name: value' (a colon after the name)")
+        })?;
         let (name, value) = (name.trim(), value.trim());
         let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
         if name.is_empty() || !name.bytes().all(token) {

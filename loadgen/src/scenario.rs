@@ -274,6 +274,9 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 /// A linear ramp `A..B` of two rates, or one rate (from and to alike).
 pub fn parse_ramp(s: &str) -> Result<(f64, f64), String> {
     match s.split_once("..") {
+        Some((_, b)) if b.trim_start().starts_with('.') => Err(format!(
+            "{s:?}: expected a ramp FROM..TO, e.g. 100/s..5000/s"
+        )),
         Some((a, b)) => Ok((parse_rate(a)?, parse_rate(b)?)),
         None => parse_rate(s).map(|r| (r, r)),
     }
@@ -700,6 +703,15 @@ impl Scenario {
         if self.streams == 0 {
             return Err(("streams", "must be at least 1".into()));
         }
+        if self.streams > 1 && matches!(self.load, Load::Closed { .. }) {
+            return Err((
+                "streams",
+                format!(
+                    "{}: closed loop, the requests in flight are the concurrency, spread over the connections; streams go with an open loop",
+                    self.streams
+                ),
+            ));
+        }
         if self.streams > 1 && !self.http2 {
             return Err((
                 "streams",
@@ -1011,7 +1023,7 @@ mod tests {
             panic!("open loop")
         };
         assert_eq!(stages[0].ramp_to, Some(300.0));
-        for bad in ["0/s", "5/d", "x/s", "1..", "-3"] {
+        for bad in ["0/s", "5/d", "x/s", "1..", "-3", "1...5"] {
             assert!(parse_ramp(bad).is_err(), "{bad}");
         }
         assert_eq!(parse_rate("120/m"), Ok(2.0));

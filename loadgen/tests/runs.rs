@@ -433,6 +433,29 @@ fn exit_codes_say_what_went_wrong() {
         (
             &[
                 quickstart.to_str().unwrap(),
+                "--http2",
+                "--streams",
+                "8",
+                "--concurrency",
+                "4",
+            ],
+            "streams go with an open loop",
+        ),
+        (
+            &[quickstart.to_str().unwrap(), "--ramp", "1...5"],
+            "expected a ramp FROM..TO",
+        ),
+        (
+            &[
+                quickstart.to_str().unwrap(),
+                "--target",
+                "https://user:secret@127.0.0.1:9/",
+            ],
+            "credentials in a URL",
+        ),
+        (
+            &[
+                quickstart.to_str().unwrap(),
                 "--target",
                 "ws://127.0.0.1:9",
                 "--http2",

@@ -54,6 +54,14 @@ pub fn main(args: FloodArgs) -> ExitCode {
         trust,
         source,
     } = args;
+    if probe_limit > duration {
+        return fail(
+            EXIT_USAGE,
+            &anyhow::anyhow!(
+                "--probe-limit {probe_limit} s is longer than the flood ({duration} s): a time is seconds, or give its unit (2000ms)"
+            ),
+        );
+    }
     match flood_command(
         target,
         FloodLoad {

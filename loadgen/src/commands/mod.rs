@@ -297,7 +297,10 @@ pub fn scenario_with(
 /// `s` if it holds with the command line's overrides; else the exit code
 /// of a usage error, said.
 pub fn checked(s: Scenario, path: &std::path::Path) -> Result<Scenario, ExitCode> {
-    match s.check() {
+    match s
+        .check()
+        .and_then(|()| reachable(&s).map_err(|m| ("target", m)))
+    {
         Ok(()) => Ok(s),
         Err((key, message)) => {
             eprintln!(
@@ -307,4 +310,21 @@ pub fn checked(s: Scenario, path: &std::path::Path) -> Result<Scenario, ExitCode
             Err(ExitCode::from(EXIT_USAGE))
         }
     }
+}
+
+/// An HTTP or WebSocket target as the run will make it (its URL, its TLS
+/// options), before anything runs: what cannot be is a usage error.
+fn reachable(s: &Scenario) -> Result<(), String> {
+    let Some(url) = s.target.as_deref() else {
+        return Ok(());
+    };
+    if url.starts_with("ws://") || url.starts_with("wss://") {
+        return engine::WsTarget::new(url, &s.tls, Vec::new()).map(|_| ());
+    }
+    let http = url.strip_prefix("mcp+").unwrap_or(url);
+    if http.starts_with("http://") || http.starts_with("https://") {
+        let uri = http.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
+        HttpTarget::new(uri, &s.tls, s.http2, s.streams, Vec::new())?;
+    }
+    Ok(())
 }

@@ -218,6 +218,13 @@ fn load_of(args: &RunArgs, mut s: Scenario, named: &std::path::Path) -> Result<S
         Load::Open { stages, .. } if !stages.is_empty() => Some(stages.len()),
         _ => None,
     };
+    // A load that replaces the file's stages keeps their length, unless
+    // --duration says otherwise.
+    if ramped(&s).is_some()
+        && (args.rate.is_some() || args.ramp.is_some() || args.concurrency.is_some())
+    {
+        s.duration = s.measured().as_secs_f64();
+    }
     if let Some(c) = args.concurrency {
         s.load = Load::Closed {
             concurrency: c.max(1),
@@ -262,7 +269,7 @@ fn load_of(args: &RunArgs, mut s: Scenario, named: &std::path::Path) -> Result<S
     {
         if let Some(c) = args.connections.filter(|c| *c != concurrency) {
             return Err(usage(format!(
-                "--connections {c} with --concurrency {concurrency}: over HTTP/1.1 each request in flight has a connection of its own ({concurrency}); several on one connection need --http2"
+                "--connections {c}: over HTTP/1.1 a closed loop of {concurrency} requests in flight (--concurrency, or the scenario's) has a connection of its own for each ({concurrency}); several on one connection need --http2"
             )));
         }
         s.connections = concurrency;

@@ -275,8 +275,6 @@ impl Run {
         self.sent[6].fetch_add(requests, Relaxed);
     }
 
-    /// Requests that got no reply of any kind yet (the counts alone, no
-    /// histograms added).
     /// Whether a send at `now` may be made: in the warm-up always, in the
     /// measured part while the closed loop's count allows (taking one).
     fn take_send(&self, now: Instant) -> bool {
@@ -292,6 +290,8 @@ impl Run {
         self.budget.load(Relaxed) == 0
     }
 
+    /// Requests that got no reply of any kind yet (the counts alone, no
+    /// histograms added).
     fn outstanding(&self) -> u64 {
         let done: u64 = (0..self.shares.len())
             .map(|i| {

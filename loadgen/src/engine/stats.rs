@@ -111,8 +111,9 @@ pub struct Stats {
     /// When the run was interrupted (Ctrl-C), since its start: it ran
     /// that long, and `measure_until` is no later.
     pub interrupted: Option<Duration>,
-    /// When a closed loop's count of sends (`requests`) was reached and
-    /// answered, since the run's start: the measured part ended there.
+    /// When a closed loop's count of sends (`requests`) was spent (its
+    /// last send taken; what was in flight was then drained), since the
+    /// run's start: the measured part ended there.
     pub count_reached: Option<Duration>,
 }
 

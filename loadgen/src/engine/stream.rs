@@ -216,7 +216,11 @@ const WS_READ_BUFFER: usize = 16 << 10;
 /// `wss://` one, and the headers of its handshake.
 #[derive(Clone, Debug)]
 pub struct WsTarget {
+    /// As the summary shows it (a key-like path segment and a query left
+    /// out).
     pub url: String,
+    /// As given: what the handshake asks for.
+    request_url: String,
     authority: String,
     tls: Option<crate::tls::Tls>,
     pub headers: Vec<crate::header::Header>,
@@ -235,9 +239,11 @@ impl WsTarget {
             _ => return Err(format!("{url}: expected ws:// or wss://")),
         };
         let host = uri.host().ok_or_else(|| format!("{url}: no host"))?;
+        crate::http::refuse_userinfo(&uri)?;
         let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
         Ok(Self {
-            url: url.to_owned(),
+            url: crate::http::shown(&uri),
+            request_url: url.to_owned(),
             authority: format!("{host}:{port}"),
             tls: secure
                 .then(|| crate::tls::Tls::new(tls, host, &[b"http/1.1"]))
@@ -268,7 +274,7 @@ pub(super) async fn ws(target: WsTarget) -> Result<(impl TextOut, impl TextIn), 
         .max_message_size(Some(max))
         .max_frame_size(Some(max));
     let mut request = target
-        .url
+        .request_url
         .as_str()
         .into_client_request()
         .map_err(|e| format!("WebSocket request: {e}"))?;

@@ -62,6 +62,7 @@ impl HttpTarget {
             _ => return Err(format!("{uri}: expected http:// or https://")),
         };
         let host = uri.host().ok_or_else(|| format!("{uri}: no host"))?;
+        refuse_userinfo(&uri)?;
         let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
         let alpn: &[&[u8]] = if http2 { &[b"h2"] } else { &[b"http/1.1"] };
         Ok(Self {
@@ -79,9 +80,9 @@ impl HttpTarget {
     /// in its summary: the headers, secrets maybe, are not shown).
     pub fn describe(&self) -> String {
         if self.http2 {
-            format!("{} (HTTP/2)", self.uri)
+            format!("{} (HTTP/2)", shown(&self.uri))
         } else {
-            self.uri.to_string()
+            shown(&self.uri)
         }
     }
 
@@ -100,6 +101,44 @@ impl HttpTarget {
                 .then(|| Arc::new(h2::Connections::new(connections))),
             ..self.clone()
         }
+    }
+}
+
+/// A URL as a run's summary and reports show it: a query, and a path
+/// segment that looks like a key (20 or more letters, digits, `-` and `_`:
+/// hosted RPC providers put API keys there), are left out.
+pub(crate) fn shown(uri: &hyper::Uri) -> String {
+    let key_like = |seg: &str| {
+        seg.len() >= 20
+            && seg
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    let path: Vec<&str> = uri
+        .path()
+        .split('/')
+        .map(|seg| if key_like(seg) { "…" } else { seg })
+        .collect();
+    format!(
+        "{}://{}{}{}",
+        uri.scheme_str().unwrap_or("http"),
+        uri.authority().map_or("", |a| a.as_str()),
+        path.join("/"),
+        if uri.query().is_some() { "?…" } else { "" }
+    )
+}
+
+/// A URL with `user:password@` is refused: it would go out in `Host`, and
+/// into the summary; credentials go in a header (`--header`,
+/// `--bearer-file`).
+pub(crate) fn refuse_userinfo(uri: &hyper::Uri) -> Result<(), String> {
+    match uri.authority() {
+        Some(a) if a.as_str().contains('@') => Err(format!(
+            "{}://…@{}: credentials in a URL are not sent; give them as a header (--header, --bearer-file)",
+            uri.scheme_str().unwrap_or("http"),
+            a.host()
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -322,5 +361,28 @@ fn header(name: &str, value: &str) -> Header {
     Header {
         name: name.to_owned(),
         value: value.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_is_shown_without_what_looks_like_a_key() {
+        let show = |u: &str| shown(&u.parse().expect("uri"));
+        assert_eq!(
+            show("https://mainnet.example/v3/0123456789abcdef0123456789abcdef"),
+            "https://mainnet.example/v3/…"
+        );
+        assert_eq!(
+            show("https://rpc.example:8545/rpc?apikey=secret"),
+            "https://rpc.example:8545/rpc?…"
+        );
+        assert_eq!(show("http://127.0.0.1:8080/"), "http://127.0.0.1:8080/");
+        let e = "https://user:pw@rpc.example/"
+            .parse::<HttpTarget>()
+            .expect_err("userinfo");
+        assert!(!e.contains("pw") && e.contains("header"), "{e}");
     }
 }
