@@ -18,6 +18,7 @@ mod ipc_upstream;
 mod loadgen_reach;
 mod lsp;
 mod mcp_http;
+mod oauth;
 mod rate_limits;
 mod reload;
 mod secrets;

@@ -53,6 +53,8 @@ pub struct Ctx {
     pub shards: Option<Arc<crate::shard::Shards>>,
     /// Edge: where what clients send is recorded (`--capture`).
     pub capture: Option<Arc<super::capture::Capture>>,
+    /// Edge: the OAuth resource server its ingresses are (`--oauth-*`).
+    pub oauth: Option<Arc<super::oauth::Verifier>>,
 }
 
 impl Ctx {
@@ -116,6 +118,7 @@ impl Ctx {
             assocs: Mutex::new(Vec::new()),
             shards: None,
             capture: None,
+            oauth: None,
         }
     }
 
@@ -127,6 +130,11 @@ impl Ctx {
     /// The same, recording what clients send into `capture`.
     pub fn with_capture(self, capture: Option<Arc<super::capture::Capture>>) -> Self {
         Self { capture, ..self }
+    }
+
+    /// The same, checking clients' tokens with `oauth`.
+    pub fn with_oauth(self, oauth: Option<Arc<super::oauth::Verifier>>) -> Self {
+        Self { oauth, ..self }
     }
 
     /// Records a client's message (or batch), where a capture is on.

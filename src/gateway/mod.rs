@@ -22,6 +22,7 @@ pub(crate) mod quiet;
 internal! {
     mod auth;
     mod capture;
+    mod oauth;
     mod carry;
     mod context;
     mod json_stream;
@@ -98,6 +99,8 @@ pub struct GatewayConfig {
     pub metrics: Option<SocketAddr>,
     /// Edge: record what clients send (`--capture`).
     pub capture: Option<capture::CaptureSpec>,
+    /// Edge: the OAuth resource server its ingresses are (`--oauth-*`).
+    pub(crate) oauth: Option<oauth::OAuthSpec>,
     pub protocol: ProtocolId,
     /// How messages are framed on stream transports (`--framing`).
     pub framing: crate::framing::Framing,
@@ -146,6 +149,7 @@ impl GatewayConfig {
             peers: Vec::new(),
             metrics: None,
             capture: None,
+            oauth: None,
             protocol: ProtocolId::JSONRPC_EXPERIMENTAL,
             framing: crate::framing::Framing::Auto,
             effects: EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
@@ -340,6 +344,7 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static str> 
     differs("peer", old.peers == new.peers);
     differs("metrics", old.metrics == new.metrics);
     differs("capture", old.capture == new.capture);
+    differs("oauth-issuer", old.oauth == new.oauth);
     differs(
         "upstream",
         old.upstream == new.upstream
@@ -442,10 +447,18 @@ impl Gateway {
             })?),
             None => None,
         };
+        let oauth = match &config.oauth {
+            Some(spec) => Some(Arc::new(oauth::Verifier::new(
+                spec.clone(),
+                context::tls_roots_client_config(config.upstream_ca.as_deref())?,
+            ))),
+            None => None,
+        };
         let ctx = Arc::new(
             Ctx::new(&config, metrics.clone())
                 .with_shards(shards.clone())
-                .with_capture(capture),
+                .with_capture(capture)
+                .with_oauth(oauth),
         );
         let (shutdown, watch_rx) = watch::channel(false);
         let listeners = start_origin(&ctx, &config, shards).await?;

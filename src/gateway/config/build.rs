@@ -9,6 +9,7 @@ use super::super::capture::{CaptureSpec, DEFAULT_MAX_BYTES, Redact, check_path};
 use super::super::ingress::browser::{AllowedHosts, BrowserOrigins};
 use super::super::ingress::limit::RateLimit;
 use super::super::ingress::tls::IngressTls;
+use super::super::oauth::{OAuthSpec, fetchable as oauth_fetchable};
 use super::super::{GatewayConfig, Limits, MAX_BODY_LIMIT, Upstream, outbox};
 use super::{ConfigError, GatewayOptions, Sourced, random_identity, read_identity};
 use crate::assoc::{Endpoint, TlsFiles};
@@ -53,6 +54,7 @@ impl GatewayOptions {
         }
         let rate_limit = self.rate_limit(limits.max_body, src)?;
         let capture = self.capture(src)?;
+        let oauth = self.oauth(src)?;
         let (upstream_group, routes) = self.group(&all);
         let session_group = self.session_group(all);
         Ok(GatewayConfig {
@@ -71,6 +73,7 @@ impl GatewayOptions {
             peers: self.peer.clone(),
             metrics: self.metrics.map(|m| m.0),
             capture,
+            oauth,
             protocol,
             framing: self.framing.unwrap_or_default(),
             effects,
@@ -86,6 +89,69 @@ impl GatewayOptions {
             limits,
             shards: self.shards.unwrap_or_else(default_shards),
             ..GatewayConfig::new(endpoint)
+        })
+    }
+
+    /// The resource server `--oauth-*` make of an edge: an issuer to check
+    /// tokens against, on ingresses whose clients can present one.
+    fn oauth(&self, src: &Sourced) -> Result<Option<OAuthSpec>, ConfigError> {
+        let Some(issuer) = &self.oauth_issuer else {
+            for (given, key) in [
+                (self.oauth_audience.is_some(), "oauth-audience"),
+                (self.oauth_jwks.is_some(), "oauth-jwks"),
+                (!self.oauth_scope.is_empty(), "oauth-scope"),
+            ] {
+                if given {
+                    return Err(src.error(key, "goes with --oauth-issuer URL"));
+                }
+            }
+            return Ok(None);
+        };
+        if self.auth_token_file.is_some() {
+            return Err(src.error(
+                "oauth-issuer",
+                "an edge takes its clients' tokens from one place: --auth-token-file or --oauth-issuer",
+            ));
+        }
+        if let Some(url) = self.ingress.iter().find(|i| !i.kind().carries_tokens()) {
+            return Err(src.error(
+                "oauth-issuer",
+                format!(
+                    "a {}:// ingress ({url}) has no way to present a token",
+                    url.scheme()
+                ),
+            ));
+        }
+        oauth_fetchable(issuer).map_err(|m| src.error("oauth-issuer", m))?;
+        if let Some(jwks) = &self.oauth_jwks {
+            oauth_fetchable(jwks).map_err(|m| src.error("oauth-jwks", m))?;
+        }
+        let audience = match &self.oauth_audience {
+            Some(a) => a.clone(),
+            None => self.default_audience().ok_or_else(|| {
+                src.error(
+                    "oauth-audience",
+                    "give the URL clients call (no HTTP ingress on a fixed address to take it from)",
+                )
+            })?,
+        };
+        Ok(Some(OAuthSpec {
+            issuer: issuer.trim_end_matches('/').to_owned(),
+            audience,
+            jwks: self.oauth_jwks.clone(),
+            scopes: self.oauth_scope.clone(),
+        }))
+    }
+
+    /// The first HTTP ingress's URL, where its port is fixed.
+    fn default_audience(&self) -> Option<String> {
+        self.ingress.iter().find_map(|i| match i.place {
+            super::super::ingress::Place::Tcp(a) | super::super::ingress::Place::Tls(a)
+                if a.port() != 0 && matches!(i.scheme(), "http" | "https") =>
+            {
+                Some(format!("{i}/"))
+            }
+            _ => None,
         })
     }
 

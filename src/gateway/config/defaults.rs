@@ -31,6 +31,8 @@ pub fn of(id: &str) -> Option<String> {
         "max_body" => format!("{}; {} with --protocol lsp", limits.max_body, lsp.max_body),
         "max_batch" => limits.max_batch.to_string(),
         "capture_max" => super::super::capture::DEFAULT_MAX_BYTES.to_string(),
+        "oauth_audience" => "the first HTTP ingress's URL, on a fixed port".into(),
+        "oauth_jwks" => "the issuer's metadata's jwks_uri".into(),
         "max_in_flight" => limits.max_in_flight.to_string(),
         "max_in_flight_per_connection" => limits.max_in_flight_per_connection.to_string(),
         "session_buffer" => limits.session_buffer.to_string(),

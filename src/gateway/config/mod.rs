@@ -131,6 +131,23 @@ pub struct GatewayOptions {
     /// characters); others get 401.
     #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub auth_token_file: Option<PathBuf>,
+    /// Edge: be an OAuth 2.1 resource server: HTTP and WebSocket clients
+    /// must send `Authorization: Bearer` with a JWT access token this
+    /// authorization server issued for this edge (`--oauth-audience`),
+    /// checked against its keys; others get 401 (403 for a missing scope)
+    /// with a challenge naming this edge's RFC 9728 metadata.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
+    pub oauth_issuer: Option<String>,
+    /// Edge: the resource the tokens must be issued for (`aud`), the URL
+    /// clients call.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
+    pub oauth_audience: Option<String>,
+    /// Edge: the issuer's keys (JWKS).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
+    pub oauth_jwks: Option<String>,
+    /// Edge: a scope every request's token must hold (repeatable).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "SCOPE"))]
+    pub oauth_scope: Vec<String>,
     /// Edge: record what clients send, as JSON Lines (arrival time,
     /// method, the message as it came), for `npamp-loadgen replay`. Off
     /// by default; a bounded sample (--capture-max; messages the writer
@@ -379,6 +396,10 @@ serve_only!(
     allow_method,
     deny_method,
     auth_token_file,
+    oauth_issuer,
+    oauth_audience,
+    oauth_jwks,
+    oauth_scope,
     capture,
     capture_max,
     capture_redact,

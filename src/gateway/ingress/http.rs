@@ -19,7 +19,7 @@ use super::browser::{Caller, Reach};
 use super::conn::Opening;
 use super::mcp::McpSessions;
 use super::response::{HttpResponse, Served, empty_response, json_response, status_only};
-use super::{Clients, Conn, Kind, identify, stopped};
+use super::{Clients, Conn, Kind, Refusal, authenticate, stopped};
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::edge::answer::{Answer, answer_batch, answer_one};
@@ -256,19 +256,31 @@ fn header_mismatch(
 }
 
 /// 401 for a client without an accepted bearer token.
-fn unauthorized() -> HttpResponse {
-    let body = local_error(
-        None,
-        UNAUTHORIZED_CODE,
-        "unauthorized: missing or unknown bearer token",
-        None,
-    );
-    let mut r = json_response(401, body);
-    r.headers_mut().insert(
-        hyper::header::WWW_AUTHENTICATE,
-        hyper::header::HeaderValue::from_static("Bearer"),
-    );
-    r
+/// A client not let in: its status, its challenge, and a JSON-RPC error
+/// saying why (-32012; -32011 Unavailable when tokens cannot be checked).
+fn refused(r: Refusal) -> HttpResponse {
+    if r.status == 503 {
+        let f = crate::relay::Failure::Unavailable(r.why);
+        return json_response(f.http_status(), f.response(None));
+    }
+    let mut resp = json_response(r.status, local_error(None, UNAUTHORIZED_CODE, &r.why, None));
+    if let Some(value) = r.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        resp.headers_mut()
+            .insert(hyper::header::WWW_AUTHENTICATE, value);
+    }
+    resp
+}
+
+/// The resource's metadata (RFC 9728), on an OAuth edge: what a client
+/// reads to find where to get a token. Open to all, as a challenge names it.
+fn protected_resource<B>(ctx: &Ctx, req: &Request<B>) -> Option<HttpResponse> {
+    let spec = ctx.oauth.as_ref()?.spec();
+    if req.method() != hyper::Method::GET
+        || !spec.metadata_paths().iter().any(|p| p == req.uri().path())
+    {
+        return None;
+    }
+    Some(json_response(200, spec.metadata()))
 }
 
 /// The JSON-RPC error code of a 401 answer.
@@ -380,8 +392,12 @@ async fn answer(
     client: Remote,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
-    let Some(key) = identify(ctx, req.headers(), client.certificate, client.from) else {
-        return unauthorized();
+    if let Some(metadata) = protected_resource(ctx, &req) {
+        return metadata;
+    }
+    let key = match authenticate(ctx, req.headers(), client.certificate, client.from).await {
+        Ok(key) => key,
+        Err(refusal) => return refused(refusal),
     };
     let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
     if let Some(refused) = refuse_head(ctx, &req, is_mcp.then_some((mcp, key))).await {

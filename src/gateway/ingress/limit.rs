@@ -43,6 +43,9 @@ pub enum ClientKey {
     Token(u64),
     /// The fingerprint of its client certificate.
     Certificate(u64),
+    /// The subject of its OAuth access token (a digest of `iss` and
+    /// `sub`).
+    Subject(u64),
     /// Its source address (an IPv6 address masked to its /64).
     Address(u128),
     /// Its user, on this machine (a Unix socket client).
@@ -58,7 +61,7 @@ impl ClientKey {
     pub fn is_credential(self) -> bool {
         matches!(
             self,
-            Self::Token(_) | Self::Certificate(_) | Self::LocalUser(_)
+            Self::Token(_) | Self::Certificate(_) | Self::Subject(_) | Self::LocalUser(_)
         )
     }
 

@@ -304,6 +304,59 @@ async fn stopped(mut s: Shutdown) {
     let _ = s.wait_for(|v| *v).await;
 }
 
+/// Why a client is not let in: the HTTP status, the `WWW-Authenticate`
+/// value, and what the body says.
+pub(super) struct Refusal {
+    pub status: u16,
+    pub challenge: Option<String>,
+    pub why: String,
+}
+
+/// Who a client is, if it is let in, as [`identify`] says, or, on an OAuth
+/// edge, by its access token (a client certificate lets it in as one
+/// does): the refusal otherwise.
+async fn authenticate(
+    ctx: &super::context::Ctx,
+    headers: &hyper::HeaderMap,
+    certificate: Option<u64>,
+    from: Peer,
+) -> Result<limit::ClientKey, Refusal> {
+    use super::oauth::{Verdict, challenge};
+    let Some(oauth) = ctx.oauth.as_ref().filter(|_| certificate.is_none()) else {
+        return identify(ctx, headers, certificate, from).ok_or_else(|| Refusal {
+            status: 401,
+            challenge: Some("Bearer".into()),
+            why: "unauthorized: missing or unknown bearer token".into(),
+        });
+    };
+    let authorization = headers
+        .get(hyper::header::AUTHORIZATION)
+        .map(hyper::header::HeaderValue::as_bytes);
+    let verdict = oauth.verify(authorization).await;
+    let why = match &verdict {
+        Verdict::Allowed(who) => return Ok(limit::ClientKey::Subject(*who)),
+        Verdict::Unavailable(why) => {
+            return Err(Refusal {
+                status: 503,
+                challenge: None,
+                why: format!("cannot check access tokens now: {why}"),
+            });
+        }
+        Verdict::Missing => "unauthorized: a bearer access token is required".to_owned(),
+        Verdict::Invalid(why) => format!("unauthorized: {why}"),
+        Verdict::InsufficientScope(missing) => {
+            format!("forbidden: the token lacks the scope {}", missing.join(" "))
+        }
+    };
+    ctx.metrics.unauthorized.fetch_add(1, Relaxed);
+    let (status, value) = challenge(oauth.spec(), &verdict).unwrap_or((401, "Bearer".into()));
+    Err(Refusal {
+        status,
+        challenge: Some(value),
+        why,
+    })
+}
+
 /// Who a client is, if it is let in: by its client certificate (its
 /// fingerprint, `certificate`), else by the accepted token in its request
 /// headers, else (when the gateway asks for no token) by its source

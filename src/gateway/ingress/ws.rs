@@ -31,7 +31,7 @@ use super::client::{MessageSource, stream_client};
 use super::conn::Opening;
 use super::limit::ClientKey;
 use super::response::{HttpResponse, empty_response, status_only};
-use super::{Clients, Conn, Ingress, Kind, identify};
+use super::{Clients, Conn, Ingress, Kind, authenticate};
 use crate::gateway::edge::Edge;
 use crate::gateway::stall::{Moved, wrote};
 
@@ -142,8 +142,8 @@ async fn handshake_on(conn: Conn, edge: Arc<Edge>, ingress: Ingress) {
         _permit: permit,
     });
     let service = hyper::service::service_fn(|req| {
-        let answer = accepted.clone().handshake(req);
-        std::future::ready(Ok::<_, Infallible>(answer))
+        let accepted = accepted.clone();
+        async move { Ok::<_, Infallible>(accepted.handshake(req).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
@@ -177,8 +177,8 @@ impl Accepted {
     /// Answers a handshake request: 101 and the session started on the
     /// upgraded connection, or the HTTP answer that says what is wrong
     /// (and closes the connection).
-    fn handshake(self: Arc<Self>, req: Request<hyper::body::Incoming>) -> HttpResponse {
-        let mut r = self.upgrade(req);
+    async fn handshake(self: Arc<Self>, req: Request<hyper::body::Incoming>) -> HttpResponse {
+        let mut r = self.upgrade(req).await;
         if r.status() != StatusCode::SWITCHING_PROTOCOLS {
             let close = if r.status() == StatusCode::UPGRADE_REQUIRED {
                 "Upgrade, close"
@@ -191,7 +191,7 @@ impl Accepted {
         r
     }
 
-    fn upgrade(self: Arc<Self>, mut req: Request<hyper::body::Incoming>) -> HttpResponse {
+    async fn upgrade(self: Arc<Self>, mut req: Request<hyper::body::Incoming>) -> HttpResponse {
         let ctx = &self.edge.ctx;
         let caller = ctx
             .live()
@@ -217,14 +217,20 @@ impl Accepted {
             Ok(key) => key,
             Err(refusal) => return refusal,
         };
-        let Some(client) = identify(ctx, req.headers(), self.certificate, self.from) else {
-            let mut r = status_only(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized: missing or unknown bearer token",
-            );
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
+        let client = match authenticate(ctx, req.headers(), self.certificate, self.from).await {
+            Ok(client) => client,
+            Err(refusal) => {
+                let status =
+                    StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::UNAUTHORIZED);
+                let mut r = status_only(status, &refusal.why);
+                if let Some(v) = refusal
+                    .challenge
+                    .and_then(|c| HeaderValue::from_str(&c).ok())
+                {
+                    r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+                }
+                return r;
+            }
         };
         let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
         let upgrade = hyper::upgrade::on(&mut req);

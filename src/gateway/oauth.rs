@@ -1,0 +1,567 @@
+//! The edge as an OAuth 2.1 resource server (`--oauth-issuer`): a client's
+//! `Authorization: Bearer` JWT access token is checked before any octet of
+//! its request reaches the association, as MCP (2025-06-18 and later) and
+//! RFC 9728 ask of a protected resource.
+//!
+//! - The signature, against the issuer's JWKS (`--oauth-jwks`, else its
+//!   `jwks_uri` from the issuer's RFC 8414 or OpenID metadata), with
+//!   `jsonwebtoken` over aws-lc-rs: no signature code of our own. Each key
+//!   is used with the one algorithm it declares (or its type's: RSA RS256,
+//!   EC P-256 ES256 and P-384 ES384, Ed25519 EdDSA); a token whose header
+//!   names another is refused, and symmetric (`oct`) keys are never taken,
+//!   so neither `none` nor HMAC keyed with a public key can pass.
+//! - The keys are cached; an unknown `kid` fetches them again (a rotated
+//!   key is picked up without a restart), as does their age past
+//!   [`REFRESH`]; at most one fetch per [`MIN_FETCH_INTERVAL`].
+//! - `iss` must be the issuer, `aud` the resource (`--oauth-audience`),
+//!   `exp` required; `exp` and `nbf` with [`LEEWAY_S`] seconds of skew.
+//! - `scope` (space-separated, or an `scp` array) must hold every
+//!   `--oauth-scope`.
+//!
+//! A request without a token gets 401 and `WWW-Authenticate: Bearer
+//! resource_metadata="…", scope="…"`; a bad token 401 with
+//! `error="invalid_token"`; a token without a required scope 403 with
+//! `error="insufficient_scope"`. The resource's metadata (RFC 9728) is
+//! served at `/.well-known/oauth-protected-resource` and at its
+//! path-inserted form. The token is never carried further: only the
+//! message crosses the pair.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use tracing::{debug, warn};
+
+/// Seconds of clock skew allowed on `exp` and `nbf`.
+pub const LEEWAY_S: u64 = 60;
+
+/// Keys older than this are fetched again before use.
+pub const REFRESH: Duration = Duration::from_secs(300);
+
+/// Fetches of the keys (and metadata) are this far apart at least.
+pub const MIN_FETCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The most a metadata or JWKS document may hold.
+const MAX_DOCUMENT: usize = 1 << 20;
+
+/// How long a fetch may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What `--oauth-*` configure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OAuthSpec {
+    pub issuer: String,
+    /// The resource: what `aud` must name, and what the metadata calls it.
+    pub audience: String,
+    /// The JWKS; `None`: from the issuer's metadata.
+    pub jwks: Option<String>,
+    /// Scopes every request needs.
+    pub scopes: Vec<String>,
+}
+
+impl OAuthSpec {
+    /// Where the resource's metadata is (RFC 9728 §3: the well-known path
+    /// inserted before the resource's own path).
+    pub fn metadata_url(&self) -> String {
+        let (origin, path) = split_url(&self.audience);
+        format!("{origin}/.well-known/oauth-protected-resource{path}")
+    }
+
+    /// The paths the metadata is served at: the path-inserted form, and
+    /// the bare one.
+    pub fn metadata_paths(&self) -> [String; 2] {
+        let (_, path) = split_url(&self.audience);
+        let bare = "/.well-known/oauth-protected-resource".to_owned();
+        [format!("{bare}{path}"), bare]
+    }
+
+    /// The metadata document (RFC 9728 §2).
+    pub fn metadata(&self) -> String {
+        serde_json::json!({
+            "resource": self.audience,
+            "authorization_servers": [self.issuer],
+            "scopes_supported": self.scopes,
+            "bearer_methods_supported": ["header"],
+        })
+        .to_string()
+    }
+}
+
+/// `https://host:port/path/` as (`https://host:port`, `/path`): the path
+/// without its trailing slash, empty for the root.
+fn split_url(url: &str) -> (&str, &str) {
+    let after = url.find("://").map_or(0, |i| i + 3);
+    let (origin, path) = match url[after..].find('/') {
+        Some(i) => url.split_at(after + i),
+        None => (url, ""),
+    };
+    (origin, path.trim_end_matches('/'))
+}
+
+/// What a token is worth.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Valid: who it was issued to (a digest of `iss` and `sub`).
+    Allowed(u64),
+    /// No bearer token.
+    Missing,
+    /// A token that is not valid here, and why (said to the client).
+    Invalid(String),
+    /// Valid, without these required scopes.
+    InsufficientScope(Vec<String>),
+    /// The keys cannot be had: nothing can be checked now.
+    Unavailable(String),
+}
+
+/// The claims checked here beside what `jsonwebtoken` validates.
+#[derive(Deserialize)]
+struct Claims {
+    #[serde(default)]
+    iss: String,
+    #[serde(default)]
+    sub: String,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    scp: Option<Vec<String>>,
+}
+
+type FetchClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Empty<Bytes>,
+>;
+
+/// The keys of the issuer, each with its one algorithm.
+struct Keys {
+    by_kid: HashMap<String, (DecodingKey, Algorithm)>,
+    /// Keys without a `kid`, usable by tokens without one.
+    unnamed: Vec<(DecodingKey, Algorithm)>,
+    fetched: Instant,
+}
+
+/// Checks tokens for one resource.
+pub struct Verifier {
+    spec: OAuthSpec,
+    keys: RwLock<Option<std::sync::Arc<Keys>>>,
+    /// When the keys were last fetched, successfully or not.
+    last_fetch: tokio::sync::Mutex<Option<Instant>>,
+    client: FetchClient,
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("issuer", &self.spec.issuer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Verifier {
+    pub fn new(spec: OAuthSpec, tls: rustls::ClientConfig) -> Self {
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(connector);
+        Self {
+            spec,
+            keys: RwLock::new(None),
+            last_fetch: tokio::sync::Mutex::new(None),
+            client,
+        }
+    }
+
+    pub fn spec(&self) -> &OAuthSpec {
+        &self.spec
+    }
+
+    /// What the `Authorization` header value `authorization` is worth.
+    pub async fn verify(&self, authorization: Option<&[u8]>) -> Verdict {
+        let Some(token) = authorization.and_then(super::auth::bearer) else {
+            return Verdict::Missing;
+        };
+        let Ok(token) = std::str::from_utf8(token) else {
+            return Verdict::Invalid("a token is ASCII".into());
+        };
+        let header = match jsonwebtoken::decode_header(token) {
+            Ok(h) => h,
+            Err(_) => return Verdict::Invalid("not a JWT".into()),
+        };
+        let (key, alg) = match self.key_for(header.kid.as_deref()).await {
+            Ok(k) => k,
+            Err(v) => return v,
+        };
+        if header.alg != alg {
+            return Verdict::Invalid(format!(
+                "the token's algorithm ({:?}) is not its key's ({alg:?})",
+                header.alg
+            ));
+        }
+        self.check(token, &key, alg)
+    }
+
+    /// The signature and claims of `token`, signed with `key` for `alg`.
+    fn check(&self, token: &str, key: &DecodingKey, alg: Algorithm) -> Verdict {
+        let mut v = Validation::new(alg);
+        v.set_issuer(&[&self.spec.issuer]);
+        v.set_audience(&[&self.spec.audience]);
+        v.set_required_spec_claims(&["exp", "iss", "aud"]);
+        v.leeway = LEEWAY_S;
+        v.validate_nbf = true;
+        let claims = match jsonwebtoken::decode::<Claims>(token, key, &v) {
+            Ok(data) => data.claims,
+            Err(e) => return Verdict::Invalid(why_invalid(&e)),
+        };
+        let held: Vec<&str> = match (&claims.scope, &claims.scp) {
+            (Some(s), _) => s.split_whitespace().collect(),
+            (None, Some(list)) => list.iter().map(String::as_str).collect(),
+            (None, None) => Vec::new(),
+        };
+        let missing: Vec<String> = self
+            .spec
+            .scopes
+            .iter()
+            .filter(|s| !held.contains(&s.as_str()))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Verdict::InsufficientScope(missing);
+        }
+        let who = aws_lc_rs::digest::digest(
+            &aws_lc_rs::digest::SHA256,
+            format!("{}\n{}", claims.iss, claims.sub).as_bytes(),
+        );
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&who.as_ref()[..8]);
+        Verdict::Allowed(u64::from_be_bytes(first))
+    }
+
+    /// The key `kid` names (or the one key without a name), fetching the
+    /// keys again when it is unknown or they are old.
+    async fn key_for(&self, kid: Option<&str>) -> Result<(DecodingKey, Algorithm), Verdict> {
+        let cached = self.cached();
+        let fresh = cached
+            .as_ref()
+            .is_some_and(|k| k.fetched.elapsed() < REFRESH);
+        if let Some(found) = cached.as_ref().and_then(|k| pick(k, kid))
+            && fresh
+        {
+            return Ok(found);
+        }
+        let keys = match self.refetch().await {
+            Some(keys) => keys,
+            None => cached.ok_or_else(|| {
+                Verdict::Unavailable("the issuer's keys cannot be fetched".into())
+            })?,
+        };
+        pick(&keys, kid)
+            .ok_or_else(|| Verdict::Invalid("signed with a key the issuer does not publish".into()))
+    }
+
+    fn cached(&self) -> Option<std::sync::Arc<Keys>> {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Fetches the keys, unless a fetch was made less than
+    /// [`MIN_FETCH_INTERVAL`] ago: the keys then, if any.
+    async fn refetch(&self) -> Option<std::sync::Arc<Keys>> {
+        let mut last = self.last_fetch.lock().await;
+        if last.is_some_and(|t| t.elapsed() < MIN_FETCH_INTERVAL) {
+            return self.cached();
+        }
+        *last = Some(Instant::now());
+        match self.fetch_keys().await {
+            Ok(keys) => {
+                let keys = std::sync::Arc::new(keys);
+                *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Some(keys.clone());
+                Some(keys)
+            }
+            Err(why) => {
+                warn!(issuer = %self.spec.issuer, "OAuth: cannot fetch the issuer's keys: {why}");
+                self.cached()
+            }
+        }
+    }
+
+    async fn fetch_keys(&self) -> Result<Keys, String> {
+        let jwks_url = match &self.spec.jwks {
+            Some(url) => url.clone(),
+            None => self.discover().await?,
+        };
+        let set: JwkSet = serde_json::from_slice(&self.get(&jwks_url).await?)
+            .map_err(|e| format!("{jwks_url}: not a JWKS: {e}"))?;
+        let mut keys = Keys {
+            by_kid: HashMap::new(),
+            unnamed: Vec::new(),
+            fetched: Instant::now(),
+        };
+        for jwk in &set.keys {
+            let Some(usable) = usable(jwk) else { continue };
+            match &jwk.common.key_id {
+                Some(kid) => {
+                    keys.by_kid.insert(kid.clone(), usable);
+                }
+                None => keys.unnamed.push(usable),
+            }
+        }
+        debug!(
+            keys = keys.by_kid.len() + keys.unnamed.len(),
+            "OAuth: issuer keys fetched"
+        );
+        Ok(keys)
+    }
+
+    /// The `jwks_uri` of the issuer's metadata: RFC 8414's, else OpenID's.
+    async fn discover(&self) -> Result<String, String> {
+        #[derive(Deserialize)]
+        struct Metadata {
+            issuer: String,
+            jwks_uri: String,
+        }
+        let (origin, path) = split_url(&self.spec.issuer);
+        let places = [
+            format!("{origin}/.well-known/oauth-authorization-server{path}"),
+            format!("{origin}{path}/.well-known/openid-configuration"),
+        ];
+        let mut why = Vec::new();
+        for url in places {
+            match self.get(&url).await.and_then(|body| {
+                serde_json::from_slice::<Metadata>(&body).map_err(|e| format!("{url}: {e}"))
+            }) {
+                // RFC 8414 §3.3: the metadata must be the issuer's own.
+                Ok(m)
+                    if m.issuer.trim_end_matches('/') == self.spec.issuer.trim_end_matches('/') =>
+                {
+                    return Ok(m.jwks_uri);
+                }
+                Ok(m) => why.push(format!("{url} names issuer {:?}", m.issuer)),
+                Err(e) => why.push(e),
+            }
+        }
+        Err(why.join("; "))
+    }
+
+    /// The body of a GET of `url` (at most [`MAX_DOCUMENT`] octets, within
+    /// [`FETCH_TIMEOUT`]).
+    async fn get(&self, url: &str) -> Result<Bytes, String> {
+        let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+        let fetch = async {
+            let resp = self
+                .client
+                .get(uri)
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            if !resp.status().is_success() {
+                return Err(format!("{url}: HTTP {}", resp.status()));
+            }
+            let body = http_body_util::Limited::new(resp.into_body(), MAX_DOCUMENT);
+            body.collect()
+                .await
+                .map(|b| b.to_bytes())
+                .map_err(|e| format!("{url}: {e}"))
+        };
+        tokio::time::timeout(FETCH_TIMEOUT, fetch)
+            .await
+            .map_err(|_| format!("{url}: no answer within {FETCH_TIMEOUT:?}"))?
+    }
+}
+
+/// The key `kid` names, or the one key without a name.
+fn pick(keys: &Keys, kid: Option<&str>) -> Option<(DecodingKey, Algorithm)> {
+    match kid {
+        Some(kid) => keys.by_kid.get(kid).cloned(),
+        None => match keys.unnamed.as_slice() {
+            [only] => Some(only.clone()),
+            _ => None,
+        },
+    }
+}
+
+/// A JWK as a verification key and its one algorithm: the one it declares,
+/// else its type's. Symmetric keys and encryption keys are not taken.
+fn usable(jwk: &Jwk) -> Option<(DecodingKey, Algorithm)> {
+    if jwk.common.public_key_use == Some(PublicKeyUse::Encryption) {
+        return None;
+    }
+    let by_type = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => Algorithm::RS256,
+        AlgorithmParameters::EllipticCurve(ec) => match ec.curve {
+            EllipticCurve::P256 => Algorithm::ES256,
+            EllipticCurve::P384 => Algorithm::ES384,
+            _ => return None,
+        },
+        AlgorithmParameters::OctetKeyPair(_) => Algorithm::EdDSA,
+        // Symmetric keys, and kinds this version does not know.
+        _ => return None,
+    };
+    let alg = match jwk.common.key_algorithm {
+        Some(declared) => Algorithm::try_from(declared).ok()?,
+        None => by_type,
+    };
+    if matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
+        return None;
+    }
+    Some((DecodingKey::from_jwk(jwk).ok()?, alg))
+}
+
+/// Why a token failed `jsonwebtoken`'s checks, as the client is told.
+fn why_invalid(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind as K;
+    match e.kind() {
+        K::ExpiredSignature => "the token has expired",
+        K::ImmatureSignature => "the token is not valid yet (nbf)",
+        K::InvalidAudience => "the token was not issued for this resource (aud)",
+        K::InvalidIssuer => "the token is not from the configured issuer (iss)",
+        K::InvalidSignature => "the token's signature does not verify",
+        K::MissingRequiredClaim(_) => "the token lacks exp, iss or aud",
+        K::InvalidAlgorithm => "the token's algorithm is not its key's",
+        _ => "the token is malformed",
+    }
+    .to_owned()
+}
+
+/// The `WWW-Authenticate` value of a refusal for `verdict` (none for an
+/// allowed or unavailable one), and its HTTP status.
+pub fn challenge(spec: &OAuthSpec, verdict: &Verdict) -> Option<(u16, String)> {
+    let meta = spec.metadata_url();
+    let scope = spec.scopes.join(" ");
+    let quoted = |s: &str| s.replace(['"', '\\'], "");
+    Some(match verdict {
+        Verdict::Allowed(_) | Verdict::Unavailable(_) => return None,
+        Verdict::Missing if scope.is_empty() => {
+            (401, format!("Bearer resource_metadata=\"{meta}\""))
+        }
+        Verdict::Missing => (
+            401,
+            format!(
+                "Bearer resource_metadata=\"{meta}\", scope=\"{}\"",
+                quoted(&scope)
+            ),
+        ),
+        Verdict::Invalid(why) => (
+            401,
+            format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\", resource_metadata=\"{meta}\"",
+                quoted(why)
+            ),
+        ),
+        Verdict::InsufficientScope(_) => (
+            403,
+            format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{meta}\"",
+                quoted(&scope)
+            ),
+        ),
+    })
+}
+
+/// Whether `url` may be fetched for keys: HTTPS, or HTTP to this machine.
+pub fn fetchable(url: &str) -> Result<(), String> {
+    let uri: hyper::Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+    let host = uri.host().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match uri.scheme_str() {
+        Some("https") => Ok(()),
+        Some("http") if loopback => Ok(()),
+        _ => Err(format!(
+            "{url}: keys and metadata are fetched over https:// (http:// only from this machine)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(audience: &str) -> OAuthSpec {
+        OAuthSpec {
+            issuer: "https://auth.example".into(),
+            audience: audience.into(),
+            jwks: None,
+            scopes: vec!["mcp:tools".into()],
+        }
+    }
+
+    #[test]
+    fn the_metadata_sits_at_the_well_known_path_of_the_resource() {
+        let s = spec("https://edge.example/mcp/");
+        assert_eq!(
+            s.metadata_url(),
+            "https://edge.example/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(
+            s.metadata_paths(),
+            [
+                "/.well-known/oauth-protected-resource/mcp".to_owned(),
+                "/.well-known/oauth-protected-resource".to_owned()
+            ]
+        );
+        let root = spec("http://127.0.0.1:8080");
+        assert_eq!(
+            root.metadata_url(),
+            "http://127.0.0.1:8080/.well-known/oauth-protected-resource"
+        );
+        let m: serde_json::Value = serde_json::from_str(&s.metadata()).expect("JSON");
+        assert_eq!(m["resource"], "https://edge.example/mcp/");
+        assert_eq!(m["authorization_servers"][0], "https://auth.example");
+    }
+
+    #[test]
+    fn challenges_name_the_metadata_and_the_scope() {
+        let s = spec("https://edge.example/");
+        let (status, v) = challenge(&s, &Verdict::Missing).expect("a challenge");
+        assert_eq!(status, 401);
+        assert_eq!(
+            v,
+            "Bearer resource_metadata=\"https://edge.example/.well-known/oauth-protected-resource\", scope=\"mcp:tools\""
+        );
+        let (status, v) =
+            challenge(&s, &Verdict::Invalid("bad \"sig\"".into())).expect("a challenge");
+        assert_eq!(status, 401);
+        assert!(v.starts_with("Bearer error=\"invalid_token\""), "{v}");
+        assert!(v.contains("error_description=\"bad sig\""), "{v}");
+        let (status, v) = challenge(&s, &Verdict::InsufficientScope(vec!["mcp:tools".into()]))
+            .expect("a challenge");
+        assert_eq!(status, 403);
+        assert!(v.contains("error=\"insufficient_scope\""), "{v}");
+        assert_eq!(challenge(&s, &Verdict::Allowed(1)), None);
+    }
+
+    #[test]
+    fn keys_are_fetched_over_https_or_from_this_machine() {
+        assert!(fetchable("https://auth.example/jwks").is_ok());
+        assert!(fetchable("http://127.0.0.1:9/jwks").is_ok());
+        assert!(fetchable("http://[::1]:9/jwks").is_ok());
+        assert!(fetchable("http://auth.example/jwks").is_err());
+        assert!(fetchable("ftp://auth.example/jwks").is_err());
+    }
+
+    #[test]
+    fn symmetric_keys_are_never_taken() {
+        let oct: Jwk = serde_json::from_value(serde_json::json!({
+            "kty": "oct", "kid": "h", "k": "c2VjcmV0"
+        }))
+        .expect("JWK");
+        assert!(usable(&oct).is_none());
+        let rsa_as_hmac: Jwk = serde_json::from_value(serde_json::json!({
+            "kty": "RSA", "kid": "r", "alg": "HS256",
+            "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw",
+            "e": "AQAB"
+        }))
+        .expect("JWK");
+        assert!(usable(&rsa_as_hmac).is_none(), "HMAC with a public key");
+    }
+}
