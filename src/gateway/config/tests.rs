@@ -711,3 +711,78 @@ fn lsp_sets_its_framing_and_limits_and_flags_still_win() {
     let e = edge(&["--framing", "headers"]).unwrap_err();
     assert!(e.to_string().contains("expected lines, lsp or auto"), "{e}");
 }
+
+/// `--oauth-*` (issue 53): on an edge whose ingresses carry tokens, with
+/// an issuer its keys can be fetched from, from flags and from a file;
+/// what cannot work is refused, naming the option.
+#[test]
+fn an_oauth_edge_is_configured_or_refused_with_its_option() {
+    let c = edge(&[
+        "--oauth-issuer",
+        "https://auth.example/",
+        "--oauth-audience",
+        "https://edge.example/rpc",
+        "--oauth-scope",
+        "rpc:call",
+    ])
+    .unwrap();
+    let spec = c.oauth.expect("OAuth");
+    assert_eq!(spec.issuer, "https://auth.example");
+    assert_eq!(spec.scopes, ["rpc:call"]);
+    // The audience defaults to the first HTTP ingress, on a fixed port.
+    let fixed = resolve(&[
+        "--insecure-accept-any-peer",
+        "--ingress",
+        "http://127.0.0.1:8545",
+        "--peer",
+        "quic://127.0.0.1:7000",
+        "--oauth-issuer",
+        "https://auth.example",
+    ])
+    .unwrap();
+    assert_eq!(
+        fixed.oauth.expect("OAuth").audience,
+        "http://127.0.0.1:8545/"
+    );
+    let toml = file(
+        "oauth",
+        "insecure-accept-any-peer = true\ningress = [\"http://127.0.0.1:8545\"]\npeer = [\"quic://127.0.0.1:7000\"]\noauth-issuer = \"https://auth.example\"\noauth-scope = [\"a\", \"b\"]\n",
+    );
+    let from_file = resolve(&["--config", &toml]).unwrap();
+    assert_eq!(from_file.oauth.expect("OAuth").scopes, ["a", "b"]);
+    for (more, at) in [
+        (&["--oauth-scope", "a"][..], "--oauth-scope"),
+        (&["--oauth-issuer", "http://auth.example"], "--oauth-issuer"),
+        (
+            &["--oauth-issuer", "https://auth.example"],
+            "--oauth-audience",
+        ),
+        (
+            &[
+                "--oauth-issuer",
+                "https://auth.example",
+                "--oauth-audience",
+                "https://e/",
+                "--oauth-jwks",
+                "http://keys.example/jwks",
+            ],
+            "--oauth-jwks",
+        ),
+    ] {
+        let e = edge(more).unwrap_err();
+        assert_eq!(e.at, at, "{more:?}: {e}");
+    }
+    let dir = temp_dir("oauth-tokens");
+    std::fs::write(dir.join("tokens"), "a-token-of-sixteen-chars\n").unwrap();
+    let tokens = dir.join("tokens").display().to_string();
+    let e = edge(&[
+        "--oauth-issuer",
+        "https://auth.example",
+        "--oauth-audience",
+        "https://e/",
+        "--auth-token-file",
+        &tokens,
+    ])
+    .unwrap_err();
+    assert!(e.message.contains("one place"), "{e}");
+}
