@@ -4,6 +4,7 @@
 //! workspace's tests, which replay every committed input (`seeds/NAME/*`)
 //! through the same function on every `cargo test`.
 
+pub mod authorization;
 pub mod bridge_envelope;
 pub mod config;
 pub mod deframe;
@@ -25,6 +26,7 @@ pub type Run = fn(&[u8]);
 
 /// Every target by its name (the name of its binary and of its seed folder).
 pub const TARGETS: &[(&str, Run)] = &[
+    ("authorization", authorization::run),
     ("bridge_envelope", bridge_envelope::run),
     ("config", config::run),
     ("deframe", deframe::run),

@@ -101,7 +101,7 @@ impl Tokens {
 }
 
 /// The token of `Bearer TOKEN` (the scheme is case-insensitive, RFC 9110).
-pub(crate) fn bearer(value: &[u8]) -> Option<&[u8]> {
+pub fn bearer(value: &[u8]) -> Option<&[u8]> {
     let value = value.trim_ascii();
     let (scheme, token) = value.split_at_checked(6)?;
     if !scheme.eq_ignore_ascii_case(b"bearer") {

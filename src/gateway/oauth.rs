@@ -433,7 +433,13 @@ fn why_invalid(e: &jsonwebtoken::errors::Error) -> String {
 pub fn challenge(spec: &OAuthSpec, verdict: &Verdict) -> Option<(u16, String)> {
     let meta = spec.metadata_url();
     let scope = spec.scopes.join(" ");
-    let quoted = |s: &str| s.replace(['"', '\\'], "");
+    // Inside a quoted string of one header value: no quote, backslash,
+    // control character or non-ASCII one can end it, or the header.
+    let quoted = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_ascii() && !c.is_ascii_control() && !matches!(c, '"' | '\\'))
+            .collect()
+    };
     Some(match verdict {
         Verdict::Allowed(_) | Verdict::Unavailable(_) => return None,
         Verdict::Missing if scope.is_empty() => {
