@@ -17,6 +17,11 @@
 //!   `exp` required; `exp` and `nbf` with [`LEEWAY_S`] seconds of skew.
 //! - `scope` (space-separated, or an `scp` array) must hold every
 //!   `--oauth-scope`.
+//! - A token that passed is remembered (by its SHA-256) until it expires,
+//!   up to [`CACHE`] tokens, and forgotten whenever the keys are fetched
+//!   again: a client's next requests cost a digest and a lookup, not a
+//!   signature check (an ES256 check is most of a request's cost at the
+//!   edge, `results/2026-12-06-oauth-cost/`).
 //!
 //! A request without a token gets 401 and `WWW-Authenticate: Bearer
 //! resource_metadata="…", scope="…"`; a bad token 401 with
@@ -45,6 +50,10 @@ pub const REFRESH: Duration = Duration::from_secs(300);
 
 /// Fetches of the keys (and metadata) are this far apart at least.
 pub const MIN_FETCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Tokens remembered as valid, at most (then all are forgotten at once:
+/// a bound, not a policy).
+pub const CACHE: usize = 4096;
 
 /// The most a metadata or JWKS document may hold.
 const MAX_DOCUMENT: usize = 1 << 20;
@@ -129,6 +138,16 @@ struct Claims {
     scope: Option<String>,
     #[serde(default)]
     scp: Option<Vec<String>>,
+    #[serde(default)]
+    exp: u64,
+}
+
+/// A token that passed: who it names, and until when it may.
+#[derive(Clone, Copy)]
+struct Passed {
+    who: u64,
+    /// Unix seconds: its `exp` and the skew allowed.
+    until: u64,
 }
 
 type FetchClient = hyper_util::client::legacy::Client<
@@ -150,6 +169,8 @@ pub struct Verifier {
     keys: RwLock<Option<std::sync::Arc<Keys>>>,
     /// When the keys were last fetched, successfully or not.
     last_fetch: tokio::sync::Mutex<Option<Instant>>,
+    /// Tokens that passed, by their SHA-256 (see [`CACHE`]).
+    passed: std::sync::Mutex<HashMap<[u8; 32], Passed>>,
     client: FetchClient,
 }
 
@@ -175,6 +196,7 @@ impl Verifier {
             spec,
             keys: RwLock::new(None),
             last_fetch: tokio::sync::Mutex::new(None),
+            passed: std::sync::Mutex::new(HashMap::new()),
             client,
         }
     }
@@ -191,6 +213,10 @@ impl Verifier {
         let Ok(token) = std::str::from_utf8(token) else {
             return Verdict::Invalid("a token is ASCII".into());
         };
+        let digest = token_digest(token);
+        if let Some(who) = self.remembered(&digest) {
+            return Verdict::Allowed(who);
+        }
         let header = match jsonwebtoken::decode_header(token) {
             Ok(h) => h,
             Err(_) => return Verdict::Invalid("not a JWT".into()),
@@ -205,11 +231,35 @@ impl Verifier {
                 header.alg
             ));
         }
-        self.check(token, &key, alg)
+        let (verdict, until) = self.check(token, &key, alg);
+        if let Verdict::Allowed(who) = verdict {
+            self.remember(digest, Passed { who, until });
+        }
+        verdict
     }
 
-    /// The signature and claims of `token`, signed with `key` for `alg`.
-    fn check(&self, token: &str, key: &DecodingKey, alg: Algorithm) -> Verdict {
+    /// Who a token that passed names, while it is valid.
+    fn remembered(&self, digest: &[u8; 32]) -> Option<u64> {
+        let passed = self.passed.lock().unwrap_or_else(|p| p.into_inner());
+        let p = passed.get(digest)?;
+        (unix_now() <= p.until).then_some(p.who)
+    }
+
+    fn remember(&self, digest: [u8; 32], p: Passed) {
+        let mut passed = self.passed.lock().unwrap_or_else(|e| e.into_inner());
+        if passed.len() >= CACHE {
+            let now = unix_now();
+            passed.retain(|_, p| p.until >= now);
+            if passed.len() >= CACHE {
+                passed.clear();
+            }
+        }
+        passed.insert(digest, p);
+    }
+
+    /// The signature and claims of `token`, signed with `key` for `alg`,
+    /// and until when it is valid (Unix seconds, the skew included).
+    fn check(&self, token: &str, key: &DecodingKey, alg: Algorithm) -> (Verdict, u64) {
         let mut v = Validation::new(alg);
         v.set_issuer(&[&self.spec.issuer]);
         v.set_audience(&[&self.spec.audience]);
@@ -218,8 +268,9 @@ impl Verifier {
         v.validate_nbf = true;
         let claims = match jsonwebtoken::decode::<Claims>(token, key, &v) {
             Ok(data) => data.claims,
-            Err(e) => return Verdict::Invalid(why_invalid(&e)),
+            Err(e) => return (Verdict::Invalid(why_invalid(&e)), 0),
         };
+        let until = claims.exp.saturating_add(LEEWAY_S);
         let held: Vec<&str> = match (&claims.scope, &claims.scp) {
             (Some(s), _) => s.split_whitespace().collect(),
             (None, Some(list)) => list.iter().map(String::as_str).collect(),
@@ -233,7 +284,7 @@ impl Verifier {
             .cloned()
             .collect();
         if !missing.is_empty() {
-            return Verdict::InsufficientScope(missing);
+            return (Verdict::InsufficientScope(missing), 0);
         }
         let who = aws_lc_rs::digest::digest(
             &aws_lc_rs::digest::SHA256,
@@ -241,7 +292,7 @@ impl Verifier {
         );
         let mut first = [0u8; 8];
         first.copy_from_slice(&who.as_ref()[..8]);
-        Verdict::Allowed(u64::from_be_bytes(first))
+        (Verdict::Allowed(u64::from_be_bytes(first)), until)
     }
 
     /// The key `kid` names (or the one key without a name), fetching the
@@ -282,6 +333,11 @@ impl Verifier {
             Ok(keys) => {
                 let keys = std::sync::Arc::new(keys);
                 *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Some(keys.clone());
+                // A key may have been withdrawn: what it signed is checked again.
+                self.passed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clear();
                 Some(keys)
             }
             Err(why) => {
@@ -372,6 +428,19 @@ impl Verifier {
             .await
             .map_err(|_| format!("{url}: no answer within {FETCH_TIMEOUT:?}"))?
     }
+}
+
+fn token_digest(token: &str) -> [u8; 32] {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The key `kid` names, or the one key without a name.
