@@ -151,8 +151,14 @@ async fn the_edge_lets_in_the_tokens_issued_for_it_and_says_why_not_to_others() 
             "iss": issuer, "aud": AUDIENCE, "sub": "alice", "scope": format!("openid {SCOPE}"),
             "exp": now() + 300, "iat": now(),
         });
+        // A null takes the claim out.
         if let (Some(c), Some(o)) = (c.as_object_mut(), over.as_object()) {
-            c.extend(o.clone());
+            for (k, v) in o {
+                match v {
+                    Value::Null => c.remove(k),
+                    v => c.insert(k.clone(), v.clone()),
+                };
+            }
         }
         c
     };
@@ -215,6 +221,7 @@ async fn the_edge_lets_in_the_tokens_issued_for_it_and_says_why_not_to_others() 
         (impostor.sign(&claims(json!({}))), "signature"),
         (hmac, "algorithm"),
         ("not.a.jwt".to_owned(), "JWT"),
+        (signer.sign(&claims(json!({"sub": null}))), "sub"),
     ] {
         let (status, challenge, body) = call(&http, Some(&token)).await;
         assert_eq!(status, 401, "{says}: {body}");
@@ -241,6 +248,11 @@ async fn the_edge_lets_in_the_tokens_issued_for_it_and_says_why_not_to_others() 
         challenge.contains("error=\"insufficient_scope\"") && challenge.contains(SCOPE),
         "{challenge}"
     );
+
+    // Microsoft's `scp`, a string: the scope is there.
+    let scp = claims(json!({"scope": null, "scp": format!("openid {SCOPE}")}));
+    let (status, _, body) = call(&http, Some(&signer.sign(&scp))).await;
+    assert_eq!(status, 200, "scp as a string: {body}");
 
     // A rotated key: published, then used, without a restart.
     let rotated = Key::new("k2");

@@ -109,7 +109,9 @@ fn split_url(url: &str) -> (&str, &str) {
         Some(i) => url.split_at(after + i),
         None => (url, ""),
     };
-    (origin, path.trim_end_matches('/'))
+    // RFC 9728 §3.1: the path as the resource has it; only a path that is
+    // "/" alone is none.
+    (origin, if path == "/" { "" } else { path })
 }
 
 /// What a token is worth.
@@ -136,16 +138,26 @@ struct Claims {
     sub: String,
     #[serde(default)]
     scope: Option<String>,
+    /// Microsoft's `scp`: a space-separated string, or a list.
     #[serde(default)]
-    scp: Option<Vec<String>>,
+    scp: Option<Scopes>,
     #[serde(default)]
     exp: u64,
 }
 
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Scopes {
+    Text(String),
+    List(Vec<String>),
+}
+
 /// A token that passed: who it names, and until when it may.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Passed {
     who: u64,
+    /// The key that signed it (see [`pick`]).
+    kid: Option<String>,
     /// Unix seconds: its `exp` and the skew allowed.
     until: u64,
 }
@@ -171,6 +183,11 @@ pub struct Verifier {
     last_fetch: tokio::sync::Mutex<Option<Instant>>,
     /// Tokens that passed, by their SHA-256 (see [`CACHE`]).
     passed: std::sync::Mutex<HashMap<[u8; 32], Passed>>,
+    /// The JWKS's URL: `--oauth-jwks`, or the one the issuer's metadata
+    /// gave (found once).
+    jwks_url: RwLock<Option<String>>,
+    /// Where the metadata is served (see [`OAuthSpec::metadata_paths`]).
+    metadata_paths: [String; 2],
     client: FetchClient,
 }
 
@@ -184,6 +201,7 @@ impl std::fmt::Debug for Verifier {
 
 impl Verifier {
     pub fn new(spec: OAuthSpec, tls: rustls::ClientConfig) -> Self {
+        let (jwks_url, metadata_paths) = (spec.jwks.clone(), spec.metadata_paths());
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -197,6 +215,8 @@ impl Verifier {
             keys: RwLock::new(None),
             last_fetch: tokio::sync::Mutex::new(None),
             passed: std::sync::Mutex::new(HashMap::new()),
+            jwks_url: RwLock::new(jwks_url),
+            metadata_paths,
             client,
         }
     }
@@ -205,13 +225,18 @@ impl Verifier {
         &self.spec
     }
 
+    /// Whether the resource's metadata is served at `path`.
+    pub fn serves_metadata_at(&self, path: &str) -> bool {
+        self.metadata_paths.iter().any(|p| p == path)
+    }
+
     /// What the `Authorization` header value `authorization` is worth.
     pub async fn verify(&self, authorization: Option<&[u8]>) -> Verdict {
         let Some(token) = authorization.and_then(super::auth::bearer) else {
             return Verdict::Missing;
         };
         let Ok(token) = std::str::from_utf8(token) else {
-            return Verdict::Invalid("a token is ASCII".into());
+            return Verdict::Invalid("a token must be ASCII".into());
         };
         let digest = token_digest(token);
         if let Some(who) = self.remembered(&digest) {
@@ -233,7 +258,8 @@ impl Verifier {
         }
         let (verdict, until) = self.check(token, &key, alg);
         if let Verdict::Allowed(who) = verdict {
-            self.remember(digest, Passed { who, until });
+            let kid = header.kid;
+            self.remember(digest, Passed { who, kid, until });
         }
         verdict
     }
@@ -263,7 +289,9 @@ impl Verifier {
         let mut v = Validation::new(alg);
         v.set_issuer(&[&self.spec.issuer]);
         v.set_audience(&[&self.spec.audience]);
-        v.set_required_spec_claims(&["exp", "iss", "aud"]);
+        // `sub` too (RFC 9068 §2.2): it names the client, whose rate limit
+        // and MCP sessions are its own.
+        v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         v.leeway = LEEWAY_S;
         v.validate_nbf = true;
         let claims = match jsonwebtoken::decode::<Claims>(token, key, &v) {
@@ -272,8 +300,8 @@ impl Verifier {
         };
         let until = claims.exp.saturating_add(LEEWAY_S);
         let held: Vec<&str> = match (&claims.scope, &claims.scp) {
-            (Some(s), _) => s.split_whitespace().collect(),
-            (None, Some(list)) => list.iter().map(String::as_str).collect(),
+            (Some(s), _) | (None, Some(Scopes::Text(s))) => s.split_whitespace().collect(),
+            (None, Some(Scopes::List(list))) => list.iter().map(String::as_str).collect(),
             (None, None) => Vec::new(),
         };
         let missing: Vec<String> = self
@@ -302,12 +330,16 @@ impl Verifier {
         let fresh = cached
             .as_ref()
             .is_some_and(|k| k.fetched.elapsed() < REFRESH);
-        if let Some(found) = cached.as_ref().and_then(|k| pick(k, kid))
+        let found = cached.as_ref().and_then(|k| pick(k, kid));
+        if let Some(found) = &found
             && fresh
         {
-            return Ok(found);
+            return Ok(found.clone());
         }
-        let keys = match self.refetch().await {
+        // Old keys that know this kid serve while another request fetches
+        // new ones: only an unknown kid waits for a fetch.
+        let waits = found.is_none();
+        let keys = match self.refetch(waits).await {
             Some(keys) => keys,
             None => cached.ok_or_else(|| {
                 Verdict::Unavailable("the issuer's keys cannot be fetched".into())
@@ -321,23 +353,35 @@ impl Verifier {
         self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Fetches the keys, unless a fetch was made less than
-    /// [`MIN_FETCH_INTERVAL`] ago: the keys then, if any.
-    async fn refetch(&self) -> Option<std::sync::Arc<Keys>> {
-        let mut last = self.last_fetch.lock().await;
-        if last.is_some_and(|t| t.elapsed() < MIN_FETCH_INTERVAL) {
+    /// Fetches the keys, unless one fetch ended less than
+    /// [`MIN_FETCH_INTERVAL`] ago, or ended while this caller waited for it
+    /// (the callers queued behind a fetch take its keys, they do not each
+    /// fetch again); without `wait`, unless another is under way. The keys
+    /// then, if any.
+    async fn refetch(&self, wait: bool) -> Option<std::sync::Arc<Keys>> {
+        let asked = Instant::now();
+        let mut last = if wait {
+            self.last_fetch.lock().await
+        } else {
+            match self.last_fetch.try_lock() {
+                Ok(last) => last,
+                Err(_) => return self.cached(),
+            }
+        };
+        if last.is_some_and(|t| t >= asked || t.elapsed() < MIN_FETCH_INTERVAL) {
             return self.cached();
         }
+        let fetched = self.fetch_keys().await;
         *last = Some(Instant::now());
-        match self.fetch_keys().await {
+        match fetched {
             Ok(keys) => {
                 let keys = std::sync::Arc::new(keys);
                 *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Some(keys.clone());
-                // A key may have been withdrawn: what it signed is checked again.
+                // A withdrawn key: what it signed is checked again.
                 self.passed
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .clear();
+                    .retain(|_, p| pick(&keys, p.kid.as_deref()).is_some());
                 Some(keys)
             }
             Err(why) => {
@@ -348,9 +392,21 @@ impl Verifier {
     }
 
     async fn fetch_keys(&self) -> Result<Keys, String> {
-        let jwks_url = match &self.spec.jwks {
-            Some(url) => url.clone(),
-            None => self.discover().await?,
+        let known = self
+            .jwks_url
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let jwks_url = match known {
+            Some(url) => url,
+            None => {
+                let url = self.discover().await?;
+                // Keys that came over the network in the clear could be
+                // anyone's.
+                fetchable(&url)?;
+                *self.jwks_url.write().unwrap_or_else(|p| p.into_inner()) = Some(url.clone());
+                url
+            }
         };
         let set: JwkSet = serde_json::from_slice(&self.get(&jwks_url).await?)
             .map_err(|e| format!("{jwks_url}: not a JWKS: {e}"))?;
@@ -393,9 +449,7 @@ impl Verifier {
                 serde_json::from_slice::<Metadata>(&body).map_err(|e| format!("{url}: {e}"))
             }) {
                 // RFC 8414 §3.3: the metadata must be the issuer's own.
-                Ok(m)
-                    if m.issuer.trim_end_matches('/') == self.spec.issuer.trim_end_matches('/') =>
-                {
+                Ok(m) if m.issuer == self.spec.issuer => {
                     return Ok(m.jwks_uri);
                 }
                 Ok(m) => why.push(format!("{url} names issuer {:?}", m.issuer)),
@@ -490,7 +544,7 @@ fn why_invalid(e: &jsonwebtoken::errors::Error) -> String {
         K::InvalidAudience => "the token was not issued for this resource (aud)",
         K::InvalidIssuer => "the token is not from the configured issuer (iss)",
         K::InvalidSignature => "the token's signature does not verify",
-        K::MissingRequiredClaim(_) => "the token lacks exp, iss or aud",
+        K::MissingRequiredClaim(_) => "the token lacks exp, iss, aud or sub",
         K::InvalidAlgorithm => "the token's algorithm is not its key's",
         _ => "the token is malformed",
     }
@@ -500,7 +554,6 @@ fn why_invalid(e: &jsonwebtoken::errors::Error) -> String {
 /// The `WWW-Authenticate` value of a refusal for `verdict` (none for an
 /// allowed or unavailable one), and its HTTP status.
 pub fn challenge(spec: &OAuthSpec, verdict: &Verdict) -> Option<(u16, String)> {
-    let meta = spec.metadata_url();
     let scope = spec.scopes.join(" ");
     // Inside a quoted string of one header value: no quote, backslash,
     // control character or non-ASCII one can end it, or the header.
@@ -509,6 +562,7 @@ pub fn challenge(spec: &OAuthSpec, verdict: &Verdict) -> Option<(u16, String)> {
             .filter(|c| c.is_ascii() && !c.is_ascii_control() && !matches!(c, '"' | '\\'))
             .collect()
     };
+    let meta = quoted(&spec.metadata_url());
     Some(match verdict {
         Verdict::Allowed(_) | Verdict::Unavailable(_) => return None,
         Verdict::Missing if scope.is_empty() => {
@@ -572,10 +626,19 @@ mod tests {
 
     #[test]
     fn the_metadata_sits_at_the_well_known_path_of_the_resource() {
-        let s = spec("https://edge.example/mcp/");
+        let s = spec("https://edge.example/mcp");
         assert_eq!(
             s.metadata_url(),
             "https://edge.example/.well-known/oauth-protected-resource/mcp"
+        );
+        // RFC 9728 §3.1: the resource's path as it is, a sole "/" none.
+        assert_eq!(
+            spec("https://edge.example/mcp/").metadata_url(),
+            "https://edge.example/.well-known/oauth-protected-resource/mcp/"
+        );
+        assert_eq!(
+            spec("https://edge.example/").metadata_url(),
+            "https://edge.example/.well-known/oauth-protected-resource"
         );
         assert_eq!(
             s.metadata_paths(),
@@ -590,7 +653,7 @@ mod tests {
             "http://127.0.0.1:8080/.well-known/oauth-protected-resource"
         );
         let m: serde_json::Value = serde_json::from_str(&s.metadata()).expect("JSON");
-        assert_eq!(m["resource"], "https://edge.example/mcp/");
+        assert_eq!(m["resource"], "https://edge.example/mcp");
         assert_eq!(m["authorization_servers"][0], "https://auth.example");
     }
 

@@ -135,21 +135,26 @@ impl GatewayOptions {
                 )
             })?,
         };
+        resource_url(&audience).map_err(|m| src.error("oauth-audience", m))?;
         Ok(Some(OAuthSpec {
-            issuer: issuer.trim_end_matches('/').to_owned(),
+            // As given: tokens name it exactly (RFC 8414 §3.3, RFC 9068 §4).
+            issuer: issuer.clone(),
             audience,
             jwks: self.oauth_jwks.clone(),
             scopes: self.oauth_scope.clone(),
         }))
     }
 
-    /// The first HTTP ingress's URL, where its port is fixed.
+    /// The first HTTP ingress's URL, where it names one address and port
+    /// (not a wildcard a client cannot call).
     fn default_audience(&self) -> Option<String> {
         self.ingress.iter().find_map(|i| match i.place {
             super::super::ingress::Place::Tcp(a) | super::super::ingress::Place::Tls(a)
-                if a.port() != 0 && matches!(i.scheme(), "http" | "https") =>
+                if a.port() != 0
+                    && !a.ip().is_unspecified()
+                    && matches!(i.scheme(), "http" | "https") =>
             {
-                Some(format!("{i}/"))
+                Some(i.to_string())
             }
             _ => None,
         })
@@ -567,4 +572,22 @@ fn set<T>(field: &mut T, v: Option<T>) {
 /// `--shards` when it is not given: one per core the process may use.
 pub(super) fn default_shards() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// A resource's URL, as a token's `aud` and a challenge name it: an
+/// absolute http(s) URL, no fragment, nothing a quoted header value cannot
+/// hold.
+fn resource_url(url: &str) -> Result<(), String> {
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(format!("{url:?}: expected an absolute http(s):// URL"));
+    }
+    if url.contains('#') || url.contains('"') || !url.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "{url:?}: no fragment, spaces, quotes or characters outside visible ASCII"
+        ));
+    }
+    Ok(())
 }

@@ -727,7 +727,8 @@ fn an_oauth_edge_is_configured_or_refused_with_its_option() {
     ])
     .unwrap();
     let spec = c.oauth.expect("OAuth");
-    assert_eq!(spec.issuer, "https://auth.example");
+    // The issuer as given: tokens name it exactly.
+    assert_eq!(spec.issuer, "https://auth.example/");
     assert_eq!(spec.scopes, ["rpc:call"]);
     // The audience defaults to the first HTTP ingress, on a fixed port.
     let fixed = resolve(&[
@@ -742,8 +743,28 @@ fn an_oauth_edge_is_configured_or_refused_with_its_option() {
     .unwrap();
     assert_eq!(
         fixed.oauth.expect("OAuth").audience,
-        "http://127.0.0.1:8545/"
+        "http://127.0.0.1:8545"
     );
+    // Not a wildcard a client cannot call, nor a value a challenge cannot hold.
+    let wildcard = resolve(&[
+        "--insecure-accept-any-peer",
+        "--ingress",
+        "http://0.0.0.0:8545",
+        "--peer",
+        "quic://127.0.0.1:7000",
+        "--oauth-issuer",
+        "https://auth.example",
+    ])
+    .unwrap_err();
+    assert_eq!(wildcard.at, "--oauth-audience");
+    let quoted = edge(&[
+        "--oauth-issuer",
+        "https://auth.example",
+        "--oauth-audience",
+        "https://e/\"x",
+    ])
+    .unwrap_err();
+    assert_eq!(quoted.at, "--oauth-audience");
     let toml = file(
         "oauth",
         "insecure-accept-any-peer = true\ningress = [\"http://127.0.0.1:8545\"]\npeer = [\"quic://127.0.0.1:7000\"]\noauth-issuer = \"https://auth.example\"\noauth-scope = [\"a\", \"b\"]\n",

@@ -274,13 +274,11 @@ fn refused(r: Refusal) -> HttpResponse {
 /// The resource's metadata (RFC 9728), on an OAuth edge: what a client
 /// reads to find where to get a token. Open to all, as a challenge names it.
 fn protected_resource<B>(ctx: &Ctx, req: &Request<B>) -> Option<HttpResponse> {
-    let spec = ctx.oauth.as_ref()?.spec();
-    if req.method() != hyper::Method::GET
-        || !spec.metadata_paths().iter().any(|p| p == req.uri().path())
-    {
+    let oauth = ctx.oauth.as_ref()?;
+    if req.method() != hyper::Method::GET || !oauth.serves_metadata_at(req.uri().path()) {
         return None;
     }
-    Some(json_response(200, spec.metadata()))
+    Some(json_response(200, oauth.spec().metadata()))
 }
 
 /// The JSON-RPC error code of a 401 answer.
