@@ -678,6 +678,54 @@ mod tests {
         assert_eq!(challenge(&s, &Verdict::Allowed(1)), None);
     }
 
+    /// An issuer whose metadata sends for its keys in the clear is not
+    /// followed: nothing can be checked (503), no key is taken.
+    #[tokio::test]
+    async fn a_jwks_uri_in_the_clear_is_not_followed() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let issuer = format!("http://{}", listener.local_addr().expect("addr"));
+        let metadata = serde_json::json!({
+            "issuer": issuer, "jwks_uri": "http://keys.example/jwks"
+        })
+        .to_string();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let body = metadata.clone();
+                let service = hyper::service::service_fn(move |_req| {
+                    let r =
+                        hyper::Response::new(http_body_util::Full::new(Bytes::from(body.clone())));
+                    std::future::ready(Ok::<_, std::convert::Infallible>(r))
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service),
+                );
+            }
+        });
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let mut s = spec("https://edge.example/rpc");
+        s.issuer = issuer;
+        let v = Verifier::new(s, tls);
+        // {"alg":"ES256","kid":"k1"}, no claims, no signature worth the name.
+        let token = b"Bearer eyJhbGciOiJFUzI1NiIsImtpZCI6ImsxIn0.e30.c2ln";
+        match v.verify(Some(token)).await {
+            Verdict::Unavailable(_) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            v.jwks_url.read().unwrap_or_else(|p| p.into_inner()).clone(),
+            None,
+            "the clear-text URL is not kept"
+        );
+    }
+
     #[test]
     fn keys_are_fetched_over_https_or_from_this_machine() {
         assert!(fetchable("https://auth.example/jwks").is_ok());
