@@ -345,6 +345,30 @@ impl Schedule {
     }
 }
 
+/// What a target URL speaks, as far as the options that go with it care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetKind {
+    /// `http(s)://`, `mcp+http(s)://`: headers, TLS, HTTP/2.
+    Http,
+    /// `ws(s)://`: headers, TLS.
+    Ws,
+    /// `tcp://`, `tcp+lsp://`, `npamp://`…
+    Other,
+}
+
+impl TargetKind {
+    pub fn of(url: &str) -> Self {
+        let http = |u: &str| u.starts_with("http://") || u.starts_with("https://");
+        if http(url) || url.strip_prefix("mcp+").is_some_and(http) {
+            Self::Http
+        } else if url.starts_with("ws://") || url.starts_with("wss://") {
+            Self::Ws
+        } else {
+            Self::Other
+        }
+    }
+}
+
 /// A time in seconds: `0`, `2.5`, or text with a unit (`"0"`, `"500ms"`,
 /// `"5s"`, `"2m"`, `"1h"`), as the gateway's options take it.
 pub fn parse_time(s: &str) -> Result<f64, String> {
@@ -672,10 +696,8 @@ impl Scenario {
     fn check_target(&self) -> Result<(), (&'static str, String)> {
         // None: the embedded pair's HTTP ingress.
         let target = self.target.as_deref().unwrap_or("http://");
-        let http = ["http://", "https://", "mcp+http://", "mcp+https://"]
-            .iter()
-            .any(|p| target.starts_with(p));
-        let ws = target.starts_with("ws://") || target.starts_with("wss://");
+        let kind = TargetKind::of(target);
+        let (http, ws) = (kind == TargetKind::Http, kind == TargetKind::Ws);
         let headers_fit = http || ws || self.headers.is_empty();
         if !headers_fit {
             return Err((

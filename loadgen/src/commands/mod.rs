@@ -186,29 +186,8 @@ pub async fn target_of(
     if let Some(addr) = url.strip_prefix("tcp://") {
         return Ok(Target::Tcp(addr.trim_end_matches('/').to_owned()));
     }
-    if url.starts_with("ws://") || url.starts_with("wss://") {
-        let ws = engine::WsTarget::new(url, &scenario.tls, scenario.headers.clone());
-        return Ok(Target::Ws(ws.map_err(anyhow::Error::msg)?));
-    }
-    let (mcp, http) = match url.strip_prefix("mcp+") {
-        Some(http) => (true, http),
-        None => (false, url),
-    };
-    if http.starts_with("http://") || http.starts_with("https://") {
-        let uri = http.parse().with_context(|| format!("bad URL {url:?}"))?;
-        let target = HttpTarget::new(
-            uri,
-            &scenario.tls,
-            scenario.http2,
-            scenario.streams,
-            scenario.headers.clone(),
-        )
-        .map_err(anyhow::Error::msg)?;
-        return Ok(if mcp {
-            Target::Mcp(target)
-        } else {
-            Target::Http(target)
-        });
+    if let Some(target) = web_target(url, scenario) {
+        return target.map_err(anyhow::Error::msg);
     }
     bail!(
         "unknown target {url:?}: expected http://, https://, mcp+http://, mcp+https://, ws://, wss://, tcp://, tcp+lsp://, npamp://, npamp+quic:// or npamp+tls://"
@@ -315,16 +294,40 @@ pub fn checked(s: Scenario, path: &std::path::Path) -> Result<Scenario, ExitCode
 /// An HTTP or WebSocket target as the run will make it (its URL, its TLS
 /// options), before anything runs: what cannot be is a usage error.
 fn reachable(s: &Scenario) -> Result<(), String> {
-    let Some(url) = s.target.as_deref() else {
-        return Ok(());
-    };
-    if url.starts_with("ws://") || url.starts_with("wss://") {
-        return engine::WsTarget::new(url, &s.tls, Vec::new()).map(|_| ());
+    match s.target.as_deref().and_then(|url| web_target(url, s)) {
+        Some(Err(why)) => Err(why),
+        _ => Ok(()),
     }
-    let http = url.strip_prefix("mcp+").unwrap_or(url);
-    if http.starts_with("http://") || http.starts_with("https://") {
-        let uri = http.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
-        HttpTarget::new(uri, &s.tls, s.http2, s.streams, Vec::new())?;
+}
+
+/// The HTTP (MCP) or WebSocket target `url` names, with the scenario's
+/// TLS options, HTTP/2 and headers; `None` for a target of another kind.
+fn web_target(url: &str, scenario: &Scenario) -> Option<Result<Target, String>> {
+    use npamp_loadgen::scenario::TargetKind;
+    let headers = scenario.headers.clone();
+    match TargetKind::of(url) {
+        TargetKind::Ws => Some(engine::WsTarget::new(url, &scenario.tls, headers).map(Target::Ws)),
+        TargetKind::Http => {
+            let (mcp, http) = match url.strip_prefix("mcp+") {
+                Some(http) => (true, http),
+                None => (false, url),
+            };
+            Some((|| {
+                let uri = http.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
+                let target = HttpTarget::new(
+                    uri,
+                    &scenario.tls,
+                    scenario.http2,
+                    scenario.streams,
+                    headers,
+                )?;
+                Ok(if mcp {
+                    Target::Mcp(target)
+                } else {
+                    Target::Http(target)
+                })
+            })())
+        }
+        TargetKind::Other => None,
     }
-    Ok(())
 }

@@ -260,9 +260,7 @@ fn load_of(args: &RunArgs, mut s: Scenario, named: &std::path::Path) -> Result<S
     // each request in flight has its own, whatever `connections` says.
     let one_per_connection = !s.http2
         && s.target.as_deref().is_none_or(|t| {
-            ["http://", "https://", "mcp+http://", "mcp+https://"]
-                .iter()
-                .any(|p| t.starts_with(p))
+            npamp_loadgen::scenario::TargetKind::of(t) == npamp_loadgen::scenario::TargetKind::Http
         });
     if let Load::Closed { concurrency } = s.load
         && one_per_connection

@@ -233,21 +233,12 @@ impl WsTarget {
         headers: Vec<crate::header::Header>,
     ) -> Result<Self, String> {
         let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
-        let secure = match uri.scheme_str() {
-            Some("wss") => true,
-            Some("ws") => false,
-            _ => return Err(format!("{url}: expected ws:// or wss://")),
-        };
-        let host = uri.host().ok_or_else(|| format!("{url}: no host"))?;
-        crate::http::refuse_userinfo(&uri)?;
-        let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+        let (authority, tls) = crate::http::endpoint(&uri, ["ws", "wss"], tls, &[b"http/1.1"])?;
         Ok(Self {
             url: crate::http::shown(&uri),
             request_url: url.to_owned(),
-            authority: format!("{host}:{port}"),
-            tls: secure
-                .then(|| crate::tls::Tls::new(tls, host, &[b"http/1.1"]))
-                .transpose()?,
+            authority,
+            tls,
             headers,
         })
     }

@@ -56,18 +56,11 @@ impl HttpTarget {
         streams: usize,
         headers: Vec<Header>,
     ) -> Result<Self, String> {
-        let secure = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(format!("{uri}: expected http:// or https://")),
-        };
-        let host = uri.host().ok_or_else(|| format!("{uri}: no host"))?;
-        refuse_userinfo(&uri)?;
-        let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
         let alpn: &[&[u8]] = if http2 { &[b"h2"] } else { &[b"http/1.1"] };
+        let (authority, tls) = endpoint(&uri, ["http", "https"], tls, alpn)?;
         Ok(Self {
-            authority: format!("{host}:{port}"),
-            tls: secure.then(|| Tls::new(tls, host, alpn)).transpose()?,
+            authority,
+            tls,
             http2,
             streams: streams.max(1),
             headers,
@@ -128,10 +121,32 @@ pub(crate) fn shown(uri: &hyper::Uri) -> String {
     )
 }
 
+/// Where a URL's connections go (`host:port`, the port filled in from its
+/// scheme) and, for the second of `schemes` (its TLS one), the TLS client
+/// offering `alpn`; a URL of another scheme, without a host, or with
+/// credentials is refused.
+pub(crate) fn endpoint(
+    uri: &hyper::Uri,
+    [plain, secure]: [&str; 2],
+    tls: &TlsOptions,
+    alpn: &[&[u8]],
+) -> Result<(String, Option<Tls>), String> {
+    let secure = match uri.scheme_str() {
+        Some(s) if s == secure => true,
+        Some(s) if s == plain => false,
+        _ => return Err(format!("{uri}: expected {plain}:// or {secure}://")),
+    };
+    let host = uri.host().ok_or_else(|| format!("{uri}: no host"))?;
+    refuse_userinfo(uri)?;
+    let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+    let tls = secure.then(|| Tls::new(tls, host, alpn)).transpose()?;
+    Ok((format!("{host}:{port}"), tls))
+}
+
 /// A URL with `user:password@` is refused: it would go out in `Host`, and
 /// into the summary; credentials go in a header (`--header`,
 /// `--bearer-file`).
-pub(crate) fn refuse_userinfo(uri: &hyper::Uri) -> Result<(), String> {
+fn refuse_userinfo(uri: &hyper::Uri) -> Result<(), String> {
     match uri.authority() {
         Some(a) if a.as_str().contains('@') => Err(format!(
             "{}://…@{}: credentials in a URL are not sent; give them as a header (--header, --bearer-file)",
