@@ -94,13 +94,20 @@ async fn authorization_server(keys: Arc<Mutex<Vec<Value>>>) -> String {
 
 /// A POST of ECHO with `token`: status, `WWW-Authenticate`, body.
 async fn call(url: &str, token: Option<&str>) -> (u16, String, String) {
+    post(url, token, ECHO).await
+}
+
+/// A POST of `body` with `token`: status, `WWW-Authenticate`, body.
+async fn post(url: &str, token: Option<&str>, body: &str) -> (u16, String, String) {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<Bytes>>();
     let mut req = hyper::Request::post(url).header("content-type", "application/json");
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
-    let req = req.body(Full::new(Bytes::from(ECHO))).expect("request");
+    let req = req
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .expect("request");
     let resp = tokio::time::timeout(Duration::from_secs(20), client.request(req))
         .await
         .expect("in time")
@@ -274,4 +281,146 @@ async fn the_edge_lets_in_the_tokens_issued_for_it_and_says_why_not_to_others() 
         "{:?}",
         refused.err()
     );
+}
+
+/// `--require-scope` (issue 53, item 2): a method, and a tool of
+/// `tools/call`, need the scopes configured for them; a token without one
+/// gets 403 and a challenge naming every scope the request needs, before
+/// anything is carried, on HTTP (one request or a batch) and WebSocket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn methods_and_tools_need_the_scopes_configured_for_them() {
+    let signer = Key::new("k1");
+    let issuer = authorization_server(Arc::new(Mutex::new(vec![signer.jwk.clone()]))).await;
+    let pair = Pair::start(PairOptions {
+        edge_extra: &[
+            "--oauth-issuer",
+            &issuer,
+            "--oauth-audience",
+            AUDIENCE,
+            "--oauth-scope",
+            SCOPE,
+            "--require-scope",
+            "transfer=funds:write",
+            "--require-scope",
+            "tools/call:delete_repo=repo:admin",
+        ],
+        ingresses: &["http", "ws"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let token = |scope: &str| {
+        signer.sign(&json!({
+            "iss": issuer, "aud": AUDIENCE, "sub": "alice", "scope": scope,
+            "exp": now() + 300,
+        }))
+    };
+    let (plain, admin) = (token(SCOPE), token(&format!("{SCOPE} repo:admin")));
+    let tool = |name: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"{name}"}}}}"#)
+    };
+    let transfer = r#"{"jsonrpc":"2.0","id":4,"method":"transfer","params":[1]}"#;
+
+    // What no rule names, and a tool no rule names: the base scope does.
+    for body in [ECHO, &tool("list_repos")] {
+        let (status, _, text) = post(&http, Some(&plain), body).await;
+        assert_eq!(status, 200, "{body}: {text}");
+        assert!(parse(&text).get("result").is_some(), "{text}");
+    }
+    // A method, and one tool, that need more: 403, the scopes to ask for.
+    for (body, scope, id) in [
+        (transfer.to_owned(), "funds:write", 4),
+        (tool("delete_repo"), "repo:admin", 3),
+        (tool("delete\\u005frepo"), "repo:admin", 3),
+    ] {
+        let (status, challenge, text) = post(&http, Some(&plain), &body).await;
+        assert_eq!(status, 403, "{body}: {text}");
+        assert_eq!(
+            challenge,
+            format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{SCOPE} {scope}\", resource_metadata=\"https://edge.example/.well-known/oauth-protected-resource/rpc\""
+            )
+        );
+        let e = parse(&text);
+        assert_eq!(
+            (e["id"].clone(), e["error"]["code"].clone()),
+            (json!(id), json!(-32012))
+        );
+        assert!(
+            e["error"]["data"]["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(scope)),
+            "{text}"
+        );
+    }
+    // With the scope: carried.
+    let (status, _, text) = post(&http, Some(&admin), &tool("delete_repo")).await;
+    assert_eq!(status, 200, "{text}");
+    // A batch with one request that needs what the token lacks: all of it
+    // refused, nothing carried, the scopes of every member named.
+    let batch = format!("[{ECHO},{transfer},{}]", tool("delete_repo"));
+    let (status, challenge, _) = post(&http, Some(&plain), &batch).await;
+    assert_eq!(status, 403);
+    assert!(
+        challenge.contains(&format!("scope=\"{SCOPE} funds:write repo:admin\"")),
+        "{challenge}"
+    );
+
+    // WebSocket: each message is checked; one that needs more is answered
+    // with the error, and the session goes on.
+    let mut ws = Client::ws_with_token(&pair.ingress("ws://"), &plain).await;
+    ws.send(&tool("delete_repo")).await;
+    let e = ws.recv().await.expect("reply");
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (json!(3), json!(-32012))
+    );
+    ws.send(ECHO).await;
+    assert_eq!(ws.recv().await.expect("reply")["result"], json!([7]));
+}
+
+/// The OAuth settings are reloaded as the token file is (SIGHUP): a rule
+/// added to the configuration file applies from then on, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_changes_what_scopes_are_required() {
+    let signer = Key::new("k1");
+    let issuer = authorization_server(Arc::new(Mutex::new(vec![signer.jwk.clone()]))).await;
+    let dir = tempdir::Dir::new();
+    let config = dir.0.join("edge.toml");
+    let toml = |rules: &str| {
+        format!("oauth-issuer = \"{issuer}\"\noauth-audience = \"{AUDIENCE}\"\n{rules}")
+    };
+    std::fs::write(&config, toml("")).expect("config");
+    let config_arg = config.to_string_lossy().into_owned();
+    let pair = Pair::start(PairOptions {
+        edge_extra: &["--config", &config_arg],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let token = signer.sign(&json!({
+        "iss": issuer, "aud": AUDIENCE, "sub": "alice", "scope": "rpc:call",
+        "exp": now() + 300,
+    }));
+    let transfer = r#"{"jsonrpc":"2.0","id":4,"method":"transfer","params":[1]}"#;
+    assert_eq!(post(&http, Some(&token), transfer).await.0, 200);
+
+    std::fs::write(
+        &config,
+        toml("require-scope = [\"transfer=funds:write\"]\n"),
+    )
+    .expect("config");
+    hup(&pair.edge);
+    let mut status = 200;
+    for _ in 0..100 {
+        status = post(&http, Some(&token), transfer).await.0;
+        if status != 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 403, "the rule added applies after the reload");
+    let (status, _, body) = call(&http, Some(&token)).await;
+    assert_eq!(status, 200, "what the rule does not name goes on: {body}");
 }

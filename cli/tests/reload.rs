@@ -60,14 +60,6 @@ async fn https_status(url: &str, config: Arc<rustls::ClientConfig>) -> Option<u1
         .ok()
 }
 
-fn hup(p: &Proc) {
-    let status = std::process::Command::new("kill")
-        .args(["-HUP", &p.pid().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-}
-
 /// Waits until the gateway's /healthz reports `generation`.
 async fn generation_reaches(p: &Proc, generation: u64) {
     let health = p.printed("metrics ").replace("/metrics", "/healthz");

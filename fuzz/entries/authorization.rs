@@ -3,9 +3,14 @@
 //! part of the input; reading a JWT's header never panics; and the
 //! `WWW-Authenticate` challenge made for any reason stays one valid header
 //! value (no quote, backslash or line break in a reason breaks out of it).
+//! A `--require-scope` rule read from the bytes never panics, and the
+//! scopes a message of arbitrary bytes needs are read without panicking.
 
 use npamp_gateway::gateway::auth::bearer;
-use npamp_gateway::gateway::oauth::{OAuthSpec, Verdict, challenge};
+use npamp_gateway::gateway::oauth::{
+    Held, Lacking, OAuthSpec, ScopeRule, Verdict, challenge, scope_challenge,
+};
+use npamp_gateway::gateway::scopes::Rules;
 
 /// One input, as the fuzzer hands it over.
 pub fn run(data: &[u8]) {
@@ -21,8 +26,25 @@ pub fn run(data: &[u8]) {
         audience: "https://edge.example/rpc".into(),
         jwks: None,
         scopes: vec!["rpc:call".into()],
+        rules: Vec::new(),
     };
     let reason = String::from_utf8_lossy(data).into_owned();
+    if let Ok(rule) = reason.parse::<ScopeRule>() {
+        assert_eq!(rule.to_string().parse::<ScopeRule>(), Ok(rule));
+    }
+    let rules: Vec<ScopeRule> = ["tools/call:delete=admin", "tools/call=tools", "m=s"]
+        .iter()
+        .filter_map(|r| r.parse().ok())
+        .collect();
+    if let Ok(rules) = Rules::new(&rules) {
+        let need = rules.needs("tools/call", data);
+        assert!(rules.lacking(Held::ALL, need).is_empty());
+    }
+    let lacking = Lacking {
+        missing: vec![reason.clone()],
+        needed: vec![reason.clone()],
+    };
+    assert!(hyper::header::HeaderValue::from_str(&scope_challenge(&spec, &lacking)).is_ok());
     for verdict in [
         Verdict::Invalid(reason.clone()),
         Verdict::InsufficientScope(vec![reason]),

@@ -10,6 +10,7 @@ use crate::gateway::metrics::Side;
 
 /// The part of a running gateway's configuration that a reload (SIGHUP)
 /// replaces while it serves; everything else needs a restart.
+#[derive(Clone)]
 pub struct Live {
     /// 1 at start, one more at each reload that changed something.
     pub generation: u64,
@@ -22,6 +23,9 @@ pub struct Live {
     pub limiter: Option<Arc<ingress::limit::Limiter>>,
     /// Edge: the server config of the TLS ingresses (before ALPN).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Edge: the OAuth resource server its ingresses are (`--oauth-*`,
+    /// `--require-scope`).
+    pub oauth: Option<Arc<super::oauth::Verifier>>,
 }
 
 /// What every part of a running gateway shares.
@@ -33,8 +37,8 @@ pub struct Ctx {
     pub policy: SafetyPolicy,
     pub allow_methods: Option<HashSet<String>>,
     pub deny_methods: HashSet<String>,
-    /// What a configuration reload may change: tokens, web origins, rate
-    /// limits, the ingress certificate ([`Ctx::live`]).
+    /// What a configuration reload may change: tokens, OAuth, web
+    /// origins, rate limits, the ingress certificate ([`Ctx::live`]).
     live: std::sync::RwLock<Arc<Live>>,
     pub limits: Limits,
     /// Limits on JSON-RPC text from the local party (clients, upstream).
@@ -53,8 +57,6 @@ pub struct Ctx {
     pub shards: Option<Arc<crate::shard::Shards>>,
     /// Edge: where what clients send is recorded (`--capture`).
     pub capture: Option<Arc<super::capture::Capture>>,
-    /// Edge: the OAuth resource server its ingresses are (`--oauth-*`).
-    pub oauth: Option<Arc<super::oauth::Verifier>>,
 }
 
 impl Ctx {
@@ -98,6 +100,7 @@ impl Ctx {
                     .rate_limit
                     .map(|l| Arc::new(ingress::limit::Limiter::new(l))),
                 tls: None,
+                oauth: None,
             })),
             scan: crate::jsonrpc::Limits {
                 max_len: config.limits.max_body,
@@ -118,7 +121,6 @@ impl Ctx {
             assocs: Mutex::new(Vec::new()),
             shards: None,
             capture: None,
-            oauth: None,
         }
     }
 
@@ -130,11 +132,6 @@ impl Ctx {
     /// The same, recording what clients send into `capture`.
     pub fn with_capture(self, capture: Option<Arc<super::capture::Capture>>) -> Self {
         Self { capture, ..self }
-    }
-
-    /// The same, checking clients' tokens with `oauth`.
-    pub fn with_oauth(self, oauth: Option<Arc<super::oauth::Verifier>>) -> Self {
-        Self { oauth, ..self }
     }
 
     /// Records a client's message (or batch), where a capture is on.

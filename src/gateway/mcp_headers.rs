@@ -81,8 +81,9 @@ enum Text<'a> {
     Other(IgnoredAny),
 }
 
-/// The methods whose requests carry `Mcp-Name`.
-fn named(method: &str) -> bool {
+/// The methods whose requests carry `Mcp-Name`: those that name what they
+/// use (a tool, a prompt, a resource's URI).
+pub fn named(method: &str) -> bool {
     matches!(method, "tools/call" | "resources/read" | "prompts/get")
 }
 
@@ -131,6 +132,14 @@ fn read_fields(body: &[u8]) -> Result<Fields<'_>, serde_json::Error> {
         name,
         protocol_version,
     })
+}
+
+/// What a `tools/call`, `prompts/get` or `resources/read` message names
+/// (`params.name`, or `params.uri`), unescaped; `Ok(None)` for other
+/// messages and those that name nothing, `Err` for a body that cannot be
+/// read for certain (a member given twice).
+pub fn name_of(body: &[u8]) -> Result<Option<Cow<'_, str>>, serde_json::Error> {
+    read_fields(body).map(|f| f.name)
 }
 
 /// [`read_fields`], none for what cannot be read.

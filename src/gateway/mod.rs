@@ -35,6 +35,7 @@ internal! {
     mod outbox;
     mod policy;
     mod redact;
+    mod scopes;
     mod session;
     mod stall;
     mod upstream;
@@ -315,11 +316,8 @@ async fn start_edge(
         .transpose()?;
     let live = ctx.live();
     ctx.set_live(Live {
-        generation: live.generation,
-        tokens: live.tokens.clone(),
-        browsers: live.browsers.clone(),
-        limiter: live.limiter.clone(),
         tls,
+        ..Live::clone(&live)
     });
     for url in &config.ingress {
         let (bound, task) = url.clone().start(edge.clone(), shutdown.clone()).await?;
@@ -344,7 +342,6 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static str> 
     differs("peer", old.peers == new.peers);
     differs("metrics", old.metrics == new.metrics);
     differs("capture", old.capture == new.capture);
-    differs("oauth-issuer", old.oauth == new.oauth);
     differs(
         "upstream",
         old.upstream == new.upstream
@@ -396,7 +393,21 @@ fn changes_live(old: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static str> {
     if old.rate_limit != new.rate_limit {
         changed.push("rate-limit");
     }
+    if old.oauth != new.oauth {
+        changed.push("oauth");
+    }
     changed
+}
+
+/// The resource server `config`'s `--oauth-*` make, if any.
+fn verifier(config: &GatewayConfig) -> Result<Option<Arc<oauth::Verifier>>, GatewayError> {
+    let Some(spec) = &config.oauth else {
+        return Ok(None);
+    };
+    let tls = context::tls_roots_client_config(config.upstream_ca.as_deref())?;
+    oauth::Verifier::new(spec.clone(), tls)
+        .map(|v| Some(Arc::new(v)))
+        .map_err(|e| GatewayError::Config(format!("--require-scope: {e}")))
 }
 
 /// A running gateway.
@@ -447,19 +458,19 @@ impl Gateway {
             })?),
             None => None,
         };
-        let oauth = match &config.oauth {
-            Some(spec) => Some(Arc::new(oauth::Verifier::new(
-                spec.clone(),
-                context::tls_roots_client_config(config.upstream_ca.as_deref())?,
-            ))),
-            None => None,
-        };
+        let oauth = verifier(&config)?;
         let ctx = Arc::new(
             Ctx::new(&config, metrics.clone())
                 .with_shards(shards.clone())
-                .with_capture(capture)
-                .with_oauth(oauth),
+                .with_capture(capture),
         );
+        if oauth.is_some() {
+            let live = ctx.live();
+            ctx.set_live(Live {
+                oauth,
+                ..Live::clone(&live)
+            });
+        }
         let (shutdown, watch_rx) = watch::channel(false);
         let listeners = start_origin(&ctx, &config, shards).await?;
         let listening = listeners.iter().map(|l| l.local_addr).collect();
@@ -494,8 +505,9 @@ impl Gateway {
     }
 
     /// Applies a new configuration while serving (SIGHUP): the trusted peer
-    /// keys (for handshakes from now on), bearer tokens, web origins, rate
-    /// limits and the ingress certificate (for connections from now on)
+    /// keys (for handshakes from now on), bearer tokens, the OAuth settings
+    /// (`--oauth-*`, `--require-scope`), web origins, rate limits and the
+    /// ingress certificate (for connections from now on)
     /// change; no association or client connection is dropped. Whatever
     /// else differs is left as it runs and named in [`Reloaded::refused`]
     /// (it needs a restart). A new configuration that cannot be used (an
@@ -519,6 +531,13 @@ impl Gateway {
             _ => self.ctx.live().tls.clone(),
         };
         let live = self.ctx.live();
+        // A new resource server starts with no keys and no tokens known;
+        // the same one keeps its own.
+        let oauth = if changed.contains(&"oauth") {
+            verifier(&new)?
+        } else {
+            live.oauth.clone()
+        };
         let generation = live.generation + u64::from(!changed.is_empty());
         if !changed.is_empty() {
             old.endpoint.trust.replace(trust);
@@ -534,9 +553,11 @@ impl Gateway {
                 browsers: new.browsers.clone(),
                 limiter,
                 tls,
+                oauth,
             });
             let running = &mut self.running;
             running.tokens = new.tokens;
+            running.oauth = new.oauth;
             running.browsers = new.browsers;
             running.rate_limit = new.rate_limit;
             if changed.contains(&"ingress-cert") {

@@ -42,6 +42,9 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use tracing::{debug, warn};
 
+pub use super::scopes::{Held, ScopeRule};
+use super::scopes::Rules;
+
 /// Seconds of clock skew allowed on `exp` and `nbf`.
 pub const LEEWAY_S: u64 = 60;
 
@@ -71,6 +74,9 @@ pub struct OAuthSpec {
     pub jwks: Option<String>,
     /// Scopes every request needs.
     pub scopes: Vec<String>,
+    /// Scopes some methods, or some tools, need besides
+    /// (`--require-scope`).
+    pub rules: Vec<ScopeRule>,
 }
 
 impl OAuthSpec {
@@ -101,6 +107,31 @@ impl OAuthSpec {
     }
 }
 
+/// Scopes a message needs that its token lacks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lacking {
+    /// The scopes it lacks.
+    pub missing: Vec<String>,
+    /// Every scope the message needs, beside `--oauth-scope`.
+    pub needed: Vec<String>,
+}
+
+impl Lacking {
+    /// Joins another message's (of one batch).
+    pub fn join(&mut self, other: Lacking) {
+        for (into, from) in [
+            (&mut self.missing, other.missing),
+            (&mut self.needed, other.needed),
+        ] {
+            for s in from {
+                if !into.contains(&s) {
+                    into.push(s);
+                }
+            }
+        }
+    }
+}
+
 /// `https://host:port/path/` as (`https://host:port`, `/path`): the path
 /// without its trailing slash, empty for the root.
 fn split_url(url: &str) -> (&str, &str) {
@@ -114,11 +145,19 @@ fn split_url(url: &str) -> (&str, &str) {
     (origin, if path == "/" { "" } else { path })
 }
 
+/// A valid token: who it was issued to (a digest of `iss` and `sub`), and
+/// which scopes of `--require-scope` it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub who: u64,
+    pub held: Held,
+}
+
 /// What a token is worth.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Valid: who it was issued to (a digest of `iss` and `sub`).
-    Allowed(u64),
+    /// Valid.
+    Allowed(Grant),
     /// No bearer token.
     Missing,
     /// A token that is not valid here, and why (said to the client).
@@ -152,10 +191,10 @@ enum Scopes {
     List(Vec<String>),
 }
 
-/// A token that passed: who it names, and until when it may.
+/// A token that passed: what it grants, and until when it may.
 #[derive(Clone)]
 struct Passed {
-    who: u64,
+    grant: Grant,
     /// The key that signed it (see [`pick`]).
     kid: Option<String>,
     /// Unix seconds: its `exp` and the skew allowed.
@@ -188,6 +227,8 @@ pub struct Verifier {
     jwks_url: RwLock<Option<String>>,
     /// Where the metadata is served (see [`OAuthSpec::metadata_paths`]).
     metadata_paths: [String; 2],
+    /// `--require-scope`, compiled.
+    rules: Rules,
     client: FetchClient,
 }
 
@@ -200,8 +241,11 @@ impl std::fmt::Debug for Verifier {
 }
 
 impl Verifier {
-    pub fn new(spec: OAuthSpec, tls: rustls::ClientConfig) -> Self {
+    /// A verifier of `spec`'s tokens, fetching keys with `tls`; refused
+    /// where its rules name too many scopes.
+    pub fn new(spec: OAuthSpec, tls: rustls::ClientConfig) -> Result<Self, String> {
         let (jwks_url, metadata_paths) = (spec.jwks.clone(), spec.metadata_paths());
+        let rules = Rules::new(&spec.rules)?;
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -210,15 +254,16 @@ impl Verifier {
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .build(connector);
-        Self {
+        Ok(Self {
             spec,
             keys: RwLock::new(None),
             last_fetch: tokio::sync::Mutex::new(None),
             passed: std::sync::Mutex::new(HashMap::new()),
             jwks_url: RwLock::new(jwks_url),
             metadata_paths,
+            rules,
             client,
-        }
+        })
     }
 
     pub fn spec(&self) -> &OAuthSpec {
@@ -239,8 +284,8 @@ impl Verifier {
             return Verdict::Invalid("a token must be ASCII".into());
         };
         let digest = token_digest(token);
-        if let Some(who) = self.remembered(&digest) {
-            return Verdict::Allowed(who);
+        if let Some(grant) = self.remembered(&digest) {
+            return Verdict::Allowed(grant);
         }
         let header = match jsonwebtoken::decode_header(token) {
             Ok(h) => h,
@@ -257,18 +302,18 @@ impl Verifier {
             ));
         }
         let (verdict, until) = self.check(token, &key, alg);
-        if let Verdict::Allowed(who) = verdict {
+        if let Verdict::Allowed(grant) = verdict {
             let kid = header.kid;
-            self.remember(digest, Passed { who, kid, until });
+            self.remember(digest, Passed { grant, kid, until });
         }
         verdict
     }
 
-    /// Who a token that passed names, while it is valid.
-    fn remembered(&self, digest: &[u8; 32]) -> Option<u64> {
+    /// What a token that passed grants, while it is valid.
+    fn remembered(&self, digest: &[u8; 32]) -> Option<Grant> {
         let passed = self.passed.lock().unwrap_or_else(|p| p.into_inner());
         let p = passed.get(digest)?;
-        (unix_now() <= p.until).then_some(p.who)
+        (unix_now() <= p.until).then_some(p.grant)
     }
 
     fn remember(&self, digest: [u8; 32], p: Passed) {
@@ -320,7 +365,35 @@ impl Verifier {
         );
         let mut first = [0u8; 8];
         first.copy_from_slice(&who.as_ref()[..8]);
-        (Verdict::Allowed(u64::from_be_bytes(first)), until)
+        let grant = Grant {
+            who: u64::from_be_bytes(first),
+            held: self.rules.held(held.iter().copied()),
+        };
+        (Verdict::Allowed(grant), until)
+    }
+
+    /// The scopes a token holding `held` lacks for the message `message`
+    /// of `method` (`--require-scope`), and every scope the message needs
+    /// (for the challenge); `None` when it lacks none.
+    pub fn lacks(&self, held: Held, method: &str, message: &[u8]) -> Option<Lacking> {
+        if self.rules.is_empty() {
+            return None;
+        }
+        let need = self.rules.needs(method, message);
+        let lacking = self.rules.lacking(held, need);
+        if lacking.is_empty() {
+            return None;
+        }
+        Some(Lacking {
+            missing: lacking.into_iter().map(str::to_owned).collect(),
+            needed: self.rules.named(need).map(str::to_owned).collect(),
+        })
+    }
+
+    /// Whether any method needs a scope of its own (`--require-scope`):
+    /// whether messages are to be looked at.
+    pub fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
     }
 
     /// The key `kid` names (or the one key without a name), fetching the
@@ -555,13 +628,6 @@ fn why_invalid(e: &jsonwebtoken::errors::Error) -> String {
 /// allowed or unavailable one), and its HTTP status.
 pub fn challenge(spec: &OAuthSpec, verdict: &Verdict) -> Option<(u16, String)> {
     let scope = spec.scopes.join(" ");
-    // Inside a quoted string of one header value: no quote, backslash,
-    // control character or non-ASCII one can end it, or the header.
-    let quoted = |s: &str| -> String {
-        s.chars()
-            .filter(|c| c.is_ascii() && !c.is_ascii_control() && !matches!(c, '"' | '\\'))
-            .collect()
-    };
     let meta = quoted(&spec.metadata_url());
     Some(match verdict {
         Verdict::Allowed(_) | Verdict::Unavailable(_) => return None,
@@ -582,14 +648,34 @@ pub fn challenge(spec: &OAuthSpec, verdict: &Verdict) -> Option<(u16, String)> {
                 quoted(why)
             ),
         ),
-        Verdict::InsufficientScope(_) => (
-            403,
-            format!(
-                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{meta}\"",
-                quoted(&scope)
-            ),
-        ),
+        Verdict::InsufficientScope(_) => (403, scope_challenge(spec, &Lacking::default())),
     })
+}
+
+/// The `WWW-Authenticate` value of a 403 for a request whose token lacks
+/// scopes: `scope` names every scope the request needs (`--oauth-scope`
+/// and those of `lacking`), as MCP's step-up authorization asks, so the
+/// client can ask for a token that holds them all.
+pub fn scope_challenge(spec: &OAuthSpec, lacking: &Lacking) -> String {
+    let mut scopes: Vec<&str> = spec.scopes.iter().map(String::as_str).collect();
+    for s in &lacking.needed {
+        if !scopes.contains(&s.as_str()) {
+            scopes.push(s);
+        }
+    }
+    format!(
+        "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+        quoted(&scopes.join(" ")),
+        quoted(&spec.metadata_url())
+    )
+}
+
+/// Text inside a quoted string of one header value: no quote, backslash,
+/// control character or non-ASCII one can end it, or the header.
+fn quoted(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii() && !c.is_ascii_control() && !matches!(c, '"' | '\\'))
+        .collect()
 }
 
 /// Whether `url` may be fetched for keys: HTTPS, or HTTP to this machine.
@@ -621,6 +707,7 @@ mod tests {
             audience: audience.into(),
             jwks: None,
             scopes: vec!["mcp:tools".into()],
+            rules: Vec::new(),
         }
     }
 
@@ -675,7 +762,16 @@ mod tests {
             .expect("a challenge");
         assert_eq!(status, 403);
         assert!(v.contains("error=\"insufficient_scope\""), "{v}");
-        assert_eq!(challenge(&s, &Verdict::Allowed(1)), None);
+        assert_eq!(
+            challenge(
+                &s,
+                &Verdict::Allowed(Grant {
+                    who: 1,
+                    held: Held::ALL
+                })
+            ),
+            None
+        );
     }
 
     /// An issuer whose metadata sends for its keys in the clear is not
@@ -712,7 +808,7 @@ mod tests {
             .with_no_client_auth();
         let mut s = spec("https://edge.example/rpc");
         s.issuer = issuer;
-        let v = Verifier::new(s, tls);
+        let v = Verifier::new(s, tls).expect("verifier");
         // {"alg":"ES256","kid":"k1"}, no claims, no signature worth the name.
         let token = b"Bearer eyJhbGciOiJFUzI1NiIsImtpZCI6ImsxIn0.e30.c2ln";
         match v.verify(Some(token)).await {

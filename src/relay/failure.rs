@@ -19,7 +19,8 @@ pub enum ReplyClass {
     Timeout = 3,
     /// Refused by the edge: overload or no association to the peer.
     Unavailable = 4,
-    /// Refused by the edge: not JSON-RPC (-32700 / -32600), too large.
+    /// Refused by the edge: not JSON-RPC (-32700 / -32600), too large, or
+    /// not permitted to the client (a scope its token lacks).
     Invalid = 5,
     /// Refused by the edge: over the client's rate limit.
     RateLimited = 6,
@@ -74,7 +75,14 @@ pub enum Failure {
     /// Over the client's rate limit (-32013, HTTP 429): what the limit is,
     /// and when the client may try again.
     RateLimited(String, std::time::Duration),
+    /// The client's token lacks a scope the message needs
+    /// (`--require-scope`; -32012, HTTP 403): which.
+    Forbidden(String),
 }
+
+/// The JSON-RPC code of an edge's refusal of a client's credentials: 401
+/// and 403 at an HTTP ingress.
+pub const UNAUTHORIZED_CODE: i32 = -32012;
 
 /// How a gateway of this project starts the NotDelivered detail of a
 /// request its upstream may have executed (sent, then the connection
@@ -101,6 +109,7 @@ impl Failure {
             Self::MayHaveExecuted(_) => "MayHaveExecuted",
             Self::Invalid(_) => "Invalid",
             Self::RateLimited(..) => "RateLimited",
+            Self::Forbidden(_) => "Forbidden",
         }
     }
 
@@ -114,6 +123,7 @@ impl Failure {
             Self::Invalid(_) => -32600,
             Self::RateLimited(..) => -32013,
             Self::MayHaveExecuted(_) => -32014,
+            Self::Forbidden(_) => UNAUTHORIZED_CODE,
         }
     }
 
@@ -125,6 +135,7 @@ impl Failure {
             Self::Timeout => 504,
             Self::Invalid(_) => 200,
             Self::RateLimited(..) => 429,
+            Self::Forbidden(_) => 403,
         }
     }
 
@@ -133,7 +144,7 @@ impl Failure {
             Self::Transport(..) | Self::Lost(_) | Self::MayHaveExecuted(_) => ReplyClass::Transport,
             Self::Timeout => ReplyClass::Timeout,
             Self::Unavailable(_) => ReplyClass::Unavailable,
-            Self::Invalid(_) => ReplyClass::Invalid,
+            Self::Invalid(_) | Self::Forbidden(_) => ReplyClass::Invalid,
             Self::RateLimited(..) => ReplyClass::RateLimited,
         }
     }
@@ -145,6 +156,7 @@ impl Failure {
             | Self::Lost(d)
             | Self::MayHaveExecuted(d)
             | Self::Invalid(d)
+            | Self::Forbidden(d)
             | Self::RateLimited(d, _) => d,
             Self::Timeout => "no reply within the request timeout",
         }

@@ -27,6 +27,7 @@ pub use exchange::{
     label_of,
 };
 pub use failure::{
-    Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, Uncarriable, reply_over_max_body,
+    Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, UNAUTHORIZED_CODE, Uncarriable,
+    reply_over_max_body,
 };
 pub use peer::{PeerPayload, Received, receive};

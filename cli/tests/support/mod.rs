@@ -406,6 +406,15 @@ async fn answer(resp: hyper_util::client::legacy::ResponseFuture) -> (u16, Strin
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// Asks the gateway `p` to reload its configuration (SIGHUP).
+pub fn hup(p: &Proc) {
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &p.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
 pub fn parse(s: &str) -> Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
 }

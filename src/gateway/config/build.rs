@@ -10,6 +10,7 @@ use super::super::ingress::browser::{AllowedHosts, BrowserOrigins};
 use super::super::ingress::limit::RateLimit;
 use super::super::ingress::tls::IngressTls;
 use super::super::oauth::{OAuthSpec, fetchable as oauth_fetchable};
+use super::super::scopes::{Rules, SCOPE_TOKEN, is_scope_token};
 use super::super::{GatewayConfig, Limits, MAX_BODY_LIMIT, Upstream, outbox};
 use super::{ConfigError, GatewayOptions, Sourced, random_identity, read_identity};
 use crate::assoc::{Endpoint, TlsFiles};
@@ -100,6 +101,7 @@ impl GatewayOptions {
                 (self.oauth_audience.is_some(), "oauth-audience"),
                 (self.oauth_jwks.is_some(), "oauth-jwks"),
                 (!self.oauth_scope.is_empty(), "oauth-scope"),
+                (!self.require_scope.is_empty(), "require-scope"),
             ] {
                 if given {
                     return Err(src.error(key, "goes with --oauth-issuer URL"));
@@ -136,12 +138,17 @@ impl GatewayOptions {
             })?,
         };
         resource_url(&audience).map_err(|m| src.error("oauth-audience", m))?;
+        Rules::new(&self.require_scope).map_err(|m| src.error("require-scope", m))?;
+        if let Some(bad) = self.oauth_scope.iter().find(|s| !is_scope_token(s)) {
+            return Err(src.error("oauth-scope", format!("{bad:?}: {SCOPE_TOKEN}")));
+        }
         Ok(Some(OAuthSpec {
             // As given: tokens name it exactly (RFC 8414 §3.3, RFC 9068 §4).
             issuer: issuer.clone(),
             audience,
             jwks: self.oauth_jwks.clone(),
             scopes: self.oauth_scope.clone(),
+            rules: self.require_scope.clone(),
         }))
     }
 

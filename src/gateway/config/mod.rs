@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::oauth::ScopeRule;
 use super::{GatewayConfig, IngressUrl, Upstream};
 use crate::assoc::PeerAddr;
 use crate::assoc::endpoint::Congestion;
@@ -148,6 +149,14 @@ pub struct GatewayOptions {
     /// Edge: a scope every request's token must hold (repeatable).
     #[cfg_attr(feature = "cli", arg(long, value_name = "SCOPE"))]
     pub oauth_scope: Vec<String>,
+    /// Edge: a scope a method's requests need beside --oauth-scope, or,
+    /// as `tools/call:TOOL=SCOPE`, `prompts/get:PROMPT=SCOPE` or
+    /// `resources/read:URI=SCOPE`, that one tool's, prompt's or
+    /// resource's (repeatable); a token without it gets 403 and a
+    /// challenge naming it.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "METHOD[:NAME]=SCOPE"))]
+    #[serde(deserialize_with = "values::one_or_many")]
+    pub require_scope: Vec<ScopeRule>,
     /// Edge: record what clients send, as JSON Lines (arrival time,
     /// method, the message as it came), for `npamp-loadgen replay`. Off
     /// by default; a bounded sample (--capture-max; messages the writer
@@ -400,6 +409,7 @@ serve_only!(
     oauth_audience,
     oauth_jwks,
     oauth_scope,
+    require_scope,
     capture,
     capture_max,
     capture_redact,

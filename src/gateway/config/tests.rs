@@ -771,8 +771,49 @@ fn an_oauth_edge_is_configured_or_refused_with_its_option() {
     );
     let from_file = resolve(&["--config", &toml]).unwrap();
     assert_eq!(from_file.oauth.expect("OAuth").scopes, ["a", "b"]);
+    // `--require-scope`, from flags and from a file.
+    let scoped = edge(&[
+        "--oauth-issuer",
+        "https://auth.example",
+        "--oauth-audience",
+        "https://e/",
+        "--require-scope",
+        "tools/call:delete_repo=repo:admin",
+    ])
+    .unwrap();
+    let rule = &scoped.oauth.expect("OAuth").rules[0];
+    assert_eq!(
+        (
+            rule.method.as_str(),
+            rule.name.as_deref(),
+            rule.scope.as_str()
+        ),
+        ("tools/call", Some("delete_repo"), "repo:admin")
+    );
+    let toml = file(
+        "oauth-rules",
+        "insecure-accept-any-peer = true\ningress = [\"http://127.0.0.1:8545\"]\npeer = [\"quic://127.0.0.1:7000\"]\noauth-issuer = \"https://auth.example\"\nrequire-scope = \"eth_sendRawTransaction=chain:write\"\n",
+    );
+    let rules = resolve(&["--config", &toml])
+        .unwrap()
+        .oauth
+        .expect("OAuth")
+        .rules;
+    assert_eq!(rules[0].to_string(), "eth_sendRawTransaction=chain:write");
     for (more, at) in [
         (&["--oauth-scope", "a"][..], "--oauth-scope"),
+        (&["--require-scope", "m=s"], "--require-scope"),
+        (
+            &[
+                "--oauth-issuer",
+                "https://auth.example",
+                "--oauth-audience",
+                "https://e/",
+                "--oauth-scope",
+                "two words",
+            ],
+            "--oauth-scope",
+        ),
         (&["--oauth-issuer", "http://auth.example"], "--oauth-issuer"),
         (
             &["--oauth-issuer", "https://auth.example"],

@@ -41,6 +41,7 @@ deserialize_from_str!(
     UpstreamHeader,
     PeerKey,
     HostPort,
+    super::super::oauth::ScopeRule,
 );
 
 /// A length of time: `500ms`, `5s`, `2m`, `1h`, or a bare number of

@@ -103,7 +103,7 @@ pub async fn stream_client<S: MessageSource>(
     tx: Outbox,
     edge: Arc<Edge>,
     ingress: Ingress,
-    key: Option<ClientKey>,
+    client: Option<super::Admitted>,
 ) {
     let ctx = edge.ctx.clone();
     let idle = match ingress {
@@ -151,11 +151,7 @@ pub async fn stream_client<S: MessageSource>(
                 break;
             }
         };
-        let count = || match scan(&text, &ctx.scan) {
-            Ok(Scanned::Batch(elements)) => elements.len(),
-            _ => 1,
-        };
-        if let Some(f) = key.and_then(|key| over_rate_limit(&ctx, key, text.len(), count)) {
+        if let Some(f) = client.and_then(|c| refusal(&ctx, c, &text)) {
             answer_all(&text, &f, &tx, &edge).await;
             continue;
         }
@@ -176,6 +172,23 @@ pub async fn stream_client<S: MessageSource>(
     if let Some(s) = session {
         done_sending(&ctx, s).await;
     }
+}
+
+/// Why `client`'s message `text` is refused before it is carried, if it
+/// is: over its rate limit, or a scope its token lacks.
+fn refusal(ctx: &Ctx, client: super::Admitted, text: &Bytes) -> Option<Failure> {
+    let count = || match scan(text, &ctx.scan) {
+        Ok(Scanned::Batch(elements)) => elements.len(),
+        _ => 1,
+    };
+    if let Some(f) = over_rate_limit(ctx, client.key, text.len(), count) {
+        return Some(f);
+    }
+    if client.held == super::Held::ALL {
+        return None;
+    }
+    let message = scan(text, &ctx.scan).ok()?;
+    super::lacks_scopes(ctx, client.held, text, &message).map(|(_, f)| f)
 }
 
 /// The client is done sending: its outstanding requests still get their

@@ -274,15 +274,19 @@ fn refused(r: Refusal) -> HttpResponse {
 /// The resource's metadata (RFC 9728), on an OAuth edge: what a client
 /// reads to find where to get a token. Open to all, as a challenge names it.
 fn protected_resource<B>(ctx: &Ctx, req: &Request<B>) -> Option<HttpResponse> {
-    let oauth = ctx.oauth.as_ref()?;
-    if req.method() != hyper::Method::GET || !oauth.serves_metadata_at(req.uri().path()) {
+    if req.method() != hyper::Method::GET {
+        return None;
+    }
+    let live = ctx.live();
+    let oauth = live.oauth.as_ref()?;
+    if !oauth.serves_metadata_at(req.uri().path()) {
         return None;
     }
     Some(json_response(200, oauth.spec().metadata()))
 }
 
-/// The JSON-RPC error code of a 401 answer.
-pub const UNAUTHORIZED_CODE: i32 = -32012;
+/// The JSON-RPC error code of a 401 or 403 answer.
+pub use crate::relay::UNAUTHORIZED_CODE;
 
 /// Who is on the other end of an HTTP connection.
 #[derive(Clone)]
@@ -393,8 +397,9 @@ async fn answer(
     if let Some(metadata) = protected_resource(ctx, &req) {
         return metadata;
     }
-    let key = match authenticate(ctx, req.headers(), client.certificate, client.from).await {
-        Ok(key) => key,
+    let (key, held) = match authenticate(ctx, req.headers(), client.certificate, client.from).await
+    {
+        Ok(a) => (a.key, a.held),
         Err(refusal) => return refused(refusal),
     };
     let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
@@ -411,6 +416,11 @@ async fn answer(
         && let Some(refused) = over_rate_limit(ctx, key, message, &body)
     {
         return refused;
+    }
+    if let Ok(message) = &scanned
+        && let Some((challenge, f)) = super::lacks_scopes(ctx, held, &body, message)
+    {
+        return forbidden(&challenge, &f, message, &body);
     }
     if scanned.is_ok() {
         ctx.captured(&body);
@@ -590,6 +600,21 @@ fn over_rate_limit(
     };
     ctx.metrics.reply_n(f.class(), count);
     Some(rate_limited(&f, id))
+}
+
+/// 403 for a message whose token lacks a scope it needs
+/// (`--require-scope`), with the challenge that names every scope it
+/// needs; nothing of it is carried.
+fn forbidden(challenge: &str, f: &Failure, message: &Scanned, body: &Bytes) -> HttpResponse {
+    let id = match message {
+        Scanned::Single(m) => id_of(m).map(|i| &body[i.token.clone()]),
+        Scanned::Batch(_) => None,
+    };
+    let mut r = json_response(f.http_status(), f.response(id));
+    if let Ok(value) = HeaderValue::from_str(challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    }
+    r
 }
 
 /// Whether a Content-Type begins with `application/json`, in any case and

@@ -33,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use super::edge::Edge;
+use super::oauth::Held;
 use super::metrics::{Families, Metrics, Section};
 
 /// One kind of listening ingress.
@@ -312,6 +313,24 @@ pub(super) struct Refusal {
     pub why: String,
 }
 
+/// A client let in: who it is, and which scopes of `--require-scope` its
+/// access token holds (all, for a client let in otherwise).
+#[derive(Clone, Copy, Debug)]
+pub struct Admitted {
+    pub key: limit::ClientKey,
+    pub held: Held,
+}
+
+impl Admitted {
+    /// A client let in without an access token.
+    pub fn by(key: limit::ClientKey) -> Self {
+        Self {
+            key,
+            held: Held::ALL,
+        }
+    }
+}
+
 /// Who a client is, if it is let in, as [`identify`] says, or, on an OAuth
 /// edge, by its access token (a client certificate lets it in as one
 /// does): the refusal otherwise.
@@ -320,21 +339,29 @@ async fn authenticate(
     headers: &hyper::HeaderMap,
     certificate: Option<u64>,
     from: Peer,
-) -> Result<limit::ClientKey, Refusal> {
+) -> Result<Admitted, Refusal> {
     use super::oauth::{Verdict, challenge};
-    let Some(oauth) = ctx.oauth.as_ref().filter(|_| certificate.is_none()) else {
-        return identify(ctx, headers, certificate, from).ok_or_else(|| Refusal {
-            status: 401,
-            challenge: Some("Bearer".into()),
-            why: "unauthorized: missing or unknown bearer token".into(),
-        });
+    let live = ctx.live();
+    let Some(oauth) = live.oauth.as_ref().filter(|_| certificate.is_none()) else {
+        return identify(ctx, &live, headers, certificate, from)
+            .map(Admitted::by)
+            .ok_or_else(|| Refusal {
+                status: 401,
+                challenge: Some("Bearer".into()),
+                why: "unauthorized: missing or unknown bearer token".into(),
+            });
     };
     let authorization = headers
         .get(hyper::header::AUTHORIZATION)
         .map(hyper::header::HeaderValue::as_bytes);
     let verdict = oauth.verify(authorization).await;
     let why = match &verdict {
-        Verdict::Allowed(who) => return Ok(limit::ClientKey::Subject(*who)),
+        Verdict::Allowed(grant) => {
+            return Ok(Admitted {
+                key: limit::ClientKey::Subject(grant.who),
+                held: grant.held,
+            });
+        }
         Verdict::Unavailable(why) => {
             return Err(Refusal {
                 status: 503,
@@ -357,6 +384,49 @@ async fn authenticate(
     })
 }
 
+/// The scopes of `--require-scope` a client holding `held` lacks for
+/// `text` (one message or a batch, `scanned`), with the challenge and the
+/// refusal to answer it with; `None` where it lacks none. Counted.
+fn lacks_scopes(
+    ctx: &super::context::Ctx,
+    held: Held,
+    text: &[u8],
+    scanned: &crate::jsonrpc::Scanned,
+) -> Option<(String, crate::relay::Failure)> {
+    use crate::jsonrpc::{Kind as Message, Scanned, carriage::method_of};
+    if held == Held::ALL {
+        return None;
+    }
+    let live = ctx.live();
+    let oauth = live.oauth.as_ref().filter(|o| o.has_rules())?;
+    // `kind`'s ranges index `text`; `message` is the one message.
+    let lacks = |kind: &Message, message: &[u8]| match kind {
+        Message::Request { method, .. } | Message::Notification { method } => {
+            oauth.lacks(held, &method_of(text, method)?, message)
+        }
+        _ => None,
+    };
+    let lacking = match scanned {
+        Scanned::Single(kind) => lacks(kind, text)?,
+        Scanned::Batch(elements) => elements
+            .iter()
+            .filter_map(|e| lacks(e.kind.as_ref().ok()?, text.get(e.range.clone())?))
+            .reduce(|mut all, one| {
+                all.join(one);
+                all
+            })?,
+    };
+    ctx.metrics.unauthorized.fetch_add(1, Relaxed);
+    let why = format!(
+        "forbidden: the token lacks the scope {}",
+        lacking.missing.join(" ")
+    );
+    Some((
+        super::oauth::scope_challenge(oauth.spec(), &lacking),
+        crate::relay::Failure::Forbidden(why),
+    ))
+}
+
 /// Who a client is, if it is let in: by its client certificate (its
 /// fingerprint, `certificate`), else by the accepted token in its request
 /// headers, else (when the gateway asks for no token) by its source
@@ -364,6 +434,7 @@ async fn authenticate(
 /// asked for; counted.
 fn identify(
     ctx: &super::context::Ctx,
+    live: &super::context::Live,
     headers: &hyper::HeaderMap,
     certificate: Option<u64>,
     from: Peer,
@@ -371,7 +442,6 @@ fn identify(
     if let Some(fingerprint) = certificate {
         return Some(limit::ClientKey::Certificate(fingerprint));
     }
-    let live = ctx.live();
     let Some(tokens) = &live.tokens else {
         return Some(from.key());
     };

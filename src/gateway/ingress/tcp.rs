@@ -93,7 +93,7 @@ async fn client(conn: Conn, edge: Arc<Edge>, ingress: super::Ingress) {
         Some(fingerprint) => ClientKey::Certificate(fingerprint),
         None => from.key(),
     };
-    stream_client(reader, tx, edge, ingress, Some(client)).await;
+    stream_client(reader, tx, edge, ingress, Some(super::Admitted::by(client))).await;
     let _ = writer.await;
     drop(permit);
 }

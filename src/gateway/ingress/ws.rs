@@ -29,9 +29,8 @@ use tracing::debug;
 use super::browser::{Caller, Reach};
 use super::client::{MessageSource, stream_client};
 use super::conn::Opening;
-use super::limit::ClientKey;
 use super::response::{HttpResponse, empty_response, status_only};
-use super::{Clients, Conn, Ingress, Kind, authenticate};
+use super::{Admitted, Clients, Conn, Ingress, Kind, authenticate};
 use crate::gateway::edge::Edge;
 use crate::gateway::stall::{Moved, wrote};
 
@@ -321,7 +320,7 @@ fn is_key(k: &str) -> bool {
 
 impl Accepted {
     /// Serves one WebSocket session on an upgraded connection.
-    async fn session(self: Arc<Self>, upgraded: hyper::upgrade::Upgraded, client: ClientKey) {
+    async fn session(self: Arc<Self>, upgraded: hyper::upgrade::Upgraded, client: Admitted) {
         let (edge, moved, ingress) = (self.edge.clone(), self.moved.clone(), self.ingress);
         let config = crate::gateway::context::ws_config(edge.ctx.limits.max_body);
         let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
