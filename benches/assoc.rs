@@ -177,6 +177,7 @@ fn notification(len: usize) -> Vec<u8> {
             method: "eth_subscription",
         },
         safety: None,
+        extension: None,
         foreign: &foreign,
     };
     let mut out = Vec::new();

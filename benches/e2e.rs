@@ -68,6 +68,7 @@ impl BridgeSink for Echo {
             kind,
             corr: corr[..].into(),
             label: None,
+            attached: None,
         };
         let _ = send(&self.assoc, ProtocolId::JSONRPC_EXPERIMENTAL, &reply).await;
     }
@@ -111,7 +112,7 @@ async fn setup(scheme: Scheme) -> (Listener, Arc<Edge>) {
 }
 
 async fn call(edge: &Arc<Edge>, text: &Bytes, kind: &Kind) {
-    match edge.call(text.clone(), kind.clone()).await {
+    match edge.call(text.clone(), kind.clone(), None).await {
         Reply::Message { .. } => {}
         Reply::Failed(f) => panic!("call failed: {f:?}"),
     }

@@ -49,6 +49,7 @@ fn message(foreign: &[u8]) -> BridgeMessage<'_> {
             method: "eth_call",
         },
         safety: None,
+        extension: None,
         foreign,
     }
 }

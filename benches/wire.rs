@@ -75,6 +75,7 @@ fn envelope(c: &mut Criterion) {
             effect: Effect::NonIdempotentWrite,
             scope: "fs:/tmp",
         }),
+        extension: None,
         foreign,
     };
     let mut payload = Vec::new();

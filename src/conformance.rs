@@ -391,6 +391,7 @@ fn envelope_encode(input: &Input) -> OpResult {
             method: str_field(fields, "method")?,
         },
         safety,
+        extension: None,
         foreign: &foreign,
     };
     let mut out = Vec::new();

@@ -78,6 +78,7 @@ fn receive_path_does_not_allocate() {
             effect: Effect::ReadOnly,
             scope: "",
         }),
+        extension: None,
         foreign,
     };
     let mut stream = Vec::with_capacity(1024);
@@ -268,6 +269,7 @@ fn a_large_message_is_kept_without_a_copy() {
                 method: "tools/call",
             },
             safety: None,
+            extension: None,
             foreign,
         };
         keys.seal_frame_into(

@@ -420,6 +420,7 @@ fn receiver_rejects_contradictory_carriage() {
                 method,
             },
             safety: None,
+            extension: None,
             foreign,
         }
         .encode_into(&mut out)

@@ -807,6 +807,7 @@ const ROOMS: &[(&str, &[&str], &[&str])] = &[
             "src/gateway/capture.rs",
             "src/gateway/oauth.rs",
             "src/gateway/scopes.rs",
+            "src/gateway/forward.rs",
             "src/gateway/json_stream.rs",
             "src/gateway/auth.rs",
             "src/gateway/mcp_headers.rs",

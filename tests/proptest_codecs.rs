@@ -65,6 +65,7 @@ impl OwnedMessage {
                 effect: *effect,
                 scope,
             }),
+            extension: None,
             foreign: &self.foreign,
         }
     }

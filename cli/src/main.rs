@@ -686,6 +686,7 @@ fn self_check(message: &str) -> anyhow::Result<()> {
             effect: Effect::Destructive,
             scope: "",
         }),
+        extension: None,
         foreign: message.as_bytes(),
     };
     let mut plaintext = Vec::with_capacity(msg.encoded_len());

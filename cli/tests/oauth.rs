@@ -424,3 +424,167 @@ async fn a_reload_changes_what_scopes_are_required() {
     let (status, _, body) = call(&http, Some(&token)).await;
     assert_eq!(status, 200, "what the rule does not name goes on: {body}");
 }
+
+/// An upstream that is itself an OAuth resource server: it answers only
+/// `Bearer good` (and refuses `Bearer narrow` for want of a scope), serves
+/// its metadata at its well-known path, and records the `Authorization`
+/// each request came with.
+async fn resource_server(seen: Arc<Mutex<Vec<Option<String>>>>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let me = format!("http://{}", listener.local_addr().expect("addr"));
+    let url = format!("{me}/rpc");
+    let metadata_url = format!("{me}/.well-known/oauth-protected-resource/rpc");
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (seen, me, metadata_url) = (seen.clone(), me.clone(), metadata_url.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (seen, me, metadata_url) =
+                            (seen.clone(), me.clone(), metadata_url.clone());
+                        async move {
+                            let auth = req
+                                .headers()
+                                .get("authorization")
+                                .and_then(|v| v.to_str().ok())
+                                .map(str::to_owned);
+                            let respond = |status: u16, challenge: Option<String>, body: String| {
+                                let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+                                *r.status_mut() =
+                                    hyper::StatusCode::from_u16(status).expect("status");
+                                if let Some(c) = challenge {
+                                    r.headers_mut()
+                                        .insert("www-authenticate", c.parse().expect("header"));
+                                }
+                                Ok::<_, Infallible>(r)
+                            };
+                            if req.uri().path() == "/.well-known/oauth-protected-resource/rpc" {
+                                let doc = json!({
+                                    "resource": format!("{me}/rpc"),
+                                    "authorization_servers": ["https://as.example"],
+                                    "scopes_supported": ["rpc"],
+                                });
+                                return respond(200, None, doc.to_string());
+                            }
+                            let body = req.into_body().collect().await.expect("body").to_bytes();
+                            seen.lock().expect("seen").push(auth.clone());
+                            match auth.as_deref() {
+                                Some("Bearer good") => {
+                                    let request: Value =
+                                        serde_json::from_slice(&body).expect("JSON");
+                                    let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": "ok"});
+                                    respond(200, None, reply.to_string())
+                                }
+                                Some("Bearer narrow") => respond(
+                                    403,
+                                    Some(format!(
+                                        "Bearer error=\"insufficient_scope\", scope=\"rpc admin\", resource_metadata=\"{metadata_url}\""
+                                    )),
+                                    "{\"error\":\"insufficient_scope\"}".into(),
+                                ),
+                                _ => respond(
+                                    401,
+                                    Some(format!(
+                                        "Bearer resource_metadata=\"{metadata_url}\", scope=\"rpc\""
+                                    )),
+                                    "{\"error\":\"invalid_token\"}".into(),
+                                ),
+                            }
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+/// `--forward-authorization` (issue 53, item 3): the client's
+/// `Authorization` crosses the pair and is presented to an upstream that
+/// is the resource server; its 401 and 403 come back as that status, the
+/// challenge's `resource_metadata` naming the edge, where the upstream's
+/// metadata is served with the edge's public URL as its `resource`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstreams_oauth_crosses_the_pair_with_forward_authorization() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let upstream = resource_server(seen.clone()).await;
+    let public = "https://edge.example/rpc";
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Given,
+        origin_extra: &["--upstream", &upstream],
+        edge_extra: &["--forward-authorization", "--public-url", public],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let edge_metadata = "https://edge.example/.well-known/oauth-protected-resource/rpc";
+
+    // Before any refusal the metadata is not known here.
+    let base = http.trim_end_matches('/');
+    let metadata_path = format!("{base}/.well-known/oauth-protected-resource/rpc");
+    assert_eq!(http_get(&metadata_path).await.0, 404);
+
+    // No credential: the upstream's 401, its challenge naming the edge.
+    let (status, challenge, body) = call(&http, None).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{edge_metadata}\", scope=\"rpc\"")
+    );
+    let e = parse(&body);
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (json!(7), json!(-32012))
+    );
+
+    // The metadata, served at the edge, names the edge.
+    let (status, text) = http_get(&metadata_path).await;
+    assert_eq!(status, 200, "{text}");
+    let m = parse(&text);
+    assert_eq!(m["resource"], json!(public));
+    assert_eq!(m["authorization_servers"][0], json!("https://as.example"));
+
+    // A token without the scope: 403 and the scopes to ask for.
+    let (status, challenge, _) = call(&http, Some("narrow")).await;
+    assert_eq!(status, 403);
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.contains("scope=\"rpc admin\"")
+            && challenge.contains(edge_metadata),
+        "{challenge}"
+    );
+
+    // The right token: presented as the client sent it, answered.
+    let (status, _, body) = call(&http, Some("good")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(parse(&body)["result"], json!("ok"));
+    assert_eq!(
+        *seen.lock().expect("seen"),
+        [
+            None,
+            Some("Bearer narrow".into()),
+            Some("Bearer good".into())
+        ]
+    );
+
+    // Without the option, no credential crosses: the upstream sees none.
+    let plain = Pair::start(PairOptions {
+        upstream: Up::Given,
+        origin_extra: &["--upstream", &upstream],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let (status, challenge, body) = call(&plain.ingress("http://"), Some("good")).await;
+    assert_eq!((status, challenge.as_str()), (502, ""), "{body}");
+    assert_eq!(seen.lock().expect("seen").last(), Some(&None));
+}

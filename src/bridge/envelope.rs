@@ -151,12 +151,55 @@ impl BridgeEnvelope<'_> {
     }
 }
 
+/// This gateway's extension TLV, after the SafetyLabel and before the
+/// foreign message (`docs/decisions.md` §9). Its types have the high bit
+/// set: a receiver that does not know one rejects the frame (core draft,
+/// "Extension TLV encoding"), so what it carries is never dropped unseen,
+/// nor taken for the foreign message (which, JSON, starts with an ASCII
+/// octet).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Extension<'a> {
+    /// On a request: the `Authorization` header value the client sent the
+    /// edge, for the origin to present to the upstream
+    /// (`--forward-authorization`).
+    Authorization(&'a [u8]),
+    /// On a reply: the upstream refused the request's credentials; the
+    /// value is `status u16 ‖ challenge_len u16 ‖ WWW-Authenticate ‖
+    /// the upstream's protected-resource metadata` (the last possibly
+    /// empty).
+    Challenge(&'a [u8]),
+}
+
+impl Extension<'_> {
+    pub const AUTHORIZATION: TlvType = TlvType(0xF0A1);
+    pub const CHALLENGE: TlvType = TlvType(0xF0A2);
+
+    fn parts(&self) -> (TlvType, &[u8]) {
+        match *self {
+            Self::Authorization(v) => (Self::AUTHORIZATION, v),
+            Self::Challenge(v) => (Self::CHALLENGE, v),
+        }
+    }
+}
+
+/// Never shows a credential.
+impl std::fmt::Debug for Extension<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Authorization(v) => write!(f, "Authorization(<{} octets>)", v.len()),
+            Self::Challenge(v) => write!(f, "Challenge(<{} octets>)", v.len()),
+        }
+    }
+}
+
 /// A decoded Bridge frame plaintext.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BridgeMessage<'a> {
     pub frame_type: FrameType,
     pub envelope: BridgeEnvelope<'a>,
     pub safety: Option<SafetyLabel<'a>>,
+    /// This gateway's extension, if the sender added one.
+    pub extension: Option<Extension<'a>>,
     /// The foreign message, octet for octet.
     pub foreign: &'a [u8],
 }
@@ -190,18 +233,24 @@ impl<'a> BridgeMessage<'a> {
             });
         }
         check_correlation(frame_type, envelope.correlation_id)?;
-        let (safety, foreign) = decode_safety_label(rest)?;
+        let (safety, rest) = decode_safety_label(rest)?;
+        let (extension, foreign) = decode_extension(rest)?;
         Ok(Self {
             frame_type,
             envelope,
             safety,
+            extension,
             foreign,
         })
     }
 
     /// Octets of the encoding.
     pub fn encoded_len(&self) -> usize {
-        envelope_and_label_len(&self.envelope, self.safety.as_ref()) + self.foreign.len()
+        envelope_and_label_len(&self.envelope, self.safety.as_ref())
+            + self
+                .extension
+                .map_or(0, |e| TLV_HEADER_LEN + e.parts().1.len())
+            + self.foreign.len()
     }
 
     /// Appends the encoding (envelope, optional label, foreign message) to `out`.
@@ -209,6 +258,9 @@ impl<'a> BridgeMessage<'a> {
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), BridgeError> {
         out.reserve(self.encoded_len());
         write_envelope(out, self.frame_type, &self.envelope, self.safety.as_ref())?;
+        if let Some(e) = &self.extension {
+            write_extension(out, e)?;
+        }
         out.extend_from_slice(self.foreign);
         Ok(())
     }
@@ -278,6 +330,20 @@ pub fn write_envelope(
         out.extend_from_slice(&[label.effect as u8, scope_len]);
         out.extend_from_slice(label.scope.as_bytes());
     }
+    Ok(())
+}
+
+/// Writes this gateway's extension TLV, after [`write_envelope`] and
+/// before the foreign message; refused over 65 535 octets.
+pub fn write_extension(out: &mut Vec<u8>, extension: &Extension<'_>) -> Result<(), BridgeError> {
+    let (tlv_type, value) = extension.parts();
+    let len = u16::try_from(value.len()).map_err(|_| BridgeError::FieldTooLong {
+        field: "extension",
+        len: value.len(),
+    })?;
+    out.extend_from_slice(&tlv_type.0.to_be_bytes());
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(value);
     Ok(())
 }
 
@@ -366,6 +432,23 @@ fn decode_safety_label(rest: &[u8]) -> Result<(Option<SafetyLabel<'_>>, &[u8]), 
     Ok((Some(SafetyLabel { effect, scope }), foreign))
 }
 
+/// The extension after the SafetyLabel: present when the next octet has
+/// its high bit set (a JSON foreign message starts with an ASCII one). One
+/// of another type is refused, as the core asks of an unknown critical
+/// TLV.
+fn decode_extension(rest: &[u8]) -> Result<(Option<Extension<'_>>, &[u8]), BridgeError> {
+    if rest.first().is_none_or(|b| b & 0x80 == 0) {
+        return Ok((None, rest));
+    }
+    let (tlv, foreign) = Tlv::parse(rest).map_err(|_| BridgeError::ExtensionTruncated)?;
+    let extension = match tlv.tlv_type {
+        Extension::AUTHORIZATION => Extension::Authorization(tlv.value),
+        Extension::CHALLENGE => Extension::Challenge(tlv.value),
+        other => return Err(BridgeError::UnknownCriticalTlv(other.0)),
+    };
+    Ok((Some(extension), foreign))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,6 +468,7 @@ mod tests {
                 effect: Effect::NonIdempotentWrite,
                 scope: "fs:/tmp",
             }),
+            extension: None,
             foreign,
         }
     }
@@ -473,6 +557,49 @@ mod tests {
     }
 
     #[test]
+    fn an_extension_sits_between_the_label_and_the_foreign_message() {
+        let foreign = br#"{"jsonrpc":"2.0","id":1,"method":"m"}"#;
+        let mut m = request(b"c1", foreign);
+        m.safety = Some(SafetyLabel {
+            effect: Effect::ReadOnly,
+            scope: "s",
+        });
+        for extension in [
+            Extension::Authorization(b"Bearer t"),
+            Extension::Authorization(b""),
+            Extension::Challenge(b"\x01\x91\x00\x06Bearer"),
+        ] {
+            m.extension = Some(extension);
+            let mut out = Vec::new();
+            m.encode_into(&mut out).expect("encode");
+            assert_eq!(out.len(), m.encoded_len());
+            assert_eq!(BridgeMessage::decode(BRIDGE_REQUEST, &out), Ok(m));
+        }
+        // Another critical type where ours would be: refused, not taken for
+        // the foreign message.
+        let mut out = Vec::new();
+        m.extension = None;
+        m.encode_into(&mut out).expect("encode");
+        let at = out.len() - foreign.len();
+        let mut unknown = out[..at].to_vec();
+        unknown.extend_from_slice(&[0xF0, 0xFF, 0x00, 0x01, 0x00]);
+        unknown.extend_from_slice(foreign);
+        assert_eq!(
+            BridgeMessage::decode(BRIDGE_REQUEST, &unknown),
+            Err(BridgeError::UnknownCriticalTlv(0xF0FF))
+        );
+        let mut cut = out[..at].to_vec();
+        cut.extend_from_slice(&[0xF0, 0xA1, 0x00, 0x09, b'x']);
+        assert_eq!(
+            BridgeMessage::decode(BRIDGE_REQUEST, &cut),
+            Err(BridgeError::ExtensionTruncated)
+        );
+        // A credential is never shown.
+        let shown = format!("{:?}", Extension::Authorization(b"Bearer secret"));
+        assert!(!shown.contains("secret"), "{shown}");
+    }
+
+    #[test]
     fn transport_error_roundtrip() {
         let m = BridgeMessage {
             frame_type: BRIDGE_ERROR,
@@ -485,6 +612,7 @@ mod tests {
                 method: "tools/call",
             },
             safety: None,
+            extension: None,
             foreign: b"\x04\x1bupstream refused connection",
         };
         let mut out = Vec::new();

@@ -3,8 +3,12 @@
 //! codecs, transport error codes, and correlation.
 //!
 //! ```text
-//!  Bridge frame plaintext = BridgeEnvelope TLV ‖ [SafetyLabel TLV] ‖ foreign message (verbatim)
+//!  Bridge frame plaintext = BridgeEnvelope TLV ‖ [SafetyLabel TLV] ‖ [extension TLV] ‖ foreign message (verbatim)
 //! ```
+//!
+//! The extension TLV is this gateway's ([`Extension`], `docs/decisions.md`
+//! §9): what an edge carries beside a request with
+//! `--forward-authorization`, and what comes back with its reply.
 //!
 //! Decoding borrows every field from the caller's buffer; the foreign message
 //! is never copied or rewritten.
@@ -13,8 +17,9 @@ mod envelope;
 mod transport_error;
 
 pub use envelope::{
-    BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
-    correlates, envelope_and_label_len, frame_type_for_kind, kind_for_frame_type, write_envelope,
+    BridgeEnvelope, BridgeMessage, ContentType, Effect, Extension, MessageKind, ProtocolId,
+    SafetyLabel, correlates, envelope_and_label_len, frame_type_for_kind, kind_for_frame_type,
+    write_envelope, write_extension,
 };
 pub use transport_error::{
     TRANSPORT_ERROR_DETAIL_MAX_LEN, decode_transport_error, write_transport_error_object,
@@ -95,6 +100,10 @@ pub enum BridgeError {
     UnknownEffect(u8),
     #[error("SafetyLabel scope is not valid UTF-8")]
     ScopeNotUtf8,
+    #[error("extension TLV truncated")]
+    ExtensionTruncated,
+    #[error("unknown critical TLV {0:#06x} before the foreign message")]
+    UnknownCriticalTlv(u16),
     #[error("{field} of {len} octets exceeds 255")]
     FieldTooLong { field: &'static str, len: usize },
     #[error("transport-error object truncated: {0} octets, at least 2 needed (code, msg_len)")]

@@ -70,11 +70,13 @@ impl Client {
     pub async fn call(&self, text: Bytes) -> Option<Bytes> {
         let answer = match scan(&text, &self.edge.ctx.scan) {
             Err(e) => return Some(scan_error_response(&e).into()),
-            Ok(Scanned::Single(kind)) => answer_one(&self.edge, text, kind).await,
-            Ok(Scanned::Batch(elements)) => return answer_batch(&self.edge, &text, elements).await,
+            Ok(Scanned::Single(kind)) => answer_one(&self.edge, text, kind, None).await,
+            Ok(Scanned::Batch(elements)) => {
+                return answer_batch(&self.edge, &text, elements, None).await;
+            }
         };
         match answer {
-            Answer::Reply(text) => Some(text),
+            Answer::Reply(text) | Answer::Challenged(text, _) => Some(text),
             Answer::Failed(f, id) => Some(f.response(id.as_deref()).into()),
             Answer::None => None,
         }

@@ -57,6 +57,9 @@ pub struct Ctx {
     pub shards: Option<Arc<crate::shard::Shards>>,
     /// Edge: where what clients send is recorded (`--capture`).
     pub capture: Option<Arc<super::capture::Capture>>,
+    /// Edge: its clients' credentials carried to the upstream
+    /// (`--forward-authorization`).
+    pub forwarding: Option<Arc<super::forward::Forwarding>>,
 }
 
 impl Ctx {
@@ -121,6 +124,7 @@ impl Ctx {
             assocs: Mutex::new(Vec::new()),
             shards: None,
             capture: None,
+            forwarding: None,
         }
     }
 
@@ -132,6 +136,15 @@ impl Ctx {
     /// The same, recording what clients send into `capture`.
     pub fn with_capture(self, capture: Option<Arc<super::capture::Capture>>) -> Self {
         Self { capture, ..self }
+    }
+
+    /// The same, carrying its clients' credentials to the upstream as
+    /// `spec` says.
+    pub fn with_forwarding(self, spec: Option<super::forward::ForwardSpec>) -> Self {
+        Self {
+            forwarding: spec.map(|s| Arc::new(super::forward::Forwarding::new(s))),
+            ..self
+        }
     }
 
     /// Records a client's message (or batch), where a capture is on.

@@ -23,6 +23,7 @@ internal! {
     mod auth;
     mod capture;
     mod oauth;
+    mod forward;
     mod carry;
     mod context;
     mod json_stream;
@@ -102,6 +103,9 @@ pub struct GatewayConfig {
     pub capture: Option<capture::CaptureSpec>,
     /// Edge: the OAuth resource server its ingresses are (`--oauth-*`).
     pub(crate) oauth: Option<oauth::OAuthSpec>,
+    /// Edge: its clients' credentials carried to the upstream
+    /// (`--forward-authorization`).
+    pub(crate) forwarding: Option<forward::ForwardSpec>,
     pub protocol: ProtocolId,
     /// How messages are framed on stream transports (`--framing`).
     pub framing: crate::framing::Framing,
@@ -151,6 +155,7 @@ impl GatewayConfig {
             metrics: None,
             capture: None,
             oauth: None,
+            forwarding: None,
             protocol: ProtocolId::JSONRPC_EXPERIMENTAL,
             framing: crate::framing::Framing::Auto,
             effects: EffectTable::for_protocol(ProtocolId::JSONRPC_EXPERIMENTAL),
@@ -342,6 +347,7 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<&'static str> 
     differs("peer", old.peers == new.peers);
     differs("metrics", old.metrics == new.metrics);
     differs("capture", old.capture == new.capture);
+    differs("forward-authorization", old.forwarding == new.forwarding);
     differs(
         "upstream",
         old.upstream == new.upstream
@@ -462,7 +468,8 @@ impl Gateway {
         let ctx = Arc::new(
             Ctx::new(&config, metrics.clone())
                 .with_shards(shards.clone())
-                .with_capture(capture),
+                .with_capture(capture)
+                .with_forwarding(config.forwarding.clone()),
         );
         if oauth.is_some() {
             let live = ctx.live();

@@ -11,8 +11,8 @@ use std::borrow::Cow;
 
 use super::scan::{self, IdToken, Kind, Limits, ScanError, Scanned, StrToken};
 use crate::bridge::{
-    self, BridgeEnvelope, BridgeError, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId,
-    SafetyLabel, TransportError,
+    self, BridgeEnvelope, BridgeError, BridgeMessage, ContentType, Effect, Extension, MessageKind,
+    ProtocolId, SafetyLabel, TransportError,
 };
 use crate::wire::FrameType;
 
@@ -85,6 +85,20 @@ pub fn write_payload(
     correlation_id: &[u8],
     safety: Option<SafetyLabel<'_>>,
 ) -> Result<FrameType, CarriageError> {
+    write_payload_with(out, protocol, text, kind, correlation_id, safety, None)
+}
+
+/// [`write_payload`], with this gateway's `extension` TLV before the text
+/// (`docs/decisions.md` §9).
+pub fn write_payload_with(
+    out: &mut Vec<u8>,
+    protocol: ProtocolId,
+    text: &[u8],
+    kind: &Kind,
+    correlation_id: &[u8],
+    safety: Option<SafetyLabel<'_>>,
+    extension: Option<Extension<'_>>,
+) -> Result<FrameType, CarriageError> {
     let (frame_type, message_kind) = frame_type_of(kind);
     let method = match kind {
         Kind::Request { method, .. } | Kind::Notification { method } => method_of(text, method)
@@ -107,6 +121,9 @@ pub fn write_payload(
     };
     out.reserve(bridge::envelope_and_label_len(&envelope, safety.as_ref()) + text.len());
     bridge::write_envelope(out, frame_type, &envelope, safety.as_ref())?;
+    if let Some(e) = &extension {
+        bridge::write_extension(out, e)?;
+    }
     out.extend_from_slice(text);
     Ok(frame_type)
 }
@@ -144,6 +161,8 @@ pub enum Inbound<'a> {
         text: &'a [u8],
         correlation_id: &'a [u8],
         safety: Option<Effect>,
+        /// This gateway's extension beside it (`docs/decisions.md` §9).
+        extension: Option<Extension<'a>>,
     },
     /// A transport error in place of a reply.
     TransportError {
@@ -196,6 +215,7 @@ pub fn check_inbound<'a>(
         text: msg.foreign,
         correlation_id: msg.envelope.correlation_id,
         safety: msg.safety.map(|s| s.effect),
+        extension: msg.extension,
     })
 }
 

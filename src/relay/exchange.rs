@@ -30,7 +30,7 @@ use super::failure::{Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, Uncarriable}
 use super::peer::{PeerPayload, Received};
 use crate::bridge::{self, Effect, ProtocolId, SafetyLabel, TransportError};
 use crate::jsonrpc::carriage::{
-    BatchJoin, Inbound, frame_type_of, method_of, scan_error_response, write_payload,
+    BatchJoin, Inbound, frame_type_of, method_of, scan_error_response, write_payload_with,
     write_transport_error,
 };
 use crate::jsonrpc::{
@@ -209,6 +209,55 @@ pub struct ToServe {
     /// off. Whoever serves it ends every try by then rather than keep a
     /// deadline of its own.
     pub time_left: Duration,
+    /// The client's `Authorization` the edge carried beside it
+    /// (`--forward-authorization`), to present to the upstream; empty
+    /// when the client sent none.
+    pub authorization: Option<Secret>,
+}
+
+/// A credential's octets, never shown.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub Bytes);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} octets>", self.0.len())
+    }
+}
+
+/// What crosses beside a message, in this gateway's extension TLV
+/// (`docs/decisions.md` §9). Never shown: it holds a credential.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Attached {
+    /// Beside a request: the client's `Authorization` header value
+    /// (`--forward-authorization`).
+    Authorization(Bytes),
+    /// Beside a reply: the upstream's refusal of that credential (see
+    /// [`bridge::Extension::Challenge`]).
+    Challenge(Bytes),
+}
+
+impl Attached {
+    fn extension(&self) -> bridge::Extension<'_> {
+        match self {
+            Self::Authorization(v) => bridge::Extension::Authorization(v),
+            Self::Challenge(v) => bridge::Extension::Challenge(v),
+        }
+    }
+
+    /// What a received extension attaches, copied out of its frame.
+    pub fn of(extension: Option<bridge::Extension<'_>>) -> Option<Self> {
+        Some(match extension? {
+            bridge::Extension::Authorization(v) => Self::Authorization(Bytes::copy_from_slice(v)),
+            bridge::Extension::Challenge(v) => Self::Challenge(Bytes::copy_from_slice(v)),
+        })
+    }
+}
+
+impl std::fmt::Debug for Attached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.extension(), f)
+    }
 }
 
 /// A Bridge message for the peer.
@@ -220,6 +269,7 @@ pub enum ToPeer {
         kind: Kind,
         corr: Corr,
         label: Option<Label>,
+        attached: Option<Attached>,
     },
     /// A transport error in place of the reply to `corr`.
     Error {
@@ -248,12 +298,14 @@ impl ToPeer {
                 kind,
                 corr,
                 label,
+                attached,
             } => {
                 let safety = label.as_ref().map(|l| SafetyLabel {
                     effect: l.effect,
                     scope: &l.scope,
                 });
-                write_payload(out, protocol, text, kind, corr, safety).map(drop)
+                let extension = attached.as_ref().map(Attached::extension);
+                write_payload_with(out, protocol, text, kind, corr, safety, extension).map(drop)
             }
             Self::Error { corr, code, detail } => {
                 write_transport_error(out, protocol, corr, *code, detail)
@@ -277,6 +329,14 @@ enum Local {
     Down(String),
 }
 
+/// A reply to a request of the local party, as it came from the peer.
+struct Replied {
+    text: Bytes,
+    is_error: bool,
+    /// The upstream's refusal of a forwarded credential.
+    challenge: Option<Bytes>,
+}
+
 struct Pending<T> {
     /// The request's id token, for an answer made here.
     id: Corr,
@@ -296,6 +356,7 @@ struct Queued<T> {
     text: Bytes,
     kind: Kind,
     label: Option<Label>,
+    attached: Option<Attached>,
     batch: Option<u64>,
     ticket: Option<T>,
     since: Instant,
@@ -318,6 +379,7 @@ struct Incoming {
 /// still owes an answer on its id.
 struct HeldIn {
     text: Bytes,
+    authorization: Option<Bytes>,
     key: Corr,
     incoming: Incoming,
     since: Instant,
@@ -506,6 +568,19 @@ impl<T> Exchange<T> {
 
     // ---- the local party ------------------------------------------------
 
+    /// One request or notification of the local party (a caller's,
+    /// `ticket`), with `attached` beside it.
+    pub fn handle_local_one(
+        &mut self,
+        now: Instant,
+        text: Bytes,
+        kind: Kind,
+        ticket: Option<T>,
+        attached: Option<Attached>,
+    ) {
+        self.one(now, text, kind, None, ticket, attached);
+    }
+
     /// A message of the local party, scanned with the gateway's limits.
     /// `ticket` is its caller's (a pool); `None` for a stream.
     pub fn handle_local(
@@ -528,7 +603,7 @@ impl<T> Exchange<T> {
                     warn!(error = %e, "the {} sent a message that is not JSON-RPC; dropped", self.config.local_name);
                 }
             }
-            Ok(Scanned::Single(kind)) => self.one(now, text, kind, None, ticket),
+            Ok(Scanned::Single(kind)) => self.one(now, text, kind, None, ticket, None),
             Ok(Scanned::Batch(elements)) => {
                 if let Some(t) = ticket {
                     let f = Failure::Invalid("a batch is answered by the ingress".into());
@@ -556,7 +631,9 @@ impl<T> Exchange<T> {
                     let start = e.range.start;
                     let elem = text.slice(e.range);
                     match e.kind {
-                        Ok(kind) => self.one(now, elem, kind.relative_to(start), batch, None),
+                        Ok(kind) => {
+                            self.one(now, elem, kind.relative_to(start), batch, None, None)
+                        }
                         Err(invalid) => {
                             let err = ScanError::Invalid(invalid);
                             self.config.observer.answered(ReplyClass::Invalid, None);
@@ -576,6 +653,7 @@ impl<T> Exchange<T> {
         kind: Kind,
         batch: Option<u64>,
         ticket: Option<T>,
+        attached: Option<Attached>,
     ) {
         let label = match label_of(&text, &kind, &self.config.labeler) {
             Ok(l) => l,
@@ -606,6 +684,7 @@ impl<T> Exchange<T> {
                     text,
                     kind,
                     label,
+                    attached,
                     batch,
                     ticket,
                     since: now,
@@ -619,7 +698,7 @@ impl<T> Exchange<T> {
                     return;
                 }
                 if self.waiting.is_empty() {
-                    self.send_message(text, kind, Corr::default(), label);
+                    self.send_message(text, kind, Corr::default(), label, attached);
                 } else {
                     // Behind what waits, in order.
                     self.queued_octets += text.len();
@@ -627,6 +706,7 @@ impl<T> Exchange<T> {
                         text,
                         kind,
                         label,
+                        attached,
                         batch,
                         ticket,
                         since: now,
@@ -656,7 +736,7 @@ impl<T> Exchange<T> {
                 };
                 let corr = incoming.corr.clone();
                 self.config.observer.replied();
-                self.send_message(text, kind, corr, None);
+                self.send_message(text, kind, corr, None, None);
                 self.released(now, incoming);
             }
         }
@@ -691,7 +771,7 @@ impl<T> Exchange<T> {
                 }
                 if let Some(q) = self.waiting.remove(i) {
                     self.queued_octets -= q.text.len();
-                    self.send_message(q.text, q.kind, Corr::default(), q.label);
+                    self.send_message(q.text, q.kind, Corr::default(), q.label, q.attached);
                 }
                 continue;
             };
@@ -794,15 +874,23 @@ impl<T> Exchange<T> {
             outgoing.len(),
             |serial, corr| outgoing.get(corr).is_some_and(|p| p.serial == serial),
         );
-        self.send_message(q.text, q.kind, corr, q.label);
+        self.send_message(q.text, q.kind, corr, q.label, q.attached);
     }
 
-    fn send_message(&mut self, text: Bytes, kind: Kind, corr: Corr, label: Option<Label>) {
+    fn send_message(
+        &mut self,
+        text: Bytes,
+        kind: Kind,
+        corr: Corr,
+        label: Option<Label>,
+        attached: Option<Attached>,
+    ) {
         self.push(Action::Send(ToPeer::Message {
             text,
             kind,
             corr,
             label,
+            attached,
         }));
     }
 
@@ -835,13 +923,17 @@ impl<T> Exchange<T> {
 
     /// Completes a request of the local party: its reply or failure goes to
     /// it, and what waited for its id or its room goes on.
-    fn finish(&mut self, now: Instant, p: Pending<T>, outcome: Result<(Bytes, bool), Failure>) {
+    fn finish(&mut self, now: Instant, p: Pending<T>, outcome: Result<Replied, Failure>) {
         self.sent_octets -= p.octets;
         self.config.shared.give(true, p.octets);
         self.config.observer.in_flight(-1);
         let latency = now.saturating_duration_since(p.started);
         match outcome {
-            Ok((text, is_error)) => {
+            Ok(Replied {
+                text,
+                is_error,
+                challenge,
+            }) => {
                 let class = if is_error {
                     ReplyClass::Error
                 } else {
@@ -849,7 +941,14 @@ impl<T> Exchange<T> {
                 };
                 self.config.observer.answered(class, Some(latency));
                 match p.ticket {
-                    Some(t) => self.push(Action::Answer(t, Reply::Message { text, is_error })),
+                    Some(t) => self.push(Action::Answer(
+                        t,
+                        Reply::Message {
+                            text,
+                            is_error,
+                            challenge,
+                        },
+                    )),
                     None => self.answer_local(p.batch, text),
                 }
             }
@@ -921,6 +1020,18 @@ impl<T> Exchange<T> {
     /// What a request given out by [`Action::Serve`] came to: the local
     /// party's reply (a single response, scanned), or why there is none.
     pub fn served(&mut self, now: Instant, corr: &[u8], outcome: Served) {
+        self.served_with(now, corr, outcome, None);
+    }
+
+    /// [`Exchange::served`], with what goes back beside the reply (the
+    /// upstream's refusal of a forwarded credential).
+    pub fn served_with(
+        &mut self,
+        now: Instant,
+        corr: &[u8],
+        outcome: Served,
+        attached: Option<Attached>,
+    ) {
         let Some(incoming) = self.incoming.remove(corr) else {
             return;
         };
@@ -953,7 +1064,7 @@ impl<T> Exchange<T> {
                 } else {
                     let corr = incoming.corr.clone();
                     self.config.observer.replied();
-                    self.send_message(text, kind, corr, None);
+                    self.send_message(text, kind, corr, None, attached);
                 }
             }
         }
@@ -1047,8 +1158,22 @@ impl<T> Exchange<T> {
                 text,
                 correlation_id,
                 safety,
+                extension,
             }) => match kind {
                 Kind::Request { method, id } => {
+                    let authorization = match extension {
+                        Some(bridge::Extension::Authorization(v)) => Some(v),
+                        _ => None,
+                    };
+                    if authorization.is_some() && self.party != Party::Served {
+                        let d = "a forwarded Authorization is presented to an HTTP upstream alone, and this origin's upstream is a stream";
+                        self.transport_error(
+                            correlation_id.into(),
+                            TransportError::NOT_DELIVERED,
+                            d.into(),
+                        );
+                        return;
+                    }
                     if self.party == Party::Callers {
                         let d = "stateless ingress (HTTP): no client session to deliver a server-originated request to";
                         self.transport_error(
@@ -1074,6 +1199,7 @@ impl<T> Exchange<T> {
                     )
                     .resend_safe();
                     let corr = correlation_id.into();
+                    let authorization = authorization.map(Bytes::copy_from_slice);
                     let part = at(text);
                     let text = payload.keep(part);
                     let incoming = Incoming {
@@ -1093,6 +1219,7 @@ impl<T> Exchange<T> {
                     self.held_octets += incoming.octets;
                     self.held_in.push_back(HeldIn {
                         text,
+                        authorization,
                         key,
                         incoming,
                         since: now,
@@ -1108,6 +1235,12 @@ impl<T> Exchange<T> {
                         self.config.observer.dropped();
                         return;
                     }
+                    let authorization = match extension {
+                        Some(bridge::Extension::Authorization(v)) => {
+                            Some(Bytes::copy_from_slice(v))
+                        }
+                        _ => None,
+                    };
                     let part = at(text);
                     let text = payload.keep(part);
                     match self.party {
@@ -1117,12 +1250,17 @@ impl<T> Exchange<T> {
                             resend_safe: false,
                             wait: self.config.stall_timeout,
                             time_left: self.config.request_timeout,
+                            authorization: authorization.map(Secret),
                         })),
                         _ => self.push(Action::Deliver(text)),
                     }
                 }
                 Kind::Success { ref id } | Kind::Error { ref id } => {
                     let is_error = matches!(kind, Kind::Error { .. });
+                    let challenge = match extension {
+                        Some(bridge::Extension::Challenge(v)) => Some(Bytes::copy_from_slice(v)),
+                        _ => None,
+                    };
                     let token = &text[id.token.clone()];
                     match self
                         .outgoing
@@ -1131,7 +1269,12 @@ impl<T> Exchange<T> {
                         Ok(p) => {
                             let part = at(text);
                             let text = payload.keep(part);
-                            self.finish(now, p, Ok((text, is_error)));
+                            let replied = Replied {
+                                text,
+                                is_error,
+                                challenge,
+                            };
+                            self.finish(now, p, Ok(replied));
                         }
                         Err(CorrelationError::Unknown) => {
                             self.config.observer.dropped();
@@ -1262,6 +1405,7 @@ impl<T> Exchange<T> {
                     wait: (h.since + self.held_limit()).saturating_duration_since(now),
                     // The deadline just set.
                     time_left: self.config.request_timeout,
+                    authorization: h.authorization.map(Secret),
                 })),
                 None => self.push(Action::Deliver(h.text)),
             }

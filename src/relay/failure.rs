@@ -210,6 +210,10 @@ pub enum Reply {
     Message {
         text: Bytes,
         is_error: bool,
+        /// The upstream refused the credential the edge forwarded
+        /// (`--forward-authorization`): its status, challenge and metadata
+        /// ([`crate::bridge::Extension::Challenge`]).
+        challenge: Option<Bytes>,
     },
     Failed(Failure),
 }

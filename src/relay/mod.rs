@@ -23,7 +23,7 @@ mod tests;
 
 pub use budget::{Full, Shared};
 pub use exchange::{
-    Action, Config, Corr, Exchange, Gate, Observer, Role, Served, ToPeer, ToServe, Unobserved,
+    Action, Attached, Secret, Config, Corr, Exchange, Gate, Observer, Role, Served, ToPeer, ToServe, Unobserved,
     label_of,
 };
 pub use failure::{

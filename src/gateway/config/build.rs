@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use super::super::auth::Tokens;
 use super::super::capture::{CaptureSpec, DEFAULT_MAX_BYTES, Redact, check_path};
+use super::super::forward::ForwardSpec;
 use super::super::ingress::browser::{AllowedHosts, BrowserOrigins};
 use super::super::ingress::limit::RateLimit;
 use super::super::ingress::tls::IngressTls;
@@ -14,6 +15,7 @@ use super::super::scopes::{Rules, SCOPE_TOKEN, is_scope_token};
 use super::super::{GatewayConfig, Limits, MAX_BODY_LIMIT, Upstream, outbox};
 use super::{ConfigError, GatewayOptions, Sourced, random_identity, read_identity};
 use crate::assoc::{Endpoint, TlsFiles};
+use crate::bridge::ProtocolId;
 use crate::handshake::Trust;
 use crate::jsonrpc::{EffectTable, SafetyPolicy};
 
@@ -56,6 +58,7 @@ impl GatewayOptions {
         let rate_limit = self.rate_limit(limits.max_body, src)?;
         let capture = self.capture(src)?;
         let oauth = self.oauth(src)?;
+        let forwarding = self.forwarding(protocol, src)?;
         let (upstream_group, routes) = self.group(&all);
         let session_group = self.session_group(all);
         Ok(GatewayConfig {
@@ -75,6 +78,7 @@ impl GatewayOptions {
             metrics: self.metrics.map(|m| m.0),
             capture,
             oauth,
+            forwarding,
             protocol,
             framing: self.framing.unwrap_or_default(),
             effects,
@@ -150,6 +154,58 @@ impl GatewayOptions {
             scopes: self.oauth_scope.clone(),
             rules: self.require_scope.clone(),
         }))
+    }
+
+    /// What `--forward-authorization` makes of an edge: its clients'
+    /// credentials carried to an upstream that checks them, which no token
+    /// of the edge's own may be (`--oauth-issuer`, `--auth-token-file`).
+    fn forwarding(
+        &self,
+        protocol: ProtocolId,
+        src: &Sourced,
+    ) -> Result<Option<ForwardSpec>, ConfigError> {
+        if !self.forward_authorization {
+            if self.public_url.is_some() {
+                return Err(src.error("public-url", "goes with --forward-authorization"));
+            }
+            return Ok(None);
+        }
+        let key = "forward-authorization";
+        if self.oauth_issuer.is_some() || self.auth_token_file.is_some() {
+            return Err(src.error(
+                key,
+                "the edge checks no token of its own when it forwards them: not with --oauth-issuer or --auth-token-file",
+            ));
+        }
+        if protocol == ProtocolId::MCP {
+            return Err(src.error(
+                key,
+                "MCP sessions do not forward credentials yet (issue 53): --protocol jsonrpc, a2a or lsp",
+            ));
+        }
+        if !self.ingress.iter().any(|i| i.uses_pool()) {
+            return Err(src.error(key, "needs an http:// or https:// ingress"));
+        }
+        if let Some(url) = self.ingress.iter().find(|i| !i.uses_pool()) {
+            return Err(src.error(
+                key,
+                format!(
+                    "a {}:// ingress ({url}) does not forward its clients' credentials yet: HTTP ingresses alone",
+                    url.scheme()
+                ),
+            ));
+        }
+        let public_url = match &self.public_url {
+            Some(u) => u.clone(),
+            None => self.default_audience().ok_or_else(|| {
+                src.error(
+                    "public-url",
+                    "give the URL clients call (no HTTP ingress on a fixed address to take it from)",
+                )
+            })?,
+        };
+        resource_url(&public_url).map_err(|m| src.error("public-url", m))?;
+        Ok(Some(ForwardSpec { public_url }))
     }
 
     /// The first HTTP ingress's URL, where it names one address and port

@@ -157,6 +157,17 @@ pub struct GatewayOptions {
     #[cfg_attr(feature = "cli", arg(long, value_name = "METHOD[:NAME]=SCOPE"))]
     #[serde(deserialize_with = "values::one_or_many")]
     pub require_scope: Vec<ScopeRule>,
+    /// Edge: carry each HTTP client's `Authorization` header to the
+    /// origin, which presents it to its HTTP upstream, and answer the
+    /// upstream's 401 or 403 with its status and `WWW-Authenticate`, its
+    /// protected-resource metadata served here under --public-url: for an
+    /// upstream that is itself the OAuth resource server. Off by default.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub forward_authorization: bool,
+    /// Edge: the URL clients call, as the upstream's OAuth metadata and
+    /// challenges name it to them (--forward-authorization).
+    #[cfg_attr(feature = "cli", arg(long, value_name = "URL"))]
+    pub public_url: Option<String>,
     /// Edge: record what clients send, as JSON Lines (arrival time,
     /// method, the message as it came), for `npamp-loadgen replay`. Off
     /// by default; a bounded sample (--capture-max; messages the writer
@@ -410,6 +421,8 @@ serve_only!(
     oauth_jwks,
     oauth_scope,
     require_scope,
+    forward_authorization,
+    public_url,
     capture,
     capture_max,
     capture_redact,
@@ -443,6 +456,12 @@ trait IsSet {
 impl<T> IsSet for Option<T> {
     fn is_set(&self) -> bool {
         self.is_some()
+    }
+}
+
+impl IsSet for bool {
+    fn is_set(&self) -> bool {
+        *self
     }
 }
 

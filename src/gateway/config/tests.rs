@@ -848,3 +848,77 @@ fn an_oauth_edge_is_configured_or_refused_with_its_option() {
     .unwrap_err();
     assert!(e.message.contains("one place"), "{e}");
 }
+
+/// `--forward-authorization` (issue 53, item 3): on an HTTP edge with a
+/// URL clients call; never beside a token of the edge's own, nor for MCP
+/// sessions (not yet); `--public-url` goes with it.
+#[test]
+fn forwarding_credentials_is_configured_or_refused_with_its_option() {
+    let c = edge(&[
+        "--forward-authorization",
+        "--public-url",
+        "https://edge.example/rpc",
+    ])
+    .unwrap();
+    assert_eq!(
+        c.forwarding.expect("forwarding").public_url,
+        "https://edge.example/rpc"
+    );
+    let fixed = resolve(&[
+        "--insecure-accept-any-peer",
+        "--ingress",
+        "http://127.0.0.1:8545",
+        "--peer",
+        "quic://127.0.0.1:7000",
+        "--forward-authorization",
+    ])
+    .unwrap();
+    assert_eq!(
+        fixed.forwarding.expect("forwarding").public_url,
+        "http://127.0.0.1:8545"
+    );
+    assert!(edge(&[]).unwrap().forwarding.is_none());
+    for (more, at) in [
+        (&["--public-url", "https://e/"][..], "--public-url"),
+        (&["--forward-authorization"], "--public-url"),
+        (
+            &[
+                "--forward-authorization",
+                "--public-url",
+                "https://e/",
+                "--oauth-issuer",
+                "https://auth.example",
+                "--oauth-audience",
+                "https://e/",
+            ],
+            "--forward-authorization",
+        ),
+        (
+            &[
+                "--forward-authorization",
+                "--public-url",
+                "https://e/",
+                "--protocol",
+                "mcp",
+            ],
+            "--forward-authorization",
+        ),
+        (
+            &["--forward-authorization", "--public-url", "not a url"],
+            "--public-url",
+        ),
+        (
+            &[
+                "--forward-authorization",
+                "--public-url",
+                "https://e/",
+                "--ingress",
+                "ws://127.0.0.1:0",
+            ],
+            "--forward-authorization",
+        ),
+    ] {
+        let e = edge(more).unwrap_err();
+        assert_eq!(e.at, at, "{more:?}: {e}");
+    }
+}

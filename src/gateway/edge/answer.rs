@@ -14,30 +14,44 @@ use super::Edge;
 use crate::gateway::metrics::{Ingress, ReplyClass};
 use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
 use crate::jsonrpc::{Element, Kind as Message, ScanError};
-use crate::relay::{Failure, Reply};
+use crate::relay::{Attached, Failure, Reply};
 
 /// What carrying one message over the edge came to.
 pub enum Answer {
     Reply(Bytes),
+    /// The upstream refused the credential the edge forwarded: its reply
+    /// (a JSON-RPC error the origin made) and its challenge
+    /// ([`crate::bridge::Extension::Challenge`]).
+    Challenged(Bytes, Bytes),
     /// The failure and the request's id token (to answer with).
     Failed(Failure, Option<Bytes>),
     /// A notification: nothing to answer.
     None,
 }
 
-/// Carries one message: a request waits for its reply, a notification is
-/// sent; a response is not for the edge to carry.
-pub async fn answer_one(edge: &Arc<Edge>, text: Bytes, kind: Message) -> Answer {
+/// Carries one message, `attached` beside it: a request waits for its
+/// reply, a notification is sent; a response is not for the edge to carry.
+pub async fn answer_one(
+    edge: &Arc<Edge>,
+    text: Bytes,
+    kind: Message,
+    attached: Option<Attached>,
+) -> Answer {
     let ctx = &edge.ctx;
     match &kind {
         Message::Request { id, .. } => {
             let id_token = text.slice(id.token.clone());
-            match edge.call(text, kind).await {
+            match edge.call(text, kind, attached).await {
+                Reply::Message {
+                    text,
+                    challenge: Some(challenge),
+                    ..
+                } => Answer::Challenged(text, challenge),
                 Reply::Message { text, .. } => Answer::Reply(text),
                 Reply::Failed(f) => Answer::Failed(f, Some(id_token)),
             }
         }
-        Message::Notification { .. } => match edge.notify(text, kind).await {
+        Message::Notification { .. } => match edge.notify(text, kind, attached).await {
             Ok(()) => Answer::None,
             Err(f) => {
                 ctx.metrics.notification(Ingress::HTTP);
@@ -62,15 +76,22 @@ pub async fn answer_one(edge: &Arc<Edge>, text: Bytes, kind: Message) -> Answer 
 
 /// A batch's elements carried at once, their answers joined in one array
 /// (`None`: notifications only, nothing to answer).
-pub async fn answer_batch(edge: &Arc<Edge>, body: &Bytes, elements: Vec<Element>) -> Option<Bytes> {
+pub async fn answer_batch(
+    edge: &Arc<Edge>,
+    body: &Bytes,
+    elements: Vec<Element>,
+    attached: Option<Attached>,
+) -> Option<Bytes> {
     let ctx = &edge.ctx;
     let answers = futures_util::future::join_all(elements.into_iter().map(|e| {
         let start = e.range.start;
         let elem = body.slice(e.range);
+        let attached = attached.clone();
         async move {
             match e.kind {
-                Ok(kind) => match answer_one(edge, elem, kind.relative_to(start)).await {
-                    Answer::Reply(text) => Some(text),
+                Ok(kind) => match answer_one(edge, elem, kind.relative_to(start), attached).await {
+                    // A batch's answer has one status: the reply alone.
+                    Answer::Reply(text) | Answer::Challenged(text, _) => Some(text),
                     Answer::Failed(f, id) => Some(f.response(id.as_deref()).into()),
                     Answer::None => None,
                 },

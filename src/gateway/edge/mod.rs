@@ -28,7 +28,7 @@ use super::settings::HedgeAfter;
 use crate::assoc::{Endpoint, PeerAddr, SharedClientEndpoint};
 use crate::bridge::{Effect, TransportError};
 use crate::jsonrpc::Kind;
-use crate::relay::{Failure, Reply, label_of};
+use crate::relay::{Attached, Failure, Reply, label_of};
 
 pub mod answer;
 mod pool;
@@ -273,7 +273,7 @@ impl Edge {
     /// Carries one request and waits for its reply: to the best origin,
     /// then, when that one could not deliver it and sending it again cannot
     /// execute it twice, to the next (within the retry budget).
-    pub async fn call(self: &Arc<Self>, text: Bytes, kind: Kind) -> Reply {
+    pub async fn call(self: &Arc<Self>, text: Bytes, kind: Kind, attached: Option<Attached>) -> Reply {
         let metrics = &self.ctx.metrics;
         metrics.request(Ingress::HTTP);
         let started = Instant::now();
@@ -283,9 +283,9 @@ impl Edge {
         {
             // Boxed: one origin without hedging, the common case, keeps a
             // request's future (copied as it is set up) as small as one try.
-            Box::pin(self.carry(text, kind)).await
+            Box::pin(self.carry(text, kind, attached)).await
         } else {
-            match self.only_try(started, text, kind).await {
+            match self.only_try(started, text, kind, attached).await {
                 Ok(reply) => reply,
                 Err(not_sent) => not_sent.into_reply(),
             }
@@ -308,7 +308,7 @@ impl Edge {
     /// [`Edge::call`] where a request may be tried more than once: the
     /// policy's [`Carry`] says where each try goes, when a read-only one
     /// is hedged and which end answers; this sends and waits as told.
-    async fn carry(&self, text: Bytes, kind: Kind) -> Reply {
+    async fn carry(&self, text: Bytes, kind: Kind, attached: Option<Attached>) -> Reply {
         let started = Instant::now();
         let mut effect = None;
         let hedging = (self.origins.hedging.as_ref())
@@ -317,8 +317,8 @@ impl Edge {
         let mut carry = Carry::new(&*self.origins, u64::MAX, hedge);
         let try_at = |member: usize, second: bool, wait: bool| {
             let peer = self.peer_at(member);
-            let (text, kind) = (text.clone(), kind.clone());
-            peer.call(&self.ctx, &self.endpoint, wait, second, text, kind)
+            let (text, kind, attached) = (text.clone(), kind.clone(), attached.clone());
+            peer.call(&self.ctx, &self.endpoint, (wait, second), (text, kind, attached))
                 .fuse()
         };
         let mut first = pin!(Fuse::terminated());
@@ -388,7 +388,13 @@ impl Edge {
     /// The one try of a request that cannot go elsewhere (one origin, no
     /// hedging), begun at `started`, with its health kept (also when the
     /// request is dropped). It waits for an association.
-    async fn only_try(&self, started: Instant, text: Bytes, kind: Kind) -> Result<Reply, NotSent> {
+    async fn only_try(
+        &self,
+        started: Instant,
+        text: Bytes,
+        kind: Kind,
+        attached: Option<Attached>,
+    ) -> Result<Reply, NotSent> {
         let peer = self.peer_at(0);
         let mut guard = Attempt {
             health: &peer.health,
@@ -398,7 +404,7 @@ impl Edge {
         };
         peer.health
             .start(health::millis(self.origins.chooser.epoch(), started));
-        let r = (peer.call(&self.ctx, &self.endpoint, true, false, text, kind)).await;
+        let r = (peer.call(&self.ctx, &self.endpoint, (true, false), (text, kind, attached))).await;
         // Not sent: the pool ejected the origin if it could not connect.
         if let Ok(reply) = &r {
             guard.outcome = outcome(reply);
@@ -422,10 +428,15 @@ impl Edge {
     }
 
     /// Carries one notification to the best origin.
-    pub async fn notify(self: &Arc<Self>, text: Bytes, kind: Kind) -> Result<(), Failure> {
+    pub async fn notify(
+        self: &Arc<Self>,
+        text: Bytes,
+        kind: Kind,
+        attached: Option<Attached>,
+    ) -> Result<(), Failure> {
         let i = self.choose(0).unwrap_or(0);
         let peer = self.peer_at(i);
-        let sent = peer.notify(&self.ctx, &self.endpoint, text, kind).await;
+        let sent = peer.notify(&self.ctx, &self.endpoint, text, kind, attached).await;
         if sent.is_err() {
             peer.health.eject(self.now());
         }
@@ -518,6 +529,7 @@ mod tests {
         let message = Ok(Reply::Message {
             text: Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":1}"#),
             is_error: false,
+            challenge: None,
         });
         let not_delivered = |detail: &str| {
             failed(Failure::from_peer(
@@ -575,13 +587,11 @@ mod tests {
         let one = peer.call(
             &edge.ctx,
             &edge.endpoint,
-            true,
-            false,
-            text.clone(),
-            kind.clone(),
+            (true, false),
+            (text.clone(), kind.clone(), None),
         );
         let one = std::mem::size_of_val(&one);
-        let size = std::mem::size_of_val(&edge.call(text, kind));
+        let size = std::mem::size_of_val(&edge.call(text, kind, None));
         // Retries and the health add a little to one try at the pool; two
         // tries (a hedge) inline would double it.
         assert!(size < one + 512, "{size} octets, one try {one}");

@@ -18,8 +18,8 @@ use crate::gateway::exec::{Exec, ExecSink, Local};
 use crate::gateway::metrics::Ingress;
 use crate::gateway::policy::health::{self, Health};
 use crate::gateway::policy::race::{self, End, Race, Verdict};
-use crate::jsonrpc::{Kind, Scanned};
-use crate::relay::{Failure, Reply, Role};
+use crate::jsonrpc::Kind;
+use crate::relay::{Attached, Failure, Reply, Role};
 
 /// After a failed connect, requests fail fast for this long instead of each
 /// starting a handshake with a peer that is down.
@@ -313,20 +313,19 @@ impl Peer {
     /// reply (or the request timeout, which the exchange keeps). With no
     /// live association it waits for one when `wait`, else it is not sent.
     /// A `second` copy (a hedge) takes another association than the first
-    /// copy would have.
+    /// copy would have. The request is its text, its kind, and what goes
+    /// beside it.
     pub async fn call(
         self: &Arc<Self>,
         ctx: &Arc<Ctx>,
         endpoint: &Endpoint,
-        wait: bool,
-        second: bool,
-        text: Bytes,
-        kind: Kind,
+        (wait, second): (bool, bool),
+        (text, kind, attached): (Bytes, Kind, Option<Attached>),
     ) -> Result<Reply, NotSent> {
         let pooled = self.pooled(ctx, endpoint, wait, second).await?;
         let (tx, mut rx) = oneshot::channel();
         let carried = pooled.exec.with(|x, now| {
-            x.handle_local(now, text, Ok(Scanned::Single(kind)), Some(tx));
+            x.handle_local_one(now, text, kind, Some(tx), attached);
         });
         // A send that waits for room on a backed-up association ends when
         // the exchange answers (a timeout): sealing happens at once or not
@@ -346,12 +345,13 @@ impl Peer {
         endpoint: &Endpoint,
         text: Bytes,
         kind: Kind,
+        attached: Option<Attached>,
     ) -> Result<(), Failure> {
         let pooled =
             (self.pooled(ctx, endpoint, true, false).await).map_err(NotSent::into_failure)?;
         pooled
             .exec
-            .with(|x, now| x.handle_local(now, text, Ok(Scanned::Single(kind)), None))
+            .with(|x, now| x.handle_local_one(now, text, kind, None, attached))
             .await;
         Ok(())
     }

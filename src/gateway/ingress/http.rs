@@ -277,6 +277,15 @@ fn protected_resource<B>(ctx: &Ctx, req: &Request<B>) -> Option<HttpResponse> {
     if req.method() != hyper::Method::GET {
         return None;
     }
+    if let Some(f) = &ctx.forwarding {
+        return match f.metadata_at(req.uri().path())? {
+            Some(doc) => Some(json_response(200, doc)),
+            None => Some(status_only(
+                StatusCode::NOT_FOUND,
+                "the upstream's protected-resource metadata is not known here yet: it comes with the upstream's first refusal of a request",
+            )),
+        };
+    }
     let live = ctx.live();
     let oauth = live.oauth.as_ref()?;
     if !oauth.serves_metadata_at(req.uri().path()) {
@@ -413,14 +422,9 @@ async fn answer(
     };
     let scanned = scan(&body, &ctx.scan);
     if let Ok(message) = &scanned
-        && let Some(refused) = over_rate_limit(ctx, key, message, &body)
+        && let Some(refused) = refused_message(ctx, (key, held), message, &body)
     {
         return refused;
-    }
-    if let Ok(message) = &scanned
-        && let Some((challenge, f)) = super::lacks_scopes(ctx, held, &body, message)
-    {
-        return forbidden(&challenge, &f, message, &body);
     }
     if scanned.is_ok() {
         ctx.captured(&body);
@@ -447,7 +451,7 @@ async fn answer(
             // MCP 2026-07-28 pairs some errors with an HTTP status; only the
             // reply crossed the pair, so its error code says which.
             let stateless = is_mcp && crate::gateway::mcp_headers::stateless(&body);
-            match answer_one(edge, body, kind).await {
+            match answer_one(edge, body, kind, forwarded(ctx, &parts.headers)).await {
                 Answer::Reply(text) if stateless => {
                     json_response(crate::gateway::mcp_headers::status_of(&text), text)
                 }
@@ -455,7 +459,14 @@ async fn answer(
             }
         }
         Ok(Scanned::Batch(_)) if is_mcp && let Some(a) = mcp.batch(&parts.headers) => a,
-        Ok(Scanned::Batch(elements)) => match answer_batch(edge, &body, elements).await {
+        Ok(Scanned::Batch(elements)) => match answer_batch(
+            edge,
+            &body,
+            elements,
+            forwarded(ctx, &parts.headers),
+        )
+        .await
+        {
             Some(array) => json_response(200, array),
             None => nothing_to_answer(ctx),
         },
@@ -602,6 +613,46 @@ fn over_rate_limit(
     Some(rate_limited(&f, id))
 }
 
+/// What an edge that forwards its clients' credentials carries beside a
+/// request: the client's `Authorization`, or an empty one for none (so the
+/// origin knows to bring the upstream's refusal back).
+fn forwarded(ctx: &Ctx, headers: &hyper::HeaderMap) -> Option<crate::relay::Attached> {
+    ctx.forwarding.as_ref()?;
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .map_or_else(Bytes::new, |v| Bytes::copy_from_slice(v.as_bytes()));
+    Some(crate::relay::Attached::Authorization(value))
+}
+
+/// The upstream refused the client's credential: its status and challenge
+/// (`resource_metadata` naming this edge), the origin's JSON-RPC error.
+fn challenged(ctx: &Ctx, text: Bytes, challenge: &[u8]) -> HttpResponse {
+    let Some((status, value)) = ctx.forwarding.as_ref().and_then(|f| f.answer(challenge)) else {
+        return json_response(200, text);
+    };
+    ctx.metrics.unauthorized.fetch_add(1, Relaxed);
+    let mut r = json_response(status, text);
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+/// What refuses a message of a client let in (`who`) before it is
+/// carried: its rate limit (429), or a scope its token lacks (403).
+fn refused_message(
+    ctx: &Ctx,
+    (key, held): (super::limit::ClientKey, super::Held),
+    message: &Scanned,
+    body: &Bytes,
+) -> Option<HttpResponse> {
+    if let Some(refused) = over_rate_limit(ctx, key, message, body) {
+        return Some(refused);
+    }
+    let (challenge, f) = super::lacks_scopes(ctx, held, body, message)?;
+    Some(forbidden(&challenge, &f, message, body))
+}
+
 /// 403 for a message whose token lacks a scope it needs
 /// (`--require-scope`), with the challenge that names every scope it
 /// needs; nothing of it is carried.
@@ -646,6 +697,7 @@ fn rate_limited(f: &Failure, id: Option<&[u8]>) -> HttpResponse {
 fn single_answer(ctx: &Ctx, a: Answer) -> HttpResponse {
     match a {
         Answer::Reply(text) => json_response(200, text),
+        Answer::Challenged(text, challenge) => challenged(ctx, text, &challenge),
         Answer::Failed(f, id) => json_response(f.http_status(), f.response(id.as_deref())),
         Answer::None => nothing_to_answer(ctx),
     }

@@ -33,7 +33,7 @@ use crate::gateway::policy::carry::{Action, Carry, Ended, Next};
 use crate::gateway::policy::health;
 use crate::gateway::policy::race::Slot;
 use crate::jsonrpc::{Kind as Message, Scanned, scan};
-use crate::relay::{MAY_HAVE_EXECUTED, ToServe};
+use crate::relay::{Attached, MAY_HAVE_EXECUTED, ToServe};
 use crate::shard::PerShard;
 
 /// HTTP JSON-RPC, for every protocol but MCP (whose HTTP upstreams hold
@@ -129,7 +129,15 @@ pub struct Requests {
     group: Option<Arc<Group>>,
     /// The one HTTP upstream's health, for `/readyz` (with no group).
     single: Arc<Single>,
+    /// How the upstreams are reached: for their protected-resource
+    /// metadata, fetched when one refuses a forwarded credential.
+    connector: super::http_client::Connector,
+    /// That metadata as last fetched: its URL, when, the document.
+    metadata: std::sync::Mutex<Option<(String, Instant, Bytes)>>,
 }
+
+/// How long an upstream's protected-resource metadata is kept.
+const METADATA_TTL: Duration = Duration::from_secs(60);
 
 impl Requests {
     /// For `config`'s upstreams when they are served request by request;
@@ -164,6 +172,8 @@ impl Requests {
                 .map_or_else(hyper::HeaderMap::new, |uri| post_headers(uri, &env.headers)),
             group: group.map(|(group, _)| group),
             single,
+            connector: env.connector.clone(),
+            metadata: std::sync::Mutex::new(None),
         }
     }
 
@@ -184,7 +194,10 @@ impl Requests {
             resend_safe,
             wait,
             time_left,
+            authorization,
         } = request;
+        // Kept for a refusal's answer, which names the request's id.
+        let request_text = authorization.as_ref().map(|_| text.clone());
         // The exchange's deadline for it, on tokio's clock (paused in
         // tests): every try ends by then.
         let deadline = tokio::time::Instant::now() + time_left;
@@ -203,7 +216,11 @@ impl Requests {
                 )),
                 None,
             ),
-            Ok(Ok(_permit)) => self.post(text, resend_safe, notification, deadline).await,
+            Ok(Ok(_permit)) => {
+                let auth = authorization.as_ref().map(|s| &s.0);
+                self.post(text, auth, resend_safe, notification, deadline)
+                    .await
+            }
             Ok(Err(_)) => return,
             Err(_) => (Err(in_flight_full(ctx)), None),
         };
@@ -211,12 +228,22 @@ impl Requests {
         // `with` returns (`_room` is dropped after).
         match corr {
             Some(corr) => {
-                let served = outcome.and_then(|posted| match posted {
-                    Posted::Reply(text, kind) => Ok((text, kind)),
+                let mut attached = None;
+                let served = match outcome {
+                    Ok(Posted::Refused(status, challenge)) => {
+                        let metadata = self.metadata_for(&challenge).await;
+                        let wire =
+                            crate::gateway::forward::encode_challenge(status, &challenge, &metadata);
+                        attached = Some(Attached::Challenge(wire));
+                        refused_reply(request_text.as_deref().unwrap_or_default(), status)
+                    }
+                    Ok(Posted::Reply(text, kind)) => Ok((text, kind)),
                     // post() reads a request's answer as a reply, always.
-                    Posted::Taken => Err("the upstream's answer was not read as a reply".into()),
-                });
-                exec.with(|x, now| x.served(now, &corr, served)).await;
+                    Ok(Posted::Taken) => Err("the upstream's answer was not read as a reply".into()),
+                    Err(e) => Err(e),
+                };
+                exec.with(|x, now| x.served_with(now, &corr, served, attached))
+                    .await;
             }
             None => match outcome {
                 Ok(_) => {
@@ -238,6 +265,7 @@ impl Requests {
     async fn post(
         &self,
         text: Bytes,
+        authorization: Option<&Bytes>,
         resend_safe: bool,
         notification: bool,
         deadline: tokio::time::Instant,
@@ -247,7 +275,7 @@ impl Requests {
         let failed = match &self.group {
             None => match self.pools.get().first() {
                 Some(pool) => match self
-                    .post_to(pool, headers, text, notification, deadline, &mut room)
+                    .post_to(pool, headers, (text, authorization), notification, deadline, &mut room)
                     .await
                 {
                     Ok(posted) => {
@@ -267,8 +295,14 @@ impl Requests {
                 None => return (Err(NO_UPSTREAM.into()), None),
             },
             Some(group) => {
-                let posted =
-                    self.post_grouped(group, text, resend_safe, notification, deadline, &mut room);
+                let posted = self.post_grouped(
+                    group,
+                    (text, authorization),
+                    resend_safe,
+                    notification,
+                    deadline,
+                    &mut room,
+                );
                 match posted.await {
                     Ok(posted) => return (Ok(posted), room),
                     Err(f) => f,
@@ -291,7 +325,7 @@ impl Requests {
     async fn post_grouped(
         &self,
         group: &Group,
-        text: Bytes,
+        (text, authorization): (Bytes, Option<&Bytes>),
         resend_safe: bool,
         notification: bool,
         deadline: tokio::time::Instant,
@@ -317,7 +351,7 @@ impl Requests {
                 .post_to(
                     pool,
                     &m.post_headers,
-                    text.clone(),
+                    (text.clone(), authorization),
                     notification,
                     deadline,
                     room,
@@ -355,7 +389,7 @@ impl Requests {
         &self,
         pool: &Pool,
         headers: &hyper::HeaderMap,
-        text: Bytes,
+        (text, authorization): (Bytes, Option<&Bytes>),
         notification: bool,
         deadline: tokio::time::Instant,
         room: &mut Option<OwnedSemaphorePermit>,
@@ -373,9 +407,7 @@ impl Requests {
         // is copied whole each time a future holding it is moved: as it is
         // made, spawned, and ended.
         let exchange = Box::pin(async {
-            let mut req = hyper::Request::new(Full::new(text));
-            *req.method_mut() = hyper::Method::POST;
-            *req.headers_mut() = headers.clone();
+            let req = post_request(text, headers, authorization);
             let budget = Budget {
                 room: &self.replies,
                 octets: reply_budget(ctx),
@@ -383,6 +415,11 @@ impl Requests {
             };
             let read = async |resp: hyper::Response<hyper::body::Incoming>| {
                 let status = resp.status();
+                if authorization.is_some()
+                    && let Some(challenge) = refusal_of(&resp)
+                {
+                    return Ok((status, Err(challenge)));
+                }
                 let (body, held) = collect_within(resp.into_body(), limit, &budget)
                     .await
                     .map_err(|e| {
@@ -394,7 +431,7 @@ impl Requests {
                         })
                     })?;
                 *room = held;
-                Ok::<_, PostFailed>((status, body))
+                Ok::<_, PostFailed>((status, Ok(body)))
             };
             pool.exchange(req, read).await.map_err(|e| match e {
                 // Nothing reached the upstream.
@@ -420,7 +457,75 @@ impl Requests {
         if notification {
             return Ok(Posted::Taken);
         }
-        reply_in(ctx, &shown(), status, body)
+        match body {
+            Ok(body) => reply_in(ctx, &shown(), status, body),
+            Err(challenge) => Ok(Posted::Refused(status.as_u16(), challenge)),
+        }
+    }
+
+    /// The upstream's protected-resource metadata (RFC 9728) a refusal's
+    /// `challenge` names, else the one at the upstream's well-known path;
+    /// empty when it cannot be had. Fetched from the upstream's own scheme
+    /// and authority alone (an upstream does not make the origin fetch
+    /// from elsewhere), at most [`forward::MAX_METADATA`] octets, kept
+    /// [`METADATA_TTL`].
+    ///
+    /// [`forward::MAX_METADATA`]: crate::gateway::forward::MAX_METADATA
+    async fn metadata_for(&self, challenge: &[u8]) -> Bytes {
+        use crate::gateway::forward::{MAX_METADATA, WELL_KNOWN, auth_param, split_url};
+        let Some(upstream) = self.pools.get().first().map(|p| p.uri().clone()) else {
+            return Bytes::new();
+        };
+        let named = std::str::from_utf8(challenge)
+            .ok()
+            .and_then(|c| auth_param(c, "resource_metadata"))
+            .map(str::to_owned);
+        let url = named.unwrap_or_else(|| {
+            let text = upstream.to_string();
+            let (origin, path) = split_url(&text);
+            format!("{origin}{WELL_KNOWN}{path}")
+        });
+        if let Some((at, when, doc)) = &*self.metadata.lock().unwrap_or_else(|p| p.into_inner())
+            && *at == url
+            && when.elapsed() < METADATA_TTL
+        {
+            return doc.clone();
+        }
+        let Ok(uri) = url.parse::<hyper::Uri>() else {
+            return Bytes::new();
+        };
+        if uri.scheme() != upstream.scheme() || uri.authority() != upstream.authority() {
+            debug!(url, "the upstream's metadata is elsewhere than the upstream: not fetched");
+            return Bytes::new();
+        }
+        let pool = Pool::new(self.connector.clone(), uri, 0, IDLE_TIMEOUT);
+        let mut req = hyper::Request::new(Full::new(Bytes::new()));
+        if let Some(a) = upstream.authority()
+            && let Ok(host) = hyper::header::HeaderValue::from_str(a.as_str())
+        {
+            req.headers_mut().insert(hyper::header::HOST, host);
+        }
+        let read = async |resp: hyper::Response<hyper::body::Incoming>| {
+            if !resp.status().is_success() {
+                return None;
+            }
+            Limited::new(resp.into_body(), MAX_METADATA)
+                .collect()
+                .await
+                .ok()
+                .map(|b| b.to_bytes())
+        };
+        let fetched = tokio::time::timeout(Duration::from_secs(5), pool.exchange(req, read)).await;
+        let doc = match fetched {
+            Ok(Ok(Some(doc))) => doc,
+            _ => {
+                debug!(url, "the upstream's protected-resource metadata could not be had");
+                return Bytes::new();
+            }
+        };
+        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((url, Instant::now(), doc.clone()));
+        doc
     }
 }
 
@@ -442,10 +547,80 @@ fn reply_in(
     }
 }
 
+/// The POST of `text` with `headers`, and the `authorization` the edge
+/// forwarded, if any ([`present`]).
+fn post_request(
+    text: Bytes,
+    headers: &hyper::HeaderMap,
+    authorization: Option<&Bytes>,
+) -> hyper::Request<Full<Bytes>> {
+    let mut req = hyper::Request::new(Full::new(text));
+    *req.method_mut() = hyper::Method::POST;
+    *req.headers_mut() = headers.clone();
+    if let Some(a) = authorization {
+        present(req.headers_mut(), a);
+    }
+    req
+}
+
+/// The challenge of an upstream's refusal of a forwarded credential (401
+/// or 403 with `WWW-Authenticate`). Its body is the upstream's word to the
+/// client, not a reply: the status and the challenge say it all.
+fn refusal_of<B>(resp: &hyper::Response<B>) -> Option<Bytes> {
+    if !matches!(resp.status().as_u16(), 401 | 403) {
+        return None;
+    }
+    let challenge = resp.headers().get(hyper::header::WWW_AUTHENTICATE)?;
+    Some(Bytes::copy_from_slice(challenge.as_bytes()))
+}
+
+/// The `Authorization` the edge forwarded, presented: the client's, in
+/// place of any `--upstream-header` one, or none when the client sent none.
+fn present(headers: &mut hyper::HeaderMap, authorization: &Bytes) {
+    headers.remove(hyper::header::AUTHORIZATION);
+    if authorization.is_empty() {
+        return;
+    }
+    match hyper::header::HeaderValue::from_maybe_shared(authorization.clone()) {
+        Ok(mut v) => {
+            v.set_sensitive(true);
+            headers.insert(hyper::header::AUTHORIZATION, v);
+        }
+        Err(_) => debug!("a forwarded Authorization that no header can carry: not presented"),
+    }
+}
+
+/// The reply to a request whose forwarded credential the upstream refused
+/// with `status`: a JSON-RPC error (-32012) with the request's id, which
+/// the edge answers with that status and the upstream's challenge.
+fn refused_reply(request: &[u8], status: u16) -> Result<(Bytes, Message), String> {
+    let limits = crate::jsonrpc::Limits::default();
+    let id = match scan(request, &limits) {
+        Ok(Scanned::Single(Message::Request { id, .. })) => request.get(id.token),
+        _ => None,
+    };
+    let message = if status == 403 {
+        "Forbidden by the upstream"
+    } else {
+        "Unauthorized by the upstream"
+    };
+    let data = format!("{{\"status\":{status}}}");
+    let text: Bytes =
+        crate::jsonrpc::carriage::local_error(id, crate::relay::UNAUTHORIZED_CODE, message, Some(&data))
+            .into();
+    match scan(&text, &limits) {
+        Ok(Scanned::Single(kind)) => Ok((text, kind)),
+        _ => Err(format!("the upstream refused the credential (HTTP {status})")),
+    }
+}
+
 /// What one POST to the HTTP upstream came to.
 enum Posted {
     /// A request's reply: one JSON-RPC response, scanned.
     Reply(Bytes, Message),
+    /// The upstream refused the credential the edge forwarded (401 or
+    /// 403): the status and its `WWW-Authenticate`.
+    Refused(u16, Bytes),
     /// A notification taken. Whatever the upstream answered (204, or 200
     /// with a body or none) is not a reply, and says nothing of its health.
     Taken,
@@ -578,7 +753,11 @@ fn post_headers(
 /// twice; what the upstream answered, or did not answer in time, is final.
 fn grouped_end(r: &Result<Posted, PostFailed>, notification: bool) -> Ended {
     let (next, outcome) = match r {
-        Ok(Posted::Reply(..)) => (Next::Reply, health::Outcome::Replied(Duration::ZERO)),
+        // A refusal of the client's credential is an answer: the member
+        // is well, and another would refuse it too.
+        Ok(Posted::Reply(..) | Posted::Refused(..)) => {
+            (Next::Reply, health::Outcome::Replied(Duration::ZERO))
+        }
         Ok(Posted::Taken) => (Next::Reply, health::Outcome::Neutral),
         Err(PostFailed::Final(_)) if notification => (Next::Final, health::Outcome::Neutral),
         Err(PostFailed::Final(_)) => (Next::Final, health::Outcome::NotDelivered),
