@@ -588,3 +588,112 @@ async fn the_upstreams_oauth_crosses_the_pair_with_forward_authorization() {
     assert_eq!((status, challenge.as_str()), (502, ""), "{body}");
     assert_eq!(seen.lock().expect("seen").last(), Some(&None));
 }
+
+/// No token is ever shown (issue 53): not in the edge's or the origin's
+/// log (info and above), not in a metric, not in any answer, whether the
+/// edge checks tokens itself or forwards them to the upstream; refused,
+/// accepted or lacking a scope alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_token_is_ever_shown() {
+    let signer = Key::new("k1");
+    let issuer = authorization_server(Arc::new(Mutex::new(vec![signer.jwk.clone()]))).await;
+    let logs = tempdir::Dir::new();
+    let dir = |name: &str| {
+        let d = logs.0.join(name);
+        std::fs::create_dir_all(&d).expect("a log directory");
+        d
+    };
+    let checking = Pair::start(PairOptions {
+        edge_extra: &[
+            "--oauth-issuer",
+            &issuer,
+            "--oauth-audience",
+            AUDIENCE,
+            "--require-scope",
+            "echo=rpc:echo",
+        ],
+        ingresses: &["http"],
+        logs: Some(&dir("checking")),
+        ..PairOptions::default()
+    })
+    .await;
+    let token = |over: Value| {
+        let mut c = json!({
+            "iss": issuer, "aud": AUDIENCE, "sub": "alice", "scope": "rpc:echo", "exp": now() + 300,
+        });
+        if let (Some(c), Some(o)) = (c.as_object_mut(), over.as_object()) {
+            c.extend(o.clone());
+        }
+        signer.sign(&c)
+    };
+    let tokens = [
+        token(json!({})),
+        token(json!({"scope": "other"})),
+        token(json!({"aud": "https://elsewhere.example/"})),
+        token(json!({"exp": now() - 3600})),
+        Key::new("k1")
+            .sign(&json!({"iss": issuer, "aud": AUDIENCE, "sub": "x", "exp": now() + 300})),
+        "not-a-jwt-but-a-secret-0123456789".to_owned(),
+    ];
+    let http = checking.ingress("http://");
+    let mut answers = String::new();
+    for t in &tokens {
+        let (status, challenge, body) = call(&http, Some(t)).await;
+        answers.push_str(&format!("{status} {challenge} {body}\n"));
+    }
+    let (_, metrics) = http_get(&checking.edge.printed("metrics ")).await;
+    drop(checking);
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let upstream = resource_server(seen).await;
+    let forwarding = Pair::start(PairOptions {
+        upstream: Up::Given,
+        origin_extra: &["--upstream", &upstream],
+        edge_extra: &[
+            "--forward-authorization",
+            "--public-url",
+            "https://edge.example/rpc",
+        ],
+        ingresses: &["http"],
+        logs: Some(&dir("forwarding")),
+        ..PairOptions::default()
+    })
+    .await;
+    let forwarded = ["good", "narrow", "forwarded-secret-0123456789"];
+    for t in forwarded {
+        let (status, challenge, body) = call(&forwarding.ingress("http://"), Some(t)).await;
+        answers.push_str(&format!("{status} {challenge} {body}\n"));
+    }
+    let (_, forwarding_metrics) = http_get(&forwarding.edge.printed("metrics ")).await;
+    drop(forwarding);
+
+    let mut shown = vec![
+        ("answers", answers),
+        ("metrics", metrics),
+        ("forwarding metrics", forwarding_metrics),
+    ];
+    for name in ["checking", "forwarding"] {
+        for entry in std::fs::read_dir(logs.0.join(name)).expect("logs") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("a log");
+            shown.push(("log", format!("{}: {text}", path.display())));
+        }
+    }
+    assert_eq!(shown.iter().filter(|(what, _)| *what == "log").count(), 4);
+    // A JWT's signature, or the whole of a token that is not one, and the
+    // forwarded headers whole.
+    let secrets: Vec<&str> = tokens
+        .iter()
+        .map(|t| t.rsplit('.').next().unwrap_or(t))
+        .chain([
+            "forwarded-secret-0123456789",
+            "Bearer good",
+            "Bearer narrow",
+        ])
+        .collect();
+    for (what, text) in &shown {
+        for secret in &secrets {
+            assert!(!text.contains(secret), "{what} shows a token: {text}");
+        }
+    }
+}

@@ -197,6 +197,9 @@ pub struct PairOptions<'a> {
     /// [`udp_relay::UdpRelay`] that leaves this connection hanging
     /// mid-handshake.
     pub hang: Option<udp_relay::Hang>,
+    /// Where the origin and the edge log, at info and above (`origin.log`,
+    /// `edge.log` in this directory); else their stderr is the test's.
+    pub logs: Option<&'a std::path::Path>,
 }
 
 impl Default for PairOptions<'_> {
@@ -208,6 +211,7 @@ impl Default for PairOptions<'_> {
             edge_extra: &[],
             ingresses: &["http", "ws", "tcp"],
             hang: None,
+            logs: None,
         }
     }
 }
@@ -248,7 +252,10 @@ impl Pair {
         } else {
             "listening on"
         };
-        let origin = Proc::start(&args, ready).await;
+        let origin = match o.logs {
+            Some(dir) => Proc::start_logged(&args, ready, &dir.join("origin.log")).await,
+            None => Proc::start(&args, ready).await,
+        };
         let peer = origin.printed("listening on ");
         let origin_args: Vec<String> = args
             .iter()
@@ -299,7 +306,10 @@ impl Pair {
             "127.0.0.1:0",
         ]);
         args.extend(o.edge_extra);
-        let edge = Proc::start(&args, "metrics").await;
+        let edge = match o.logs {
+            Some(dir) => Proc::start_logged(&args, "metrics", &dir.join("edge.log")).await,
+            None => Proc::start(&args, "metrics").await,
+        };
         Pair {
             upstream,
             upstream_url,
