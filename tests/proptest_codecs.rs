@@ -3,8 +3,8 @@
 //! tamper → reject for sealed frames.
 
 use npamp_gateway::bridge::{
-    BridgeEnvelope, BridgeMessage, ContentType, Effect, MessageKind, ProtocolId, SafetyLabel,
-    frame_type_for_kind,
+    BridgeEnvelope, BridgeMessage, ContentType, Effect, Extension, MessageKind, ProtocolId,
+    SafetyLabel, frame_type_for_kind,
 };
 use npamp_gateway::record::{Suite, TrafficKeys};
 use npamp_gateway::wire::{
@@ -114,9 +114,10 @@ fn arb_message() -> impl Strategy<Value = OwnedMessage> {
         )
 }
 
-/// The envelope decoder written again from NPAMP-BRIDGE §4/§7 in the most
-/// literal way, as an oracle: (kind, protocol, content, flags, corr, method,
-/// safety, foreign) or None for a rejection.
+/// The envelope decoder written again from NPAMP-BRIDGE §4/§7 (and this
+/// gateway's extension, `docs/decisions.md` §9) in the most literal way, as
+/// an oracle: (kind, protocol, content, flags, corr, method, safety,
+/// extension, foreign) or None for a rejection.
 type OracleOut<'a> = (
     u8,
     u8,
@@ -125,6 +126,7 @@ type OracleOut<'a> = (
     &'a [u8],
     &'a [u8],
     Option<(u8, &'a [u8])>,
+    Option<(u16, &'a [u8])>,
     &'a [u8],
 );
 
@@ -184,7 +186,22 @@ fn oracle(frame_type: u16, p: &[u8]) -> Option<OracleOut<'_>> {
         safety = Some((lv[0], &lv[2..]));
         rest = &rest[4 + l..];
     }
-    Some((v[1], v[0], v[2], v[3], corr, method, safety, rest))
+    let mut extension = None;
+    if rest.first().is_some_and(|b| b & 0x80 != 0) {
+        if rest.len() < 4 {
+            return None;
+        }
+        let t = u16::from_be_bytes([rest[0], rest[1]]);
+        let l = u16::from_be_bytes([rest[2], rest[3]]) as usize;
+        if !(t == 0xF0A1 || t == 0xF0A2) || rest.len() < 4 + l {
+            return None;
+        }
+        extension = Some((t, &rest[4..4 + l]));
+        rest = &rest[4 + l..];
+    }
+    Some((
+        v[1], v[0], v[2], v[3], corr, method, safety, extension, rest,
+    ))
 }
 
 fn decode_as_tuple(frame_type: u16, p: &[u8]) -> Option<OracleOut<'_>> {
@@ -198,6 +215,10 @@ fn decode_as_tuple(frame_type: u16, p: &[u8]) -> Option<OracleOut<'_>> {
         e.correlation_id,
         e.method.as_bytes(),
         m.safety.map(|s| (s.effect as u8, s.scope.as_bytes())),
+        m.extension.map(|e| match e {
+            Extension::Authorization(v) => (0xF0A1, v),
+            Extension::Challenge(v) => (0xF0A2, v),
+        }),
         m.foreign,
     ))
 }

@@ -697,3 +697,260 @@ async fn no_token_is_ever_shown() {
         }
     }
 }
+
+/// What an upstream saw: each message's method, and its `Authorization`.
+type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// An MCP server over Streamable HTTP that is its own OAuth resource
+/// server: `Bearer good` opens sessions and calls tools, `Bearer narrow`
+/// is refused `tools/call` for want of a scope, anything else gets 401. It
+/// records the `Authorization` of each POST, by method.
+async fn mcp_resource_server(seen: Seen) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let me = format!("http://{}", listener.local_addr().expect("addr"));
+    let url = format!("{me}/mcp");
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (seen, me) = (seen.clone(), me.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (seen, me) = (seen.clone(), me.clone());
+                        async move { Ok::<_, Infallible>(mcp_answer(req, &me, &seen).await) }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+async fn mcp_answer(
+    req: hyper::Request<hyper::body::Incoming>,
+    me: &str,
+    seen: &Seen,
+) -> hyper::Response<Full<Bytes>> {
+    let respond = |status: u16, headers: &[(&str, String)], body: String| {
+        let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+        *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+        for (k, v) in headers {
+            let name = hyper::header::HeaderName::from_bytes(k.as_bytes()).expect("a header name");
+            r.headers_mut()
+                .insert(name, v.parse().expect("a header value"));
+        }
+        r
+    };
+    let metadata = format!("{me}/.well-known/oauth-protected-resource/mcp");
+    if req.uri().path() == "/.well-known/oauth-protected-resource/mcp" {
+        let doc = json!({"resource": format!("{me}/mcp"), "authorization_servers": ["https://as.example"]});
+        return respond(
+            200,
+            &[("content-type", "application/json".into())],
+            doc.to_string(),
+        );
+    }
+    if req.method() != hyper::Method::POST {
+        return respond(405, &[], String::new());
+    }
+    let auth = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = req.into_body().collect().await.expect("body").to_bytes();
+    let msg: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let method = msg["method"].as_str().unwrap_or_default().to_owned();
+    seen.lock()
+        .expect("seen")
+        .push((method.clone(), auth.clone()));
+    let json = ("content-type", "application/json".to_owned());
+    match (auth.as_deref(), method.as_str()) {
+        (Some("Bearer good"), "initialize") => {
+            let r = json!({"jsonrpc":"2.0","id":msg["id"],"result":{
+                "protocolVersion":"2025-06-18","capabilities":{"tools":{}},
+                "serverInfo":{"name":"rs","version":"1"}}});
+            respond(
+                200,
+                &[json, ("mcp-session-id", "s-1".into())],
+                r.to_string(),
+            )
+        }
+        (Some("Bearer good" | "Bearer narrow"), m) if m.starts_with("notifications/") => {
+            respond(202, &[], String::new())
+        }
+        (Some("Bearer good"), "tools/call") => {
+            let r = json!({"jsonrpc":"2.0","id":msg["id"],"result":{"content":[{"type":"text","text":"done"}]}});
+            respond(200, &[json], r.to_string())
+        }
+        (Some("Bearer narrow"), _) => respond(
+            403,
+            &[(
+                "www-authenticate",
+                format!(
+                    "Bearer error=\"insufficient_scope\", scope=\"mcp:tools\", resource_metadata=\"{metadata}\""
+                ),
+            )],
+            String::new(),
+        ),
+        _ => respond(
+            401,
+            &[(
+                "www-authenticate",
+                format!("Bearer resource_metadata=\"{metadata}\""),
+            )],
+            String::new(),
+        ),
+    }
+}
+
+/// A POST to an MCP edge: status, `WWW-Authenticate`, `Mcp-Session-Id`,
+/// body.
+async fn mcp_post(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: &Value,
+) -> (u16, String, Option<String>, String) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let mut req = hyper::Request::post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("request");
+    let resp = tokio::time::timeout(Duration::from_secs(20), client.request(req))
+        .await
+        .expect("in time")
+        .expect("HTTP");
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (status, challenge, session) = (
+        resp.status().as_u16(),
+        header("www-authenticate").unwrap_or_default(),
+        header("mcp-session-id"),
+    );
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    (
+        status,
+        challenge,
+        session,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+/// The body of an answer: JSON, or the data of an event stream's one event.
+fn reply_of(body: &str) -> Value {
+    let data = body
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .unwrap_or(body);
+    parse(data.trim())
+}
+
+/// `--forward-authorization` with MCP sessions (`--protocol mcp`): an
+/// `initialize` the upstream refuses gets its 401 and opens no session;
+/// with a token it takes, the session opens and its tool calls carry the
+/// client's credential; a 403 on one call comes back as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_servers_oauth_crosses_the_pair() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let upstream = mcp_resource_server(seen.clone()).await;
+    let public = "https://edge.example/mcp";
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Given,
+        origin_extra: &["--protocol", "mcp", "--upstream", &upstream],
+        edge_extra: &[
+            "--protocol",
+            "mcp",
+            "--forward-authorization",
+            "--public-url",
+            public,
+        ],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let http = pair.ingress("http://");
+    let initialize = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    let edge_metadata = "https://edge.example/.well-known/oauth-protected-resource/mcp";
+
+    // No token: the server's 401, naming the edge's metadata; no session.
+    let (status, challenge, session, body) = mcp_post(&http, None, None, &initialize).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{edge_metadata}\"")
+    );
+    assert_eq!(session, None);
+    assert_eq!(reply_of(&body)["error"]["code"], json!(-32012), "{body}");
+    let base = http.trim_end_matches('/');
+    let (status, text) =
+        http_get(&format!("{base}/.well-known/oauth-protected-resource/mcp")).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(parse(&text)["resource"], json!(public));
+
+    // With the token: a session, and tools called with it.
+    let (status, _, session, body) = mcp_post(&http, Some("good"), None, &initialize).await;
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("a session");
+    assert_eq!(
+        reply_of(&body)["result"]["serverInfo"]["name"],
+        json!("rs"),
+        "{body}"
+    );
+    let initialized = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+    let (status, _, _, _) = mcp_post(&http, Some("good"), Some(&session), &initialized).await;
+    assert_eq!(status, 202);
+    let call =
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{}}});
+    let (status, _, _, body) = mcp_post(&http, Some("good"), Some(&session), &call).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        reply_of(&body)["result"]["content"][0]["text"],
+        json!("done"),
+        "{body}"
+    );
+
+    // A token the server refuses for the tool: its 403 and scope.
+    let call =
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","arguments":{}}});
+    let (status, challenge, _, body) = mcp_post(&http, Some("narrow"), Some(&session), &call).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"") && challenge.contains(edge_metadata),
+        "{challenge}"
+    );
+
+    let seen = seen.lock().expect("seen").clone();
+    let by = |method: &str| -> Vec<Option<String>> {
+        seen.iter()
+            .filter(|(m, _)| m == method)
+            .map(|(_, a)| a.clone())
+            .collect()
+    };
+    assert_eq!(by("initialize"), [None, Some("Bearer good".into())]);
+    assert_eq!(
+        by("tools/call"),
+        [Some("Bearer good".into()), Some("Bearer narrow".into())]
+    );
+}

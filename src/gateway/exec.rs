@@ -68,7 +68,7 @@ pub enum Local {
 /// An action that found its queue full, to carry out when it has room.
 enum Waits<'a> {
     Send(ToPeer),
-    Deliver(&'a Outbox, Bytes),
+    Deliver(&'a Outbox, Bytes, Option<crate::relay::Attached>),
 }
 
 /// What one input yielded, in order.
@@ -221,8 +221,8 @@ impl<T: Ticket> Exec<T> {
     async fn when_room(&self, waits: Waits<'_>) {
         match waits {
             Waits::Send(msg) => not_sent(send(&self.assoc, self.ctx.protocol, &msg).await),
-            Waits::Deliver(outbox, text) => {
-                if outbox.send(text).await.is_err() {
+            Waits::Deliver(outbox, text, attached) => {
+                if outbox.send_with(text, attached).await.is_err() {
                     self.undelivered();
                 }
             }
@@ -242,11 +242,13 @@ impl<T: Ticket> Exec<T> {
                     None => return Some(Waits::Send(msg)),
                 }
             }
-            Action::Deliver(text) => match &self.local {
-                Local::Stream(outbox) => match outbox.try_send(text) {
+            Action::Deliver(text, attached) => match &self.local {
+                Local::Stream(outbox) => match outbox.try_send_with(text, attached) {
                     Ok(()) => {}
-                    Err(TrySend::Full(text)) => return Some(Waits::Deliver(outbox, text)),
-                    Err(TrySend::Gone) => self.undelivered(),
+                    Err((TrySend::Full(text), attached)) => {
+                        return Some(Waits::Deliver(outbox, text, attached));
+                    }
+                    Err((TrySend::Gone, _)) => self.undelivered(),
                 },
                 _ => self.undelivered(),
             },

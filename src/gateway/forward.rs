@@ -214,6 +214,53 @@ pub fn with_resource_metadata(value: &str, url: &str) -> String {
     format!("{}\"{url}\"{}", &value[..start], &value[end..])
 }
 
+/// The `Authorization` the edge forwarded, presented: the client's, in
+/// place of any `--upstream-header` one, or none when the client sent none.
+pub fn present(headers: &mut hyper::HeaderMap, authorization: &Bytes) {
+    headers.remove(hyper::header::AUTHORIZATION);
+    if authorization.is_empty() {
+        return;
+    }
+    match hyper::header::HeaderValue::from_maybe_shared(authorization.clone()) {
+        Ok(mut v) => {
+            v.set_sensitive(true);
+            headers.insert(hyper::header::AUTHORIZATION, v);
+        }
+        Err(_) => tracing::debug!("a forwarded Authorization that no header can carry: not presented"),
+    }
+}
+
+/// Where an upstream's protected-resource metadata is: the URL its
+/// refusal's `challenge` names, else its well-known path for `upstream`;
+/// `None` where that is not on the upstream's own scheme and authority (an
+/// upstream does not make the origin fetch from elsewhere).
+pub fn metadata_uri(challenge: &[u8], upstream: &hyper::Uri) -> Option<hyper::Uri> {
+    let named = std::str::from_utf8(challenge)
+        .ok()
+        .and_then(|c| auth_param(c, "resource_metadata"))
+        .map(str::to_owned);
+    let url = named.unwrap_or_else(|| {
+        let text = upstream.to_string();
+        let (origin, path) = split_url(&text);
+        format!("{origin}{WELL_KNOWN}{path}")
+    });
+    let uri: hyper::Uri = url.parse().ok()?;
+    (uri.scheme() == upstream.scheme() && uri.authority() == upstream.authority()).then_some(uri)
+}
+
+/// The JSON-RPC error an origin answers a request with whose forwarded
+/// credential the upstream refused with `status` (-32012, the request's
+/// id token `id`), beside the Challenge.
+pub fn refused_reply(id: Option<&[u8]>, status: u16) -> Vec<u8> {
+    let message = if status == 403 {
+        "Forbidden by the upstream"
+    } else {
+        "Unauthorized by the upstream"
+    };
+    let data = format!("{{\"status\":{status}}}");
+    crate::jsonrpc::carriage::local_error(id, crate::relay::UNAUTHORIZED_CODE, message, Some(&data))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -118,7 +118,10 @@ impl Origin {
             }
             Some(upstream) => {
                 let (tx, rx) = self.ctx.limits.outbox();
-                let session = Session::origin(assoc, self.ctx.clone(), tx);
+                let credentials = upstream
+                    .kind(protocol)
+                    .is_some_and(|k| k.takes_credentials());
+                let session = Session::origin(assoc, self.ctx.clone(), tx, credentials);
                 let sink = session.sink();
                 let (origin, upstream) = (self.clone(), upstream.clone());
                 tokio::spawn(async move { origin.run_upstream(upstream, session, rx).await });

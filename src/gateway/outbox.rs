@@ -9,6 +9,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::{Semaphore, TryAcquireError, mpsc};
 
+use crate::relay::Attached;
+
+/// A message, and what crossed beside it (a forwarded credential, or the
+/// upstream's refusal of one), for the parties that take it.
+type Item = (Bytes, Option<Attached>);
+
 /// A queue for at most `messages` messages and `octets` octets (a message
 /// larger than the whole budget still passes, alone).
 pub fn outbox(messages: usize, octets: usize) -> (Outbox, Inbox) {
@@ -53,7 +59,7 @@ pub enum TrySend {
 /// The sending side; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Item>,
     octets: Arc<Semaphore>,
     budget: usize,
 }
@@ -61,6 +67,11 @@ pub struct Outbox {
 impl Outbox {
     /// Queues `msg`, waiting while the queue is full (messages or octets).
     pub async fn send(&self, msg: Bytes) -> Result<(), Gone> {
+        self.send_with(msg, None).await
+    }
+
+    /// [`Outbox::send`], with what crossed beside it.
+    pub async fn send_with(&self, msg: Bytes, attached: Option<Attached>) -> Result<(), Gone> {
         let n = cost(&msg, self.budget);
         // The Inbox gives the octets back when it takes the message.
         self.octets
@@ -68,7 +79,7 @@ impl Outbox {
             .await
             .map_err(|_| Gone)?
             .forget();
-        if self.tx.send(msg).await.is_err() {
+        if self.tx.send((msg, attached)).await.is_err() {
             self.octets.add_permits(n as usize);
             return Err(Gone);
         }
@@ -77,17 +88,27 @@ impl Outbox {
 
     /// [`Outbox::send`] without waiting: `msg` back when the queue is full.
     pub fn try_send(&self, msg: Bytes) -> Result<(), TrySend> {
+        self.try_send_with(msg, None).map_err(|(e, _)| e)
+    }
+
+    /// [`Outbox::try_send`], with what crossed beside it (given back with
+    /// the message when the queue is full).
+    pub fn try_send_with(
+        &self,
+        msg: Bytes,
+        attached: Option<Attached>,
+    ) -> Result<(), (TrySend, Option<Attached>)> {
         let n = cost(&msg, self.budget);
         match self.octets.try_acquire_many(n) {
             Ok(permit) => permit.forget(),
-            Err(TryAcquireError::NoPermits) => return Err(TrySend::Full(msg)),
-            Err(TryAcquireError::Closed) => return Err(TrySend::Gone),
+            Err(TryAcquireError::NoPermits) => return Err((TrySend::Full(msg), attached)),
+            Err(TryAcquireError::Closed) => return Err((TrySend::Gone, None)),
         }
-        self.tx.try_send(msg).map_err(|e| {
+        self.tx.try_send((msg, attached)).map_err(|e| {
             self.octets.add_permits(n as usize);
             match e {
-                mpsc::error::TrySendError::Full(msg) => TrySend::Full(msg),
-                mpsc::error::TrySendError::Closed(_) => TrySend::Gone,
+                mpsc::error::TrySendError::Full((msg, a)) => (TrySend::Full(msg), a),
+                mpsc::error::TrySendError::Closed(_) => (TrySend::Gone, None),
             }
         })
     }
@@ -101,21 +122,29 @@ impl Outbox {
 /// The receiving side.
 #[derive(Debug)]
 pub struct Inbox {
-    rx: mpsc::Receiver<Bytes>,
+    rx: mpsc::Receiver<Item>,
     octets: Arc<Semaphore>,
     budget: usize,
 }
 
 impl Inbox {
+    /// The next message. What crossed beside it is for the parties that
+    /// take it ([`Inbox::recv_with`]); no other is ever given any (the
+    /// origin refuses a credential for a party that does not take one).
     pub async fn recv(&mut self) -> Option<Bytes> {
-        let msg = self.rx.recv().await?;
+        self.recv_with().await.map(|(msg, _)| msg)
+    }
+
+    /// The next message, and what crossed beside it.
+    pub async fn recv_with(&mut self) -> Option<(Bytes, Option<Attached>)> {
+        let (msg, attached) = self.rx.recv().await?;
         self.octets.add_permits(cost(&msg, self.budget) as usize);
-        Some(msg)
+        Some((msg, attached))
     }
 
     /// The next message if one is queued.
     pub fn try_recv(&mut self) -> Option<Bytes> {
-        let msg = self.rx.try_recv().ok()?;
+        let (msg, _) = self.rx.try_recv().ok()?;
         self.octets.add_permits(cost(&msg, self.budget) as usize);
         Some(msg)
     }

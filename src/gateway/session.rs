@@ -20,7 +20,7 @@ use super::metrics::Ingress;
 use super::outbox::Outbox;
 use crate::assoc::AssocHandle;
 use crate::jsonrpc::{IdKind, ScanError, Scanned, scan};
-use crate::relay::Role;
+use crate::relay::{Attached, Role};
 
 /// Why an upstream session ended when its association did.
 pub(super) const SESSION_OVER: &str = "the association ended";
@@ -41,8 +41,16 @@ impl Session {
 
     /// An origin session for an upstream (started later: messages for it
     /// queue until [`Session::local_up`]).
-    pub fn origin(assoc: AssocHandle, ctx: Arc<Ctx>, to_local: Outbox) -> Self {
-        let exchange = ctx.exchange(Role::OriginSession, None);
+    /// `credentials`: whether the upstream presents a forwarded credential
+    /// (an MCP server over HTTP).
+    pub fn origin(
+        assoc: AssocHandle,
+        ctx: Arc<Ctx>,
+        to_local: Outbox,
+        credentials: bool,
+    ) -> Self {
+        let mut exchange = ctx.exchange(Role::OriginSession, None);
+        exchange.set_takes_credentials(credentials);
         Self(Exec::start(exchange, assoc, ctx, Local::Stream(to_local)))
     }
 
@@ -64,6 +72,29 @@ impl Session {
     pub async fn on_local_message(&self, text: Bytes) {
         let scanned = scan(&text, &self.0.ctx().scan);
         self.on_local_scanned(text, scanned).await;
+    }
+
+    /// [`Session::on_local_message`], with what goes beside it: a client's
+    /// forwarded credential (edge), the upstream's refusal of one
+    /// (origin).
+    pub async fn on_local_message_with(&self, text: Bytes, attached: Option<Attached>) {
+        let Some(attached) = attached else {
+            return self.on_local_message(text).await;
+        };
+        let kind = match scan(&text, &self.0.ctx().scan) {
+            Ok(Scanned::Single(kind)) => kind,
+            scanned => return self.on_local_scanned(text, scanned).await,
+        };
+        let reading = self
+            .0
+            .with(|x, now| {
+                x.handle_local_one(now, text, kind, None, Some(attached));
+                x.reading_local()
+            })
+            .await;
+        if !reading {
+            self.0.local_room().await;
+        }
     }
 
     /// [`Session::on_local_message`] for a message its caller has already

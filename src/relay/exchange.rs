@@ -176,8 +176,9 @@ pub struct Config {
 pub enum Action<T> {
     /// Seal and send to the peer.
     Send(ToPeer),
-    /// Hand to the local party (a stream), in order.
-    Deliver(Bytes),
+    /// Hand to the local party (a stream), in order, with what crossed
+    /// beside it (for the parties that take it).
+    Deliver(Bytes, Option<Attached>),
     /// The answer to the caller of this ticket.
     Answer(T, Reply),
     /// Serve a request or notification of the peer on its own.
@@ -442,6 +443,10 @@ impl Deadlines {
 pub struct Exchange<T> {
     config: Config,
     party: Party,
+    /// The local party presents a forwarded credential (an HTTP upstream,
+    /// request by request or as an MCP session): a peer's request that
+    /// carries one is refused where it does not.
+    takes_credentials: bool,
     outgoing: Correlator<Pending<T>>,
     out_deadlines: Deadlines,
     /// Octets of local requests in flight.
@@ -480,6 +485,7 @@ impl<T> Exchange<T> {
             _ => Local::Up,
         };
         Self {
+            takes_credentials: party == Party::Served,
             party,
             outgoing: Correlator::new(config.role.correlation(), usize::MAX),
             out_deadlines: Deadlines(VecDeque::new()),
@@ -596,7 +602,7 @@ impl<T> Exchange<T> {
                     self.config.observer.answered(ReplyClass::Invalid, None);
                     match ticket {
                         Some(t) => self.push(Action::Answer(t, Reply::Failed(invalid(&e)))),
-                        None => self.push(Action::Deliver(scan_error_response(&e).into())),
+                        None => self.push(Action::Deliver(scan_error_response(&e).into(), None)),
                     }
                 } else {
                     self.config.observer.dropped();
@@ -736,7 +742,7 @@ impl<T> Exchange<T> {
                 };
                 let corr = incoming.corr.clone();
                 self.config.observer.replied();
-                self.send_message(text, kind, corr, None, None);
+                self.send_message(text, kind, corr, None, attached);
                 self.released(now, incoming);
             }
         }
@@ -905,8 +911,14 @@ impl<T> Exchange<T> {
 
     /// One answer for a stream: alone, or into its batch's array.
     fn answer_local(&mut self, batch: Option<u64>, text: Bytes) {
+        self.answer_local_with(batch, text, None);
+    }
+
+    /// [`Exchange::answer_local`], with what crossed beside the answer (a
+    /// batch's array has none).
+    fn answer_local_with(&mut self, batch: Option<u64>, text: Bytes, attached: Option<Attached>) {
         let Some(b) = batch else {
-            self.push(Action::Deliver(text));
+            self.push(Action::Deliver(text, attached));
             return;
         };
         let Some(batch) = self.batches.get_mut(&b) else {
@@ -917,7 +929,7 @@ impl<T> Exchange<T> {
         if batch.waiting == 0
             && let Some(array) = self.batches.remove(&b).and_then(|b| b.join.finish())
         {
-            self.push(Action::Deliver(array.into()));
+            self.push(Action::Deliver(array.into(), None));
         }
     }
 
@@ -949,7 +961,10 @@ impl<T> Exchange<T> {
                             challenge,
                         },
                     )),
-                    None => self.answer_local(p.batch, text),
+                    None => {
+                        let attached = challenge.map(Attached::Challenge);
+                        self.answer_local_with(p.batch, text, attached);
+                    }
                 }
             }
             Err(f) => {
@@ -1126,6 +1141,12 @@ impl<T> Exchange<T> {
         self.update_reading_peer();
     }
 
+    /// Whether the local party presents a forwarded credential (an MCP
+    /// server over HTTP does; a child process or a WebSocket does not).
+    pub fn set_takes_credentials(&mut self, takes: bool) {
+        self.takes_credentials = takes;
+    }
+
     /// There is no local party at all: every request is answered
     /// NotDelivered with `detail`.
     pub fn local_gone(&mut self, detail: String) {
@@ -1165,8 +1186,8 @@ impl<T> Exchange<T> {
                         Some(bridge::Extension::Authorization(v)) => Some(v),
                         _ => None,
                     };
-                    if authorization.is_some() && self.party != Party::Served {
-                        let d = "a forwarded Authorization is presented to an HTTP upstream alone, and this origin's upstream is a stream";
+                    if authorization.is_some() && !self.takes_credentials {
+                        let d = "a forwarded Authorization is presented to an HTTP upstream alone, and this origin's upstream is not one";
                         self.transport_error(
                             correlation_id.into(),
                             TransportError::NOT_DELIVERED,
@@ -1241,6 +1262,12 @@ impl<T> Exchange<T> {
                         }
                         _ => None,
                     };
+                    if authorization.is_some() && !self.takes_credentials {
+                        // Never delivered without the credential it came
+                        // with; nobody to tell.
+                        self.config.observer.dropped();
+                        return;
+                    }
                     let part = at(text);
                     let text = payload.keep(part);
                     match self.party {
@@ -1252,7 +1279,10 @@ impl<T> Exchange<T> {
                             time_left: self.config.request_timeout,
                             authorization: authorization.map(Secret),
                         })),
-                        _ => self.push(Action::Deliver(text)),
+                        _ => self.push(Action::Deliver(
+                            text,
+                            authorization.map(Attached::Authorization),
+                        )),
                     }
                 }
                 Kind::Success { ref id } | Kind::Error { ref id } => {
@@ -1407,7 +1437,10 @@ impl<T> Exchange<T> {
                     time_left: self.config.request_timeout,
                     authorization: h.authorization.map(Secret),
                 })),
-                None => self.push(Action::Deliver(h.text)),
+                None => self.push(Action::Deliver(
+                    h.text,
+                    h.authorization.map(Attached::Authorization),
+                )),
             }
         }
         self.update_reading_peer();

@@ -122,7 +122,7 @@ impl<T> Side<T> {
         while let Some(a) = self.x.poll_action() {
             match a {
                 Action::Send(msg) => wire.push(encode(&msg)),
-                Action::Deliver(text) => self.local.push(parse(&text)),
+                Action::Deliver(text, _) => self.local.push(parse(&text)),
                 Action::Answer(t, r) => self.answers.push((t, r)),
                 Action::Serve(s) => self.served.push(s),
                 Action::ResumeLocal | Action::ResumePeer => {}

@@ -15,7 +15,6 @@ use super::super::scopes::{Rules, SCOPE_TOKEN, is_scope_token};
 use super::super::{GatewayConfig, Limits, MAX_BODY_LIMIT, Upstream, outbox};
 use super::{ConfigError, GatewayOptions, Sourced, random_identity, read_identity};
 use crate::assoc::{Endpoint, TlsFiles};
-use crate::bridge::ProtocolId;
 use crate::handshake::Trust;
 use crate::jsonrpc::{EffectTable, SafetyPolicy};
 
@@ -58,7 +57,7 @@ impl GatewayOptions {
         let rate_limit = self.rate_limit(limits.max_body, src)?;
         let capture = self.capture(src)?;
         let oauth = self.oauth(src)?;
-        let forwarding = self.forwarding(protocol, src)?;
+        let forwarding = self.forwarding(src)?;
         let (upstream_group, routes) = self.group(&all);
         let session_group = self.session_group(all);
         Ok(GatewayConfig {
@@ -159,11 +158,7 @@ impl GatewayOptions {
     /// What `--forward-authorization` makes of an edge: its clients'
     /// credentials carried to an upstream that checks them, which no token
     /// of the edge's own may be (`--oauth-issuer`, `--auth-token-file`).
-    fn forwarding(
-        &self,
-        protocol: ProtocolId,
-        src: &Sourced,
-    ) -> Result<Option<ForwardSpec>, ConfigError> {
+    fn forwarding(&self, src: &Sourced) -> Result<Option<ForwardSpec>, ConfigError> {
         if !self.forward_authorization {
             if self.public_url.is_some() {
                 return Err(src.error("public-url", "goes with --forward-authorization"));
@@ -175,12 +170,6 @@ impl GatewayOptions {
             return Err(src.error(
                 key,
                 "the edge checks no token of its own when it forwards them: not with --oauth-issuer or --auth-token-file",
-            ));
-        }
-        if protocol == ProtocolId::MCP {
-            return Err(src.error(
-                key,
-                "MCP sessions do not forward credentials yet (issue 53): --protocol jsonrpc, a2a or lsp",
             ));
         }
         if !self.ingress.iter().any(|i| i.uses_pool()) {

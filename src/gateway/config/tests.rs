@@ -850,8 +850,8 @@ fn an_oauth_edge_is_configured_or_refused_with_its_option() {
 }
 
 /// `--forward-authorization` (issue 53, item 3): on an HTTP edge with a
-/// URL clients call; never beside a token of the edge's own, nor for MCP
-/// sessions (not yet); `--public-url` goes with it.
+/// URL clients call; never beside a token of the edge's own, nor on an
+/// ingress that does not forward (yet); `--public-url` goes with it.
 #[test]
 fn forwarding_credentials_is_configured_or_refused_with_its_option() {
     let c = edge(&[
@@ -890,16 +890,6 @@ fn forwarding_credentials_is_configured_or_refused_with_its_option() {
                 "https://auth.example",
                 "--oauth-audience",
                 "https://e/",
-            ],
-            "--forward-authorization",
-        ),
-        (
-            &[
-                "--forward-authorization",
-                "--public-url",
-                "https://e/",
-                "--protocol",
-                "mcp",
             ],
             "--forward-authorization",
         ),

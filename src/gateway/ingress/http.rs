@@ -435,29 +435,7 @@ async fn answer(
             ctx.metrics.reply(ReplyClass::Invalid);
             json_response(200, scan_error_response(&e))
         }
-        Ok(Scanned::Single(kind)) => {
-            if is_mcp && let Some(refused) = header_mismatch(ctx, &parts.headers, &body, &kind) {
-                return refused;
-            }
-            // Boxed: an MCP session's future is large (13 KiB), and without
-            // the box every HTTP request's future, which hyper moves as it
-            // sets it up, would be as large.
-            if is_mcp
-                && let Some(a) =
-                    Box::pin(mcp.post(edge, &parts.headers, body.clone(), kind.clone(), key)).await
-            {
-                return a;
-            }
-            // MCP 2026-07-28 pairs some errors with an HTTP status; only the
-            // reply crossed the pair, so its error code says which.
-            let stateless = is_mcp && crate::gateway::mcp_headers::stateless(&body);
-            match answer_one(edge, body, kind, forwarded(ctx, &parts.headers)).await {
-                Answer::Reply(text) if stateless => {
-                    json_response(crate::gateway::mcp_headers::status_of(&text), text)
-                }
-                a => single_answer(ctx, a),
-            }
-        }
+        Ok(Scanned::Single(kind)) => answer_single(edge, mcp, &parts.headers, (body, kind), key).await,
         Ok(Scanned::Batch(_)) if is_mcp && let Some(a) = mcp.batch(&parts.headers) => a,
         Ok(Scanned::Batch(elements)) => match answer_batch(
             edge,
@@ -470,6 +448,46 @@ async fn answer(
             Some(array) => json_response(200, array),
             None => nothing_to_answer(ctx),
         },
+    }
+}
+
+/// One message of a client let in (`key`): MCP session traffic to its
+/// session, the rest over the pool.
+async fn answer_single(
+    edge: &Arc<Edge>,
+    mcp: &Arc<McpSessions>,
+    headers: &hyper::HeaderMap,
+    (body, kind): (Bytes, crate::jsonrpc::Kind),
+    key: super::limit::ClientKey,
+) -> HttpResponse {
+    let ctx = &edge.ctx;
+    let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
+    if is_mcp && let Some(refused) = header_mismatch(ctx, headers, &body, &kind) {
+        return refused;
+    }
+    // Boxed: an MCP session's future is large (13 KiB), and without
+    // the box every HTTP request's future, which hyper moves as it
+    // sets it up, would be as large.
+    if is_mcp
+        && let Some(a) = Box::pin(mcp.post(
+            edge,
+            headers,
+            body.clone(),
+            kind.clone(),
+            (key, forwarded(ctx, headers)),
+        ))
+        .await
+    {
+        return a;
+    }
+    // MCP 2026-07-28 pairs some errors with an HTTP status; only the
+    // reply crossed the pair, so its error code says which.
+    let stateless = is_mcp && crate::gateway::mcp_headers::stateless(&body);
+    match answer_one(edge, body, kind, forwarded(ctx, headers)).await {
+        Answer::Reply(text) if stateless => {
+            json_response(crate::gateway::mcp_headers::status_of(&text), text)
+        }
+        a => single_answer(ctx, a),
     }
 }
 

@@ -35,12 +35,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hyper::StatusCode;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use super::Ingress;
 use super::limit::{ClientKey, Place, Places, PlacesFull};
-use super::response::{HttpResponse, empty_response, event_response, json_response};
+use super::response::{
+    HttpResponse, empty_response, event_response, event_response_after, json_response,
+};
+use crate::relay::Attached;
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::outbox::Inbox;
@@ -90,6 +93,9 @@ struct Waiting {
     tx: mpsc::Sender<Bytes>,
     /// An event stream (else a JSON reply: the response only).
     events: bool,
+    /// Where the upstream's refusal of the credential the edge forwarded
+    /// with it goes (`--forward-authorization`).
+    refused: Option<oneshot::Sender<Bytes>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -147,12 +153,12 @@ impl McpSessions {
         headers: &HeaderMap,
         body: Bytes,
         kind: Kind,
-        client: ClientKey,
+        (client, attached): (ClientKey, Option<Attached>),
     ) -> Option<HttpResponse> {
         let events = accepts_events(headers);
         if let Some(id) = session_id(headers) {
             return Some(match self.find(id, client) {
-                Some(s) => s.post(body, kind, events).await,
+                Some(s) => s.post(body, kind, events, attached).await,
                 None => unknown_session(id),
             });
         }
@@ -161,7 +167,7 @@ impl McpSessions {
         if !initialize {
             return None;
         }
-        Some(self.open(edge, body, kind, events, client).await)
+        Some(self.open(edge, body, kind, events, (client, attached)).await)
     }
 
     /// A batch naming a session: MCP 2025-06-18 has no batches.
@@ -183,7 +189,7 @@ impl McpSessions {
         body: Bytes,
         kind: Kind,
         events: bool,
-        client: ClientKey,
+        (client, attached): (ClientKey, Option<Attached>),
     ) -> HttpResponse {
         let ctx = &edge.ctx;
         let id_token =
@@ -233,7 +239,15 @@ impl McpSessions {
         let idle = ctx.limits.idle_timeout;
         let stall = ctx.limits.stall_timeout;
         tokio::spawn(async move { sessions.route(router, rx, idle, stall).await });
-        let mut resp = s.post(body, kind, events).await;
+        let mut resp = s.post(body, kind, events, attached).await;
+        if matches!(resp.status().as_u16(), 401 | 403) {
+            // The upstream refused the client's credential: no session was
+            // opened there, so none is here. The client initializes again
+            // with a credential it will take.
+            lock(&self.map).remove(&id);
+            s.session.close().await;
+            return resp;
+        }
         if let Ok(v) = HeaderValue::from_str(&id) {
             resp.headers_mut().insert(MCP_SESSION_ID, v);
         }
@@ -297,16 +311,16 @@ impl McpSessions {
         let mut tick = tokio::time::interval(check);
         loop {
             tokio::select! {
-                m = rx.recv() => match m {
-                    Some(m) => s.dispatch(m, stall).await,
+                m = rx.recv_with() => match m {
+                    Some((m, attached)) => s.dispatch(m, attached, stall).await,
                     None => break,
                 },
                 _ = s.session.assoc().ended() => {
                     // The answers to what was in flight follow the end.
-                    while let Ok(Some(m)) =
-                        tokio::time::timeout(Duration::from_millis(100), rx.recv()).await
+                    while let Ok(Some((m, attached))) =
+                        tokio::time::timeout(Duration::from_millis(100), rx.recv_with()).await
                     {
-                        s.dispatch(m, stall).await;
+                        s.dispatch(m, attached, stall).await;
                     }
                     break;
                 }
@@ -351,16 +365,30 @@ impl HttpSession {
         !lock(&self.routes).waiting.is_empty()
     }
 
-    /// One message from the client.
-    async fn post(&self, body: Bytes, kind: Kind, events: bool) -> HttpResponse {
+    /// One message from the client, with the credential the edge forwards
+    /// (`attached`).
+    async fn post(
+        &self,
+        body: Bytes,
+        kind: Kind,
+        events: bool,
+        attached: Option<Attached>,
+    ) -> HttpResponse {
         self.touch();
         let Kind::Request { id, .. } = &kind else {
             // A notification, or the client's answer to a server request.
-            self.session.on_local_message(body).await;
+            self.session.on_local_message_with(body, attached).await;
             return empty_response(StatusCode::ACCEPTED);
         };
         let token = body.slice(id.token.clone());
         let (tx, mut rx) = mpsc::channel(STREAM_QUEUE);
+        let (refused, mut refusal) = match attached {
+            Some(_) => {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
         {
             let mut routes = lock(&self.routes);
             if routes
@@ -381,9 +409,24 @@ impl HttpSession {
                 kind: id.kind,
                 tx,
                 events,
+                refused,
             });
         }
-        self.session.on_local_message(body).await;
+        self.session.on_local_message_with(body, attached).await;
+        if let Some(refusal) = refusal.as_mut() {
+            // Forwarded: the upstream may refuse the credential, which its
+            // status answers; nothing is sent before the first message
+            // says whether it did.
+            let first = rx.recv().await;
+            if let (Some(reply), Ok(challenge)) = (&first, refusal.try_recv()) {
+                return self.challenged(reply.clone(), &challenge);
+            }
+            return match (first, events) {
+                (Some(first), true) => event_response_after(Some(first), rx),
+                (Some(reply), false) => json_response(200, reply),
+                (None, _) => session_ended(),
+            };
+        }
         if events {
             return event_response(rx);
         }
@@ -391,15 +434,28 @@ impl HttpSession {
         // with its own error at the request timeout).
         match rx.recv().await {
             Some(reply) => json_response(200, reply),
-            None => {
-                let e = local_error(None, -32004, "the MCP session ended", None);
-                json_response(502, e)
-            }
+            None => session_ended(),
         }
     }
 
-    /// One message from the session for the client.
-    async fn dispatch(&self, m: Bytes, stall: Duration) {
+    /// The upstream refused the credential the edge forwarded: its status
+    /// and challenge, and the origin's JSON-RPC error.
+    fn challenged(&self, reply: Bytes, challenge: &[u8]) -> HttpResponse {
+        let Some((status, value)) = self.ctx.forwarding.as_ref().and_then(|f| f.answer(challenge))
+        else {
+            return json_response(200, reply);
+        };
+        self.ctx.metrics.unauthorized.fetch_add(1, Relaxed);
+        let mut r = json_response(status, reply);
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            r.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, v);
+        }
+        r
+    }
+
+    /// One message from the session for the client, with what crossed
+    /// beside it (the upstream's refusal of a forwarded credential).
+    async fn dispatch(&self, m: Bytes, attached: Option<Attached>, stall: Duration) {
         let target = match scan(&m, &self.ctx.scan) {
             Ok(Scanned::Single(Kind::Success { id } | Kind::Error { id })) => {
                 let token = &m[id.token.clone()];
@@ -408,7 +464,15 @@ impl HttpSession {
                     .waiting
                     .iter()
                     .position(|w| same_id(&w.id, w.kind, token, id.kind));
-                i.map(|i| routes.waiting.remove(i).tx)
+                i.map(|i| {
+                    let w = routes.waiting.remove(i);
+                    // Before the reply: its POST reads the refusal as soon
+                    // as the reply comes.
+                    if let (Some(refused), Some(Attached::Challenge(c))) = (w.refused, &attached) {
+                        let _ = refused.send(c.clone());
+                    }
+                    w.tx
+                })
             }
             // The server's own request or notification: the newest request
             // stream, else the GET stream.
@@ -433,6 +497,12 @@ impl HttpSession {
             debug!(session = %self.id, "an MCP client's stream is not read; message dropped");
         }
     }
+}
+
+/// The answer to a request whose session ended before its reply.
+fn session_ended() -> HttpResponse {
+    let e = local_error(None, -32004, "the MCP session ended", None);
+    json_response(502, e)
 }
 
 /// 128 random bits, hex: MCP asks for ids that cannot be guessed.

@@ -17,7 +17,11 @@ use crate::sse::event;
 /// An HTTP body that is an event stream: each message received becomes one
 /// event; the stream ends when every sender is gone.
 #[derive(Debug)]
-pub struct EventBody(pub mpsc::Receiver<Bytes>);
+pub struct EventBody {
+    /// A message taken off the queue already, sent first.
+    first: Option<Bytes>,
+    rx: mpsc::Receiver<Bytes>,
+}
 
 impl hyper::body::Body for EventBody {
     type Data = Bytes;
@@ -27,7 +31,10 @@ impl hyper::body::Body for EventBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0
+        if let Some(m) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(event(&m)))));
+        }
+        self.rx
             .poll_recv(cx)
             .map(|m| m.map(|m| Ok(Frame::data(event(&m)))))
     }
@@ -87,7 +94,15 @@ pub fn json_response(status: u16, body: impl Into<Bytes>) -> HttpResponse {
 
 /// 200 with an event stream of what `rx` receives.
 pub fn event_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> HttpResponse {
-    let mut r = Response::new(Either::Right(EventBody(rx)));
+    event_response_after(None, rx)
+}
+
+/// [`event_response`], `first` sent before what `rx` has.
+pub fn event_response_after(
+    first: Option<Bytes>,
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+) -> HttpResponse {
+    let mut r = Response::new(Either::Right(EventBody { first, rx }));
     let h = r.headers_mut();
     h.insert(
         hyper::header::CONTENT_TYPE,

@@ -58,6 +58,10 @@ impl Kind for Http {
         true
     }
 
+    fn takes_credentials(&self) -> bool {
+        true
+    }
+
     fn delivery(&self) -> Delivery {
         Delivery::Requests
     }
@@ -472,31 +476,20 @@ impl Requests {
     ///
     /// [`forward::MAX_METADATA`]: crate::gateway::forward::MAX_METADATA
     async fn metadata_for(&self, challenge: &[u8]) -> Bytes {
-        use crate::gateway::forward::{MAX_METADATA, WELL_KNOWN, auth_param, split_url};
+        use crate::gateway::forward::{MAX_METADATA, metadata_uri};
         let Some(upstream) = self.pools.get().first().map(|p| p.uri().clone()) else {
             return Bytes::new();
         };
-        let named = std::str::from_utf8(challenge)
-            .ok()
-            .and_then(|c| auth_param(c, "resource_metadata"))
-            .map(str::to_owned);
-        let url = named.unwrap_or_else(|| {
-            let text = upstream.to_string();
-            let (origin, path) = split_url(&text);
-            format!("{origin}{WELL_KNOWN}{path}")
-        });
+        let Some(uri) = metadata_uri(challenge, &upstream) else {
+            debug!("the upstream's metadata is not on the upstream: not fetched");
+            return Bytes::new();
+        };
+        let url = uri.to_string();
         if let Some((at, when, doc)) = &*self.metadata.lock().unwrap_or_else(|p| p.into_inner())
             && *at == url
             && when.elapsed() < METADATA_TTL
         {
             return doc.clone();
-        }
-        let Ok(uri) = url.parse::<hyper::Uri>() else {
-            return Bytes::new();
-        };
-        if uri.scheme() != upstream.scheme() || uri.authority() != upstream.authority() {
-            debug!(url, "the upstream's metadata is elsewhere than the upstream: not fetched");
-            return Bytes::new();
         }
         let pool = Pool::new(self.connector.clone(), uri, 0, IDLE_TIMEOUT);
         let mut req = hyper::Request::new(Full::new(Bytes::new()));
@@ -558,7 +551,7 @@ fn post_request(
     *req.method_mut() = hyper::Method::POST;
     *req.headers_mut() = headers.clone();
     if let Some(a) = authorization {
-        present(req.headers_mut(), a);
+        crate::gateway::forward::present(req.headers_mut(), a);
     }
     req
 }
@@ -574,22 +567,6 @@ fn refusal_of<B>(resp: &hyper::Response<B>) -> Option<Bytes> {
     Some(Bytes::copy_from_slice(challenge.as_bytes()))
 }
 
-/// The `Authorization` the edge forwarded, presented: the client's, in
-/// place of any `--upstream-header` one, or none when the client sent none.
-fn present(headers: &mut hyper::HeaderMap, authorization: &Bytes) {
-    headers.remove(hyper::header::AUTHORIZATION);
-    if authorization.is_empty() {
-        return;
-    }
-    match hyper::header::HeaderValue::from_maybe_shared(authorization.clone()) {
-        Ok(mut v) => {
-            v.set_sensitive(true);
-            headers.insert(hyper::header::AUTHORIZATION, v);
-        }
-        Err(_) => debug!("a forwarded Authorization that no header can carry: not presented"),
-    }
-}
-
 /// The reply to a request whose forwarded credential the upstream refused
 /// with `status`: a JSON-RPC error (-32012) with the request's id, which
 /// the edge answers with that status and the upstream's challenge.
@@ -599,15 +576,7 @@ fn refused_reply(request: &[u8], status: u16) -> Result<(Bytes, Message), String
         Ok(Scanned::Single(Message::Request { id, .. })) => request.get(id.token),
         _ => None,
     };
-    let message = if status == 403 {
-        "Forbidden by the upstream"
-    } else {
-        "Unauthorized by the upstream"
-    };
-    let data = format!("{{\"status\":{status}}}");
-    let text: Bytes =
-        crate::jsonrpc::carriage::local_error(id, crate::relay::UNAUTHORIZED_CODE, message, Some(&data))
-            .into();
+    let text: Bytes = crate::gateway::forward::refused_reply(id, status).into();
     match scan(&text, &limits) {
         Ok(Scanned::Single(kind)) => Ok((text, kind)),
         _ => Err(format!("the upstream refused the credential (HTTP {status})")),

@@ -46,6 +46,7 @@ use crate::gateway::policy::backoff::Backoff;
 use crate::gateway::session::{SESSION_OVER, Session};
 use crate::jsonrpc::carriage::method_of;
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
+use crate::relay::Attached;
 use crate::sse::SseDecoder;
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -61,6 +62,8 @@ const LISTEN_BACKOFF: Duration = Duration::from_millis(500);
 const LISTEN_MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How much of a body that is not the reply a NotDelivered detail quotes.
 const QUOTED: usize = 200;
+/// How long the server's protected-resource metadata may take.
+const METADATA_WAIT: Duration = Duration::from_secs(5);
 
 /// What the server said of the session so far.
 #[derive(Default)]
@@ -82,6 +85,9 @@ struct McpSession {
     negotiated: Mutex<Negotiated>,
     /// The client sent `notifications/initialized`: time for the GET stream.
     initialized: Notify,
+    /// The last credential an edge forwarded (`--forward-authorization`),
+    /// presented on the GET stream and the DELETE too.
+    credential: Mutex<Option<Bytes>>,
 }
 
 /// The request an exchange must bring the reply to.
@@ -96,6 +102,9 @@ struct Asked {
 struct Unanswered {
     detail: String,
     reached: bool,
+    /// The server refused the credential the edge forwarded: its status
+    /// and `WWW-Authenticate`.
+    refused: Option<(u16, Bytes)>,
 }
 
 impl Unanswered {
@@ -103,6 +112,7 @@ impl Unanswered {
         Self {
             detail,
             reached: true,
+            refused: None,
         }
     }
 
@@ -110,6 +120,7 @@ impl Unanswered {
         Self {
             detail,
             reached: false,
+            refused: None,
         }
     }
 }
@@ -160,6 +171,10 @@ impl UpstreamKind for McpHttp {
         true
     }
 
+    fn takes_credentials(&self) -> bool {
+        true
+    }
+
     fn delivery(&self) -> Delivery {
         Delivery::Session(|address, env, session, rx| match address {
             Address::Uri(uri) => run(uri, env, session, rx).boxed(),
@@ -186,6 +201,7 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
         session: session.clone(),
         negotiated: Mutex::new(Negotiated::default()),
         initialized: Notify::new(),
+        credential: Mutex::new(None),
     });
     session.local_up();
     let mut tasks = tokio::task::JoinSet::new();
@@ -194,10 +210,17 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
     let stall = ctx.limits.stall_timeout;
     loop {
         let text = tokio::select! {
-            t = rx.recv() => t,
+            t = rx.recv_with() => t,
             _ = session.assoc().ended() => None,
         };
-        let Some(text) = text else { break };
+        let Some((text, attached)) = text else { break };
+        let credential = match attached {
+            Some(Attached::Authorization(a)) => {
+                *mcp.credential.lock().unwrap_or_else(|p| p.into_inner()) = Some(a.clone());
+                Some(a)
+            }
+            _ => None,
+        };
         while tasks.try_join_next().is_some() {}
         // Waiting here is backpressure on the peer, as for any upstream.
         let permit = match tokio::time::timeout(stall, permits.clone().acquire_owned()).await {
@@ -213,7 +236,7 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
             what @ Message::Request(_) => {
                 let m = mcp.clone();
                 tasks.spawn(async move {
-                    m.exchange(text, what).await;
+                    m.exchange(text, what, credential).await;
                     drop(permit);
                 });
             }
@@ -222,7 +245,7 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
             // before the requests that follow it (servers answer 202 at once).
             what => {
                 tokio::select! {
-                    _ = mcp.exchange(text, what) => {}
+                    _ = mcp.exchange(text, what, credential) => {}
                     _ = session.assoc().ended() => break,
                 }
                 drop(permit);
@@ -239,13 +262,15 @@ impl McpSession {
         self.negotiated.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A request to the upstream carrying the session's headers; the
+    /// A request to the upstream carrying the session's headers, and the
+    /// forwarded `credential` (a POST's own; else the last one); the
     /// session id it carries.
     fn request(
         &self,
         method: Method,
         accept: HeaderValue,
         body: Bytes,
+        credential: Option<&Bytes>,
     ) -> Result<(hyper::Request<Full<Bytes>>, Option<HeaderValue>), String> {
         let mut req = hyper::Request::builder()
             .method(method)
@@ -289,9 +314,16 @@ impl McpSession {
                 }
             }
         };
-        let req = req
+        let mut req = req
             .body(Full::new(body))
             .map_err(|e| format!("bad upstream request: {e}"))?;
+        let last = credential
+            .is_none()
+            .then(|| self.credential.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .flatten();
+        if let Some(c) = credential.or(last.as_ref()) {
+            crate::gateway::forward::present(req.headers_mut(), c);
+        }
         Ok((req, sent))
     }
 
@@ -325,8 +357,9 @@ impl McpSession {
         )
     }
 
-    /// Posts one message from the peer and delivers what comes back.
-    async fn exchange(&self, text: Bytes, what: Message) {
+    /// Posts one message from the peer (with the `credential` an edge
+    /// forwarded) and delivers what comes back.
+    async fn exchange(&self, text: Bytes, what: Message, credential: Option<Bytes>) {
         let ctx = &self.ctx;
         let is_notification = matches!(what, Message::Notification(_));
         let (asked, notification) = match what {
@@ -350,7 +383,8 @@ impl McpSession {
             None => started + ctx.limits.request_timeout,
         };
         let deadline = tokio::time::Instant::from_std(deadline);
-        let posted = tokio::time::timeout_at(deadline, self.post(text, asked.as_ref())).await;
+        let post = self.post(text, asked.as_ref(), credential.as_ref());
+        let posted = tokio::time::timeout_at(deadline, post).await;
         // The upstream's latency: a request's, to its answer.
         if asked.is_some() && matches!(posted, Ok(Ok(()))) {
             ctx.metrics.upstream_latency.observe(started.elapsed());
@@ -364,7 +398,14 @@ impl McpSession {
                     self.initialized.notify_one();
                 }
             }
-            (Ok(Err(Unanswered { detail, reached })), Some(a)) => {
+            (
+                Ok(Err(Unanswered {
+                    refused: Some((status, challenge)),
+                    ..
+                })),
+                Some(a),
+            ) => self.refused(&a, status, &challenge).await,
+            (Ok(Err(Unanswered { detail, reached, .. })), Some(a)) => {
                 debug!(%detail, "the upstream did not answer");
                 self.session
                     .local_cannot_answer(&a.id, a.kind, &detail, reached)
@@ -434,17 +475,28 @@ impl McpSession {
 
     /// The POST of one message; `Err` says why the request (if it is one)
     /// got no reply, and whether the server took it.
-    async fn post(&self, text: Bytes, asked: Option<&Asked>) -> Result<(), Unanswered> {
+    async fn post(
+        &self,
+        text: Bytes,
+        asked: Option<&Asked>,
+        credential: Option<&Bytes>,
+    ) -> Result<(), Unanswered> {
         let uri = &self.shown;
         let (req, sent) = self
-            .request(Method::POST, ACCEPT_BOTH, text)
+            .request(Method::POST, ACCEPT_BOTH, text, credential)
             .map_err(Unanswered::not_reached)?;
         let resp = self.client.request(req).await.map_err(|e| Unanswered {
             detail: format!("upstream {uri}: {}", error_chain(&e)),
             // Once connected, the request may have gone out whole.
             reached: !e.is_connect(),
+            refused: None,
         })?;
         let status = resp.status();
+        if credential.is_some()
+            && let Some(refused) = refusal(&resp, uri)
+        {
+            return Err(refused);
+        }
         // The session is the one the answer to initialize names (MCP:
         // "at initialization time"), never one named on an error or on
         // another request's answer.
@@ -488,20 +540,7 @@ impl McpSession {
         if answered || (asked.is_none() && status.is_success()) {
             return Ok(());
         }
-        let quoted = String::from_utf8_lossy(&other[..other.len().min(QUOTED)]).into_owned();
-        // A server that took the request (2xx), or failed at it (5xx), may
-        // have run it; one that refused it (4xx) did not.
-        let reached = status.is_success() || status.is_server_error();
-        let detail = match (asked, other.is_empty()) {
-            (Some(_), true) => format!("upstream {uri} answered HTTP {status} without a reply"),
-            (Some(_), false) => {
-                format!(
-                    "upstream {uri} answered HTTP {status} without a reply to this request: {quoted}"
-                )
-            }
-            (None, _) => format!("upstream {uri} answered HTTP {status}: {quoted}"),
-        };
-        Err(Unanswered { detail, reached })
+        Err(without_reply(uri, status, asked.is_some(), &other))
     }
 
     /// Hands one message from the upstream to the session; whether it is
@@ -553,6 +592,50 @@ impl McpSession {
         }
     }
 
+    /// The server refused the credential the edge forwarded with `asked`:
+    /// the request is answered with a JSON-RPC error of this gateway's, and
+    /// beside it the status, the challenge and the server's
+    /// protected-resource metadata, for the edge to answer its client with.
+    async fn refused(&self, asked: &Asked, status: u16, challenge: &Bytes) {
+        let metadata = self.metadata(challenge).await;
+        let wire = crate::gateway::forward::encode_challenge(status, challenge, &metadata);
+        let reply = crate::gateway::forward::refused_reply(Some(&asked.id), status);
+        self.session
+            .on_local_message_with(reply.into(), Some(Attached::Challenge(wire)))
+            .await;
+    }
+
+    /// The server's protected-resource metadata a refusal names (on its
+    /// own scheme and authority alone), at most
+    /// [`crate::gateway::forward::MAX_METADATA`] octets; empty when it
+    /// cannot be had.
+    async fn metadata(&self, challenge: &[u8]) -> Bytes {
+        use crate::gateway::forward::{MAX_METADATA, metadata_uri};
+        let Some(uri) = metadata_uri(challenge, &self.uri) else {
+            return Bytes::new();
+        };
+        let mut req = hyper::Request::new(Full::new(Bytes::new()));
+        *req.uri_mut() = uri;
+        if let Some(host) = super::http_client::host_override(&self.uri) {
+            req.headers_mut().insert(hyper::header::HOST, host);
+        }
+        let fetch = async {
+            let resp = self.client.request(req).await.ok()?;
+            if !resp.status().is_success() {
+                return None;
+            }
+            let body = Limited::new(resp.into_body(), MAX_METADATA).collect().await;
+            body.ok().map(|b| b.to_bytes())
+        };
+        match tokio::time::timeout(METADATA_WAIT, fetch).await {
+            Ok(Some(doc)) => doc,
+            _ => {
+                debug!(uri = %self.shown, "the upstream's protected-resource metadata could not be had");
+                Bytes::new()
+            }
+        }
+    }
+
     /// A message the upstream will not be asked: its request, if it is one,
     /// is answered NotDelivered.
     async fn unanswered(&self, text: &Bytes, detail: &str) {
@@ -601,7 +684,7 @@ impl McpSession {
     /// is none to have.
     async fn listen_once(&self) -> Result<(), Option<String>> {
         let (req, sent) = self
-            .request(Method::GET, EVENT_STREAM, Bytes::new())
+            .request(Method::GET, EVENT_STREAM, Bytes::new(), None)
             .map_err(Some)?;
         let resp = self.client.request(req).await.map_err(|e| {
             debug!(uri = %self.shown, error = %error_chain(&e), "upstream GET stream");
@@ -649,7 +732,7 @@ impl McpSession {
         if self.negotiated().session_id.is_none() {
             return;
         }
-        let Ok((req, _)) = self.request(Method::DELETE, ACCEPT_BOTH, Bytes::new()) else {
+        let Ok((req, _)) = self.request(Method::DELETE, ACCEPT_BOTH, Bytes::new(), None) else {
             return;
         };
         match tokio::time::timeout(DELETE_WAIT, self.client.request(req)).await {
@@ -661,6 +744,48 @@ impl McpSession {
             }
             Err(_) => debug!(uri = %self.shown, "ending the upstream MCP session: no answer"),
         }
+    }
+}
+
+/// The server refused the credential an edge forwarded (401 or 403 with
+/// `WWW-Authenticate`): not reached, the status and the challenge.
+fn refusal<B>(resp: &hyper::Response<B>, uri: &dyn std::fmt::Display) -> Option<Unanswered> {
+    let status = resp.status();
+    if !matches!(status.as_u16(), 401 | 403) {
+        return None;
+    }
+    let challenge = resp.headers().get(hyper::header::WWW_AUTHENTICATE)?;
+    Some(Unanswered {
+        detail: format!("upstream {uri} refused the credential (HTTP {status})"),
+        reached: false,
+        refused: Some((status.as_u16(), Bytes::copy_from_slice(challenge.as_bytes()))),
+    })
+}
+
+/// A POST answered `status` without the reply to the request it `asked`
+/// (or a notification or reply not taken); `other`: the last message that
+/// was not the reply, quoted.
+fn without_reply(
+    uri: &dyn std::fmt::Display,
+    status: StatusCode,
+    asked: bool,
+    other: &[u8],
+) -> Unanswered {
+    let quoted = String::from_utf8_lossy(&other[..other.len().min(QUOTED)]).into_owned();
+    // A server that took the request (2xx), or failed at it (5xx), may have
+    // run it; one that refused it (4xx) did not.
+    let reached = status.is_success() || status.is_server_error();
+    let detail = match (asked, other.is_empty()) {
+        (true, true) => format!("upstream {uri} answered HTTP {status} without a reply"),
+        (true, false) => {
+            format!("upstream {uri} answered HTTP {status} without a reply to this request: {quoted}")
+        }
+        (false, _) => format!("upstream {uri} answered HTTP {status}: {quoted}"),
+    };
+    Unanswered {
+        detail,
+        reached,
+        refused: None,
     }
 }
 

@@ -59,6 +59,12 @@ pub trait Kind: Sync {
     }
     /// How its messages are delivered.
     fn delivery(&self) -> Delivery;
+
+    /// Whether it presents a credential an edge forwarded
+    /// (`--forward-authorization`): an HTTP upstream does.
+    fn takes_credentials(&self) -> bool {
+        false
+    }
 }
 
 /// How a kind's messages are delivered.
