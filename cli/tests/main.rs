@@ -19,6 +19,7 @@ mod loadgen_reach;
 mod lsp;
 mod mcp_http;
 mod oauth;
+mod oauth_e2e;
 mod rate_limits;
 mod reload;
 mod secrets;

@@ -231,21 +231,31 @@ pub fn present(headers: &mut hyper::HeaderMap, authorization: &Bytes) {
 }
 
 /// Where an upstream's protected-resource metadata is: the URL its
-/// refusal's `challenge` names, else its well-known path for `upstream`;
-/// `None` where that is not on the upstream's own scheme and authority (an
-/// upstream does not make the origin fetch from elsewhere).
+/// refusal's `challenge` names, else its well-known path for `upstream`.
+/// Fetched from the upstream's own scheme and authority alone (an upstream
+/// does not make the origin fetch from elsewhere): a URL named on another
+/// (a server that knows its public URL, the edge's, names that) is taken
+/// for its path on the upstream's.
 pub fn metadata_uri(challenge: &[u8], upstream: &hyper::Uri) -> Option<hyper::Uri> {
     let named = std::str::from_utf8(challenge)
         .ok()
         .and_then(|c| auth_param(c, "resource_metadata"))
-        .map(str::to_owned);
-    let url = named.unwrap_or_else(|| {
-        let text = upstream.to_string();
-        let (origin, path) = split_url(&text);
-        format!("{origin}{WELL_KNOWN}{path}")
-    });
-    let uri: hyper::Uri = url.parse().ok()?;
-    (uri.scheme() == upstream.scheme() && uri.authority() == upstream.authority()).then_some(uri)
+        .and_then(|u| u.parse::<hyper::Uri>().ok());
+    let path = match &named {
+        Some(uri) => uri
+            .path_and_query()
+            .map_or_else(|| WELL_KNOWN.to_owned(), |p| p.as_str().to_owned()),
+        None => {
+            let text = upstream.to_string();
+            format!("{WELL_KNOWN}{}", split_url(&text).1)
+        }
+    };
+    hyper::Uri::builder()
+        .scheme(upstream.scheme()?.clone())
+        .authority(upstream.authority()?.clone())
+        .path_and_query(path)
+        .build()
+        .ok()
 }
 
 /// The JSON-RPC error an origin answers a request with whose forwarded
@@ -311,6 +321,25 @@ mod tests {
         );
         assert_eq!(auth_param("Bearer error=invalid_token", "error"), Some("invalid_token"));
         assert_eq!(auth_param("Bearer", "scope"), None);
+    }
+
+    #[test]
+    fn the_metadata_is_fetched_from_the_upstream_alone() {
+        let up: hyper::Uri = "http://127.0.0.1:9/mcp".parse().expect("uri");
+        let at = |c: &str| metadata_uri(c.as_bytes(), &up).map(|u| u.to_string());
+        assert_eq!(
+            at("Bearer resource_metadata=\"http://127.0.0.1:9/.well-known/oauth-protected-resource/x\""),
+            Some("http://127.0.0.1:9/.well-known/oauth-protected-resource/x".into())
+        );
+        // Named elsewhere (the server knows the edge's URL): its path here.
+        assert_eq!(
+            at("Bearer resource_metadata=\"https://evil.example/.well-known/oauth-protected-resource/mcp\""),
+            Some("http://127.0.0.1:9/.well-known/oauth-protected-resource/mcp".into())
+        );
+        assert_eq!(
+            at("Bearer"),
+            Some("http://127.0.0.1:9/.well-known/oauth-protected-resource/mcp".into())
+        );
     }
 
     #[test]
