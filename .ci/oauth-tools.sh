@@ -31,4 +31,9 @@ elif command -v npm >/dev/null \
 else
   echo "==== npm unavailable: the OAuth end-to-end test will be SKIPPED ===="
 fi
+# The authorization server's script sits beside the package it imports (ESM
+# resolves a package from the script's folder).
+if [ -d "$dir/npm/node_modules/oidc-provider" ]; then
+  cp cli/tests/oauth/as.mjs "$dir/npm/as.mjs"
+fi
 exit 0
