@@ -528,10 +528,16 @@ async fn the_upstreams_oauth_crosses_the_pair_with_forward_authorization() {
     let http = pair.ingress("http://");
     let edge_metadata = "https://edge.example/.well-known/oauth-protected-resource/rpc";
 
-    // Before any refusal the metadata is not known here.
+    // Before any request, a client may look for the metadata: the edge
+    // asks the upstream for it (a request without a credential, refused).
     let base = http.trim_end_matches('/');
     let metadata_path = format!("{base}/.well-known/oauth-protected-resource/rpc");
-    assert_eq!(http_get(&metadata_path).await.0, 404);
+    let (status, text) = http_get(&metadata_path).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(parse(&text)["resource"], json!(public));
+    // Another well-known document is not the edge's to give.
+    let (status, _) = http_get(&format!("{base}/.well-known/oauth-authorization-server")).await;
+    assert_eq!(status, 404);
 
     // No credential: the upstream's 401, its challenge naming the edge.
     let (status, challenge, body) = call(&http, None).await;
@@ -570,6 +576,7 @@ async fn the_upstreams_oauth_crosses_the_pair_with_forward_authorization() {
     assert_eq!(
         *seen.lock().expect("seen"),
         [
+            None,
             None,
             Some("Bearer narrow".into()),
             Some("Bearer good".into())
@@ -940,6 +947,32 @@ async fn an_mcp_servers_oauth_crosses_the_pair() {
         challenge.contains("error=\"insufficient_scope\"") && challenge.contains(edge_metadata),
         "{challenge}"
     );
+
+    // The session's GET and DELETE need the credential its POSTs had:
+    // another finds no session (a forwarding edge checks no token, so the
+    // session id alone would do otherwise).
+    for (method, token, status) in [
+        ("GET", "someone-else", 404),
+        ("DELETE", "someone-else", 404),
+        ("DELETE", "good", 200),
+    ] {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Full<Bytes>>();
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(&http)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("authorization", format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
+            .await
+            .expect("in time")
+            .expect("HTTP");
+        assert_eq!(resp.status().as_u16(), status, "{method} with {token}");
+    }
 
     let seen = seen.lock().expect("seen").clone();
     let by = |method: &str| -> Vec<Option<String>> {

@@ -5,10 +5,18 @@
 //! value (no quote, backslash or line break in a reason breaks out of it).
 //! A `--require-scope` rule read from the bytes never panics, and the
 //! scopes a message of arbitrary bytes needs are read without panicking.
+//! An upstream's refusal carried back (`--forward-authorization`) is read
+//! without panicking and comes back whole; its `WWW-Authenticate`, mapped
+//! to the edge, stays one valid header value that names the edge's
+//! metadata; the edge keeps at most what it may of its metadata.
 
 use npamp_gateway::gateway::auth::bearer;
+use npamp_gateway::gateway::forward::{
+    ForwardSpec, Forwarding, MAX_CHALLENGE, MAX_METADATA, auth_param, decode_challenge,
+    encode_challenge, mapping, metadata_uris, with_resource_metadata,
+};
 use npamp_gateway::gateway::oauth::{
-    Held, Lacking, OAuthSpec, ScopeRule, Verdict, challenge, scope_challenge,
+    Lacking, OAuthSpec, ScopeRule, Verdict, challenge, scope_challenge,
 };
 use npamp_gateway::gateway::scopes::Rules;
 
@@ -38,7 +46,12 @@ pub fn run(data: &[u8]) {
         .collect();
     if let Ok(rules) = Rules::new(&rules) {
         let need = rules.needs("tools/call", data);
-        assert!(rules.lacking(Held::ALL, need).is_empty());
+        // Whatever the message, what it needs is what the rules name.
+        let named: Vec<&str> = rules.named(need).collect();
+        assert!(
+            named.iter().all(|s| ["admin", "tools"].contains(s)),
+            "{named:?}"
+        );
     }
     let lacking = Lacking {
         missing: vec![reason.clone()],
@@ -59,5 +72,52 @@ pub fn run(data: &[u8]) {
         assert!(value.contains(
             "resource_metadata=\"https://edge.example/.well-known/oauth-protected-resource/rpc\""
         ));
+    }
+    refusal(data);
+}
+
+/// An upstream's refusal, as it comes back across the pair and as the
+/// edge answers it.
+fn refusal(data: &[u8]) {
+    if let Some((status, map, challenge, metadata)) = decode_challenge(data)
+        && challenge.len() <= MAX_CHALLENGE
+        && metadata.len() <= MAX_METADATA
+    {
+        let wire = encode_challenge(status, map, challenge, metadata);
+        assert_eq!(
+            decode_challenge(&wire),
+            Some((status, map, challenge, metadata))
+        );
+    }
+    let edge = "https://edge.example/.well-known/oauth-protected-resource/mcp";
+    if let Ok(value) = std::str::from_utf8(data)
+        && hyper::header::HeaderValue::from_str(value).is_ok()
+    {
+        let mapped = with_resource_metadata(value, edge);
+        assert!(
+            hyper::header::HeaderValue::from_str(&mapped).is_ok(),
+            "not one header value: {mapped:?}"
+        );
+        assert_eq!(
+            auth_param(&mapped, "resource_metadata"),
+            Some(edge),
+            "{mapped:?}"
+        );
+    }
+    let upstream: hyper::Uri = "http://127.0.0.1:9/mcp".parse().expect("a URI");
+    for uri in metadata_uris(data, &upstream) {
+        assert_eq!(
+            uri.authority(),
+            upstream.authority(),
+            "fetched elsewhere: {uri}"
+        );
+    }
+    let _ = mapping(data, &upstream);
+    let f = Forwarding::new(ForwardSpec {
+        public_url: "https://edge.example/mcp".into(),
+    });
+    if f.answer(data).is_some() {
+        let kept = f.metadata_at("/.well-known/oauth-protected-resource/mcp");
+        assert!(kept.flatten().is_none_or(|m| m.len() <= 2 * MAX_METADATA));
     }
 }

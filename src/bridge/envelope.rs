@@ -174,6 +174,21 @@ impl Extension<'_> {
     pub const AUTHORIZATION: TlvType = TlvType(0xF0A1);
     pub const CHALLENGE: TlvType = TlvType(0xF0A2);
 
+    /// Its value's length.
+    pub fn len(&self) -> usize {
+        self.parts().1.len()
+    }
+
+    /// Whether its value is empty (a client that sent no `Authorization`).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether its value fits a TLV (65 535 octets at most).
+    pub fn fits(&self) -> bool {
+        self.parts().1.len() <= usize::from(u16::MAX)
+    }
+
     fn parts(&self) -> (TlvType, &[u8]) {
         match *self {
             Self::Authorization(v) => (Self::AUTHORIZATION, v),
@@ -337,10 +352,7 @@ pub fn write_envelope(
 /// before the foreign message; refused over 65 535 octets.
 pub fn write_extension(out: &mut Vec<u8>, extension: &Extension<'_>) -> Result<(), BridgeError> {
     let (tlv_type, value) = extension.parts();
-    let len = u16::try_from(value.len()).map_err(|_| BridgeError::FieldTooLong {
-        field: "extension",
-        len: value.len(),
-    })?;
+    let len = u16::try_from(value.len()).map_err(|_| BridgeError::ExtensionTooLong(value.len()))?;
     out.extend_from_slice(&tlv_type.0.to_be_bytes());
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(value);

@@ -102,6 +102,8 @@ pub enum BridgeError {
     ScopeNotUtf8,
     #[error("extension TLV truncated")]
     ExtensionTruncated,
+    #[error("extension of {0} octets exceeds the 65535 a TLV holds")]
+    ExtensionTooLong(usize),
     #[error("unknown critical TLV {0:#06x} before the foreign message")]
     UnknownCriticalTlv(u16),
     #[error("{field} of {len} octets exceeds 255")]

@@ -60,6 +60,9 @@ pub struct Ctx {
     /// Edge: its clients' credentials carried to the upstream
     /// (`--forward-authorization`).
     pub forwarding: Option<Arc<super::forward::Forwarding>>,
+    /// Origin: its upstreams' protected-resource metadata, as fetched when
+    /// one refused a forwarded credential.
+    pub upstream_metadata: super::forward::MetadataCache,
 }
 
 impl Ctx {
@@ -125,6 +128,7 @@ impl Ctx {
             shards: None,
             capture: None,
             forwarding: None,
+            upstream_metadata: Default::default(),
         }
     }
 

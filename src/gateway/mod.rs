@@ -541,7 +541,11 @@ impl Gateway {
         // A new resource server starts with no keys and no tokens known;
         // the same one keeps its own.
         let oauth = if changed.contains(&"oauth") {
-            verifier(&new)?
+            let oauth = verifier(&new)?;
+            if let (Some(new), Some(old)) = (&oauth, &live.oauth) {
+                new.adopt_keys(old);
+            }
+            oauth
         } else {
             live.oauth.clone()
         };

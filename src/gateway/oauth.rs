@@ -270,6 +270,20 @@ impl Verifier {
         &self.spec
     }
 
+    /// Takes `old`'s keys where it checks the same issuer's tokens with the
+    /// same keys (a reload that changed scopes or rules): no fetch, and no
+    /// 503 if the issuer cannot be reached then. The tokens it remembered
+    /// are not taken (what they hold is read by the old rules).
+    pub fn adopt_keys(&self, old: &Verifier) {
+        if old.spec.issuer != self.spec.issuer || old.spec.jwks != self.spec.jwks {
+            return;
+        }
+        let keys = old.keys.read().unwrap_or_else(|p| p.into_inner()).clone();
+        *self.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
+        let url = old.jwks_url.read().unwrap_or_else(|p| p.into_inner()).clone();
+        *self.jwks_url.write().unwrap_or_else(|p| p.into_inner()) = url;
+    }
+
     /// Whether the resource's metadata is served at `path`.
     pub fn serves_metadata_at(&self, path: &str) -> bool {
         self.metadata_paths.iter().any(|p| p == path)
@@ -387,6 +401,17 @@ impl Verifier {
         Some(Lacking {
             missing: lacking.into_iter().map(str::to_owned).collect(),
             needed: self.rules.named(need).map(str::to_owned).collect(),
+        })
+    }
+
+    /// Every scope of the rules `held` lacks, for a message whose method
+    /// cannot be read; `None` when it lacks none.
+    pub fn lacks_all(&self, held: Held) -> Option<Lacking> {
+        let all = self.rules.all();
+        let lacking = self.rules.lacking(held, all);
+        (!lacking.is_empty()).then(|| Lacking {
+            missing: lacking.into_iter().map(str::to_owned).collect(),
+            needed: self.rules.named(all).map(str::to_owned).collect(),
         })
     }
 

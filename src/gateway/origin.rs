@@ -118,9 +118,15 @@ impl Origin {
             }
             Some(upstream) => {
                 let (tx, rx) = self.ctx.limits.outbox();
-                let credentials = upstream
-                    .kind(protocol)
-                    .is_some_and(|k| k.takes_credentials());
+                // Every upstream the session may move to must present a
+                // forwarded credential, or none is taken (a session group
+                // may mix kinds).
+                let takes = |u: &Upstream| u.kind(protocol).is_some_and(|k| k.takes_credentials());
+                let credentials = takes(upstream)
+                    && self
+                        .sessions
+                        .as_deref()
+                        .is_none_or(|g| g.members.iter().all(|m| takes(&m.upstream)));
                 let session = Session::origin(assoc, self.ctx.clone(), tx, credentials);
                 let sink = session.sink();
                 let (origin, upstream) = (self.clone(), upstream.clone());

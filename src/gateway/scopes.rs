@@ -39,11 +39,12 @@ impl std::str::FromStr for ScopeRule {
 
     /// `METHOD=SCOPE`, or `METHOD:NAME=SCOPE` for `tools/call`,
     /// `prompts/get` and `resources/read` (the NAME of a resource is its
-    /// URI, colons and all). A method with a colon of its own, another
-    /// than those three, is the method whole.
+    /// URI, colons and `=` and all: the scope is what follows the last
+    /// `=`, so a scope with `=` cannot be named here). A method with a
+    /// colon of its own, another than those three, is the method whole.
     fn from_str(s: &str) -> Result<Self, String> {
         let bad = |why: &str| format!("{s:?}: {why}: expected METHOD[:NAME]=SCOPE");
-        let (target, scope) = s.split_once('=').ok_or_else(|| bad("no '='"))?;
+        let (target, scope) = s.rsplit_once('=').ok_or_else(|| bad("no '='"))?;
         let (method, name) = match target.split_once(':') {
             Some((m, n)) if super::mcp_headers::named(m) => (m, Some(n)),
             _ => (target, None),
@@ -136,6 +137,14 @@ impl Rules {
         Ok(me)
     }
 
+    /// The bits of every scope the rules name.
+    pub fn all(&self) -> u64 {
+        match self.scopes.len() {
+            MAX_SCOPES => u64::MAX,
+            n => (1u64 << n) - 1,
+        }
+    }
+
     /// Whether there are none: nothing to look up per message.
     pub fn is_empty(&self) -> bool {
         self.by_method.is_empty()
@@ -218,6 +227,12 @@ mod tests {
             .expect("rule");
         assert_eq!(r.name.as_deref(), Some("file:///etc/x"));
         assert_eq!(r.to_string(), "resources/read:file:///etc/x=files:read");
+        // A URI with `=` in it: the scope is what follows the last one.
+        let r: ScopeRule = "resources/read:https://x/api?id=7=files:read"
+            .parse()
+            .expect("rule");
+        assert_eq!(r.name.as_deref(), Some("https://x/api?id=7"));
+        assert_eq!(r.scope, "files:read");
         // Another method keeps its colon.
         let r: ScopeRule = "admin:reset=ops".parse().expect("rule");
         assert_eq!((r.method.as_str(), r.name), ("admin:reset", None));

@@ -119,7 +119,16 @@ pub fn write_payload_with(
         correlation_id,
         method: &method,
     };
-    out.reserve(bridge::envelope_and_label_len(&envelope, safety.as_ref()) + text.len());
+    // Refused before anything is written: never an envelope without its
+    // message.
+    if let Some(e) = extension.as_ref().filter(|e| !e.fits()) {
+        return Err(BridgeError::ExtensionTooLong(e.len()).into());
+    }
+    out.reserve(
+        bridge::envelope_and_label_len(&envelope, safety.as_ref())
+            + extension.as_ref().map_or(0, |e| 4 + e.len())
+            + text.len(),
+    );
     bridge::write_envelope(out, frame_type, &envelope, safety.as_ref())?;
     if let Some(e) = &extension {
         bridge::write_extension(out, e)?;

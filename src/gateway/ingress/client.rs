@@ -151,7 +151,7 @@ pub async fn stream_client<S: MessageSource>(
                 break;
             }
         };
-        if let Some(f) = client.and_then(|c| refusal(&ctx, c, &text)) {
+        if let Some(f) = client.as_ref().and_then(|c| refusal(&ctx, c, &text)) {
             answer_all(&text, &f, &tx, &edge).await;
             continue;
         }
@@ -176,7 +176,7 @@ pub async fn stream_client<S: MessageSource>(
 
 /// Why `client`'s message `text` is refused before it is carried, if it
 /// is: over its rate limit, or a scope its token lacks.
-fn refusal(ctx: &Ctx, client: super::Admitted, text: &Bytes) -> Option<Failure> {
+fn refusal(ctx: &Ctx, client: &super::Admitted, text: &Bytes) -> Option<Failure> {
     let count = || match scan(text, &ctx.scan) {
         Ok(Scanned::Batch(elements)) => elements.len(),
         _ => 1,
@@ -188,7 +188,7 @@ fn refusal(ctx: &Ctx, client: super::Admitted, text: &Bytes) -> Option<Failure> 
         return None;
     }
     let message = scan(text, &ctx.scan).ok()?;
-    super::lacks_scopes(ctx, client.held, text, &message).map(|(_, f)| f)
+    client.lacks(ctx, text, &message).map(|(_, f)| f)
 }
 
 /// The client is done sending: its outstanding requests still get their

@@ -273,18 +273,35 @@ fn refused(r: Refusal) -> HttpResponse {
 
 /// The resource's metadata (RFC 9728), on an OAuth edge: what a client
 /// reads to find where to get a token. Open to all, as a challenge names it.
-fn protected_resource<B>(ctx: &Ctx, req: &Request<B>) -> Option<HttpResponse> {
+async fn protected_resource<B>(edge: &Arc<Edge>, req: &Request<B>) -> Option<HttpResponse> {
+    let ctx = &edge.ctx;
     if req.method() != hyper::Method::GET {
         return None;
     }
     if let Some(f) = &ctx.forwarding {
-        return match f.metadata_at(req.uri().path())? {
-            Some(doc) => Some(json_response(200, doc)),
-            None => Some(status_only(
-                StatusCode::NOT_FOUND,
-                "the upstream's protected-resource metadata is not known here yet: it comes with the upstream's first refusal of a request",
-            )),
+        let path = req.uri().path();
+        let Some(kept) = f.metadata_at(path) else {
+            // Another well-known document (an authorization server's):
+            // not this edge's to give, nor the pair's to carry.
+            return path.starts_with("/.well-known/").then(|| {
+                status_only(StatusCode::NOT_FOUND, "no such document here")
+            });
         };
+        if let Some(doc) = kept {
+            return Some(json_response(200, doc));
+        }
+        // None yet: a request without a credential asks the upstream, whose
+        // refusal brings it (MCP clients may look before any request).
+        if f.wants_probe() {
+            probe(edge).await;
+        }
+        return Some(match f.metadata_at(path).flatten() {
+            Some(doc) => json_response(200, doc),
+            None => status_only(
+                StatusCode::NOT_FOUND,
+                "the upstream gives no protected-resource metadata",
+            ),
+        });
     }
     let live = ctx.live();
     let oauth = live.oauth.as_ref()?;
@@ -292,6 +309,22 @@ fn protected_resource<B>(ctx: &Ctx, req: &Request<B>) -> Option<HttpResponse> {
         return None;
     }
     Some(json_response(200, oauth.spec().metadata()))
+}
+
+/// A request without a credential (`ping`), carried to the upstream for the
+/// refusal that brings its protected-resource metadata
+/// (`--forward-authorization`).
+async fn probe(edge: &Arc<Edge>) {
+    let text = Bytes::from_static(br#"{"jsonrpc":"2.0","id":"npamp-metadata-probe","method":"ping"}"#);
+    let Ok(Scanned::Single(kind)) = scan(&text, &edge.ctx.scan) else {
+        return;
+    };
+    let attached = Some(crate::relay::Attached::Authorization(Bytes::new()));
+    if let Answer::Challenged(_, challenge) = answer_one(edge, text, kind, attached).await
+        && let Some(f) = &edge.ctx.forwarding
+    {
+        let _ = f.answer(&challenge);
+    }
 }
 
 /// The JSON-RPC error code of a 401 or 403 answer.
@@ -403,14 +436,14 @@ async fn answer(
     client: Remote,
 ) -> HttpResponse {
     let ctx = &edge.ctx;
-    if let Some(metadata) = protected_resource(ctx, &req) {
+    if let Some(metadata) = protected_resource(edge, &req).await {
         return metadata;
     }
-    let (key, held) = match authenticate(ctx, req.headers(), client.certificate, client.from).await
-    {
-        Ok(a) => (a.key, a.held),
+    let admitted = match authenticate(ctx, req.headers(), client.certificate, client.from).await {
+        Ok(a) => a,
         Err(refusal) => return refused(refusal),
     };
+    let key = admitted.key;
     let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
     if let Some(refused) = refuse_head(ctx, &req, is_mcp.then_some((mcp, key))).await {
         return refused;
@@ -422,7 +455,7 @@ async fn answer(
     };
     let scanned = scan(&body, &ctx.scan);
     if let Ok(message) = &scanned
-        && let Some(refused) = refused_message(ctx, (key, held), message, &body)
+        && let Some(refused) = refused_message(ctx, &admitted, message, &body)
     {
         return refused;
     }
@@ -660,14 +693,14 @@ fn challenged(ctx: &Ctx, text: Bytes, challenge: &[u8]) -> HttpResponse {
 /// carried: its rate limit (429), or a scope its token lacks (403).
 fn refused_message(
     ctx: &Ctx,
-    (key, held): (super::limit::ClientKey, super::Held),
+    admitted: &super::Admitted,
     message: &Scanned,
     body: &Bytes,
 ) -> Option<HttpResponse> {
-    if let Some(refused) = over_rate_limit(ctx, key, message, body) {
+    if let Some(refused) = over_rate_limit(ctx, admitted.key, message, body) {
         return Some(refused);
     }
-    let (challenge, f) = super::lacks_scopes(ctx, held, body, message)?;
+    let (challenge, f) = admitted.lacks(ctx, body, message)?;
     Some(forbidden(&challenge, &f, message, body))
 }
 

@@ -74,6 +74,11 @@ struct HttpSession {
     last_used: Mutex<Instant>,
     /// The credential that opened it, where the client proved one.
     owner: Option<ClientKey>,
+    /// On an edge that forwards credentials (and checks none): the SHA-256
+    /// of the `Authorization` of its last POST the upstream did not refuse,
+    /// which a GET or DELETE must present (else anyone with the session's
+    /// id could use a credential it never held).
+    forwarded: Mutex<Option<[u8; 32]>>,
     /// Held while the session is.
     _place: Place,
 }
@@ -231,6 +236,7 @@ impl McpSessions {
             routes: Mutex::new(Routes::default()),
             last_used: Mutex::new(Instant::now()),
             owner: client.is_credential().then_some(client),
+            forwarded: Mutex::new(None),
             _place: place,
         });
         lock(&self.map).insert(id.clone(), s.clone());
@@ -258,7 +264,7 @@ impl McpSessions {
     /// at a time (a second would take the first's messages away from it).
     pub fn get(&self, headers: &HeaderMap, client: ClientKey) -> Option<HttpResponse> {
         let id = session_id(headers)?;
-        let Some(s) = self.find(id, client) else {
+        let Some(s) = self.find(id, client).filter(|s| s.presents(headers)) else {
             return Some(unknown_session(id));
         };
         s.touch();
@@ -286,7 +292,7 @@ impl McpSessions {
         let removed = {
             let mut map = lock(&self.map);
             match map.get(id) {
-                Some(s) if s.owned_by(client) => map.remove(id),
+                Some(s) if s.owned_by(client) && s.presents(headers) => map.remove(id),
                 _ => None,
             }
         };
@@ -352,6 +358,24 @@ impl HttpSession {
         self.owner.is_none_or(|owner| owner == client)
     }
 
+    /// Whether a GET or DELETE with `headers` may use it: on a forwarding
+    /// edge, with the credential its last accepted POST had.
+    fn presents(&self, headers: &HeaderMap) -> bool {
+        match *lock(&self.forwarded) {
+            Some(digest) => headers
+                .get(hyper::header::AUTHORIZATION)
+                .is_some_and(|v| credential_digest(v.as_bytes()) == digest),
+            None => true,
+        }
+    }
+
+    /// Remembers the credential of a POST the upstream took.
+    fn accepted(&self, attached: Option<&Attached>) {
+        if let Some(Attached::Authorization(a)) = attached {
+            *lock(&self.forwarded) = Some(credential_digest(a));
+        }
+    }
+
     fn touch(&self) {
         *lock(&self.last_used) = Instant::now();
     }
@@ -412,6 +436,7 @@ impl HttpSession {
                 refused,
             });
         }
+        let credential = attached.clone();
         self.session.on_local_message_with(body, attached).await;
         if let Some(refusal) = refusal.as_mut() {
             // Forwarded: the upstream may refuse the credential, which its
@@ -420,6 +445,9 @@ impl HttpSession {
             let first = rx.recv().await;
             if let (Some(reply), Ok(challenge)) = (&first, refusal.try_recv()) {
                 return self.challenged(reply.clone(), &challenge);
+            }
+            if first.is_some() {
+                self.accepted(credential.as_ref());
             }
             return match (first, events) {
                 (Some(first), true) => event_response_after(Some(first), rx),
@@ -475,14 +503,16 @@ impl HttpSession {
                 })
             }
             // The server's own request or notification: the newest request
-            // stream, else the GET stream.
+            // stream, else the GET stream. Not a stream whose status waits
+            // for its reply (a forwarded request: a message of another
+            // request would send it 200 before its refusal comes).
             _ => {
                 let routes = lock(&self.routes);
                 routes
                     .waiting
                     .iter()
                     .rev()
-                    .find(|w| w.events && !w.tx.is_closed())
+                    .find(|w| w.events && w.refused.is_none() && !w.tx.is_closed())
                     .map(|w| w.tx.clone())
                     .or_else(|| routes.get.clone().filter(|g| !g.is_closed()))
             }
@@ -497,6 +527,14 @@ impl HttpSession {
             debug!(session = %self.id, "an MCP client's stream is not read; message dropped");
         }
     }
+}
+
+/// A credential's SHA-256: what a session keeps of it.
+fn credential_digest(credential: &[u8]) -> [u8; 32] {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, credential);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
 }
 
 /// The answer to a request whose session ended before its reply.

@@ -314,11 +314,16 @@ pub(super) struct Refusal {
 }
 
 /// A client let in: who it is, and which scopes of `--require-scope` its
-/// access token holds (all, for a client let in otherwise).
-#[derive(Clone, Copy, Debug)]
+/// access token holds (all, for a client let in otherwise), by the rules
+/// of the verifier that checked it. A client is held to the rules it was
+/// let in under: a WebSocket opened before a reload keeps them (its bits
+/// mean nothing under other rules), a new connection gets the new ones.
+#[derive(Clone, Debug)]
 pub struct Admitted {
     pub key: limit::ClientKey,
     pub held: Held,
+    /// The verifier whose rules `held` answers.
+    pub rules: Option<Arc<super::oauth::Verifier>>,
 }
 
 impl Admitted {
@@ -327,7 +332,21 @@ impl Admitted {
         Self {
             key,
             held: Held::ALL,
+            rules: None,
         }
+    }
+
+    /// The scopes of `--require-scope` it lacks for `text` (one message or
+    /// a batch, `scanned`), with the challenge and the refusal to answer
+    /// it with; `None` where it lacks none. Counted.
+    fn lacks(
+        &self,
+        ctx: &super::context::Ctx,
+        text: &[u8],
+        scanned: &crate::jsonrpc::Scanned,
+    ) -> Option<(String, crate::relay::Failure)> {
+        let oauth = self.rules.as_ref().filter(|o| o.has_rules())?;
+        lacks_scopes(ctx, oauth, self.held, text, scanned)
     }
 }
 
@@ -360,6 +379,7 @@ async fn authenticate(
             return Ok(Admitted {
                 key: limit::ClientKey::Subject(grant.who),
                 held: grant.held,
+                rules: Some(oauth.clone()),
             });
         }
         Verdict::Unavailable(why) => {
@@ -384,25 +404,26 @@ async fn authenticate(
     })
 }
 
-/// The scopes of `--require-scope` a client holding `held` lacks for
-/// `text` (one message or a batch, `scanned`), with the challenge and the
-/// refusal to answer it with; `None` where it lacks none. Counted.
+/// [`Admitted::lacks`], by `oauth`'s rules.
 fn lacks_scopes(
     ctx: &super::context::Ctx,
+    oauth: &super::oauth::Verifier,
     held: Held,
     text: &[u8],
     scanned: &crate::jsonrpc::Scanned,
 ) -> Option<(String, crate::relay::Failure)> {
     use crate::jsonrpc::{Kind as Message, Scanned, carriage::method_of};
-    if held == Held::ALL {
-        return None;
-    }
-    let live = ctx.live();
-    let oauth = live.oauth.as_ref().filter(|o| o.has_rules())?;
+    // A method that cannot be read for certain needs every scope a rule
+    // names for any method: the scanner refuses such text before, so this
+    // holds by construction.
+    let unreadable = || oauth.lacks_all(held);
     // `kind`'s ranges index `text`; `message` is the one message.
     let lacks = |kind: &Message, message: &[u8]| match kind {
         Message::Request { method, .. } | Message::Notification { method } => {
-            oauth.lacks(held, &method_of(text, method)?, message)
+            match method_of(text, method) {
+                Some(name) => oauth.lacks(held, &name, message),
+                None => unreadable(),
+            }
         }
         _ => None,
     };

@@ -136,12 +136,7 @@ pub struct Requests {
     /// How the upstreams are reached: for their protected-resource
     /// metadata, fetched when one refuses a forwarded credential.
     connector: super::http_client::Connector,
-    /// That metadata as last fetched: its URL, when, the document.
-    metadata: std::sync::Mutex<Option<(String, Instant, Bytes)>>,
 }
-
-/// How long an upstream's protected-resource metadata is kept.
-const METADATA_TTL: Duration = Duration::from_secs(60);
 
 impl Requests {
     /// For `config`'s upstreams when they are served request by request;
@@ -177,7 +172,6 @@ impl Requests {
             group: group.map(|(group, _)| group),
             single,
             connector: env.connector.clone(),
-            metadata: std::sync::Mutex::new(None),
         }
     }
 
@@ -234,12 +228,15 @@ impl Requests {
             Some(corr) => {
                 let mut attached = None;
                 let served = match outcome {
-                    Ok(Posted::Refused(status, challenge)) => {
-                        let metadata = self.metadata_for(&challenge).await;
-                        let wire =
-                            crate::gateway::forward::encode_challenge(status, &challenge, &metadata);
+                    Ok(Posted::Refused(status, challenge, upstream)) => {
+                        let (map, metadata) =
+                            self.metadata_for(&challenge, &upstream, deadline).await;
+                        let wire = crate::gateway::forward::encode_challenge(
+                            status, map, &challenge, &metadata,
+                        );
                         attached = Some(Attached::Challenge(wire));
-                        refused_reply(request_text.as_deref().unwrap_or_default(), status)
+                        let request = request_text.as_deref().unwrap_or_default();
+                        refused_reply(request, status, &ctx.peer_scan)
                     }
                     Ok(Posted::Reply(text, kind)) => Ok((text, kind)),
                     // post() reads a request's answer as a reply, always.
@@ -463,62 +460,42 @@ impl Requests {
         }
         match body {
             Ok(body) => reply_in(ctx, &shown(), status, body),
-            Err(challenge) => Ok(Posted::Refused(status.as_u16(), challenge)),
+            Err(challenge) => Ok(Posted::Refused(status.as_u16(), challenge, uri.clone())),
         }
     }
 
-    /// The upstream's protected-resource metadata (RFC 9728) a refusal's
-    /// `challenge` names, else the one at the upstream's well-known path;
-    /// empty when it cannot be had. Fetched from the upstream's own scheme
-    /// and authority alone (an upstream does not make the origin fetch
-    /// from elsewhere), at most [`forward::MAX_METADATA`] octets, kept
-    /// [`METADATA_TTL`].
-    ///
-    /// [`forward::MAX_METADATA`]: crate::gateway::forward::MAX_METADATA
-    async fn metadata_for(&self, challenge: &[u8]) -> Bytes {
-        use crate::gateway::forward::{MAX_METADATA, metadata_uri};
-        let Some(upstream) = self.pools.get().first().map(|p| p.uri().clone()) else {
-            return Bytes::new();
-        };
-        let Some(uri) = metadata_uri(challenge, &upstream) else {
-            debug!("the upstream's metadata is not on the upstream: not fetched");
-            return Bytes::new();
-        };
-        let url = uri.to_string();
-        if let Some((at, when, doc)) = &*self.metadata.lock().unwrap_or_else(|p| p.into_inner())
-            && *at == url
-            && when.elapsed() < METADATA_TTL
-        {
-            return doc.clone();
-        }
-        let pool = Pool::new(self.connector.clone(), uri, 0, IDLE_TIMEOUT);
-        let mut req = hyper::Request::new(Full::new(Bytes::new()));
-        if let Some(a) = upstream.authority()
-            && let Ok(host) = hyper::header::HeaderValue::from_str(a.as_str())
-        {
-            req.headers_mut().insert(hyper::header::HOST, host);
-        }
-        let read = async |resp: hyper::Response<hyper::body::Incoming>| {
-            if !resp.status().is_success() {
-                return None;
+    /// The protected-resource metadata (RFC 9728) of the upstream at
+    /// `upstream` that refused with `challenge`, and how its `resource`
+    /// maps ([`crate::gateway::forward::MetadataCache`]).
+    async fn metadata_for(
+        &self,
+        challenge: &[u8],
+        upstream: &hyper::Uri,
+        deadline: tokio::time::Instant,
+    ) -> (u8, Bytes) {
+        use crate::gateway::forward::MAX_METADATA;
+        let get = |uri: hyper::Uri| async move {
+            let host = uri
+                .authority()
+                .and_then(|a| hyper::header::HeaderValue::from_str(a.as_str()).ok());
+            let pool = Pool::new(self.connector.clone(), uri, 0, IDLE_TIMEOUT);
+            let mut req = hyper::Request::new(Full::new(Bytes::new()));
+            if let Some(host) = host {
+                req.headers_mut().insert(hyper::header::HOST, host);
             }
-            Limited::new(resp.into_body(), MAX_METADATA)
-                .collect()
-                .await
-                .ok()
-                .map(|b| b.to_bytes())
+            let read = async |resp: hyper::Response<hyper::body::Incoming>| {
+                if !resp.status().is_success() {
+                    return None;
+                }
+                let body = Limited::new(resp.into_body(), MAX_METADATA).collect().await;
+                body.ok().map(|b| b.to_bytes())
+            };
+            pool.exchange(req, read).await.ok().flatten()
         };
-        let fetched = tokio::time::timeout(Duration::from_secs(5), pool.exchange(req, read)).await;
-        let doc = match fetched {
-            Ok(Ok(Some(doc))) => doc,
-            _ => {
-                debug!(url, "the upstream's protected-resource metadata could not be had");
-                return Bytes::new();
-            }
-        };
-        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((url, Instant::now(), doc.clone()));
-        doc
+        self.ctx
+            .upstream_metadata
+            .fetch(challenge, upstream, deadline, get)
+            .await
     }
 }
 
@@ -570,14 +547,17 @@ fn refusal_of<B>(resp: &hyper::Response<B>) -> Option<Bytes> {
 /// The reply to a request whose forwarded credential the upstream refused
 /// with `status`: a JSON-RPC error (-32012) with the request's id, which
 /// the edge answers with that status and the upstream's challenge.
-fn refused_reply(request: &[u8], status: u16) -> Result<(Bytes, Message), String> {
-    let limits = crate::jsonrpc::Limits::default();
-    let id = match scan(request, &limits) {
+fn refused_reply(
+    request: &[u8],
+    status: u16,
+    limits: &crate::jsonrpc::Limits,
+) -> Result<(Bytes, Message), String> {
+    let id = match scan(request, limits) {
         Ok(Scanned::Single(Message::Request { id, .. })) => request.get(id.token),
         _ => None,
     };
     let text: Bytes = crate::gateway::forward::refused_reply(id, status).into();
-    match scan(&text, &limits) {
+    match scan(&text, limits) {
         Ok(Scanned::Single(kind)) => Ok((text, kind)),
         _ => Err(format!("the upstream refused the credential (HTTP {status})")),
     }
@@ -588,8 +568,8 @@ enum Posted {
     /// A request's reply: one JSON-RPC response, scanned.
     Reply(Bytes, Message),
     /// The upstream refused the credential the edge forwarded (401 or
-    /// 403): the status and its `WWW-Authenticate`.
-    Refused(u16, Bytes),
+    /// 403): the status, its `WWW-Authenticate`, and the upstream's URL.
+    Refused(u16, Bytes, hyper::Uri),
     /// A notification taken. Whatever the upstream answered (204, or 200
     /// with a body or none) is not a reply, and says nothing of its health.
     Taken,

@@ -62,8 +62,6 @@ const LISTEN_BACKOFF: Duration = Duration::from_millis(500);
 const LISTEN_MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How much of a body that is not the reply a NotDelivered detail quotes.
 const QUOTED: usize = 200;
-/// How long the server's protected-resource metadata may take.
-const METADATA_WAIT: Duration = Duration::from_secs(5);
 
 /// What the server said of the session so far.
 #[derive(Default)]
@@ -85,8 +83,8 @@ struct McpSession {
     negotiated: Mutex<Negotiated>,
     /// The client sent `notifications/initialized`: time for the GET stream.
     initialized: Notify,
-    /// The last credential an edge forwarded (`--forward-authorization`),
-    /// presented on the GET stream and the DELETE too.
+    /// The last credential an edge forwarded (`--forward-authorization`)
+    /// that the server took, presented on the GET stream and the DELETE.
     credential: Mutex<Option<Bytes>>,
 }
 
@@ -215,10 +213,7 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
         };
         let Some((text, attached)) = text else { break };
         let credential = match attached {
-            Some(Attached::Authorization(a)) => {
-                *mcp.credential.lock().unwrap_or_else(|p| p.into_inner()) = Some(a.clone());
-                Some(a)
-            }
+            Some(Attached::Authorization(a)) => Some(a),
             _ => None,
         };
         while tasks.try_join_next().is_some() {}
@@ -391,6 +386,11 @@ impl McpSession {
         }
         match (posted, asked) {
             (Ok(Ok(())), _) => {
+                // The server took it: the credential the GET stream and the
+                // DELETE present from now on (one it refused is never).
+                if let Some(c) = credential {
+                    *self.credential.lock().unwrap_or_else(|p| p.into_inner()) = Some(c);
+                }
                 if is_notification {
                     ctx.metrics.upstream_notifications.fetch_add(1, Relaxed);
                 }
@@ -404,7 +404,7 @@ impl McpSession {
                     ..
                 })),
                 Some(a),
-            ) => self.refused(&a, status, &challenge).await,
+            ) => self.refused(&a, (status, &challenge), deadline).await,
             (Ok(Err(Unanswered { detail, reached, .. })), Some(a)) => {
                 debug!(%detail, "the upstream did not answer");
                 self.session
@@ -596,9 +596,14 @@ impl McpSession {
     /// the request is answered with a JSON-RPC error of this gateway's, and
     /// beside it the status, the challenge and the server's
     /// protected-resource metadata, for the edge to answer its client with.
-    async fn refused(&self, asked: &Asked, status: u16, challenge: &Bytes) {
-        let metadata = self.metadata(challenge).await;
-        let wire = crate::gateway::forward::encode_challenge(status, challenge, &metadata);
+    async fn refused(
+        &self,
+        asked: &Asked,
+        (status, challenge): (u16, &Bytes),
+        deadline: tokio::time::Instant,
+    ) {
+        let (map, metadata) = self.metadata(challenge, deadline).await;
+        let wire = crate::gateway::forward::encode_challenge(status, map, challenge, &metadata);
         let reply = crate::gateway::forward::refused_reply(Some(&asked.id), status);
         self.session
             .on_local_message_with(reply.into(), Some(Attached::Challenge(wire)))
@@ -606,20 +611,16 @@ impl McpSession {
     }
 
     /// The server's protected-resource metadata a refusal names (on its
-    /// own scheme and authority alone), at most
-    /// [`crate::gateway::forward::MAX_METADATA`] octets; empty when it
-    /// cannot be had.
-    async fn metadata(&self, challenge: &[u8]) -> Bytes {
-        use crate::gateway::forward::{MAX_METADATA, metadata_uri};
-        let Some(uri) = metadata_uri(challenge, &self.uri) else {
-            return Bytes::new();
-        };
-        let mut req = hyper::Request::new(Full::new(Bytes::new()));
-        *req.uri_mut() = uri;
-        if let Some(host) = super::http_client::host_override(&self.uri) {
-            req.headers_mut().insert(hyper::header::HOST, host);
-        }
-        let fetch = async {
+    /// own scheme and authority alone), and how its `resource` maps
+    /// ([`crate::gateway::forward::MetadataCache`]).
+    async fn metadata(&self, challenge: &[u8], deadline: tokio::time::Instant) -> (u8, Bytes) {
+        use crate::gateway::forward::MAX_METADATA;
+        let get = |uri: Uri| async move {
+            let mut req = hyper::Request::new(Full::new(Bytes::new()));
+            *req.uri_mut() = uri;
+            if let Some(host) = super::http_client::host_override(&self.uri) {
+                req.headers_mut().insert(hyper::header::HOST, host);
+            }
             let resp = self.client.request(req).await.ok()?;
             if !resp.status().is_success() {
                 return None;
@@ -627,13 +628,10 @@ impl McpSession {
             let body = Limited::new(resp.into_body(), MAX_METADATA).collect().await;
             body.ok().map(|b| b.to_bytes())
         };
-        match tokio::time::timeout(METADATA_WAIT, fetch).await {
-            Ok(Some(doc)) => doc,
-            _ => {
-                debug!(uri = %self.shown, "the upstream's protected-resource metadata could not be had");
-                Bytes::new()
-            }
-        }
+        self.ctx
+            .upstream_metadata
+            .fetch(challenge, &self.uri, deadline, get)
+            .await
     }
 
     /// A message the upstream will not be asked: its request, if it is one,
