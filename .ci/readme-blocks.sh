@@ -2,8 +2,11 @@
 # Runs the README's "Run a gateway pair" blocks in order, pasted into one
 # shell as a newcomer would, and checks that every output the README shows
 # (a line `# {...}` right after a command) is printed. Needs curl and the
-# release build (`cargo build --release`). Ports 4433-4435, 8080-8082, 8545
-# and 9090 on 127.0.0.1 must be free.
+# release build (`cargo build --release`). Ports 3002, 4433-4436,
+# 8080-8083, 8545, 9000 and 9090 on 127.0.0.1 must be free. The OAuth block
+# needs what .ci/oauth-tools.sh installs (npm's oidc-provider, PyPI's MCP
+# SDK); where that could not be installed, the block is left out, saying so
+# loudly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -13,6 +16,11 @@ import re, sys
 text = open("README.md").read()
 section = text[text.index("## Run a gateway pair"):text.index("### Trust")]
 blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+import os
+tools = "target/oauth-tools"
+if not (os.path.exists(tools + "/venv/bin/python") and os.path.isdir(tools + "/npm/node_modules/oidc-provider")):
+    print("==== the OAuth tools are not installed (.ci/oauth-tools.sh): the README's OAuth block is SKIPPED ====")
+    blocks = [b for b in blocks if "oauth-tools" not in b]
 script = "set -e\n" + "\n".join(blocks).replace("cargo build --release\n", "")
 open(sys.argv[1] + "/blocks.sh", "w").write(script)
 expected = [l[2:] for b in blocks for l in b.splitlines() if l.startswith("# {")]

@@ -987,3 +987,34 @@ async fn an_mcp_servers_oauth_crosses_the_pair() {
         [Some("Bearer good".into()), Some("Bearer narrow".into())]
     );
 }
+
+/// A WebSocket's token is checked at its upgrade; the connection outlives
+/// it, its messages do not: once the token has run out (its `exp` and the
+/// 60 s of skew), each message is answered -32012, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_is_served_no_longer_than_its_token() {
+    let signer = Key::new("k1");
+    let issuer = authorization_server(Arc::new(Mutex::new(vec![signer.jwk.clone()]))).await;
+    let pair = Pair::start(PairOptions {
+        edge_extra: &["--oauth-issuer", &issuer, "--oauth-audience", AUDIENCE],
+        ingresses: &["ws"],
+        ..PairOptions::default()
+    })
+    .await;
+    // Expired 56 s ago: within the skew for 4 s more.
+    let token = signer.sign(&json!({
+        "iss": issuer, "aud": AUDIENCE, "sub": "alice", "exp": now() - 56,
+    }));
+    let mut ws = Client::ws_with_token(&pair.ingress("ws://"), &token).await;
+    ws.send(ECHO).await;
+    assert_eq!(ws.recv().await.expect("reply")["result"], json!([7]));
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    ws.send(ECHO).await;
+    let e = ws.recv().await.expect("reply");
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (json!(7), json!(-32012)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("expired"), "{e}");
+}

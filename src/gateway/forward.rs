@@ -81,7 +81,8 @@ impl MetadataCache {
         {
             return (*map, doc.clone());
         }
-        let deadline = deadline.min(tokio::time::Instant::now() + std::time::Duration::from_secs(5));
+        let deadline =
+            deadline.min(tokio::time::Instant::now() + std::time::Duration::from_secs(5));
         let found = tokio::time::timeout_at(deadline, async {
             for uri in uris {
                 if let Some(doc) = get(uri).await {
@@ -376,7 +377,9 @@ pub fn present(headers: &mut hyper::HeaderMap, authorization: &Bytes) {
             v.set_sensitive(true);
             headers.insert(hyper::header::AUTHORIZATION, v);
         }
-        Err(_) => tracing::debug!("a forwarded Authorization that no header can carry: not presented"),
+        Err(_) => {
+            tracing::debug!("a forwarded Authorization that no header can carry: not presented")
+        }
     }
 }
 
@@ -393,9 +396,10 @@ pub fn metadata_uris(challenge: &[u8], upstream: &hyper::Uri) -> Vec<hyper::Uri>
         .and_then(|c| auth_param(c, "resource_metadata"))
         .and_then(|u| u.parse::<hyper::Uri>().ok());
     let paths = match &named {
-        Some(uri) => vec![uri
-            .path_and_query()
-            .map_or_else(|| WELL_KNOWN.to_owned(), |p| p.as_str().to_owned())],
+        Some(uri) => vec![
+            uri.path_and_query()
+                .map_or_else(|| WELL_KNOWN.to_owned(), |p| p.as_str().to_owned()),
+        ],
         None => {
             let text = upstream.to_string();
             let path = split_url(&text).1;
@@ -444,7 +448,12 @@ mod tests {
         let wire = encode_challenge(401, 0, b"Bearer realm=\"x\"", b"{\"resource\":\"u\"}");
         assert_eq!(
             decode_challenge(&wire),
-            Some((401, 0, &b"Bearer realm=\"x\""[..], &b"{\"resource\":\"u\"}"[..]))
+            Some((
+                401,
+                0,
+                &b"Bearer realm=\"x\""[..],
+                &b"{\"resource\":\"u\"}"[..]
+            ))
         );
         assert_eq!(decode_challenge(&[0, 1, 0, 0, 9, b'x']), None);
         assert_eq!(decode_challenge(&[0, 1]), None);
@@ -483,10 +492,16 @@ mod tests {
             assert_eq!(with_resource_metadata(given, url), want, "{given}");
         }
         assert_eq!(
-            auth_param("Bearer scope=\"a b\", resource_metadata=\"u\"", "resource_metadata"),
+            auth_param(
+                "Bearer scope=\"a b\", resource_metadata=\"u\"",
+                "resource_metadata"
+            ),
             Some("u")
         );
-        assert_eq!(auth_param("Bearer error=invalid_token", "error"), Some("invalid_token"));
+        assert_eq!(
+            auth_param("Bearer error=invalid_token", "error"),
+            Some("invalid_token")
+        );
         assert_eq!(auth_param("Bearer", "scope"), None);
     }
 
@@ -500,12 +515,16 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            at("Bearer resource_metadata=\"http://127.0.0.1:9/.well-known/oauth-protected-resource/x\""),
+            at(
+                "Bearer resource_metadata=\"http://127.0.0.1:9/.well-known/oauth-protected-resource/x\""
+            ),
             ["http://127.0.0.1:9/.well-known/oauth-protected-resource/x"]
         );
         // Named elsewhere (the server knows the edge's URL): its path here.
         assert_eq!(
-            at("Bearer resource_metadata=\"https://evil.example/.well-known/oauth-protected-resource/mcp\""),
+            at(
+                "Bearer resource_metadata=\"https://evil.example/.well-known/oauth-protected-resource/mcp\""
+            ),
             ["http://127.0.0.1:9/.well-known/oauth-protected-resource/mcp"]
         );
         // None named: the path-inserted one, then the bare one.

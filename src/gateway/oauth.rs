@@ -42,8 +42,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use tracing::{debug, warn};
 
-pub use super::scopes::{Held, ScopeRule};
 use super::scopes::Rules;
+pub use super::scopes::{Held, ScopeRule};
 
 /// Seconds of clock skew allowed on `exp` and `nbf`.
 pub const LEEWAY_S: u64 = 60;
@@ -151,6 +151,16 @@ fn split_url(url: &str) -> (&str, &str) {
 pub struct Grant {
     pub who: u64,
     pub held: Held,
+    /// Unix seconds: until when it may be used (its `exp` and the skew).
+    pub until: u64,
+}
+
+impl Grant {
+    /// Whether it may be used no longer (a WebSocket's token, checked at
+    /// its upgrade, runs out while the connection lasts).
+    pub fn expired(until: u64) -> bool {
+        unix_now() > until
+    }
 }
 
 /// What a token is worth.
@@ -280,7 +290,11 @@ impl Verifier {
         }
         let keys = old.keys.read().unwrap_or_else(|p| p.into_inner()).clone();
         *self.keys.write().unwrap_or_else(|p| p.into_inner()) = keys;
-        let url = old.jwks_url.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let url = old
+            .jwks_url
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         *self.jwks_url.write().unwrap_or_else(|p| p.into_inner()) = url;
     }
 
@@ -382,6 +396,7 @@ impl Verifier {
         let grant = Grant {
             who: u64::from_be_bytes(first),
             held: self.rules.held(held.iter().copied()),
+            until,
         };
         (Verdict::Allowed(grant), until)
     }
@@ -792,7 +807,8 @@ mod tests {
                 &s,
                 &Verdict::Allowed(Grant {
                     who: 1,
-                    held: Held::ALL
+                    held: Held::ALL,
+                    until: 0,
                 })
             ),
             None

@@ -14,14 +14,14 @@
 use std::collections::HashMap;
 
 /// What [`is_scope_token`] asks, said to the user.
-pub const SCOPE_TOKEN: &str = "a scope is one token of printable ASCII without spaces, '\"' or '\\'";
+pub const SCOPE_TOKEN: &str =
+    "a scope is one token of printable ASCII without spaces, '\"' or '\\'";
 
 /// Whether `s` is a scope (RFC 6749 §3.3): printable ASCII but for space,
 /// '"' and '\\', so it can stand in a challenge as it is.
 pub fn is_scope_token(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .bytes()
+        && s.bytes()
             .all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E))
 }
 
@@ -260,7 +260,9 @@ mod tests {
             "tools/call:delete_repo=audit",
         ]);
         let call = |tool: &str| {
-            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}"}}}}"#)
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}"}}}}"#
+            )
         };
         let tools_only = r.held(["tools", "other"]);
         let need = r.needs("tools/call", call("echo").as_bytes());
@@ -275,7 +277,10 @@ mod tests {
         assert!(r.lacking(admin, need).is_empty());
         // An escaped name is the same name.
         let escaped = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete\u005frepo"}}"#;
-        assert_eq!(r.lacking(tools_only, r.needs("tools/call", escaped)).len(), 2);
+        assert_eq!(
+            r.lacking(tools_only, r.needs("tools/call", escaped)).len(),
+            2
+        );
         // A name given twice cannot be read for certain: every name's scope.
         let twice = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"delete_repo"}}"#;
         assert_eq!(

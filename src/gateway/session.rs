@@ -43,12 +43,7 @@ impl Session {
     /// queue until [`Session::local_up`]).
     /// `credentials`: whether the upstream presents a forwarded credential
     /// (an MCP server over HTTP).
-    pub fn origin(
-        assoc: AssocHandle,
-        ctx: Arc<Ctx>,
-        to_local: Outbox,
-        credentials: bool,
-    ) -> Self {
+    pub fn origin(assoc: AssocHandle, ctx: Arc<Ctx>, to_local: Outbox, credentials: bool) -> Self {
         let mut exchange = ctx.exchange(Role::OriginSession, None);
         exchange.set_takes_credentials(credentials);
         Self(Exec::start(exchange, assoc, ctx, Local::Stream(to_local)))

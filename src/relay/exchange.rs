@@ -637,9 +637,7 @@ impl<T> Exchange<T> {
                     let start = e.range.start;
                     let elem = text.slice(e.range);
                     match e.kind {
-                        Ok(kind) => {
-                            self.one(now, elem, kind.relative_to(start), batch, None, None)
-                        }
+                        Ok(kind) => self.one(now, elem, kind.relative_to(start), batch, None, None),
                         Err(invalid) => {
                             let err = ScanError::Invalid(invalid);
                             self.config.observer.answered(ReplyClass::Invalid, None);

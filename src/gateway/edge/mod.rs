@@ -273,7 +273,12 @@ impl Edge {
     /// Carries one request and waits for its reply: to the best origin,
     /// then, when that one could not deliver it and sending it again cannot
     /// execute it twice, to the next (within the retry budget).
-    pub async fn call(self: &Arc<Self>, text: Bytes, kind: Kind, attached: Option<Attached>) -> Reply {
+    pub async fn call(
+        self: &Arc<Self>,
+        text: Bytes,
+        kind: Kind,
+        attached: Option<Attached>,
+    ) -> Reply {
         let metrics = &self.ctx.metrics;
         metrics.request(Ingress::HTTP);
         let started = Instant::now();
@@ -316,9 +321,9 @@ impl Edge {
         let hedge = hedging.and_then(|h| self.origins.hedge_delay(h));
         let mut carry = Carry::new(&*self.origins, u64::MAX, hedge);
         let try_at = |member: usize, second: bool, wait: bool| {
+            let message = (text.clone(), kind.clone(), attached.clone());
             let peer = self.peer_at(member);
-            let (text, kind, attached) = (text.clone(), kind.clone(), attached.clone());
-            peer.call(&self.ctx, &self.endpoint, (wait, second), (text, kind, attached))
+            peer.call(&self.ctx, &self.endpoint, (wait, second), message)
                 .fuse()
         };
         let mut first = pin!(Fuse::terminated());
@@ -404,7 +409,13 @@ impl Edge {
         };
         peer.health
             .start(health::millis(self.origins.chooser.epoch(), started));
-        let r = (peer.call(&self.ctx, &self.endpoint, (true, false), (text, kind, attached))).await;
+        let r = (peer.call(
+            &self.ctx,
+            &self.endpoint,
+            (true, false),
+            (text, kind, attached),
+        ))
+        .await;
         // Not sent: the pool ejected the origin if it could not connect.
         if let Ok(reply) = &r {
             guard.outcome = outcome(reply);
@@ -436,7 +447,9 @@ impl Edge {
     ) -> Result<(), Failure> {
         let i = self.choose(0).unwrap_or(0);
         let peer = self.peer_at(i);
-        let sent = peer.notify(&self.ctx, &self.endpoint, text, kind, attached).await;
+        let sent = peer
+            .notify(&self.ctx, &self.endpoint, text, kind, attached)
+            .await;
         if sent.is_err() {
             peer.health.eject(self.now());
         }

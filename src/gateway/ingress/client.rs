@@ -184,6 +184,12 @@ fn refusal(ctx: &Ctx, client: &super::Admitted, text: &Bytes) -> Option<Failure>
     if let Some(f) = over_rate_limit(ctx, client.key, text.len(), count) {
         return Some(f);
     }
+    if client.expired() {
+        ctx.metrics.unauthorized.fetch_add(1, Relaxed);
+        return Some(Failure::Forbidden(
+            "unauthorized: the access token this connection was opened with has expired: connect again with a new one".into(),
+        ));
+    }
     if client.held == super::Held::ALL {
         return None;
     }

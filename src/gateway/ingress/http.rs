@@ -283,9 +283,9 @@ async fn protected_resource<B>(edge: &Arc<Edge>, req: &Request<B>) -> Option<Htt
         let Some(kept) = f.metadata_at(path) else {
             // Another well-known document (an authorization server's):
             // not this edge's to give, nor the pair's to carry.
-            return path.starts_with("/.well-known/").then(|| {
-                status_only(StatusCode::NOT_FOUND, "no such document here")
-            });
+            return path
+                .starts_with("/.well-known/")
+                .then(|| status_only(StatusCode::NOT_FOUND, "no such document here"));
         };
         if let Some(doc) = kept {
             return Some(json_response(200, doc));
@@ -315,7 +315,8 @@ async fn protected_resource<B>(edge: &Arc<Edge>, req: &Request<B>) -> Option<Htt
 /// refusal that brings its protected-resource metadata
 /// (`--forward-authorization`).
 async fn probe(edge: &Arc<Edge>) {
-    let text = Bytes::from_static(br#"{"jsonrpc":"2.0","id":"npamp-metadata-probe","method":"ping"}"#);
+    let text =
+        Bytes::from_static(br#"{"jsonrpc":"2.0","id":"npamp-metadata-probe","method":"ping"}"#);
     let Ok(Scanned::Single(kind)) = scan(&text, &edge.ctx.scan) else {
         return;
     };
@@ -468,19 +469,16 @@ async fn answer(
             ctx.metrics.reply(ReplyClass::Invalid);
             json_response(200, scan_error_response(&e))
         }
-        Ok(Scanned::Single(kind)) => answer_single(edge, mcp, &parts.headers, (body, kind), key).await,
+        Ok(Scanned::Single(kind)) => {
+            answer_single(edge, mcp, &parts.headers, (body, kind), key).await
+        }
         Ok(Scanned::Batch(_)) if is_mcp && let Some(a) = mcp.batch(&parts.headers) => a,
-        Ok(Scanned::Batch(elements)) => match answer_batch(
-            edge,
-            &body,
-            elements,
-            forwarded(ctx, &parts.headers),
-        )
-        .await
-        {
-            Some(array) => json_response(200, array),
-            None => nothing_to_answer(ctx),
-        },
+        Ok(Scanned::Batch(elements)) => {
+            match answer_batch(edge, &body, elements, forwarded(ctx, &parts.headers)).await {
+                Some(array) => json_response(200, array),
+                None => nothing_to_answer(ctx),
+            }
+        }
     }
 }
 

@@ -43,13 +43,13 @@ use super::limit::{ClientKey, Place, Places, PlacesFull};
 use super::response::{
     HttpResponse, empty_response, event_response, event_response_after, json_response,
 };
-use crate::relay::Attached;
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::session::Session;
 use crate::jsonrpc::carriage::{local_error, method_of};
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
+use crate::relay::Attached;
 
 pub const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 
@@ -172,7 +172,10 @@ impl McpSessions {
         if !initialize {
             return None;
         }
-        Some(self.open(edge, body, kind, events, (client, attached)).await)
+        Some(
+            self.open(edge, body, kind, events, (client, attached))
+                .await,
+        )
     }
 
     /// A batch naming a session: MCP 2025-06-18 has no batches.
@@ -469,7 +472,11 @@ impl HttpSession {
     /// The upstream refused the credential the edge forwarded: its status
     /// and challenge, and the origin's JSON-RPC error.
     fn challenged(&self, reply: Bytes, challenge: &[u8]) -> HttpResponse {
-        let Some((status, value)) = self.ctx.forwarding.as_ref().and_then(|f| f.answer(challenge))
+        let Some((status, value)) = self
+            .ctx
+            .forwarding
+            .as_ref()
+            .and_then(|f| f.answer(challenge))
         else {
             return json_response(200, reply);
         };

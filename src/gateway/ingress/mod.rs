@@ -33,8 +33,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use super::edge::Edge;
-use super::oauth::Held;
 use super::metrics::{Families, Metrics, Section};
+use super::oauth::Held;
 
 /// One kind of listening ingress.
 pub trait Kind: Sync {
@@ -324,6 +324,9 @@ pub struct Admitted {
     pub held: Held,
     /// The verifier whose rules `held` answers.
     pub rules: Option<Arc<super::oauth::Verifier>>,
+    /// Unix seconds: until when its access token may be used (none for a
+    /// client let in otherwise).
+    pub until: Option<u64>,
 }
 
 impl Admitted {
@@ -333,7 +336,13 @@ impl Admitted {
             key,
             held: Held::ALL,
             rules: None,
+            until: None,
         }
+    }
+
+    /// Whether its access token has run out (a WebSocket outlives it).
+    pub fn expired(&self) -> bool {
+        self.until.is_some_and(super::oauth::Grant::expired)
     }
 
     /// The scopes of `--require-scope` it lacks for `text` (one message or
@@ -380,6 +389,7 @@ async fn authenticate(
                 key: limit::ClientKey::Subject(grant.who),
                 held: grant.held,
                 rules: Some(oauth.clone()),
+                until: Some(grant.until),
             });
         }
         Verdict::Unavailable(why) => {

@@ -240,7 +240,9 @@ impl Requests {
                     }
                     Ok(Posted::Reply(text, kind)) => Ok((text, kind)),
                     // post() reads a request's answer as a reply, always.
-                    Ok(Posted::Taken) => Err("the upstream's answer was not read as a reply".into()),
+                    Ok(Posted::Taken) => {
+                        Err("the upstream's answer was not read as a reply".into())
+                    }
                     Err(e) => Err(e),
                 };
                 exec.with(|x, now| x.served_with(now, &corr, served, attached))
@@ -276,7 +278,14 @@ impl Requests {
         let failed = match &self.group {
             None => match self.pools.get().first() {
                 Some(pool) => match self
-                    .post_to(pool, headers, (text, authorization), notification, deadline, &mut room)
+                    .post_to(
+                        pool,
+                        headers,
+                        (text, authorization),
+                        notification,
+                        deadline,
+                        &mut room,
+                    )
                     .await
                 {
                     Ok(posted) => {
@@ -559,7 +568,9 @@ fn refused_reply(
     let text: Bytes = crate::gateway::forward::refused_reply(id, status).into();
     match scan(&text, limits) {
         Ok(Scanned::Single(kind)) => Ok((text, kind)),
-        _ => Err(format!("the upstream refused the credential (HTTP {status})")),
+        _ => Err(format!(
+            "the upstream refused the credential (HTTP {status})"
+        )),
     }
 }
 

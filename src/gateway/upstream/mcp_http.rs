@@ -314,7 +314,12 @@ impl McpSession {
             .map_err(|e| format!("bad upstream request: {e}"))?;
         let last = credential
             .is_none()
-            .then(|| self.credential.lock().unwrap_or_else(|p| p.into_inner()).clone())
+            .then(|| {
+                self.credential
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+            })
             .flatten();
         if let Some(c) = credential.or(last.as_ref()) {
             crate::gateway::forward::present(req.headers_mut(), c);
@@ -405,7 +410,12 @@ impl McpSession {
                 })),
                 Some(a),
             ) => self.refused(&a, (status, &challenge), deadline).await,
-            (Ok(Err(Unanswered { detail, reached, .. })), Some(a)) => {
+            (
+                Ok(Err(Unanswered {
+                    detail, reached, ..
+                })),
+                Some(a),
+            ) => {
                 debug!(%detail, "the upstream did not answer");
                 self.session
                     .local_cannot_answer(&a.id, a.kind, &detail, reached)
@@ -756,7 +766,10 @@ fn refusal<B>(resp: &hyper::Response<B>, uri: &dyn std::fmt::Display) -> Option<
     Some(Unanswered {
         detail: format!("upstream {uri} refused the credential (HTTP {status})"),
         reached: false,
-        refused: Some((status.as_u16(), Bytes::copy_from_slice(challenge.as_bytes()))),
+        refused: Some((
+            status.as_u16(),
+            Bytes::copy_from_slice(challenge.as_bytes()),
+        )),
     })
 }
 
@@ -776,7 +789,9 @@ fn without_reply(
     let detail = match (asked, other.is_empty()) {
         (true, true) => format!("upstream {uri} answered HTTP {status} without a reply"),
         (true, false) => {
-            format!("upstream {uri} answered HTTP {status} without a reply to this request: {quoted}")
+            format!(
+                "upstream {uri} answered HTTP {status} without a reply to this request: {quoted}"
+            )
         }
         (false, _) => format!("upstream {uri} answered HTTP {status}: {quoted}"),
     };
