@@ -75,8 +75,8 @@ impl std::fmt::Display for ScopeRule {
     }
 }
 
-/// The scopes of the rules a token holds, one bit per scope of
-/// [`Rules::scopes`].
+/// The scopes of the rules a token holds: one bit per scope the rules
+/// name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Held(u64);
 
