@@ -99,32 +99,8 @@ async fn call(url: &str, token: Option<&str>) -> (u16, String, String) {
 
 /// A POST of `body` with `token`: status, `WWW-Authenticate`, body.
 async fn post(url: &str, token: Option<&str>, body: &str) -> (u16, String, String) {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Full<Bytes>>();
-    let mut req = hyper::Request::post(url).header("content-type", "application/json");
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.to_owned())))
-        .expect("request");
-    let resp = tokio::time::timeout(Duration::from_secs(20), client.request(req))
-        .await
-        .expect("in time")
-        .expect("HTTP");
-    let status = resp.status().as_u16();
-    let challenge = resp
-        .headers()
-        .get("www-authenticate")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let body = resp.into_body().collect().await.expect("body").to_bytes();
-    (
-        status,
-        challenge,
-        String::from_utf8_lossy(&body).into_owned(),
-    )
+    let (status, challenge, _, body) = send(url, token, None, body).await;
+    (status, challenge, body)
 }
 
 fn now() -> u64 {
@@ -826,6 +802,17 @@ async fn mcp_post(
     session: Option<&str>,
     body: &Value,
 ) -> (u16, String, Option<String>, String) {
+    send(url, token, session, &body.to_string()).await
+}
+
+/// A POST of `body` (JSON, accepting an event stream too) with `token` and
+/// `session`: status, `WWW-Authenticate`, `Mcp-Session-Id`, body.
+pub(crate) async fn send(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, String, Option<String>, String) {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<Bytes>>();
     let mut req = hyper::Request::post(url)
@@ -838,7 +825,7 @@ async fn mcp_post(
         req = req.header("mcp-session-id", s);
     }
     let req = req
-        .body(Full::new(Bytes::from(body.to_string())))
+        .body(Full::new(Bytes::from(body.to_owned())))
         .expect("request");
     let resp = tokio::time::timeout(Duration::from_secs(20), client.request(req))
         .await

@@ -295,25 +295,7 @@ async fn the_mcp_python_sdk_gets_a_token_from_oidc_provider_and_calls_tools_thro
 
 /// A POST of `body` with `token`: its status and `WWW-Authenticate`.
 async fn refusal(url: &str, token: &str, body: &Value) -> (u16, String) {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<http_body_util::Full<bytes::Bytes>>();
-    let req = hyper::Request::post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("authorization", format!("Bearer {token}"))
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            body.to_string(),
-        )))
-        .expect("request");
-    let resp = tokio::time::timeout(Duration::from_secs(20), client.request(req))
-        .await
-        .expect("in time")
-        .expect("HTTP");
-    let challenge = resp
-        .headers()
-        .get("www-authenticate")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    (resp.status().as_u16(), challenge)
+    let (status, challenge, _, _) =
+        crate::oauth::send(url, Some(token), None, &body.to_string()).await;
+    (status, challenge)
 }

@@ -137,10 +137,8 @@ pub struct Forwarding {
 
 impl Forwarding {
     pub fn new(spec: ForwardSpec) -> Self {
-        let (_, path) = split_url(&spec.public_url);
-        let bare = WELL_KNOWN.to_owned();
         Self {
-            metadata_paths: [format!("{bare}{path}"), bare],
+            metadata_paths: metadata_paths_of(&spec.public_url),
             spec,
             metadata: Mutex::new(None),
             probed: Mutex::new(None),
@@ -161,8 +159,7 @@ impl Forwarding {
 
     /// The metadata's URL at this edge (RFC 9728 §3).
     pub fn metadata_url(&self) -> String {
-        let (origin, path) = split_url(&self.spec.public_url);
-        format!("{origin}{WELL_KNOWN}{path}")
+        metadata_url_of(&self.spec.public_url)
     }
 
     /// The upstream's metadata, mapped, if `path` is where it is served:
@@ -217,19 +214,8 @@ impl Forwarding {
     }
 }
 
-/// Where RFC 9728 puts the metadata.
-pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
-
-/// `https://host:port/path/` as (`https://host:port`, `/path`): the path
-/// without its trailing slash, empty for the root.
-pub fn split_url(url: &str) -> (&str, &str) {
-    let after = url.find("://").map_or(0, |i| i + 3);
-    let (origin, path) = match url[after..].find('/') {
-        Some(i) => url.split_at(after + i),
-        None => (url, ""),
-    };
-    (origin, if path == "/" { "" } else { path })
-}
+pub use super::oauth::{WELL_KNOWN, split_url};
+use super::oauth::{metadata_paths_of, metadata_url_of, quoted};
 
 /// `url` with its last `n` path segments taken away; `None` for
 /// [`NO_MAP`], or more segments than it has.
@@ -353,10 +339,7 @@ fn find_param(value: &str, name: &str) -> Option<(usize, usize)> {
 /// none). What a header cannot carry in a quoted string is left out of
 /// `url`.
 pub fn with_resource_metadata(value: &str, url: &str) -> String {
-    let url: String = url
-        .chars()
-        .filter(|c| c.is_ascii() && !c.is_ascii_control() && !matches!(c, '"' | '\\'))
-        .collect();
+    let url = quoted(url);
     const NAME: &str = "resource_metadata";
     match find_param(value, NAME) {
         Some((start, end)) => format!("{}\"{url}\"{}", &value[..start], &value[end..]),

@@ -83,16 +83,13 @@ impl OAuthSpec {
     /// Where the resource's metadata is (RFC 9728 §3: the well-known path
     /// inserted before the resource's own path).
     pub fn metadata_url(&self) -> String {
-        let (origin, path) = split_url(&self.audience);
-        format!("{origin}/.well-known/oauth-protected-resource{path}")
+        metadata_url_of(&self.audience)
     }
 
     /// The paths the metadata is served at: the path-inserted form, and
     /// the bare one.
     pub fn metadata_paths(&self) -> [String; 2] {
-        let (_, path) = split_url(&self.audience);
-        let bare = "/.well-known/oauth-protected-resource".to_owned();
-        [format!("{bare}{path}"), bare]
+        metadata_paths_of(&self.audience)
     }
 
     /// The metadata document (RFC 9728 §2).
@@ -132,9 +129,26 @@ impl Lacking {
     }
 }
 
+/// Where RFC 9728 puts a protected resource's metadata.
+pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+
+/// The URL of the metadata of the resource at `resource` (RFC 9728 §3: the
+/// well-known path inserted before the resource's own path).
+pub fn metadata_url_of(resource: &str) -> String {
+    let (origin, path) = split_url(resource);
+    format!("{origin}{WELL_KNOWN}{path}")
+}
+
+/// The paths the metadata of the resource at `resource` is served at: the
+/// path-inserted form, and the bare one.
+pub fn metadata_paths_of(resource: &str) -> [String; 2] {
+    let (_, path) = split_url(resource);
+    [format!("{WELL_KNOWN}{path}"), WELL_KNOWN.to_owned()]
+}
+
 /// `https://host:port/path/` as (`https://host:port`, `/path`): the path
 /// without its trailing slash, empty for the root.
-fn split_url(url: &str) -> (&str, &str) {
+pub fn split_url(url: &str) -> (&str, &str) {
     let after = url.find("://").map_or(0, |i| i + 3);
     let (origin, path) = match url[after..].find('/') {
         Some(i) => url.split_at(after + i),
@@ -712,7 +726,7 @@ pub fn scope_challenge(spec: &OAuthSpec, lacking: &Lacking) -> String {
 
 /// Text inside a quoted string of one header value: no quote, backslash,
 /// control character or non-ASCII one can end it, or the header.
-fn quoted(s: &str) -> String {
+pub fn quoted(s: &str) -> String {
     s.chars()
         .filter(|c| c.is_ascii() && !c.is_ascii_control() && !matches!(c, '"' | '\\'))
         .collect()

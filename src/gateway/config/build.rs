@@ -131,15 +131,7 @@ impl GatewayOptions {
         if let Some(jwks) = &self.oauth_jwks {
             oauth_fetchable(jwks).map_err(|m| src.error("oauth-jwks", m))?;
         }
-        let audience = match &self.oauth_audience {
-            Some(a) => a.clone(),
-            None => self.default_audience().ok_or_else(|| {
-                src.error(
-                    "oauth-audience",
-                    "give the URL clients call (no HTTP ingress on a fixed address to take it from)",
-                )
-            })?,
-        };
+        let audience = self.public_url_or(self.oauth_audience.as_ref(), "oauth-audience", src)?;
         resource_url(&audience).map_err(|m| src.error("oauth-audience", m))?;
         Rules::new(&self.require_scope).map_err(|m| src.error("require-scope", m))?;
         if let Some(bad) = self.oauth_scope.iter().find(|s| !is_scope_token(s)) {
@@ -184,17 +176,28 @@ impl GatewayOptions {
                 ),
             ));
         }
-        let public_url = match &self.public_url {
-            Some(u) => u.clone(),
-            None => self.default_audience().ok_or_else(|| {
-                src.error(
-                    "public-url",
-                    "give the URL clients call (no HTTP ingress on a fixed address to take it from)",
-                )
-            })?,
-        };
+        let public_url = self.public_url_or(self.public_url.as_ref(), "public-url", src)?;
         resource_url(&public_url).map_err(|m| src.error("public-url", m))?;
         Ok(Some(ForwardSpec { public_url }))
+    }
+
+    /// The URL clients call: `given` (the option `key`), else the first
+    /// HTTP ingress's ([`Self::default_audience`]).
+    fn public_url_or(
+        &self,
+        given: Option<&String>,
+        key: &str,
+        src: &Sourced,
+    ) -> Result<String, ConfigError> {
+        match given {
+            Some(url) => Ok(url.clone()),
+            None => self.default_audience().ok_or_else(|| {
+                src.error(
+                    key,
+                    "give the URL clients call (no HTTP ingress on a fixed address to take it from)",
+                )
+            }),
+        }
     }
 
     /// The first HTTP ingress's URL, where it names one address and port

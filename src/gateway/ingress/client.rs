@@ -177,7 +177,10 @@ pub async fn stream_client<S: MessageSource>(
 /// Why `client`'s message `text` is refused before it is carried, if it
 /// is: over its rate limit, or a scope its token lacks.
 fn refusal(ctx: &Ctx, client: &super::Admitted, text: &Bytes) -> Option<Failure> {
-    let count = || match scan(text, &ctx.scan) {
+    // Scanned once, and only where a limit or a rule asks.
+    let scanned = std::cell::OnceCell::new();
+    let scanned = || scanned.get_or_init(|| scan(text, &ctx.scan));
+    let count = || match scanned() {
         Ok(Scanned::Batch(elements)) => elements.len(),
         _ => 1,
     };
@@ -193,8 +196,8 @@ fn refusal(ctx: &Ctx, client: &super::Admitted, text: &Bytes) -> Option<Failure>
     if client.held == super::Held::ALL {
         return None;
     }
-    let message = scan(text, &ctx.scan).ok()?;
-    client.lacks(ctx, text, &message).map(|(_, f)| f)
+    let message = scanned().as_ref().ok()?;
+    client.lacks(ctx, text, message).map(|(_, f)| f)
 }
 
 /// The client is done sending: its outstanding requests still get their

@@ -493,6 +493,7 @@ async fn answer_single(
 ) -> HttpResponse {
     let ctx = &edge.ctx;
     let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
+    let attached = forwarded(ctx, headers);
     if is_mcp && let Some(refused) = header_mismatch(ctx, headers, &body, &kind) {
         return refused;
     }
@@ -505,7 +506,7 @@ async fn answer_single(
             headers,
             body.clone(),
             kind.clone(),
-            (key, forwarded(ctx, headers)),
+            (key, attached.clone()),
         ))
         .await
     {
@@ -514,7 +515,7 @@ async fn answer_single(
     // MCP 2026-07-28 pairs some errors with an HTTP status; only the
     // reply crossed the pair, so its error code says which.
     let stateless = is_mcp && crate::gateway::mcp_headers::stateless(&body);
-    match answer_one(edge, body, kind, forwarded(ctx, headers)).await {
+    match answer_one(edge, body, kind, attached).await {
         Answer::Reply(text) if stateless => {
             json_response(crate::gateway::mcp_headers::status_of(&text), text)
         }
