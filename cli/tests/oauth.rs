@@ -1005,3 +1005,34 @@ async fn a_websocket_is_served_no_longer_than_its_token() {
     );
     assert!(e.to_string().contains("expired"), "{e}");
 }
+
+/// A request refused for its credentials is answered before its body is
+/// read, so its connection cannot carry another request: the answer says
+/// `Connection: close`, and a client does not send its next request on a
+/// connection about to close (the MCP SDK's did, and lost its metadata
+/// request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_before_the_body_closes_the_connection_and_says_so() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let signer = Key::new("k1");
+    let issuer = authorization_server(Arc::new(Mutex::new(vec![signer.jwk.clone()]))).await;
+    let pair = Pair::start(PairOptions {
+        edge_extra: &["--oauth-issuer", &issuer, "--oauth-audience", AUDIENCE],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let addr = pair.ingress("http://");
+    let addr = addr.trim_start_matches("http://").trim_end_matches('/');
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{ECHO}",
+        ECHO.len()
+    );
+    tcp.write_all(request.as_bytes()).await.expect("write");
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut got)).await;
+    let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 401"), "{text}");
+    assert!(text.contains("\r\nconnection: close\r\n"), "{text}");
+}

@@ -216,6 +216,7 @@ async fn the_mcp_python_sdk_gets_a_token_from_oidc_provider_and_calls_tools_thro
         &tools,
         &edge_url,
         &[
+            "--legacy",
             "--grant",
             "authorization_code",
             "--tool",

@@ -442,7 +442,9 @@ async fn answer(
     }
     let admitted = match authenticate(ctx, req.headers(), client.certificate, client.from).await {
         Ok(a) => a,
-        Err(refusal) => return refused(refusal),
+        // Its body is not read: the connection cannot carry another request,
+        // and a client that would send one on it is told so.
+        Err(refusal) => return closing(refused(refusal)),
     };
     let key = admitted.key;
     let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
@@ -610,7 +612,7 @@ async fn read_request_body(
         Ok(body) => return Ok(body),
         Err(e) => e,
     };
-    let mut r = match e {
+    let r = match e {
         BodyError::TooLarge => return Err(too_large(ctx)),
         BodyError::Read(e) => {
             return Err(status_only(
@@ -635,11 +637,17 @@ async fn read_request_body(
     };
     // The rest of the body is not read: the connection cannot carry
     // another request.
+    Err(closing(r))
+}
+
+/// `r` with `Connection: close`: an answer given before its request's body
+/// was read, after which hyper closes an HTTP/1.1 connection.
+fn closing(mut r: HttpResponse) -> HttpResponse {
     r.headers_mut().insert(
         hyper::header::CONNECTION,
         hyper::header::HeaderValue::from_static("close"),
     );
-    Err(r)
+    r
 }
 
 /// 429 for a message over its client's rate limit (`--rate-limit`,
