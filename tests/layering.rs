@@ -808,6 +808,7 @@ const ROOMS: &[(&str, &[&str], &[&str])] = &[
             "src/gateway/oauth.rs",
             "src/gateway/scopes.rs",
             "src/gateway/forward.rs",
+            "src/gateway/forward/",
             "src/gateway/json_stream.rs",
             "src/gateway/auth.rs",
             "src/gateway/mcp_headers.rs",

@@ -115,7 +115,7 @@ fn arb_message() -> impl Strategy<Value = OwnedMessage> {
 }
 
 /// The envelope decoder written again from NPAMP-BRIDGE §4/§7 (and this
-/// gateway's extension, `docs/decisions.md` §9) in the most literal way, as
+/// gateway's extension, `docs/decisions.md` §9 and §10) in the most literal way, as
 /// an oracle: (kind, protocol, content, flags, corr, method, safety,
 /// extension, foreign) or None for a rejection.
 type OracleOut<'a> = (
@@ -193,7 +193,7 @@ fn oracle(frame_type: u16, p: &[u8]) -> Option<OracleOut<'_>> {
         }
         let t = u16::from_be_bytes([rest[0], rest[1]]);
         let l = u16::from_be_bytes([rest[2], rest[3]]) as usize;
-        if !(t == 0xF0A1 || t == 0xF0A2) || rest.len() < 4 + l {
+        if !(0xF0A1..=0xF0A4).contains(&t) || rest.len() < 4 + l {
             return None;
         }
         extension = Some((t, &rest[4..4 + l]));
@@ -218,6 +218,8 @@ fn decode_as_tuple(frame_type: u16, p: &[u8]) -> Option<OracleOut<'_>> {
         m.extension.map(|e| match e {
             Extension::Authorization(v) => (0xF0A1, v),
             Extension::Challenge(v) => (0xF0A2, v),
+            Extension::HttpRequest(v) => (0xF0A3, v),
+            Extension::HttpResponse(v) => (0xF0A4, v),
         }),
         m.foreign,
     ))

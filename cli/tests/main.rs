@@ -20,6 +20,7 @@ mod lsp;
 mod mcp_http;
 mod oauth;
 mod oauth_e2e;
+mod oauth_legacy;
 mod rate_limits;
 mod reload;
 mod secrets;

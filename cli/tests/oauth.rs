@@ -511,8 +511,9 @@ async fn the_upstreams_oauth_crosses_the_pair_with_forward_authorization() {
     let (status, text) = http_get(&metadata_path).await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(parse(&text)["resource"], json!(public));
-    // Another well-known document is not the edge's to give.
-    let (status, _) = http_get(&format!("{base}/.well-known/oauth-authorization-server")).await;
+    // Another well-known document is not the edge's to give (an
+    // authorization server's is carried: `oauth_legacy.rs`).
+    let (status, _) = http_get(&format!("{base}/.well-known/security.txt")).await;
     assert_eq!(status, 404);
 
     // No credential: the upstream's 401, its challenge naming the edge.
@@ -1035,4 +1036,64 @@ async fn a_refusal_before_the_body_closes_the_connection_and_says_so() {
     let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
     assert!(text.starts_with("http/1.1 401"), "{text}");
     assert!(text.contains("\r\nconnection: close\r\n"), "{text}");
+}
+
+/// The same for what is refused from a request's head (415, 405, 501):
+/// with a body the answer says `Connection: close`; without one the
+/// connection goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_of_the_head_closes_the_connection_when_a_body_is_left() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pair = Pair::start(PairOptions {
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let addr = pair.ingress("http://");
+    let addr = addr.trim_start_matches("http://").trim_end_matches('/');
+    for (head, status, closes) in [
+        ("POST / HTTP/1.1\r\ncontent-type: text/plain", "415", true),
+        (
+            "PUT / HTTP/1.1\r\ncontent-type: application/json",
+            "405",
+            true,
+        ),
+        (
+            "POST / HTTP/1.1\r\ntransfer-encoding: gzip, chunked",
+            "501",
+            true,
+        ),
+        ("PUT / HTTP/1.1\r\ncontent-length: 0", "405", false),
+    ] {
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let body = if head.contains("content-length: 0") {
+            String::new()
+        } else if head.contains("chunked") {
+            format!("{:x}\r\n{ECHO}\r\n0\r\n\r\n", ECHO.len())
+        } else {
+            format!("content-length: {}\r\n\r\n{ECHO}", ECHO.len())
+        };
+        let sep = if head.contains("content-length") || head.contains("chunked") {
+            "\r\n\r\n"
+        } else {
+            "\r\n"
+        };
+        let request = format!("{head}\r\nhost: {addr}{sep}{body}");
+        tcp.write_all(request.as_bytes()).await.expect("write");
+        let mut got = vec![0; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut got))
+            .await
+            .expect("an answer in time")
+            .expect("read");
+        let text = String::from_utf8_lossy(&got[..n]).to_ascii_lowercase();
+        assert!(
+            text.starts_with(&format!("http/1.1 {status}")),
+            "{head}: {text}"
+        );
+        assert_eq!(
+            text.contains("\r\nconnection: close\r\n"),
+            closes,
+            "{head}: {text}"
+        );
+    }
 }

@@ -8,9 +8,13 @@
 //! An upstream's refusal carried back (`--forward-authorization`) is read
 //! without panicking and comes back whole; its `WWW-Authenticate`, mapped
 //! to the edge, stays one valid header value that names the edge's
-//! metadata; the edge keeps at most what it may of its metadata.
+//! metadata; the edge keeps at most what it may of its metadata. An HTTP
+//! request or answer carried for an authorization server's endpoints is
+//! read without panicking and crosses again whole; the edge's answer of
+//! one keeps to its bounds and learns no path that is not one.
 
 use npamp_gateway::gateway::auth::bearer;
+use npamp_gateway::gateway::forward::passthrough::Crossing;
 use npamp_gateway::gateway::forward::{
     ForwardSpec, Forwarding, MAX_CHALLENGE, MAX_METADATA, auth_param, decode_challenge,
     encode_challenge, mapping, metadata_uris, with_resource_metadata,
@@ -120,4 +124,21 @@ fn refusal(data: &[u8]) {
         let kept = f.metadata_at("/.well-known/oauth-protected-resource/mcp");
         assert!(kept.flatten().is_none_or(|m| m.len() <= 2 * MAX_METADATA));
     }
+    passed(&f, data);
+}
+
+/// An authorization server's answer (or a client's request), as it
+/// crosses the pair and as the edge answers it.
+fn passed(f: &Forwarding, data: &[u8]) {
+    if let Some(c) = Crossing::decode(data) {
+        let wire = c.encode().expect("what was read fits again");
+        assert_eq!(Crossing::decode(&wire).as_ref(), Some(&c));
+    }
+    if let Some(p) = f.passed("/.well-known/oauth-authorization-server", data) {
+        assert!(p.headers.len() <= data.len());
+    }
+    // The paths learned are paths: a request for one is carried, a
+    // request for one that is not a path is not.
+    assert!(!f.passes("//evil.example/x"));
+    assert!(!f.passes("/mcp"));
 }

@@ -168,11 +168,20 @@ pub enum Extension<'a> {
     /// the upstream's protected-resource metadata` (the last possibly
     /// empty).
     Challenge(&'a [u8]),
+    /// On a request: an HTTP request to the upstream's authorization
+    /// endpoints, which the origin makes in place of delivering the
+    /// foreign message (`--forward-authorization`, the MCP 2025-03-26
+    /// layout; `docs/decisions.md` §10).
+    HttpRequest(&'a [u8]),
+    /// On a reply: what the upstream answered that HTTP request.
+    HttpResponse(&'a [u8]),
 }
 
 impl Extension<'_> {
     pub const AUTHORIZATION: TlvType = TlvType(0xF0A1);
     pub const CHALLENGE: TlvType = TlvType(0xF0A2);
+    pub const HTTP_REQUEST: TlvType = TlvType(0xF0A3);
+    pub const HTTP_RESPONSE: TlvType = TlvType(0xF0A4);
 
     /// Its value's length.
     pub fn len(&self) -> usize {
@@ -193,6 +202,8 @@ impl Extension<'_> {
         match *self {
             Self::Authorization(v) => (Self::AUTHORIZATION, v),
             Self::Challenge(v) => (Self::CHALLENGE, v),
+            Self::HttpRequest(v) => (Self::HTTP_REQUEST, v),
+            Self::HttpResponse(v) => (Self::HTTP_RESPONSE, v),
         }
     }
 }
@@ -203,6 +214,8 @@ impl std::fmt::Debug for Extension<'_> {
         match self {
             Self::Authorization(v) => write!(f, "Authorization(<{} octets>)", v.len()),
             Self::Challenge(v) => write!(f, "Challenge(<{} octets>)", v.len()),
+            Self::HttpRequest(v) => write!(f, "HttpRequest(<{} octets>)", v.len()),
+            Self::HttpResponse(v) => write!(f, "HttpResponse(<{} octets>)", v.len()),
         }
     }
 }
@@ -456,6 +469,8 @@ fn decode_extension(rest: &[u8]) -> Result<(Option<Extension<'_>>, &[u8]), Bridg
     let extension = match tlv.tlv_type {
         Extension::AUTHORIZATION => Extension::Authorization(tlv.value),
         Extension::CHALLENGE => Extension::Challenge(tlv.value),
+        Extension::HTTP_REQUEST => Extension::HttpRequest(tlv.value),
+        Extension::HTTP_RESPONSE => Extension::HttpResponse(tlv.value),
         other => return Err(BridgeError::UnknownCriticalTlv(other.0)),
     };
     Ok((Some(extension), foreign))
@@ -580,6 +595,8 @@ mod tests {
             Extension::Authorization(b"Bearer t"),
             Extension::Authorization(b""),
             Extension::Challenge(b"\x01\x91\x00\x06Bearer"),
+            Extension::HttpRequest(b"\x00\x03GET"),
+            Extension::HttpResponse(b"\x01\x2e"),
         ] {
             m.extension = Some(extension);
             let mut out = Vec::new();

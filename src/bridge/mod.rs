@@ -7,7 +7,7 @@
 //! ```
 //!
 //! The extension TLV is this gateway's ([`Extension`], `docs/decisions.md`
-//! §9): what an edge carries beside a request with
+//! §9 and §10): what an edge carries beside a request with
 //! `--forward-authorization`, and what comes back with its reply.
 //!
 //! Decoding borrows every field from the caller's buffer; the foreign message

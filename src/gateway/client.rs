@@ -76,7 +76,9 @@ impl Client {
             }
         };
         match answer {
-            Answer::Reply(text) | Answer::Challenged(text, _) => Some(text),
+            Answer::Reply(text) | Answer::Challenged(text, _) | Answer::Passed(text, _) => {
+                Some(text)
+            }
             Answer::Failed(f, id) => Some(f.response(id.as_deref()).into()),
             Answer::None => None,
         }

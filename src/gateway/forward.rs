@@ -28,6 +28,8 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
+pub mod passthrough;
+
 /// The most of the upstream's metadata carried back.
 pub const MAX_METADATA: usize = 32 << 10;
 
@@ -133,6 +135,9 @@ pub struct Forwarding {
     metadata: Mutex<Option<Bytes>>,
     /// When a probe last found none (see [`Forwarding::wants_probe`]).
     probed: Mutex<Option<std::time::Instant>>,
+    /// The endpoints the upstream's authorization server metadata named
+    /// at its own origin, carried from then on ([`passthrough`]).
+    learned: Mutex<Vec<String>>,
 }
 
 impl Forwarding {
@@ -142,7 +147,24 @@ impl Forwarding {
             spec,
             metadata: Mutex::new(None),
             probed: Mutex::new(None),
+            learned: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Whether a request for `path` goes to the upstream's authorization
+    /// server ([`passthrough::passes`]).
+    pub fn passes(&self, path: &str) -> bool {
+        passthrough::passes(
+            path,
+            &self.learned.lock().unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
+    /// What the client that asked for `path` is answered, of the
+    /// upstream's answer `wire` ([`passthrough::answer_at_edge`]).
+    pub fn passed(&self, path: &str, wire: &[u8]) -> Option<passthrough::Passed> {
+        let mut learned = self.learned.lock().unwrap_or_else(|p| p.into_inner());
+        passthrough::answer_at_edge(path, wire, &self.spec.public_url, &mut learned)
     }
 
     /// Whether a GET of the metadata, with none kept, is to ask the

@@ -210,20 +210,10 @@ pub struct ToServe {
     /// off. Whoever serves it ends every try by then rather than keep a
     /// deadline of its own.
     pub time_left: Duration,
-    /// The client's `Authorization` the edge carried beside it
-    /// (`--forward-authorization`), to present to the upstream; empty
-    /// when the client sent none.
-    pub authorization: Option<Secret>,
-}
-
-/// A credential's octets, never shown.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub Bytes);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "<{} octets>", self.0.len())
-    }
+    /// What the edge carried beside it (`--forward-authorization`): the
+    /// client's `Authorization`, to present to the upstream (empty when
+    /// the client sent none), or an HTTP request to make in its place.
+    pub attached: Option<Attached>,
 }
 
 /// What crosses beside a message, in this gateway's extension TLV
@@ -236,6 +226,11 @@ pub enum Attached {
     /// Beside a reply: the upstream's refusal of that credential (see
     /// [`bridge::Extension::Challenge`]).
     Challenge(Bytes),
+    /// Beside a request: an HTTP request for the upstream's authorization
+    /// endpoints, made in its place ([`bridge::Extension::HttpRequest`]).
+    HttpRequest(Bytes),
+    /// Beside a reply: the upstream's answer to that HTTP request.
+    HttpResponse(Bytes),
 }
 
 impl Attached {
@@ -243,6 +238,8 @@ impl Attached {
         match self {
             Self::Authorization(v) => bridge::Extension::Authorization(v),
             Self::Challenge(v) => bridge::Extension::Challenge(v),
+            Self::HttpRequest(v) => bridge::Extension::HttpRequest(v),
+            Self::HttpResponse(v) => bridge::Extension::HttpResponse(v),
         }
     }
 
@@ -251,7 +248,20 @@ impl Attached {
         Some(match extension? {
             bridge::Extension::Authorization(v) => Self::Authorization(Bytes::copy_from_slice(v)),
             bridge::Extension::Challenge(v) => Self::Challenge(Bytes::copy_from_slice(v)),
+            bridge::Extension::HttpRequest(v) => Self::HttpRequest(Bytes::copy_from_slice(v)),
+            bridge::Extension::HttpResponse(v) => Self::HttpResponse(Bytes::copy_from_slice(v)),
         })
+    }
+
+    /// What goes beside a request of the peer, of what its frame carried
+    /// (what belongs beside a reply is ignored there).
+    fn of_request(extension: Option<bridge::Extension<'_>>) -> Option<Self> {
+        Self::of(extension).filter(|a| matches!(a, Self::Authorization(_) | Self::HttpRequest(_)))
+    }
+
+    /// What goes beside a reply of the peer, of what its frame carried.
+    fn of_reply(extension: Option<bridge::Extension<'_>>) -> Option<Self> {
+        Self::of(extension).filter(|a| matches!(a, Self::Challenge(_) | Self::HttpResponse(_)))
     }
 }
 
@@ -334,8 +344,9 @@ enum Local {
 struct Replied {
     text: Bytes,
     is_error: bool,
-    /// The upstream's refusal of a forwarded credential.
-    challenge: Option<Bytes>,
+    /// What came beside it: the upstream's refusal of a forwarded
+    /// credential, or its answer to an HTTP request.
+    attached: Option<Attached>,
 }
 
 struct Pending<T> {
@@ -380,7 +391,7 @@ struct Incoming {
 /// still owes an answer on its id.
 struct HeldIn {
     text: Bytes,
-    authorization: Option<Bytes>,
+    attached: Option<Attached>,
     key: Corr,
     incoming: Incoming,
     since: Instant,
@@ -942,7 +953,7 @@ impl<T> Exchange<T> {
             Ok(Replied {
                 text,
                 is_error,
-                challenge,
+                attached,
             }) => {
                 let class = if is_error {
                     ReplyClass::Error
@@ -956,13 +967,10 @@ impl<T> Exchange<T> {
                         Reply::Message {
                             text,
                             is_error,
-                            challenge,
+                            attached,
                         },
                     )),
-                    None => {
-                        let attached = challenge.map(Attached::Challenge);
-                        self.answer_local_with(p.batch, text, attached);
-                    }
+                    None => self.answer_local_with(p.batch, text, attached),
                 }
             }
             Err(f) => {
@@ -1180,12 +1188,9 @@ impl<T> Exchange<T> {
                 extension,
             }) => match kind {
                 Kind::Request { method, id } => {
-                    let authorization = match extension {
-                        Some(bridge::Extension::Authorization(v)) => Some(v),
-                        _ => None,
-                    };
-                    if authorization.is_some() && !self.takes_credentials {
-                        let d = "a forwarded Authorization is presented to an HTTP upstream alone, and this origin's upstream is not one";
+                    let attached = Attached::of_request(extension);
+                    if attached.is_some() && !self.takes_credentials {
+                        let d = "a forwarded Authorization (or authorization server request) goes to an HTTP upstream alone, and this origin's upstream is not one";
                         self.transport_error(
                             correlation_id.into(),
                             TransportError::NOT_DELIVERED,
@@ -1203,8 +1208,13 @@ impl<T> Exchange<T> {
                         return;
                     }
                     let name = method_of(text, &method);
-                    if let Some((code, detail)) = self.refusal(name.as_deref(), safety, text.len())
-                    {
+                    let refusal = match attached {
+                        // An HTTP request, not a method: the method policy
+                        // is not for it.
+                        Some(Attached::HttpRequest(_)) => self.local_refusal(),
+                        _ => self.refusal(name.as_deref(), safety, text.len()),
+                    };
+                    if let Some((code, detail)) = refusal {
                         if code == TransportError::NOT_DELIVERED {
                             self.config.observer.not_delivered();
                         }
@@ -1218,7 +1228,6 @@ impl<T> Exchange<T> {
                     )
                     .resend_safe();
                     let corr = correlation_id.into();
-                    let authorization = authorization.map(Bytes::copy_from_slice);
                     let part = at(text);
                     let text = payload.keep(part);
                     let incoming = Incoming {
@@ -1238,7 +1247,7 @@ impl<T> Exchange<T> {
                     self.held_octets += incoming.octets;
                     self.held_in.push_back(HeldIn {
                         text,
-                        authorization,
+                        attached,
                         key,
                         incoming,
                         since: now,
@@ -1254,13 +1263,11 @@ impl<T> Exchange<T> {
                         self.config.observer.dropped();
                         return;
                     }
-                    let authorization = match extension {
-                        Some(bridge::Extension::Authorization(v)) => {
-                            Some(Bytes::copy_from_slice(v))
-                        }
-                        _ => None,
-                    };
-                    if authorization.is_some() && !self.takes_credentials {
+                    let attached = Attached::of_request(extension);
+                    // An HTTP request goes beside a request alone.
+                    if matches!(attached, Some(Attached::HttpRequest(_)))
+                        || attached.is_some() && !self.takes_credentials
+                    {
                         // Never delivered without the credential it came
                         // with; nobody to tell.
                         self.config.observer.dropped();
@@ -1275,20 +1282,14 @@ impl<T> Exchange<T> {
                             resend_safe: false,
                             wait: self.config.stall_timeout,
                             time_left: self.config.request_timeout,
-                            authorization: authorization.map(Secret),
+                            attached,
                         })),
-                        _ => self.push(Action::Deliver(
-                            text,
-                            authorization.map(Attached::Authorization),
-                        )),
+                        _ => self.push(Action::Deliver(text, attached)),
                     }
                 }
                 Kind::Success { ref id } | Kind::Error { ref id } => {
                     let is_error = matches!(kind, Kind::Error { .. });
-                    let challenge = match extension {
-                        Some(bridge::Extension::Challenge(v)) => Some(Bytes::copy_from_slice(v)),
-                        _ => None,
-                    };
+                    let attached = Attached::of_reply(extension);
                     let token = &text[id.token.clone()];
                     match self
                         .outgoing
@@ -1300,7 +1301,7 @@ impl<T> Exchange<T> {
                             let replied = Replied {
                                 text,
                                 is_error,
-                                challenge,
+                                attached,
                             };
                             self.finish(now, p, Ok(replied));
                         }
@@ -1385,6 +1386,11 @@ impl<T> Exchange<T> {
         {
             return Some(refusal);
         }
+        self.local_refusal()
+    }
+
+    /// Why the local party cannot take a message of the peer now.
+    fn local_refusal(&self) -> Option<(TransportError, String)> {
         match &self.local {
             Local::Down(detail) => Some((TransportError::NOT_DELIVERED, detail.clone())),
             _ => None,
@@ -1433,12 +1439,9 @@ impl<T> Exchange<T> {
                     wait: (h.since + self.held_limit()).saturating_duration_since(now),
                     // The deadline just set.
                     time_left: self.config.request_timeout,
-                    authorization: h.authorization.map(Secret),
+                    attached: h.attached,
                 })),
-                None => self.push(Action::Deliver(
-                    h.text,
-                    h.authorization.map(Attached::Authorization),
-                )),
+                None => self.push(Action::Deliver(h.text, h.attached)),
             }
         }
         self.update_reading_peer();

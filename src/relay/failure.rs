@@ -210,10 +210,10 @@ pub enum Reply {
     Message {
         text: Bytes,
         is_error: bool,
-        /// The upstream refused the credential the edge forwarded
-        /// (`--forward-authorization`): its status, challenge and metadata
-        /// ([`crate::bridge::Extension::Challenge`]).
-        challenge: Option<Bytes>,
+        /// What came back beside it (`--forward-authorization`): the
+        /// upstream's refusal of the credential the edge forwarded, or its
+        /// answer to an HTTP request.
+        attached: Option<super::Attached>,
     },
     Failed(Failure),
 }

@@ -23,6 +23,10 @@ pub enum Answer {
     /// (a JSON-RPC error the origin made) and its challenge
     /// ([`crate::bridge::Extension::Challenge`]).
     Challenged(Bytes, Bytes),
+    /// An HTTP request for the upstream's authorization endpoints: the
+    /// origin's reply, and the upstream's answer
+    /// ([`crate::bridge::Extension::HttpResponse`]).
+    Passed(Bytes, Bytes),
     /// The failure and the request's id token (to answer with).
     Failed(Failure, Option<Bytes>),
     /// A notification: nothing to answer.
@@ -44,9 +48,14 @@ pub async fn answer_one(
             match edge.call(text, kind, attached).await {
                 Reply::Message {
                     text,
-                    challenge: Some(challenge),
+                    attached: Some(Attached::Challenge(challenge)),
                     ..
                 } => Answer::Challenged(text, challenge),
+                Reply::Message {
+                    text,
+                    attached: Some(Attached::HttpResponse(response)),
+                    ..
+                } => Answer::Passed(text, response),
                 Reply::Message { text, .. } => Answer::Reply(text),
                 Reply::Failed(f) => Answer::Failed(f, Some(id_token)),
             }
@@ -91,7 +100,9 @@ pub async fn answer_batch(
             match e.kind {
                 Ok(kind) => match answer_one(edge, elem, kind.relative_to(start), attached).await {
                     // A batch's answer has one status: the reply alone.
-                    Answer::Reply(text) | Answer::Challenged(text, _) => Some(text),
+                    Answer::Reply(text) | Answer::Challenged(text, _) | Answer::Passed(text, _) => {
+                        Some(text)
+                    }
                     Answer::Failed(f, id) => Some(f.response(id.as_deref()).into()),
                     Answer::None => None,
                 },

@@ -542,7 +542,7 @@ mod tests {
         let message = Ok(Reply::Message {
             text: Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":1}"#),
             is_error: false,
-            challenge: None,
+            attached: None,
         });
         let not_delivered = |detail: &str| {
             failed(Failure::from_peer(

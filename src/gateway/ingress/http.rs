@@ -281,10 +281,9 @@ async fn protected_resource<B>(edge: &Arc<Edge>, req: &Request<B>) -> Option<Htt
     if let Some(f) = &ctx.forwarding {
         let path = req.uri().path();
         let Some(kept) = f.metadata_at(path) else {
-            // Another well-known document (an authorization server's):
-            // not this edge's to give, nor the pair's to carry.
-            return path
-                .starts_with("/.well-known/")
+            // Another well-known document: not this edge's to give, nor the
+            // pair's to carry (an authorization server's is carried, below).
+            return (path.starts_with("/.well-known/") && !f.passes(path))
                 .then(|| status_only(StatusCode::NOT_FOUND, "no such document here"));
         };
         if let Some(doc) = kept {
@@ -326,6 +325,79 @@ async fn probe(edge: &Arc<Edge>) {
     {
         let _ = f.answer(&challenge);
     }
+}
+
+/// A request for the upstream's authorization endpoints (the MCP
+/// 2025-03-26 layout), carried to the origin beside a request of the
+/// edge's own, and the upstream's answer (`--forward-authorization`;
+/// [`passthrough`]).
+async fn pass(
+    edge: &Arc<Edge>,
+    f: &crate::gateway::forward::Forwarding,
+    req: Request<hyper::body::Incoming>,
+    client: &Remote,
+    key: super::limit::ClientKey,
+) -> HttpResponse {
+    use crate::gateway::forward::passthrough::{Crossing, MAX_REQUEST_BODY, Passed};
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let ctx = &edge.ctx;
+    if !matches!(*req.method(), hyper::Method::GET | hyper::Method::POST) {
+        let why = "an authorization endpoint takes GET and POST";
+        let mut r = status_only(StatusCode::METHOD_NOT_ALLOWED, why);
+        r.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, POST, OPTIONS"),
+        );
+        return closing(r);
+    }
+    let (parts, body) = req.into_parts();
+    let body = match read_request_body(ctx, &parts.headers, body, client).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    if let Some(f) = super::client::over_rate_limit(ctx, key, body.len(), || 1) {
+        return rate_limited(&f, None);
+    }
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let crossing = Crossing::request(&parts.method, target, &parts.headers, body);
+    let Some(wire) = crossing
+        .encode()
+        .filter(|_| crossing.body.len() <= MAX_REQUEST_BODY)
+    else {
+        let why =
+            format!("an authorization request's body is carried up to {MAX_REQUEST_BODY} octets");
+        return status_only(StatusCode::PAYLOAD_TOO_LARGE, &why);
+    };
+    let n = NEXT.fetch_add(1, Relaxed);
+    let text = Bytes::from(format!(
+        r#"{{"jsonrpc":"2.0","id":"npamp-http-{n}","method":"npamp/authorization-server"}}"#
+    ));
+    let Ok(Scanned::Single(kind)) = scan(&text, &ctx.scan) else {
+        return status_only(StatusCode::INTERNAL_SERVER_ERROR, "the edge's own request");
+    };
+    let attached = Some(crate::relay::Attached::HttpRequest(wire));
+    let answer = match answer_one(edge, text, kind, attached).await {
+        Answer::Passed(_, answer) => f.passed(parts.uri.path(), &answer),
+        Answer::Failed(failure, _) => {
+            return json_response(failure.http_status(), failure.response(None));
+        }
+        _ => None,
+    };
+    let Some(Passed {
+        status,
+        headers,
+        body,
+    }) = answer
+    else {
+        let why = "the origin brought no answer of the upstream's authorization server";
+        return status_only(StatusCode::BAD_GATEWAY, why);
+    };
+    let mut r = json_response(status.as_u16(), body);
+    r.headers_mut().remove(header::CONTENT_TYPE);
+    for (name, value) in headers {
+        r.headers_mut().append(name, value);
+    }
+    r
 }
 
 /// The JSON-RPC error code of a 401 or 403 answer.
@@ -447,6 +519,11 @@ async fn answer(
         Err(refusal) => return closing(refused(refusal)),
     };
     let key = admitted.key;
+    if let Some(f) = &ctx.forwarding
+        && f.passes(req.uri().path())
+    {
+        return pass(edge, f, req, &client, key).await;
+    }
     let is_mcp = ctx.protocol == crate::bridge::ProtocolId::MCP;
     if let Some(refused) = refuse_head(ctx, &req, is_mcp.then_some((mcp, key))).await {
         return refused;
@@ -530,6 +607,21 @@ async fn answer_single(
 /// MCP ingress), a method other than POST, a `Content-Type` other than
 /// JSON.
 async fn refuse_head(
+    ctx: &Ctx,
+    req: &Request<hyper::body::Incoming>,
+    mcp: Option<(&Arc<McpSessions>, super::limit::ClientKey)>,
+) -> Option<HttpResponse> {
+    let answer = refusal_of_head(ctx, req, mcp).await?;
+    // Its body, if it has one, is not read: hyper closes the connection.
+    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|n| n.as_bytes() != b"0");
+    Some(if has_body { closing(answer) } else { answer })
+}
+
+async fn refusal_of_head(
     ctx: &Ctx,
     req: &Request<hyper::body::Incoming>,
     mcp: Option<(&Arc<McpSessions>, super::limit::ClientKey)>,
@@ -754,7 +846,7 @@ fn rate_limited(f: &Failure, id: Option<&[u8]>) -> HttpResponse {
 /// The HTTP answer to one message.
 fn single_answer(ctx: &Ctx, a: Answer) -> HttpResponse {
     match a {
-        Answer::Reply(text) => json_response(200, text),
+        Answer::Reply(text) | Answer::Passed(text, _) => json_response(200, text),
         Answer::Challenged(text, challenge) => challenged(ctx, text, &challenge),
         Answer::Failed(f, id) => json_response(f.http_status(), f.response(id.as_deref())),
         Answer::None => nothing_to_answer(ctx),

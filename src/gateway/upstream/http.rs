@@ -29,6 +29,7 @@ use crate::bridge::ProtocolId;
 use crate::gateway::carry::in_flight_full;
 use crate::gateway::context::Ctx;
 use crate::gateway::exec::Exec;
+use crate::gateway::forward::passthrough;
 use crate::gateway::policy::carry::{Action, Carry, Ended, Next};
 use crate::gateway::policy::health;
 use crate::gateway::policy::race::Slot;
@@ -192,13 +193,20 @@ impl Requests {
             resend_safe,
             wait,
             time_left,
-            authorization,
+            attached,
         } = request;
-        // Kept for a refusal's answer, which names the request's id.
-        let request_text = authorization.as_ref().map(|_| text.clone());
         // The exchange's deadline for it, on tokio's clock (paused in
         // tests): every try ends by then.
         let deadline = tokio::time::Instant::now() + time_left;
+        let authorization = match attached {
+            Some(Attached::Authorization(a)) => Some(a),
+            Some(Attached::HttpRequest(wire)) => {
+                return self.pass(exec, corr, text, wire, deadline).await;
+            }
+            _ => None,
+        };
+        // Kept for a refusal's answer, which names the request's id.
+        let request_text = authorization.as_ref().map(|_| text.clone());
         let permit = match room {
             Some(p) => Ok(Ok(p)),
             None => tokio::time::timeout(wait, self.permits.clone().acquire_owned()).await,
@@ -215,15 +223,36 @@ impl Requests {
                 None,
             ),
             Ok(Ok(_permit)) => {
-                let auth = authorization.as_ref().map(|s| &s.0);
-                self.post(text, auth, resend_safe, notification, deadline)
-                    .await
+                self.post(
+                    text,
+                    authorization.as_ref(),
+                    resend_safe,
+                    notification,
+                    deadline,
+                )
+                .await
             }
             Ok(Err(_)) => return,
             Err(_) => (Err(in_flight_full(ctx)), None),
         };
         // The reply's octets count until it is sealed for the peer, when
         // `with` returns (`_room` is dropped after).
+        self.answer(exec, corr, outcome, request_text, deadline)
+            .await;
+    }
+
+    /// Tells the exchange what a request came to (a reply, the upstream's
+    /// refusal of the credential forwarded with `request`, or why there is
+    /// none); counts what a notification came to.
+    async fn answer(
+        &self,
+        exec: Arc<Exec<()>>,
+        corr: Option<crate::relay::Corr>,
+        outcome: Result<Posted, String>,
+        request: Option<Bytes>,
+        deadline: tokio::time::Instant,
+    ) {
+        let ctx = &self.ctx;
         match corr {
             Some(corr) => {
                 let mut attached = None;
@@ -235,7 +264,7 @@ impl Requests {
                             status, map, &challenge, &metadata,
                         );
                         attached = Some(Attached::Challenge(wire));
-                        let request = request_text.as_deref().unwrap_or_default();
+                        let request = request.as_deref().unwrap_or_default();
                         refused_reply(request, status, &ctx.peer_scan)
                     }
                     Ok(Posted::Reply(text, kind)) => Ok((text, kind)),
@@ -470,6 +499,64 @@ impl Requests {
         match body {
             Ok(body) => reply_in(ctx, &shown(), status, body),
             Err(challenge) => Ok(Posted::Refused(status.as_u16(), challenge, uri.clone())),
+        }
+    }
+
+    /// An HTTP request for the upstream's authorization endpoints an edge
+    /// carried (`--forward-authorization`), made to the (first) upstream's
+    /// scheme and authority; its answer goes back beside the reply to
+    /// `text` ([`passthrough`]).
+    async fn pass(
+        &self,
+        exec: Arc<Exec<()>>,
+        corr: Option<crate::relay::Corr>,
+        text: Bytes,
+        wire: Bytes,
+        deadline: tokio::time::Instant,
+    ) {
+        let Some(corr) = corr else { return };
+        let answer = match self.pools.get().first().map(|p| p.uri().clone()) {
+            Some(upstream) => {
+                passthrough::pass(&wire, &upstream, deadline, |req, room| {
+                    self.send_passed(req, room)
+                })
+                .await
+            }
+            None => passthrough::Crossing::failed(502, "no HTTP upstream")
+                .encode()
+                .unwrap_or_default(),
+        };
+        let served = passthrough::reply_to(&text, &answer, &self.ctx.peer_scan);
+        let attached = Some(Attached::HttpResponse(answer));
+        exec.with(|x, now| x.served_with(now, &corr, served, attached))
+            .await;
+    }
+
+    /// One request to an upstream's authorization endpoint, its answer's
+    /// body read up to `room`.
+    async fn send_passed(
+        &self,
+        mut req: hyper::Request<Full<Bytes>>,
+        room: usize,
+    ) -> Result<(u16, hyper::HeaderMap, Bytes), String> {
+        if let Some(host) = req
+            .uri()
+            .authority()
+            .and_then(|a| hyper::header::HeaderValue::from_str(a.as_str()).ok())
+        {
+            req.headers_mut().insert(hyper::header::HOST, host);
+        }
+        let pool = Pool::new(self.connector.clone(), req.uri().clone(), 0, IDLE_TIMEOUT);
+        let read = async |resp: hyper::Response<hyper::body::Incoming>| {
+            let (head, body) = resp.into_parts();
+            let body = Limited::new(body, room).collect().await;
+            let body = body.map_err(|e| format!("its answer: {e}"))?.to_bytes();
+            Ok::<_, String>((head.status.as_u16(), head.headers, body))
+        };
+        match pool.exchange(req, read).await {
+            Ok(answer) => answer,
+            Err(PostError::NotSent(e)) => Err(format!("not sent: {}", error_chain(&*e))),
+            Err(PostError::Exchange(e)) => Err(error_chain(&e)),
         }
     }
 

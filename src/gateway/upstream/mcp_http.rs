@@ -41,6 +41,7 @@ use crate::assoc::error::error_chain;
 use crate::bridge::ProtocolId;
 use crate::gateway::carry::in_flight_full;
 use crate::gateway::context::Ctx;
+use crate::gateway::forward::passthrough;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::policy::backoff::Backoff;
 use crate::gateway::session::{SESSION_OVER, Session};
@@ -212,10 +213,6 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
             _ = session.assoc().ended() => None,
         };
         let Some((text, attached)) = text else { break };
-        let credential = match attached {
-            Some(Attached::Authorization(a)) => Some(a),
-            _ => None,
-        };
         while tasks.try_join_next().is_some() {}
         // Waiting here is backpressure on the peer, as for any upstream.
         let permit = match tokio::time::timeout(stall, permits.clone().acquire_owned()).await {
@@ -225,6 +222,18 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
                 mcp.unanswered(&text, &in_flight_full(ctx)).await;
                 continue;
             }
+        };
+        let credential = match attached {
+            Some(Attached::Authorization(a)) => Some(a),
+            Some(Attached::HttpRequest(wire)) => {
+                let m = mcp.clone();
+                tasks.spawn(async move {
+                    m.pass(text, wire).await;
+                    drop(permit);
+                });
+                continue;
+            }
+            _ => None,
         };
         match Message::of(&text, ctx) {
             // Requests run concurrently: a long tool call holds up nothing.
@@ -618,6 +627,32 @@ impl McpSession {
         self.session
             .on_local_message_with(reply.into(), Some(Attached::Challenge(wire)))
             .await;
+    }
+
+    /// An HTTP request for the server's authorization endpoints an edge
+    /// carried (`--forward-authorization`, the 2025-03-26 layout), made to
+    /// the server's scheme and authority; its answer goes back beside the
+    /// reply to `text` ([`passthrough`]).
+    async fn pass(&self, text: Bytes, wire: Bytes) {
+        let deadline = tokio::time::Instant::now() + self.ctx.limits.request_timeout;
+        let send = |mut req: hyper::Request<Full<Bytes>>, room: usize| async move {
+            if let Some(host) = super::http_client::host_override(&self.uri) {
+                req.headers_mut().insert(hyper::header::HOST, host);
+            }
+            let resp = (self.client.request(req).await).map_err(|e| error_chain(&e))?;
+            let (head, body) = resp.into_parts();
+            let body = Limited::new(body, room).collect().await;
+            let body = body.map_err(|e| format!("its answer: {e}"))?.to_bytes();
+            Ok((head.status.as_u16(), head.headers, body))
+        };
+        let answer = passthrough::pass(&wire, &self.uri, deadline, send).await;
+        match passthrough::reply_to(&text, &answer, &self.ctx.peer_scan) {
+            Ok((reply, _)) => {
+                let attached = Some(Attached::HttpResponse(answer));
+                self.session.on_local_message_with(reply, attached).await;
+            }
+            Err(e) => self.unanswered(&text, &e).await,
+        }
     }
 
     /// The server's protected-resource metadata a refusal names (on its
