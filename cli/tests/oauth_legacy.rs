@@ -316,11 +316,26 @@ async fn a_legacy_servers_authorization_endpoints_cross_the_pair() {
     // What the metadata does not name is not carried.
     let (status, _, body) = request("GET", &format!("{base}/private"), &[], "").await;
     assert_ne!(status, 200, "{body}");
+    let sneaked = format!("{base}/.well-known/oauth-authorization-server/%2e%2e/../private");
+    let (status, _, body) = request("GET", &sneaked, &[], "").await;
+    assert_ne!(status, 200, "{body}");
     let (status, _, _) = request("DELETE", &format!("{base}/oauth/token"), &[], "").await;
     assert_eq!(status, 405);
+    let big = "x".repeat(20 << 10);
+    let (status, headers, _) = request("POST", &format!("{base}/oauth/token"), &[], &big).await;
+    assert_eq!(status, 413);
+    assert_eq!(
+        header(&headers, "connection"),
+        "close",
+        "its body is not read"
+    );
     let seen = seen.lock().expect("seen").clone();
     assert!(
-        seen.iter().all(|(_, path, _, _)| path != "/private"),
+        seen.iter()
+            .all(|(m, path, _, _)| (m == "GET" || m == "POST")
+                && path != "/private"
+                && !path.contains("..")
+                && !path.contains("%2e")),
         "{seen:?}"
     );
     assert!(seen.iter().all(|(_, _, _, cookie)| !cookie), "{seen:?}");

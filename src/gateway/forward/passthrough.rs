@@ -38,14 +38,19 @@ pub const REQUEST_HEADERS: [HeaderName; 4] = [
     HeaderName::from_static("dpop"),
 ];
 
-/// The response headers carried back.
-pub const RESPONSE_HEADERS: [HeaderName; 7] = [
+/// The response headers carried back (an authorization page's framing
+/// and content policies among them: it is served at the edge's origin).
+pub const RESPONSE_HEADERS: [HeaderName; 11] = [
     header::CONTENT_TYPE,
     header::LOCATION,
     header::CACHE_CONTROL,
     header::PRAGMA,
     header::WWW_AUTHENTICATE,
     header::RETRY_AFTER,
+    header::X_FRAME_OPTIONS,
+    header::CONTENT_SECURITY_POLICY,
+    header::X_CONTENT_TYPE_OPTIONS,
+    header::REFERRER_POLICY,
     HeaderName::from_static("dpop-nonce"),
 ];
 
@@ -66,9 +71,27 @@ const MAX_LEARNED: usize = 16;
 /// Whether the edge carries a request for `path`: the metadata, the
 /// default endpoints, or one `learned` from the metadata.
 pub fn passes(path: &str, learned: &[String]) -> bool {
-    is_metadata(path) || DEFAULT_ENDPOINTS.contains(&path) || learned.iter().any(|p| p == path)
+    plain(path)
+        && (is_metadata(path)
+            || DEFAULT_ENDPOINTS.contains(&path)
+            || learned.iter().any(|p| p == path))
 }
 
+/// Whether `path` names what it says to any server: no `.` or `..`
+/// segment (plain or percent-encoded), no encoded slash or backslash, no
+/// empty first segment (`//host`), which a server or a proxy before it
+/// might resolve to another path.
+fn plain(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    path.starts_with('/')
+        && !path.starts_with("//")
+        && !path.contains('\\')
+        && !lower.contains("%2f")
+        && !lower.contains("%5c")
+        && lower
+            .split('/')
+            .all(|s| !matches!(s.replace("%2e", ".").as_str(), "." | ".."))
+}
 fn is_metadata(path: &str) -> bool {
     METADATA.iter().any(|m| {
         path.strip_prefix(m)
@@ -87,16 +110,14 @@ pub struct Crossing {
     pub body: Bytes,
 }
 
+/// Its start line (a target without its query, which may hold a code),
+/// its headers' names, its body's length.
 impl std::fmt::Debug for Crossing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
-        write!(
-            f,
-            "{} {} {names:?} <{} octets>",
-            self.start.0,
-            self.start.1,
-            self.body.len()
-        )
+        let shown = self.start.1.split('?').next().unwrap_or_default();
+        let (a, body) = (&self.start.0, self.body.len());
+        write!(f, "{a} {shown} {names:?} <{body} octets>")
     }
 }
 
@@ -221,6 +242,8 @@ pub fn answer_at_edge(
         .ok()
         .and_then(|s| hyper::StatusCode::from_u16(s).ok())?;
     let (public, own) = super::split_url(public);
+    // What an origin should not have sent is not answered with.
+    headers.retain(|(name, _)| RESPONSE_HEADERS.contains(name));
     for (name, value) in &mut headers {
         if *name == header::LOCATION
             && let Some(mapped) = value
@@ -247,11 +270,19 @@ pub fn answer_at_edge(
 }
 
 /// What the edge answers a client with, of the upstream's answer.
-#[derive(Debug)]
 pub struct Passed {
     pub status: hyper::StatusCode,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub body: Bytes,
+}
+
+/// Its status and headers' names (a `Location` or a body may hold a code
+/// or a token).
+impl std::fmt::Debug for Passed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        write!(f, "{} {names:?} <{} octets>", self.status, self.body.len())
+    }
 }
 
 /// Where endpoints are learned, and the path never to learn.
@@ -286,9 +317,10 @@ fn map_metadata(body: &[u8], origin: &str, public: &str, learn: Learn<'_>) -> Op
         };
         let path = super::split_url(&mapped).1;
         let path = path.split(['?', '#']).next().unwrap_or_default();
-        let is_path = path.starts_with('/') && !path.starts_with("//");
-        if is_path
-            && path != own
+        let own = own.split(['?', '#']).next().unwrap_or_default();
+        let is_own = path == own || path == "/" && own.is_empty();
+        if plain(path)
+            && !is_own
             && learned.len() < MAX_LEARNED
             && !learned.iter().any(|p| p == path)
         {
@@ -300,11 +332,14 @@ fn map_metadata(body: &[u8], origin: &str, public: &str, learn: Learn<'_>) -> Op
 }
 
 /// At the origin: the request an edge carried, made to `upstream`'s scheme
-/// and authority by `send` (which answers with the status, headers and
-/// body, read within what fits), by `deadline`; the answer's wire.
+/// and authority (never its user information) by `send` (which answers
+/// with the status, headers and body, read within what fits), by
+/// `deadline`; the answer's wire. `host`: the `Host` the upstream is
+/// called by where it is not its authority (a Unix socket's).
 pub async fn pass<F, Fut>(
     wire: &[u8],
     upstream: &hyper::Uri,
+    host: Option<HeaderValue>,
     deadline: tokio::time::Instant,
     send: F,
 ) -> Bytes
@@ -312,14 +347,23 @@ where
     F: FnOnce(hyper::Request<http_body_util::Full<Bytes>>, usize) -> Fut,
     Fut: std::future::Future<Output = Result<(u16, hyper::HeaderMap, Bytes), String>>,
 {
-    let answer = match request_to(wire, upstream) {
+    let scheme = upstream.scheme_str().unwrap_or("http");
+    let authority = upstream.authority().map_or("", |a| a.as_str());
+    let bare = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    // What the upstream's URLs of itself start with, for the edge to map.
+    let origin = match host.as_ref().and_then(|h| h.to_str().ok()) {
+        Some(h) => format!("http://{h}"),
+        None => format!("{scheme}://{bare}"),
+    };
+    let host = host.or_else(|| HeaderValue::from_str(bare).ok());
+    let answer = match request_to(wire, scheme, bare) {
         Err(why) => Crossing::failed(400, &why),
-        Ok(req) => {
-            let origin = format!(
-                "{}://{}",
-                upstream.scheme_str().unwrap_or("http"),
-                upstream.authority().map_or("", |a| a.as_str())
-            );
+        Ok(mut req) => {
+            if let Some(host) = host {
+                req.headers_mut().insert(header::HOST, host);
+            }
             // Room for the head beside the body.
             let room = MAX_WIRE - 4096;
             match tokio::time::timeout_at(deadline, send(req, room)).await {
@@ -337,10 +381,11 @@ where
     })
 }
 
-/// The request `wire` holds, to `upstream`'s scheme and authority.
+/// The request `wire` holds, to `scheme` and `authority`.
 fn request_to(
     wire: &[u8],
-    upstream: &hyper::Uri,
+    scheme: &str,
+    authority: &str,
 ) -> Result<hyper::Request<http_body_util::Full<Bytes>>, String> {
     let c = Crossing::decode(wire).ok_or("a malformed HTTP request")?;
     let method = match c.start.0.as_str() {
@@ -349,12 +394,12 @@ fn request_to(
         other => return Err(format!("method {other} is not carried")),
     };
     let target = &c.start.1;
-    if !target.starts_with('/') || target.starts_with("//") {
-        return Err("a target that is not a path".into());
+    if !plain(target.split('?').next().unwrap_or_default()) {
+        return Err("a target that is not a plain path".into());
     }
     let uri = hyper::Uri::builder()
-        .scheme(upstream.scheme_str().unwrap_or("http"))
-        .authority(upstream.authority().map_or("", |a| a.as_str()))
+        .scheme(scheme)
+        .authority(authority)
         .path_and_query(target.as_str())
         .build()
         .map_err(|e| format!("the target: {e}"))?;
@@ -466,6 +511,12 @@ mod tests {
             ("/oauth/other", false),
             ("/mcp", false),
             ("/", false),
+            ("/.well-known/oauth-authorization-server/../../mcp", false),
+            ("/.well-known/oauth-authorization-server/%2E%2e/mcp", false),
+            ("/.well-known/oauth-authorization-server/.", false),
+            ("/.well-known/oauth-authorization-server/a%2fb", false),
+            ("/.well-known/oauth-authorization-server/a\\b", false),
+            ("/.well-known/oauth-authorization-server/.x", true),
         ] {
             assert_eq!(passes(path, &learned), carried, "{path}");
         }
@@ -546,7 +597,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_origin_makes_the_request_to_its_upstream_alone() {
-        let up: hyper::Uri = "http://127.0.0.1:9/mcp".parse().expect("uri");
+        // User information in the upstream's URL goes nowhere.
+        let up: hyper::Uri = "http://user:key@127.0.0.1:9/mcp".parse().expect("uri");
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
         let wire = |method: &str, target: &str| {
             Crossing {
@@ -564,25 +616,54 @@ mod tests {
             ("DELETE", "/token", "400"),
             ("GET", "//evil.example/x", "400"),
             ("GET", "http://evil.example/x", "400"),
+            ("GET", "/authorize/../mcp?a=1", "400"),
+            ("GET", "/authorize/%2e%2E/mcp", "400"),
         ] {
-            let answer = pass(&wire(method, target), &up, deadline, |req, _| {
+            let answer = pass(&wire(method, target), &up, None, deadline, |req, _| {
+                let host = req.headers().get(header::HOST).cloned();
                 seen.lock().expect("lock").push((
                     req.uri().to_string(),
                     req.headers().contains_key(header::COOKIE),
+                    host,
                 ));
                 async { Ok((200, hyper::HeaderMap::new(), Bytes::new())) }
             })
             .await;
             let c = Crossing::decode(&answer).expect("an answer");
             assert_eq!(c.start.0, want, "{method} {target}");
+            if want == "200" {
+                assert_eq!(c.start.1, "http://127.0.0.1:9", "what the edge maps from");
+            }
         }
+        let host = Some(HeaderValue::from_static("127.0.0.1:9"));
         assert_eq!(
             *seen.lock().expect("lock"),
             [
-                ("http://127.0.0.1:9/authorize?a=1".to_owned(), false),
-                ("http://127.0.0.1:9/token".to_owned(), false)
+                (
+                    "http://127.0.0.1:9/authorize?a=1".to_owned(),
+                    false,
+                    host.clone()
+                ),
+                ("http://127.0.0.1:9/token".to_owned(), false, host)
             ]
         );
+        // A Unix socket's upstream is called, and maps from, `localhost`.
+        let answer = pass(
+            &wire("GET", "/authorize"),
+            &up,
+            Some(HeaderValue::from_static("localhost")),
+            deadline,
+            |req, _| {
+                let host = req.headers().get(header::HOST).cloned();
+                async move {
+                    assert_eq!(host, Some(HeaderValue::from_static("localhost")));
+                    Ok((200, hyper::HeaderMap::new(), Bytes::new()))
+                }
+            },
+        )
+        .await;
+        let c = Crossing::decode(&answer).expect("an answer");
+        assert_eq!(c.start.1, "http://localhost");
         assert_eq!(
             reply(b"7", &answer_of(200)),
             br#"{"jsonrpc":"2.0","id":7,"result":{"status":200}}"#

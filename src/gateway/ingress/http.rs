@@ -341,14 +341,27 @@ async fn pass(
     use crate::gateway::forward::passthrough::{Crossing, MAX_REQUEST_BODY, Passed};
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let ctx = &edge.ctx;
-    if !matches!(*req.method(), hyper::Method::GET | hyper::Method::POST) {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let refused = if !matches!(*req.method(), hyper::Method::GET | hyper::Method::POST) {
         let why = "an authorization endpoint takes GET and POST";
         let mut r = status_only(StatusCode::METHOD_NOT_ALLOWED, why);
         r.headers_mut().insert(
             header::ALLOW,
             HeaderValue::from_static("GET, POST, OPTIONS"),
         );
-        return closing(r);
+        Some(r)
+    } else if declared.is_some_and(|n| n > MAX_REQUEST_BODY) {
+        let why =
+            format!("an authorization request's body is carried up to {MAX_REQUEST_BODY} octets");
+        Some(status_only(StatusCode::PAYLOAD_TOO_LARGE, &why))
+    } else {
+        unsupported_transfer_encoding(req.headers())
+    };
+    if let Some(r) = refused {
+        return closing_if_body(req.headers(), r);
     }
     let (parts, body) = req.into_parts();
     let body = match read_request_body(ctx, &parts.headers, body, client).await {
@@ -364,8 +377,9 @@ async fn pass(
         .encode()
         .filter(|_| crossing.body.len() <= MAX_REQUEST_BODY)
     else {
-        let why =
-            format!("an authorization request's body is carried up to {MAX_REQUEST_BODY} octets");
+        let why = format!(
+            "an authorization request is carried with a body up to {MAX_REQUEST_BODY} octets, and headers that fit beside it"
+        );
         return status_only(StatusCode::PAYLOAD_TOO_LARGE, &why);
     };
     let n = NEXT.fetch_add(1, Relaxed);
@@ -612,13 +626,33 @@ async fn refuse_head(
     mcp: Option<(&Arc<McpSessions>, super::limit::ClientKey)>,
 ) -> Option<HttpResponse> {
     let answer = refusal_of_head(ctx, req, mcp).await?;
-    // Its body, if it has one, is not read: hyper closes the connection.
-    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
-        || req
-            .headers()
+    Some(closing_if_body(req.headers(), answer))
+}
+
+/// `r`, given before the request's body (if it has one) is read: with
+/// `Connection: close` when there is one, as hyper then closes the
+/// connection.
+fn closing_if_body(headers: &hyper::HeaderMap, r: HttpResponse) -> HttpResponse {
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
             .get(header::CONTENT_LENGTH)
             .is_some_and(|n| n.as_bytes() != b"0");
-    Some(if has_body { closing(answer) } else { answer })
+    if has_body { closing(r) } else { r }
+}
+
+/// 501 for a `Transfer-Encoding` other than chunked: hyper takes the
+/// chunks apart; gzip & co. under them are not decoded here.
+fn unsupported_transfer_encoding(headers: &hyper::HeaderMap) -> Option<HttpResponse> {
+    let te = headers.get(header::TRANSFER_ENCODING)?;
+    let chunked = te
+        .to_str()
+        .is_ok_and(|te| te.trim().eq_ignore_ascii_case("chunked"));
+    (!chunked).then(|| {
+        status_only(
+            StatusCode::NOT_IMPLEMENTED,
+            "Transfer-Encoding other than chunked is not supported",
+        )
+    })
 }
 
 async fn refusal_of_head(
@@ -626,18 +660,8 @@ async fn refusal_of_head(
     req: &Request<hyper::body::Incoming>,
     mcp: Option<(&Arc<McpSessions>, super::limit::ClientKey)>,
 ) -> Option<HttpResponse> {
-    if let Some(te) = req.headers().get(header::TRANSFER_ENCODING)
-        && !te
-            .to_str()
-            .is_ok_and(|te| te.trim().eq_ignore_ascii_case("chunked"))
-    {
-        // hyper takes the chunks apart; gzip & co. under them are not
-        // decoded here, and a body that is not JSON-RPC text is refused
-        // for what it is.
-        return Some(status_only(
-            StatusCode::NOT_IMPLEMENTED,
-            "Transfer-Encoding other than chunked is not supported",
-        ));
+    if let Some(refused) = unsupported_transfer_encoding(req.headers()) {
+        return Some(refused);
     }
     if let Some((mcp, client)) = mcp {
         let answer = match *req.method() {

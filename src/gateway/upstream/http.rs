@@ -201,7 +201,14 @@ impl Requests {
         let authorization = match attached {
             Some(Attached::Authorization(a)) => Some(a),
             Some(Attached::HttpRequest(wire)) => {
-                return self.pass(exec, corr, text, wire, deadline).await;
+                let room = match room {
+                    Some(p) => Some(p),
+                    None => tokio::time::timeout(wait, self.permits.clone().acquire_owned())
+                        .await
+                        .ok()
+                        .and_then(Result::ok),
+                };
+                return self.pass(exec, corr, (text, wire), room, deadline).await;
             }
             _ => None,
         };
@@ -506,23 +513,28 @@ impl Requests {
     /// carried (`--forward-authorization`), made to the (first) upstream's
     /// scheme and authority; its answer goes back beside the reply to
     /// `text` ([`passthrough`]).
+    /// It takes room under `--max-in-flight` as any request (`room`: none
+    /// was had within its wait).
     async fn pass(
         &self,
         exec: Arc<Exec<()>>,
         corr: Option<crate::relay::Corr>,
-        text: Bytes,
-        wire: Bytes,
+        (text, wire): (Bytes, Bytes),
+        room: Option<OwnedSemaphorePermit>,
         deadline: tokio::time::Instant,
     ) {
+        use passthrough::Crossing;
         let Some(corr) = corr else { return };
-        let answer = match self.pools.get().first().map(|p| p.uri().clone()) {
-            Some(upstream) => {
-                passthrough::pass(&wire, &upstream, deadline, |req, room| {
-                    self.send_passed(req, room)
-                })
-                .await
+        let upstream = self.pools.get().first().map(|p| p.uri().clone());
+        let answer = match (upstream, room) {
+            (Some(up), Some(_room)) => {
+                let send = |req, room| self.send_passed(req, room);
+                passthrough::pass(&wire, &up, host_override(&up), deadline, send).await
             }
-            None => passthrough::Crossing::failed(502, "no HTTP upstream")
+            (Some(_), None) => Crossing::failed(503, &in_flight_full(&self.ctx))
+                .encode()
+                .unwrap_or_default(),
+            (None, _) => Crossing::failed(502, "no HTTP upstream")
                 .encode()
                 .unwrap_or_default(),
         };
@@ -536,16 +548,10 @@ impl Requests {
     /// body read up to `room`.
     async fn send_passed(
         &self,
-        mut req: hyper::Request<Full<Bytes>>,
+        req: hyper::Request<Full<Bytes>>,
         room: usize,
     ) -> Result<(u16, hyper::HeaderMap, Bytes), String> {
-        if let Some(host) = req
-            .uri()
-            .authority()
-            .and_then(|a| hyper::header::HeaderValue::from_str(a.as_str()).ok())
-        {
-            req.headers_mut().insert(hyper::header::HOST, host);
-        }
+        // A connection of its own: these are few (a client's authorization).
         let pool = Pool::new(self.connector.clone(), req.uri().clone(), 0, IDLE_TIMEOUT);
         let read = async |resp: hyper::Response<hyper::body::Incoming>| {
             let (head, body) = resp.into_parts();

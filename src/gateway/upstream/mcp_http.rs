@@ -635,17 +635,15 @@ impl McpSession {
     /// reply to `text` ([`passthrough`]).
     async fn pass(&self, text: Bytes, wire: Bytes) {
         let deadline = tokio::time::Instant::now() + self.ctx.limits.request_timeout;
-        let send = |mut req: hyper::Request<Full<Bytes>>, room: usize| async move {
-            if let Some(host) = super::http_client::host_override(&self.uri) {
-                req.headers_mut().insert(hyper::header::HOST, host);
-            }
+        let send = |req: hyper::Request<Full<Bytes>>, room: usize| async move {
             let resp = (self.client.request(req).await).map_err(|e| error_chain(&e))?;
             let (head, body) = resp.into_parts();
             let body = Limited::new(body, room).collect().await;
             let body = body.map_err(|e| format!("its answer: {e}"))?.to_bytes();
             Ok((head.status.as_u16(), head.headers, body))
         };
-        let answer = passthrough::pass(&wire, &self.uri, deadline, send).await;
+        let host = super::http_client::host_override(&self.uri);
+        let answer = passthrough::pass(&wire, &self.uri, host, deadline, send).await;
         match passthrough::reply_to(&text, &answer, &self.ctx.peer_scan) {
             Ok((reply, _)) => {
                 let attached = Some(Attached::HttpResponse(answer));
