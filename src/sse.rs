@@ -5,8 +5,10 @@
 //! Sans-IO: [`SseDecoder::push`] takes the octets as they arrive, cut
 //! anywhere, and returns the events they complete. Lines end with CRLF, LF
 //! or CR; a line starting with `:` is a comment; `data` fields are joined
-//! with LF; `event`, `id`, `retry` and unknown fields are ignored (MCP's
-//! events are all of the default type). An event without data is no event,
+//! with LF; `event` and unknown fields are ignored (MCP's events are all of
+//! the default type). `id` and `retry` are kept as the standard keeps them,
+//! for a client that resumes a stream ([`SseDecoder::last_event_id`],
+//! [`SseDecoder::retry`]). An event without data is no event,
 //! and an event not ended by a blank line before the stream ends is dropped,
 //! as the standard says. One event's data, with the line being read, is
 //! bounded: a stream that exceeds it is an error, and the decoder takes no
@@ -61,6 +63,12 @@ pub struct SseDecoder {
     at_start: bool,
     max: usize,
     failed: bool,
+    /// The `id` of the event being read, as the last `id` field set it.
+    id_buffer: Bytes,
+    /// The last event id: the buffer as it was when an event ended.
+    last_id: Bytes,
+    /// The reconnection time the stream asked for, in milliseconds.
+    retry: Option<u64>,
 }
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -75,7 +83,22 @@ impl SseDecoder {
             at_start: true,
             max: max_event,
             failed: false,
+            id_buffer: Bytes::new(),
+            last_id: Bytes::new(),
+            retry: None,
         }
+    }
+
+    /// The id of the last event ended, for `Last-Event-ID` when the stream
+    /// is resumed (empty: none, or an `id` that reset it).
+    pub fn last_event_id(&self) -> &Bytes {
+        &self.last_id
+    }
+
+    /// How long to wait before resuming, as the stream's last `retry`
+    /// asked (`None`: it did not).
+    pub fn retry(&self) -> Option<std::time::Duration> {
+        self.retry.map(std::time::Duration::from_millis)
     }
 
     /// Feeds the next octets of the stream; appends the data of every event
@@ -145,6 +168,9 @@ impl SseDecoder {
     /// One complete line.
     fn field(&mut self, line: &[u8], events: &mut Vec<Bytes>) -> Result<(), SseError> {
         if line.is_empty() {
+            // The standard sets the last event id as an event ends, with
+            // data or without (a priming event has none).
+            self.last_id = self.id_buffer.clone();
             if !self.data.is_empty() {
                 // Every data line was followed by LF: drop the last.
                 self.data.truncate(self.data.len() - 1);
@@ -162,10 +188,20 @@ impl SseDecoder {
             }
             None => (line, &b""[..]),
         };
-        if name == b"data" {
-            self.grow(value.len() + 1)?;
-            self.data.extend_from_slice(value);
-            self.data.extend_from_slice(b"\n");
+        match name {
+            b"data" => {
+                self.grow(value.len() + 1)?;
+                self.data.extend_from_slice(value);
+                self.data.extend_from_slice(b"\n");
+            }
+            // An id with a NUL in it is ignored, as the standard says.
+            b"id" if !value.contains(&0) => self.id_buffer = Bytes::copy_from_slice(value),
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                // Digits past what a u64 holds: as long as it can be.
+                let ms = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+                self.retry = Some(ms.unwrap_or(u64::MAX));
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -182,6 +218,32 @@ mod tests {
     fn push(d: &mut SseDecoder, input: &[u8]) -> Result<Vec<Bytes>, SseError> {
         let mut events = Vec::new();
         d.push(input, &mut events).map(|()| events)
+    }
+
+    #[test]
+    fn the_last_event_id_and_the_retry_are_kept_for_resuming() {
+        let mut d = SseDecoder::new(1 << 20);
+        assert_eq!(
+            push(&mut d, b"id: e-1\nretry: 500\ndata:\n\n").expect("ok"),
+            [""]
+        );
+        assert_eq!(&d.last_event_id()[..], b"e-1");
+        assert_eq!(d.retry(), Some(std::time::Duration::from_millis(500)));
+        // The id counts once its event ends; a retry that is not digits is
+        // ignored.
+        push(&mut d, b"retry: 1x\nid: e-2\ndata: {}\n").expect("ok");
+        assert_eq!(&d.last_event_id()[..], b"e-1");
+        push(&mut d, b"\n").expect("ok");
+        assert_eq!(&d.last_event_id()[..], b"e-2");
+        assert_eq!(d.retry(), Some(std::time::Duration::from_millis(500)));
+        // It persists over events without one; an empty one resets it; one
+        // with a NUL is ignored.
+        push(&mut d, b"data: 1\n\n").expect("ok");
+        assert_eq!(&d.last_event_id()[..], b"e-2");
+        push(&mut d, b"id: a\0b\ndata: 2\n\n").expect("ok");
+        assert_eq!(&d.last_event_id()[..], b"e-2");
+        push(&mut d, b"id\ndata: 3\n\n").expect("ok");
+        assert!(d.last_event_id().is_empty());
     }
 
     #[test]

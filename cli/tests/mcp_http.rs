@@ -245,9 +245,12 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
             resp
         }
         "no_reply" => {
-            let (tx, resp) = event_stream();
-            drop(tx);
-            resp
+            // An event stream that ends with no event (no id to resume
+            // from: `a_stream_the_server_closes_before_the_reply_is_resumed`).
+            let mut r = Response::new(Full::new(Bytes::new()).boxed());
+            r.headers_mut()
+                .insert("content-type", "text/event-stream".parse().expect("value"));
+            r
         }
         "expire" => {
             server.sessions.lock().expect("sessions").remove(&session);
@@ -1208,5 +1211,136 @@ async fn an_mcp_session_belongs_to_the_credential_that_opened_it() {
             .await
             .status(),
         200
+    );
+}
+
+/// What the polling server saw of its resumption: the `Last-Event-ID` of
+/// each GET that named one, and how long after it closed the request's
+/// stream that GET came.
+#[derive(Default)]
+struct Polled {
+    closed: Mutex<Option<Instant>>,
+    resumed: Mutex<Vec<(String, Duration)>>,
+}
+
+/// A session server that closes a tool call's event stream before the
+/// reply, as MCP 2025-11-25 lets a server do to have the client poll: the
+/// stream gives an event id and `retry: 300`, and the reply comes on the
+/// GET that names that id. It offers no other GET stream.
+async fn polling_server(polled: Arc<Polled>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let polled = polled.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let polled = polled.clone();
+                    async move { Ok::<_, Infallible>(poll_answer(&polled, req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+async fn poll_answer(polled: &Polled, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    let sse = |text: String| {
+        let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
+        r.headers_mut()
+            .insert("content-type", "text/event-stream".parse().expect("value"));
+        r.headers_mut()
+            .insert("mcp-session-id", "p-1".parse().expect("value"));
+        r
+    };
+    if req.method() == hyper::Method::GET {
+        let Some(last) = req.headers().get("last-event-id") else {
+            return empty(StatusCode::METHOD_NOT_ALLOWED);
+        };
+        let last = last.to_str().unwrap_or_default().to_owned();
+        if last == "n-1" {
+            return empty(StatusCode::METHOD_NOT_ALLOWED);
+        }
+        let since = polled.closed.lock().expect("closed").map(|t| t.elapsed());
+        polled
+            .resumed
+            .lock()
+            .expect("resumed")
+            .push((last, since.unwrap_or_default()));
+        let reply = json!({"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"after polling"}]}});
+        return sse(format!("id: e-2\ndata:\n\nid: e-3\ndata: {reply}\n\n"));
+    }
+    if req.method() == hyper::Method::DELETE {
+        return empty(StatusCode::OK);
+    }
+    let body = req.into_body().collect().await.expect("body").to_bytes();
+    let msg: Value = serde_json::from_slice(&body).unwrap_or_default();
+    match msg["method"].as_str() {
+        Some("initialize") => {
+            let mut r = json_body(
+                StatusCode::OK,
+                &json!({"jsonrpc":"2.0","id":msg["id"],"result":{"protocolVersion":"2025-11-25",
+                    "capabilities":{"tools":{}},"serverInfo":{"name":"poll","version":"1"}}}),
+            );
+            r.headers_mut()
+                .insert("mcp-session-id", "p-1".parse().expect("value"));
+            r
+        }
+        Some("tools/call") if msg["params"]["name"] == "never" => {
+            sse("id: n-1\nretry: 50\ndata:\n\n".into())
+        }
+        Some("tools/call") => {
+            *polled.closed.lock().expect("closed") = Some(Instant::now());
+            sse("id: e-1\nretry: 300\ndata:\n\n".into())
+        }
+        _ => empty(StatusCode::ACCEPTED),
+    }
+}
+
+/// MCP 2025-11-25's resumable streams at the origin: a server that closes
+/// a request's event stream before the reply is asked again with a GET
+/// naming the last event id, after the `retry` it gave, and the reply that
+/// comes there answers the client, who sees one uninterrupted request
+/// (was MayHaveExecuted: the conformance suite's `sse-retry` through a
+/// pair).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_the_server_closes_before_the_reply_is_resumed() {
+    let polled = Arc::new(Polled::default());
+    let url = polling_server(polled.clone()).await;
+    let origin = origin_for(&url).await;
+    let mut client = mcp_client(&origin).await;
+    let r = initialize(&mut client, 1).await;
+    assert_eq!(r["result"]["serverInfo"]["name"], "poll", "{r}");
+    client
+        .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let r = client
+        .call(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{}}}))
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], "after polling", "{r}");
+    let resumed = polled.resumed.lock().expect("resumed").clone();
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    let (last, after) = &resumed[0];
+    assert_eq!(last, "e-1");
+    assert!(
+        *after >= Duration::from_millis(290) && *after < Duration::from_secs(2),
+        "the GET came {after:?} after the close, not after the 300 ms asked"
+    );
+
+    // A server that will not resume it: answered as a stream closed early
+    // (the tool may have run).
+    let r = client
+        .call(json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"never","arguments":{}}}))
+        .await;
+    assert_eq!(r["error"]["code"], -32014, "{r}");
+    let detail = r["error"]["data"]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("refused to resume it (HTTP 405"),
+        "{detail}"
     );
 }

@@ -341,26 +341,7 @@ async fn pass(
     use crate::gateway::forward::passthrough::{Crossing, MAX_REQUEST_BODY, Passed};
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let ctx = &edge.ctx;
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    let refused = if !matches!(*req.method(), hyper::Method::GET | hyper::Method::POST) {
-        let why = "an authorization endpoint takes GET and POST";
-        let mut r = status_only(StatusCode::METHOD_NOT_ALLOWED, why);
-        r.headers_mut().insert(
-            header::ALLOW,
-            HeaderValue::from_static("GET, POST, OPTIONS"),
-        );
-        Some(r)
-    } else if declared.is_some_and(|n| n > MAX_REQUEST_BODY) {
-        let why =
-            format!("an authorization request's body is carried up to {MAX_REQUEST_BODY} octets");
-        Some(status_only(StatusCode::PAYLOAD_TOO_LARGE, &why))
-    } else {
-        unsupported_transfer_encoding(req.headers())
-    };
-    if let Some(r) = refused {
+    if let Some(r) = refuse_passed_head(&req) {
         return closing_if_body(req.headers(), r);
     }
     let (parts, body) = req.into_parts();
@@ -412,6 +393,32 @@ async fn pass(
         r.headers_mut().append(name, value);
     }
     r
+}
+
+/// What an authorization request is refused for from its head alone: a
+/// method other than GET and POST, a body declared over what is carried,
+/// a `Transfer-Encoding` other than chunked.
+fn refuse_passed_head<B>(req: &Request<B>) -> Option<HttpResponse> {
+    use crate::gateway::forward::passthrough::MAX_REQUEST_BODY;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if !matches!(*req.method(), hyper::Method::GET | hyper::Method::POST) {
+        let why = "an authorization endpoint takes GET and POST";
+        let mut r = status_only(StatusCode::METHOD_NOT_ALLOWED, why);
+        r.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, POST, OPTIONS"),
+        );
+        Some(r)
+    } else if declared.is_some_and(|n| n > MAX_REQUEST_BODY) {
+        let why =
+            format!("an authorization request's body is carried up to {MAX_REQUEST_BODY} octets");
+        Some(status_only(StatusCode::PAYLOAD_TOO_LARGE, &why))
+    } else {
+        unsupported_transfer_encoding(req.headers())
+    }
 }
 
 /// The JSON-RPC error code of a 401 or 403 answer.

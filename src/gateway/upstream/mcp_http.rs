@@ -54,6 +54,7 @@ const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const ACCEPT_BOTH: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
 const EVENT_STREAM: HeaderValue = HeaderValue::from_static("text/event-stream");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// How long ending the session (DELETE) may take.
 const DELETE_WAIT: Duration = Duration::from_secs(1);
@@ -63,6 +64,20 @@ const LISTEN_BACKOFF: Duration = Duration::from_millis(500);
 const LISTEN_MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How much of a body that is not the reply a NotDelivered detail quotes.
 const QUOTED: usize = 200;
+/// The pause before a request's event stream is resumed when the stream
+/// asked for none (`retry`).
+const RESUME_AFTER: Duration = Duration::from_secs(1);
+/// The most GETs that resume one request's event stream (the exchange's
+/// deadline bounds them too).
+const MAX_RESUMES: usize = 64;
+
+/// Where a request's event stream, closed before its reply, resumes.
+struct Resume {
+    /// The last event id it gave (empty: none, and it cannot be resumed).
+    last_id: Bytes,
+    /// The pause it asked for.
+    retry: Option<Duration>,
+}
 
 /// What the server said of the session so far.
 #[derive(Default)]
@@ -440,14 +455,15 @@ impl McpSession {
         }
     }
 
-    /// Delivers the messages of a POST's event stream until the reply to
-    /// `asked` (if it asked): whether the reply came, and the last message
-    /// that was not it.
+    /// Delivers the messages of a POST's event stream (or of a GET that
+    /// resumes it) until the reply to `asked` (if it asked): whether the
+    /// reply came, the last message that was not it, and where the stream
+    /// would resume.
     async fn read_events(
         &self,
         mut body: hyper::body::Incoming,
         asked: Option<&Asked>,
-    ) -> Result<(bool, Bytes), String> {
+    ) -> Result<(bool, Bytes, Resume), String> {
         let uri = &self.shown;
         let mut events = SseDecoder::new(self.ctx.limits.max_body);
         let (mut answered, mut other) = (false, Bytes::new());
@@ -489,7 +505,69 @@ impl McpSession {
                 ));
             }
         }
-        Ok((answered, other))
+        let resume = Resume {
+            last_id: events.last_event_id().clone(),
+            retry: events.retry(),
+        };
+        Ok((answered, other, resume))
+    }
+
+    /// Resumes a request's event stream that the server closed before the
+    /// reply (MCP 2025-11-25, "Resumability and Redelivery": a server may
+    /// close it to have the client poll; the client resumes with a GET
+    /// naming the last event id, after the `retry` the stream asked for).
+    /// GETs until the reply comes, the request is answered otherwise (on
+    /// the session's GET stream), or a stream gives no event id to go on
+    /// from; [`MAX_RESUMES`] at most, within the exchange's deadline.
+    /// Whether the reply came, and the last message that was not it.
+    async fn resume(
+        &self,
+        asked: &Asked,
+        credential: Option<&Bytes>,
+        mut from: Resume,
+    ) -> Result<(bool, Bytes), Unanswered> {
+        let uri = &self.shown;
+        let mut other = Bytes::new();
+        for _ in 0..MAX_RESUMES {
+            tokio::time::sleep(from.retry.unwrap_or(RESUME_AFTER)).await;
+            if self.session.deadline_of(&asked.id, asked.kind).is_none() {
+                return Ok((true, other));
+            }
+            let (mut req, _) = self
+                .request(Method::GET, EVENT_STREAM, Bytes::new(), credential)
+                .map_err(Unanswered::reached)?;
+            let Ok(last) = HeaderValue::from_maybe_shared(from.last_id.clone()) else {
+                break;
+            };
+            req.headers_mut().insert(LAST_EVENT_ID, last);
+            let resp = self.client.request(req).await.map_err(|e| {
+                Unanswered::reached(format!(
+                    "upstream {uri}: resuming its event stream: {}",
+                    error_chain(&e)
+                ))
+            })?;
+            let status = resp.status();
+            if !status.is_success() {
+                return Err(Unanswered::reached(format!(
+                    "upstream {uri} closed the request's event stream before the reply, and refused to resume it (HTTP {status})"
+                )));
+            }
+            let (answered, last, next) = self
+                .read_events(resp.into_body(), Some(asked))
+                .await
+                .map_err(Unanswered::reached)?;
+            if !last.is_empty() {
+                other = last;
+            }
+            if answered || next.last_id.is_empty() {
+                return Ok((answered, other));
+            }
+            from = Resume {
+                last_id: next.last_id,
+                retry: next.retry.or(from.retry),
+            };
+        }
+        Ok((false, other))
     }
 
     /// The POST of one message; `Err` says why the request (if it is one)
@@ -540,9 +618,18 @@ impl McpSession {
         // Whether the reply came, and the last message that was not the
         // reply (quoted if none is).
         let (answered, other) = if sse {
-            self.read_events(resp.into_body(), asked)
+            let (answered, other, resume) = self
+                .read_events(resp.into_body(), asked)
                 .await
-                .map_err(Unanswered::reached)?
+                .map_err(Unanswered::reached)?;
+            match asked {
+                // Closed before the reply, with an id to resume from.
+                Some(a) if !answered && !resume.last_id.is_empty() => {
+                    let (answered, later) = self.resume(a, credential, resume).await?;
+                    (answered, if later.is_empty() { other } else { later })
+                }
+                _ => (answered, other),
+            }
         } else {
             let body = Limited::new(resp.into_body(), max)
                 .collect()
