@@ -112,7 +112,7 @@ async fn setup(scheme: Scheme) -> (Listener, Arc<Edge>) {
 }
 
 async fn call(edge: &Arc<Edge>, text: &Bytes, kind: &Kind) {
-    match edge.call(text.clone(), kind.clone(), None).await {
+    match edge.call(text.clone(), kind.clone(), None, None).await {
         Reply::Message { .. } => {}
         Reply::Failed(f) => panic!("call failed: {f:?}"),
     }

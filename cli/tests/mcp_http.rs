@@ -314,6 +314,22 @@ fn stateless(
         let e = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32601,"message":"Method not found"}});
         return json_body(StatusCode::NOT_FOUND, &e);
     }
+    if name == Some("progress") {
+        // Its progress on the request's own stream, then the result.
+        let (tx, resp) = event_stream();
+        let token = msg["params"]["_meta"]["progressToken"].clone();
+        let reply = json!({"jsonrpc":"2.0","id":msg["id"],"result":{"content":[{"type":"text","text":"done"}]}});
+        tokio::spawn(async move {
+            for n in 1..=2 {
+                let progress = json!({"jsonrpc":"2.0","method":"notifications/progress",
+                    "params":{"progressToken":token,"progress":n,"total":2}});
+                let _ = tx.send(progress).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let _ = tx.send(reply).await;
+        });
+        return resp;
+    }
     json_body(
         StatusCode::OK,
         &json!({"jsonrpc":"2.0","id":msg["id"],"result":{
@@ -1342,5 +1358,61 @@ async fn a_stream_the_server_closes_before_the_reply_is_resumed() {
     assert!(
         detail.contains("refused to resume it (HTTP 405"),
         "{detail}"
+    );
+}
+
+/// One request, a stream of messages (issue 52, item 2): a stateless
+/// request's progress, which its server sends on the request's own stream,
+/// reaches an HTTP client through the pair, in order, before the result,
+/// on one event stream (was dropped at the edge: 0 of 2). A client that
+/// takes JSON alone gets the result alone, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_requests_progress_reaches_its_client_before_the_result() {
+    let (_server, url) = new_server().await;
+    let url: &'static str = Box::leak(url.into_boxed_str());
+    let pair = mcp_pair(Up::Url(url)).await;
+    let edge = pair.ingress("http");
+    let call = json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{
+        "_meta":{"io.modelcontextprotocol/protocolVersion":STATELESS,"progressToken":"p-1"},
+        "name":"progress","arguments":{}}})
+    .to_string();
+    let headers = |accept| {
+        [
+            ("content-type", "application/json"),
+            ("accept", accept),
+            ("mcp-protocol-version", STATELESS),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "progress"),
+        ]
+    };
+    let (status, body) = support::post_headers(&edge, &call, &headers(http_client::BOTH)).await;
+    assert_eq!(status, 200, "{body}");
+    let mut events = Vec::new();
+    npamp_gateway::sse::SseDecoder::new(1 << 20)
+        .push(body.as_bytes(), &mut events)
+        .expect("an event stream");
+    let messages: Vec<Value> = events
+        .iter()
+        .filter(|e| !e.is_empty())
+        .map(|e| parse(&String::from_utf8_lossy(e)))
+        .collect();
+    assert_eq!(messages.len(), 3, "{body}");
+    for (n, m) in messages[..2].iter().enumerate() {
+        assert_eq!(m["method"], "notifications/progress", "{m}");
+        assert_eq!(m["params"]["progressToken"], "p-1", "{m}");
+        assert_eq!(m["params"]["progress"], n + 1, "{m}");
+    }
+    assert_eq!(messages[2]["id"], 9, "{body}");
+    assert_eq!(
+        messages[2]["result"]["content"][0]["text"], "done",
+        "{body}"
+    );
+
+    let (status, body) = support::post_headers(&edge, &call, &headers("application/json")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        parse(&body)["result"]["content"][0]["text"],
+        "done",
+        "{body}"
     );
 }

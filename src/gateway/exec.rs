@@ -253,6 +253,7 @@ impl<T: Ticket> Exec<T> {
                 _ => self.undelivered(),
             },
             Action::Answer(ticket, reply) => ticket.answer(reply),
+            Action::Interim(interim, text) => (interim.0)(text),
             Action::Serve(request) => self.serve(request),
             Action::ResumeLocal => self.local_resumed.notify_waiters(),
             Action::ResumePeer => self.peer_resumed.notify_waiters(),

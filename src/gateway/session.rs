@@ -92,6 +92,33 @@ impl Session {
         }
     }
 
+    /// A notification of the local party that belongs to the peer's request
+    /// `id` (it came on that request's own stream): streamed to the peer
+    /// before the request's reply while it waits for one
+    /// ([`crate::relay::Exchange::handle_local_related`]); anything else
+    /// goes as [`Session::on_local_scanned`] sends it.
+    pub async fn on_local_related(
+        &self,
+        text: Bytes,
+        scanned: Result<Scanned, ScanError>,
+        id: (&[u8], IdKind),
+    ) {
+        let kind = match scanned {
+            Ok(Scanned::Single(kind @ crate::jsonrpc::Kind::Notification { .. })) => kind,
+            scanned => return self.on_local_scanned(text, scanned).await,
+        };
+        let reading = self
+            .0
+            .with(|x, now| {
+                x.handle_local_related(now, text, kind, id);
+                x.reading_local()
+            })
+            .await;
+        if !reading {
+            self.0.local_room().await;
+        }
+    }
+
     /// [`Session::on_local_message`] for a message its caller has already
     /// scanned (with the gateway's own limits, `Ctx::scan`).
     pub async fn on_local_scanned(&self, text: Bytes, scanned: Result<Scanned, ScanError>) {

@@ -63,6 +63,19 @@ const fn kind_name(kind: &Kind) -> &'static str {
     }
 }
 
+/// The frame type and message kind that carry a notification that belongs
+/// to a request (`correlation_id` non-empty: the request's): one chunk of
+/// that request's streamed reply, BRIDGE_STREAM_DATA (NPAMP-BRIDGE §2, §5;
+/// `docs/decisions.md` §11); any other object as [`frame_type_of`] says.
+pub const fn frame_type_for(kind: &Kind, correlation_id: &[u8]) -> (FrameType, MessageKind) {
+    match kind {
+        Kind::Notification { .. } if !correlation_id.is_empty() => {
+            (bridge::BRIDGE_STREAM_DATA, MessageKind::STREAM_DATA)
+        }
+        _ => frame_type_of(kind),
+    }
+}
+
 /// The frame type and message kind that carry a JSON-RPC object (§4–§7).
 pub const fn frame_type_of(kind: &Kind) -> (FrameType, MessageKind) {
     match kind {
@@ -76,7 +89,9 @@ pub const fn frame_type_of(kind: &Kind) -> (FrameType, MessageKind) {
 /// Writes the Bridge payload for one JSON-RPC object: envelope, optional
 /// SafetyLabel (requests and notifications), then `text` verbatim.
 /// `correlation_id` is empty for a notification (§7) and the request's for a
-/// reply (§5, §6). Replies carry no method (§5, §6). Returns the frame type.
+/// reply (§5, §6), or for a notification that belongs to that request
+/// (BRIDGE_STREAM_DATA, [`frame_type_for`]). Replies carry no method (§5,
+/// §6). Returns the frame type.
 pub fn write_payload(
     out: &mut Vec<u8>,
     protocol: ProtocolId,
@@ -99,7 +114,7 @@ pub fn write_payload_with(
     safety: Option<SafetyLabel<'_>>,
     extension: Option<Extension<'_>>,
 ) -> Result<FrameType, CarriageError> {
-    let (frame_type, message_kind) = frame_type_of(kind);
+    let (frame_type, message_kind) = frame_type_for(kind, correlation_id);
     let method = match kind {
         Kind::Request { method, .. } | Kind::Notification { method } => method_of(text, method)
             .ok_or(CarriageError::Foreign(ScanError::Invalid(
@@ -204,7 +219,7 @@ pub fn check_inbound<'a>(
         Scanned::Single(kind) => kind,
         Scanned::Batch(_) => return Err(CarriageError::BatchInFrame),
     };
-    if frame_type_of(&kind).0 != msg.frame_type {
+    if frame_type_for(&kind, msg.envelope.correlation_id).0 != msg.frame_type {
         return Err(CarriageError::KindMismatch {
             frame_type: msg.frame_type,
             carried: kind_name(&kind),

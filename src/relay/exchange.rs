@@ -30,7 +30,7 @@ use super::failure::{Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, Uncarriable}
 use super::peer::{PeerPayload, Received};
 use crate::bridge::{self, Effect, ProtocolId, SafetyLabel, TransportError};
 use crate::jsonrpc::carriage::{
-    BatchJoin, Inbound, frame_type_of, method_of, scan_error_response, write_payload_with,
+    BatchJoin, Inbound, frame_type_for, method_of, scan_error_response, write_payload_with,
     write_transport_error,
 };
 use crate::jsonrpc::{
@@ -181,6 +181,9 @@ pub enum Action<T> {
     Deliver(Bytes, Option<Attached>),
     /// The answer to the caller of this ticket.
     Answer(T, Reply),
+    /// A message the peer streamed before a caller's reply (a notification
+    /// that belongs to its request: BRIDGE_STREAM_DATA), for that caller.
+    Interim(Interim, Bytes),
     /// Serve a request or notification of the peer on its own.
     Serve(ToServe),
     /// The local party may be read again.
@@ -214,6 +217,19 @@ pub struct ToServe {
     /// client's `Authorization`, to present to the upstream (empty when
     /// the client sent none), or an HTTP request to make in its place.
     pub attached: Option<Attached>,
+}
+
+/// Where a caller takes the messages the peer streams before its reply
+/// (`docs/decisions.md` §11): called with each, in order, by whoever
+/// carries out [`Action::Interim`]. It must not wait (a bounded queue that
+/// is full drops, counting it).
+#[derive(Clone)]
+pub struct Interim(pub Arc<dyn Fn(Bytes) + Send + Sync>);
+
+impl std::fmt::Debug for Interim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interim")
+    }
 }
 
 /// What crosses beside a message, in this gateway's extension TLV
@@ -294,7 +310,7 @@ impl ToPeer {
     /// The frame type it goes in.
     pub fn frame_type(&self) -> FrameType {
         match self {
-            Self::Message { kind, .. } => frame_type_of(kind).0,
+            Self::Message { kind, corr, .. } => frame_type_for(kind, corr).0,
             Self::Error { .. } => bridge::BRIDGE_ERROR,
         }
     }
@@ -356,6 +372,8 @@ struct Pending<T> {
     started: Instant,
     batch: Option<u64>,
     ticket: Option<T>,
+    /// Where the messages streamed before its reply go.
+    interim: Option<Interim>,
     serial: u64,
     /// Sending it twice does what sending it once does (read-only or
     /// idempotent-write): if the association ends before its reply, it
@@ -371,6 +389,7 @@ struct Queued<T> {
     attached: Option<Attached>,
     batch: Option<u64>,
     ticket: Option<T>,
+    interim: Option<Interim>,
     since: Instant,
 }
 
@@ -595,7 +614,43 @@ impl<T> Exchange<T> {
         ticket: Option<T>,
         attached: Option<Attached>,
     ) {
-        self.one(now, text, kind, None, ticket, attached);
+        self.one(now, text, kind, None, (ticket, None), attached);
+    }
+
+    /// [`Exchange::handle_local_one`] for a caller that takes the messages
+    /// the peer streams before its reply (`interim`).
+    pub fn handle_local_streamed(
+        &mut self,
+        now: Instant,
+        (text, kind): (Bytes, Kind),
+        ticket: Option<T>,
+        attached: Option<Attached>,
+        interim: Option<Interim>,
+    ) {
+        self.one(now, text, kind, None, (ticket, interim), attached);
+    }
+
+    /// A notification of the local party that belongs to the peer's request
+    /// `id` (a message on that request's own stream, as an MCP server's
+    /// progress): sent as one chunk of that request's streamed reply
+    /// (BRIDGE_STREAM_DATA, echoing its correlation id) while the request
+    /// waits for its reply, else as a notification of its own.
+    pub fn handle_local_related(
+        &mut self,
+        now: Instant,
+        text: Bytes,
+        kind: Kind,
+        id: (&[u8], IdKind),
+    ) {
+        let corr = match (&kind, self.find_incoming(id.0, id.1)) {
+            (Kind::Notification { .. }, Some(incoming)) if self.closed.is_none() => {
+                incoming.corr.clone()
+            }
+            _ => return self.one(now, text, kind, None, (None, None), None),
+        };
+        self.config.observer.notification();
+        let label = label_of(&text, &kind, &self.config.labeler).ok().flatten();
+        self.send_message(text, kind, corr, label, None);
     }
 
     /// A message of the local party, scanned with the gateway's limits.
@@ -620,7 +675,7 @@ impl<T> Exchange<T> {
                     warn!(error = %e, "the {} sent a message that is not JSON-RPC; dropped", self.config.local_name);
                 }
             }
-            Ok(Scanned::Single(kind)) => self.one(now, text, kind, None, ticket, None),
+            Ok(Scanned::Single(kind)) => self.one(now, text, kind, None, (ticket, None), None),
             Ok(Scanned::Batch(elements)) => {
                 if let Some(t) = ticket {
                     let f = Failure::Invalid("a batch is answered by the ingress".into());
@@ -648,7 +703,14 @@ impl<T> Exchange<T> {
                     let start = e.range.start;
                     let elem = text.slice(e.range);
                     match e.kind {
-                        Ok(kind) => self.one(now, elem, kind.relative_to(start), batch, None, None),
+                        Ok(kind) => self.one(
+                            now,
+                            elem,
+                            kind.relative_to(start),
+                            batch,
+                            (None, None),
+                            None,
+                        ),
                         Err(invalid) => {
                             let err = ScanError::Invalid(invalid);
                             self.config.observer.answered(ReplyClass::Invalid, None);
@@ -667,7 +729,7 @@ impl<T> Exchange<T> {
         text: Bytes,
         kind: Kind,
         batch: Option<u64>,
-        ticket: Option<T>,
+        (ticket, interim): (Option<T>, Option<Interim>),
         attached: Option<Attached>,
     ) {
         let label = match label_of(&text, &kind, &self.config.labeler) {
@@ -702,6 +764,7 @@ impl<T> Exchange<T> {
                     attached,
                     batch,
                     ticket,
+                    interim,
                     since: now,
                 });
                 self.admit(now);
@@ -724,6 +787,7 @@ impl<T> Exchange<T> {
                         attached,
                         batch,
                         ticket,
+                        interim: None,
                         since: now,
                     });
                 }
@@ -872,6 +936,7 @@ impl<T> Exchange<T> {
                 started: now,
                 batch: q.batch,
                 ticket: q.ticket,
+                interim: q.interim,
                 serial,
                 resend_safe,
             },
@@ -1255,6 +1320,21 @@ impl<T> Exchange<T> {
                     self.deliver_held(now);
                 }
                 Kind::Notification { method } => {
+                    // One that belongs to a request of a caller here
+                    // (BRIDGE_STREAM_DATA): for that caller, if it takes
+                    // them and still waits.
+                    if !correlation_id.is_empty() && self.party == Party::Callers {
+                        let interim =
+                            (self.outgoing.get(correlation_id)).and_then(|p| p.interim.clone());
+                        match interim {
+                            Some(i) => {
+                                let part = at(text);
+                                self.push(Action::Interim(i, payload.keep(part)));
+                            }
+                            None => self.config.observer.dropped(),
+                        }
+                        return;
+                    }
                     // What the origin would refuse as a request it drops as
                     // a notification (nobody to tell).
                     let name = method_of(text, &method);
@@ -1471,6 +1551,14 @@ impl<T> Exchange<T> {
 
     /// Removes the request of the peer a reply with id `token` answers: the
     /// same token, else the same id value (`1` and `1.0`, escapes).
+    /// The request of the peer whose id is `token`, still waiting for its
+    /// reply.
+    fn find_incoming(&self, token: &[u8], kind: IdKind) -> Option<&Incoming> {
+        self.incoming
+            .get(token)
+            .or_else(|| (self.incoming.values()).find(|v| same_id(&v.id, v.kind, token, kind)))
+    }
+
     fn take_incoming(&mut self, token: &[u8], kind: IdKind) -> Option<Incoming> {
         if let Some(i) = self.incoming.remove(token) {
             return Some(i);

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::bridge::{Effect, ProtocolId, TransportError};
-use crate::jsonrpc::{EffectTable, Labeler, Limits, Scanned, scan};
+use crate::jsonrpc::{EffectTable, IdKind, Labeler, Limits, Scanned, scan};
 
 const PROTOCOL: ProtocolId = ProtocolId::JSONRPC_EXPERIMENTAL;
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -124,6 +124,7 @@ impl<T> Side<T> {
                 Action::Send(msg) => wire.push(encode(&msg)),
                 Action::Deliver(text, _) => self.local.push(parse(&text)),
                 Action::Answer(t, r) => self.answers.push((t, r)),
+                Action::Interim(i, text) => (i.0)(text),
                 Action::Serve(s) => self.served.push(s),
                 Action::ResumeLocal | Action::ResumePeer => {}
             }
@@ -959,4 +960,114 @@ fn a_session_request_held_for_room_waits_up_to_the_request_timeout() {
         "3 is not delivered after all"
     );
     assert_eq!(p.origin.x.octets().1, 0);
+}
+
+/// What the upstream sends on a request's own stream (MCP progress) crosses
+/// as that request's streamed reply (BRIDGE_STREAM_DATA) and reaches its
+/// caller, in order, before the reply; what belongs to no waiting request
+/// goes as a notification of its own, and a caller that takes none is
+/// given none.
+#[test]
+fn what_belongs_to_a_request_reaches_its_caller_before_the_reply() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginSession,
+        Room::default(),
+        Room::default(),
+    );
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = got.clone();
+    let interim = crate::relay::Interim(Arc::new(move |text: Bytes| {
+        sink.lock().expect("lock").push(parse(&text));
+    }));
+    let now = p.now;
+    let call = |text: String| {
+        let text = Bytes::from(text);
+        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+            panic!("scans");
+        };
+        (text, kind)
+    };
+    let asked = call(req(7, "tools/call", json!({"name": "slow"})));
+    (p.edge.x).handle_local_streamed(now, asked, Some(1), None, Some(interim));
+    let other = call(req(8, "tools/call", json!({"name": "quick"})));
+    (p.edge.x).handle_local_streamed(now, other, Some(2), None, None);
+    p.drive();
+    assert_eq!(p.origin.take_local().len(), 2);
+    let progress = |n: u32| {
+        json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":n}})
+            .to_string()
+    };
+    let related = |p: &mut Pair<u32>, id: &[u8], text: String| {
+        let text = Bytes::from(text);
+        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+            panic!("scans");
+        };
+        let now = p.now;
+        p.origin
+            .x
+            .handle_local_related(now, text, kind, (id, IdKind::Number));
+        p.drive();
+    };
+    related(&mut p, b"7", progress(1));
+    related(&mut p, b"7", progress(2));
+    // The other caller takes none: dropped at the edge, not delivered.
+    related(&mut p, b"8", progress(9));
+    p.upstream(r#"{"jsonrpc":"2.0","id":7,"result":"done"}"#);
+    p.upstream(r#"{"jsonrpc":"2.0","id":8,"result":"done"}"#);
+    // After the reply, nothing waits: a notification of its own (which a
+    // pool drops: no session to give it to).
+    related(&mut p, b"7", progress(3));
+    let got = got.lock().expect("lock").clone();
+    assert_eq!(
+        got.iter()
+            .map(|m| m["params"]["progress"].clone())
+            .collect::<Vec<_>>(),
+        [json!(1), json!(2)]
+    );
+    let answered: Vec<u32> = p.edge.answers.iter().map(|(t, _)| *t).collect();
+    assert_eq!(answered, [1, 2]);
+    assert_eq!(p.edge.counts.dropped.load(Relaxed), 2, "9 and 3");
+}
+
+/// On the wire, such a message is a BRIDGE_STREAM_DATA frame echoing the
+/// request's correlation id; a notification of its own is a BRIDGE_NOTIFY
+/// with none.
+#[test]
+fn a_related_notification_is_a_stream_data_frame() {
+    let text = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
+    let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+        panic!("scans");
+    };
+    for (corr, frame) in [
+        (&b"7"[..], crate::bridge::BRIDGE_STREAM_DATA),
+        (b"", crate::bridge::BRIDGE_NOTIFY),
+    ] {
+        let msg = ToPeer::Message {
+            text: text.clone(),
+            kind: kind.clone(),
+            corr: corr.into(),
+            label: None,
+            attached: None,
+        };
+        let (ft, payload) = encode(&msg);
+        assert_eq!(ft, frame);
+        let Received::Message(crate::jsonrpc::carriage::Inbound::JsonRpc {
+            correlation_id, ..
+        }) = receive(ft, &payload, PROTOCOL, &Limits::default())
+        else {
+            panic!("received");
+        };
+        assert_eq!(correlation_id, corr);
+        // The other frame type for the same envelope is refused.
+        let other = if corr.is_empty() {
+            crate::bridge::BRIDGE_STREAM_DATA
+        } else {
+            crate::bridge::BRIDGE_NOTIFY
+        };
+        assert!(matches!(
+            receive(other, &payload, PROTOCOL, &Limits::default()),
+            Received::Malformed { .. }
+        ));
+    }
 }

@@ -14,7 +14,7 @@ use super::Edge;
 use crate::gateway::metrics::{Ingress, ReplyClass};
 use crate::jsonrpc::carriage::{BatchJoin, id_of, local_error, scan_error_response};
 use crate::jsonrpc::{Element, Kind as Message, ScanError};
-use crate::relay::{Attached, Failure, Reply};
+use crate::relay::{Attached, Failure, Interim, Reply};
 
 /// What carrying one message over the edge came to.
 pub enum Answer {
@@ -41,11 +41,23 @@ pub async fn answer_one(
     kind: Message,
     attached: Option<Attached>,
 ) -> Answer {
+    answer_streamed(edge, text, kind, attached, None).await
+}
+
+/// [`answer_one`], what the origin streams before a request's reply going
+/// to `interim`.
+pub async fn answer_streamed(
+    edge: &Arc<Edge>,
+    text: Bytes,
+    kind: Message,
+    attached: Option<Attached>,
+    interim: Option<Interim>,
+) -> Answer {
     let ctx = &edge.ctx;
     match &kind {
         Message::Request { id, .. } => {
             let id_token = text.slice(id.token.clone());
-            match edge.call(text, kind, attached).await {
+            match edge.call(text, kind, attached, interim).await {
                 Reply::Message {
                     text,
                     attached: Some(Attached::Challenge(challenge)),

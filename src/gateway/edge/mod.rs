@@ -28,7 +28,7 @@ use super::settings::HedgeAfter;
 use crate::assoc::{Endpoint, PeerAddr, SharedClientEndpoint};
 use crate::bridge::{Effect, TransportError};
 use crate::jsonrpc::Kind;
-use crate::relay::{Attached, Failure, Reply, label_of};
+use crate::relay::{Attached, Failure, Interim, Reply, label_of};
 
 pub mod answer;
 mod pool;
@@ -272,12 +272,14 @@ impl Edge {
 
     /// Carries one request and waits for its reply: to the best origin,
     /// then, when that one could not deliver it and sending it again cannot
-    /// execute it twice, to the next (within the retry budget).
+    /// execute it twice, to the next (within the retry budget). What the
+    /// origin streams before the reply goes to `interim`, if given.
     pub async fn call(
         self: &Arc<Self>,
         text: Bytes,
         kind: Kind,
         attached: Option<Attached>,
+        interim: Option<Interim>,
     ) -> Reply {
         let metrics = &self.ctx.metrics;
         metrics.request(Ingress::HTTP);
@@ -288,9 +290,9 @@ impl Edge {
         {
             // Boxed: one origin without hedging, the common case, keeps a
             // request's future (copied as it is set up) as small as one try.
-            Box::pin(self.carry(text, kind, attached)).await
+            Box::pin(self.carry((text, kind, attached, interim))).await
         } else {
-            match self.only_try(started, text, kind, attached).await {
+            match self.only_try(started, text, kind, attached, interim).await {
                 Ok(reply) => reply,
                 Err(not_sent) => not_sent.into_reply(),
             }
@@ -313,17 +315,17 @@ impl Edge {
     /// [`Edge::call`] where a request may be tried more than once: the
     /// policy's [`Carry`] says where each try goes, when a read-only one
     /// is hedged and which end answers; this sends and waits as told.
-    async fn carry(&self, text: Bytes, kind: Kind, attached: Option<Attached>) -> Reply {
+    async fn carry(&self, message: pool::Message) -> Reply {
+        let (text, kind) = (&message.0, &message.1);
         let started = Instant::now();
         let mut effect = None;
         let hedging = (self.origins.hedging.as_ref())
-            .filter(|_| self.effect(&mut effect, &text, &kind) == Some(Effect::ReadOnly));
+            .filter(|_| self.effect(&mut effect, text, kind) == Some(Effect::ReadOnly));
         let hedge = hedging.and_then(|h| self.origins.hedge_delay(h));
         let mut carry = Carry::new(&*self.origins, u64::MAX, hedge);
         let try_at = |member: usize, second: bool, wait: bool| {
-            let message = (text.clone(), kind.clone(), attached.clone());
             let peer = self.peer_at(member);
-            peer.call(&self.ctx, &self.endpoint, (wait, second), message)
+            peer.call(&self.ctx, &self.endpoint, (wait, second), message.clone())
                 .fuse()
         };
         let mut first = pin!(Fuse::terminated());
@@ -383,7 +385,7 @@ impl Edge {
             let ended = ended_of(&end);
             ends[slot.index()] = Some(end);
             let resend_safe = || {
-                self.effect(&mut effect, &text, &kind)
+                self.effect(&mut effect, text, kind)
                     .is_some_and(Effect::resend_safe)
             };
             steps = carry.ended(Instant::now(), slot, ended, resend_safe);
@@ -399,6 +401,7 @@ impl Edge {
         text: Bytes,
         kind: Kind,
         attached: Option<Attached>,
+        interim: Option<Interim>,
     ) -> Result<Reply, NotSent> {
         let peer = self.peer_at(0);
         let mut guard = Attempt {
@@ -413,7 +416,7 @@ impl Edge {
             &self.ctx,
             &self.endpoint,
             (true, false),
-            (text, kind, attached),
+            (text, kind, attached, interim),
         ))
         .await;
         // Not sent: the pool ejected the origin if it could not connect.
@@ -601,10 +604,10 @@ mod tests {
             &edge.ctx,
             &edge.endpoint,
             (true, false),
-            (text.clone(), kind.clone(), None),
+            (text.clone(), kind.clone(), None, None),
         );
         let one = std::mem::size_of_val(&one);
-        let size = std::mem::size_of_val(&edge.call(text, kind, None));
+        let size = std::mem::size_of_val(&edge.call(text, kind, None, None));
         // Retries and the health add a little to one try at the pool; two
         // tries (a hedge) inline would double it.
         assert!(size < one + 512, "{size} octets, one try {one}");

@@ -19,7 +19,11 @@ use crate::gateway::metrics::Ingress;
 use crate::gateway::policy::health::{self, Health};
 use crate::gateway::policy::race::{self, End, Race, Verdict};
 use crate::jsonrpc::Kind;
-use crate::relay::{Attached, Failure, Reply, Role};
+use crate::relay::{Attached, Failure, Interim, Reply, Role};
+
+/// A request as a try carries it: its text, its kind, what goes beside it,
+/// and where what the origin streams before its reply goes.
+pub type Message = (Bytes, Kind, Option<Attached>, Option<Interim>);
 
 /// After a failed connect, requests fail fast for this long instead of each
 /// starting a handshake with a peer that is down.
@@ -320,12 +324,12 @@ impl Peer {
         ctx: &Arc<Ctx>,
         endpoint: &Endpoint,
         (wait, second): (bool, bool),
-        (text, kind, attached): (Bytes, Kind, Option<Attached>),
+        (text, kind, attached, interim): Message,
     ) -> Result<Reply, NotSent> {
         let pooled = self.pooled(ctx, endpoint, wait, second).await?;
         let (tx, mut rx) = oneshot::channel();
         let carried = pooled.exec.with(|x, now| {
-            x.handle_local_one(now, text, kind, Some(tx), attached);
+            x.handle_local_streamed(now, (text, kind), Some(tx), attached, interim);
         });
         // A send that waits for room on a backed-up association ends when
         // the exchange answers (a timeout): sealing happens at once or not

@@ -677,7 +677,15 @@ impl McpSession {
             self.ctx.metrics.dropped.fetch_add(1, Relaxed);
             return false;
         }
-        self.session.on_local_scanned(msg, scanned).await;
+        match asked {
+            // What comes on a request's stream before its reply belongs to
+            // it (MCP: progress, log messages): streamed with it.
+            Some(a) if !reply => {
+                let id = (&a.id[..], a.kind);
+                self.session.on_local_related(msg, scanned, id).await;
+            }
+            _ => self.session.on_local_scanned(msg, scanned).await,
+        }
         reply
     }
 
