@@ -1282,6 +1282,18 @@ async fn poll_answer(polled: &Polled, req: Request<hyper::body::Incoming>) -> Re
         if last == "n-1" {
             return empty(StatusCode::METHOD_NOT_ALLOWED);
         }
+        if last == "r-1" {
+            // The first resumed stream ends with no event: the next GET
+            // names r-1 again, as an event source keeps its last id.
+            let mut resumed = polled.resumed.lock().expect("resumed");
+            if resumed.iter().filter(|(l, _)| l == "r-1").count() == 0 {
+                resumed.push((last, Duration::ZERO));
+                return sse(String::new());
+            }
+            resumed.push((last, Duration::ZERO));
+            let reply = json!({"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"on the second GET"}]}});
+            return sse(format!("data: {reply}\n\n"));
+        }
         let since = polled.closed.lock().expect("closed").map(|t| t.elapsed());
         polled
             .resumed
@@ -1309,6 +1321,9 @@ async fn poll_answer(polled: &Polled, req: Request<hyper::body::Incoming>) -> Re
         }
         Some("tools/call") if msg["params"]["name"] == "never" => {
             sse("id: n-1\nretry: 50\ndata:\n\n".into())
+        }
+        Some("tools/call") if msg["params"]["name"] == "twice" => {
+            sse("id: r-1\nretry: 50\ndata:\n\n".into())
         }
         Some("tools/call") => {
             *polled.closed.lock().expect("closed") = Some(Instant::now());
@@ -1359,6 +1374,19 @@ async fn a_stream_the_server_closes_before_the_reply_is_resumed() {
         detail.contains("refused to resume it (HTTP 405"),
         "{detail}"
     );
+
+    let r = client
+        .call(json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"twice","arguments":{}}}))
+        .await;
+    assert_eq!(
+        r["result"]["content"][0]["text"], "on the second GET",
+        "{r}"
+    );
+    let named: Vec<String> = (polled.resumed.lock().expect("resumed").iter())
+        .map(|(l, _)| l.clone())
+        .filter(|l| l == "r-1")
+        .collect();
+    assert_eq!(named.len(), 2, "{named:?}");
 }
 
 /// One request, a stream of messages (issue 52, item 2): a stateless

@@ -648,8 +648,13 @@ impl<T> Exchange<T> {
             }
             _ => return self.one(now, text, kind, None, (None, None), None),
         };
+        // What the envelope cannot carry (a method over 255 octets, or not
+        // Unicode) is dropped, as a notification of its own would be.
+        let Ok(label) = label_of(&text, &kind, &self.config.labeler) else {
+            self.config.observer.dropped();
+            return;
+        };
         self.config.observer.notification();
-        let label = label_of(&text, &kind, &self.config.labeler).ok().flatten();
         self.send_message(text, kind, corr, label, None);
     }
 

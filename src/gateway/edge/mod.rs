@@ -12,6 +12,8 @@
 //!   started on; when that association ends, the client's connection does.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use std::pin::pin;
@@ -323,9 +325,13 @@ impl Edge {
             .filter(|_| self.effect(&mut effect, text, kind) == Some(Effect::ReadOnly));
         let hedge = hedging.and_then(|h| self.origins.hedge_delay(h));
         let mut carry = Carry::new(&*self.origins, u64::MAX, hedge);
+        let (tries, owner) = (AtomicUsize::new(0), Arc::new(AtomicUsize::new(usize::MAX)));
         let try_at = |member: usize, second: bool, wait: bool| {
             let peer = self.peer_at(member);
-            peer.call(&self.ctx, &self.endpoint, (wait, second), message.clone())
+            let mut message = message.clone();
+            let n = tries.fetch_add(1, Relaxed);
+            message.3 = message.3.map(|i| self.first_try_only(i, owner.clone(), n));
+            peer.call(&self.ctx, &self.endpoint, (wait, second), message)
                 .fuse()
         };
         let mut first = pin!(Fuse::terminated());
@@ -390,6 +396,24 @@ impl Edge {
             };
             steps = carry.ended(Instant::now(), slot, ended, resend_safe);
         }
+    }
+
+    /// `interim` for try `n` of a request: what the origin streams before
+    /// the reply goes on from the first try that streams anything, alone
+    /// (two executions' progress would interleave); another's is dropped,
+    /// counted.
+    fn first_try_only(&self, interim: Interim, owner: Arc<AtomicUsize>, n: usize) -> Interim {
+        let ctx = self.ctx.clone();
+        Interim(Arc::new(move |m: Bytes| {
+            let first = owner.compare_exchange(usize::MAX, n, Relaxed, Relaxed);
+            match first {
+                Ok(_) => (interim.0)(m),
+                Err(o) if o == n => (interim.0)(m),
+                Err(_) => {
+                    ctx.metrics.dropped.fetch_add(1, Relaxed);
+                }
+            }
+        }))
     }
 
     /// The one try of a request that cannot go elsewhere (one origin, no

@@ -18,13 +18,11 @@ use super::body::{BodyError, connection_share, read_body};
 use super::browser::{Caller, Reach};
 use super::conn::Opening;
 use super::mcp::McpSessions;
-use super::response::{
-    HttpResponse, Served, empty_response, event_response_after, json_response, status_only,
-};
+use super::response::{HttpResponse, Served, empty_response, json_response, status_only};
 use super::{Clients, Conn, Kind, Refusal, authenticate, stopped};
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
-use crate::gateway::edge::answer::{Answer, answer_batch, answer_one, answer_streamed};
+use crate::gateway::edge::answer::{Answer, answer_batch, answer_one};
 use crate::gateway::gated::Gated;
 use crate::gateway::metrics::ReplyClass;
 use crate::gateway::stall::{Requests, idle, stalled};
@@ -621,7 +619,13 @@ async fn answer_single(
         && matches!(kind, crate::jsonrpc::Kind::Request { .. })
         && super::mcp::accepts_events(headers)
     {
-        return streamed(edge, (body, kind), attached, stateless).await;
+        let answer = |a| match a {
+            Answer::Reply(text) if stateless => {
+                json_response(crate::gateway::mcp_headers::status_of(&text), text)
+            }
+            a => single_answer(ctx, a),
+        };
+        return super::streamed::streamed(edge, (body, kind), attached, answer).await;
     }
     match answer_one(edge, body, kind, attached).await {
         Answer::Reply(text) if stateless => {
@@ -629,63 +633,6 @@ async fn answer_single(
         }
         a => single_answer(ctx, a),
     }
-}
-
-/// The most messages the origin streams before a reply that wait for a
-/// client to read them; more are dropped (and counted).
-const STREAMED: usize = 64;
-
-/// An MCP request outside a session whose client takes an event stream:
-/// what the origin streams before the reply (the server's progress and log
-/// messages for it, `docs/decisions.md` §11) goes to the client as events,
-/// then the reply, on one 200 event stream. A reply that comes first is
-/// answered as any other (its status as the server would give it).
-async fn streamed(
-    edge: &Arc<Edge>,
-    message: (Bytes, crate::jsonrpc::Kind),
-    attached: Option<crate::relay::Attached>,
-    stateless: bool,
-) -> HttpResponse {
-    let ctx = edge.ctx.clone();
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(STREAMED);
-    let sink = tx.clone();
-    let counted = ctx.clone();
-    let interim = crate::relay::Interim(Arc::new(move |m: Bytes| {
-        if sink.try_send(m).is_err() {
-            counted.metrics.dropped.fetch_add(1, Relaxed);
-        }
-    }));
-    let (edge, (body, kind)) = (edge.clone(), message);
-    let mut call =
-        tokio::spawn(
-            async move { answer_streamed(&edge, body, kind, attached, Some(interim)).await },
-        );
-    let first = tokio::select! {
-        biased;
-        first = rx.recv() => first,
-        answer = &mut call => {
-            // The reply came first: nothing streamed before it (the sink
-            // went with the request).
-            let a = answer.unwrap_or_else(|e| Answer::Failed(Failure::Unavailable(e.to_string()), None));
-            return match a {
-                Answer::Reply(text) if stateless => {
-                    json_response(crate::gateway::mcp_headers::status_of(&text), text)
-                }
-                a => single_answer(&ctx, a),
-            };
-        }
-    };
-    let stall = ctx.limits.stall_timeout;
-    tokio::spawn(async move {
-        let reply = match call.await {
-            Ok(Answer::Reply(t) | Answer::Challenged(t, _) | Answer::Passed(t, _)) => t,
-            Ok(Answer::Failed(f, id)) => f.response(id.as_deref()).into(),
-            Ok(Answer::None) | Err(_) => return,
-        };
-        // A client that stopped reading gets no more, after a while.
-        let _ = tokio::time::timeout(stall, tx.send(reply)).await;
-    });
-    event_response_after(first, rx)
 }
 
 /// What is refused, or answered, from a request's head alone: a

@@ -19,6 +19,7 @@ pub mod limit;
 pub mod mcp;
 pub mod response;
 pub mod stdio;
+pub mod streamed;
 pub mod tcp;
 pub mod tls;
 pub mod ws;

@@ -21,6 +21,9 @@ pub struct EventBody {
     /// A message taken off the queue already, sent first.
     first: Option<Bytes>,
     rx: mpsc::Receiver<Bytes>,
+    /// The octets queued in `rx`, which the sender counts and this takes
+    /// off as it hands each message to hyper.
+    counted: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl hyper::body::Body for EventBody {
@@ -34,9 +37,15 @@ impl hyper::body::Body for EventBody {
         if let Some(m) = self.first.take() {
             return Poll::Ready(Some(Ok(Frame::data(event(&m)))));
         }
-        self.rx
-            .poll_recv(cx)
-            .map(|m| m.map(|m| Ok(Frame::data(event(&m)))))
+        let counted = self.counted.clone();
+        self.rx.poll_recv(cx).map(|m| {
+            m.map(|m| {
+                if let Some(c) = &counted {
+                    c.fetch_sub(m.len(), std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok(Frame::data(event(&m)))
+            })
+        })
     }
 }
 
@@ -102,7 +111,29 @@ pub fn event_response_after(
     first: Option<Bytes>,
     rx: tokio::sync::mpsc::Receiver<Bytes>,
 ) -> HttpResponse {
-    let mut r = Response::new(Either::Right(EventBody { first, rx }));
+    event_body(EventBody {
+        first,
+        rx,
+        counted: None,
+    })
+}
+
+/// [`event_response_after`] for a queue whose octets the sender counts in
+/// `counted` (the body takes off what it hands on).
+pub fn event_response_counted(
+    first: Option<Bytes>,
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+    counted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> HttpResponse {
+    event_body(EventBody {
+        first,
+        rx,
+        counted: Some(counted),
+    })
+}
+
+fn event_body(body: EventBody) -> HttpResponse {
+    let mut r = Response::new(Either::Right(body));
     let h = r.headers_mut();
     h.insert(
         hyper::header::CONTENT_TYPE,

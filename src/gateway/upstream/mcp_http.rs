@@ -77,6 +77,8 @@ struct Resume {
     last_id: Bytes,
     /// The pause it asked for.
     retry: Option<Duration>,
+    /// Why it ended, when it broke rather than ended.
+    broken: Option<String>,
 }
 
 /// What the server said of the session so far.
@@ -466,17 +468,19 @@ impl McpSession {
     ) -> Result<(bool, Bytes, Resume), String> {
         let uri = &self.shown;
         let mut events = SseDecoder::new(self.ctx.limits.max_body);
-        let (mut answered, mut other) = (false, Bytes::new());
+        let (mut answered, mut other, mut broken) = (false, Bytes::new(), None);
         while !answered {
             let Some(frame) = body.frame().await else {
                 break;
             };
-            let frame = frame.map_err(|e| {
-                format!(
-                    "upstream {uri}: reading its event stream: {}",
-                    error_chain(&e)
-                )
-            })?;
+            let frame = match frame {
+                Ok(frame) => frame,
+                Err(e) => {
+                    let e = error_chain(&e);
+                    broken = Some(format!("upstream {uri}: reading its event stream: {e}"));
+                    break;
+                }
+            };
             let Ok(data) = frame.into_data() else {
                 continue;
             };
@@ -508,18 +512,21 @@ impl McpSession {
         let resume = Resume {
             last_id: events.last_event_id().clone(),
             retry: events.retry(),
+            broken,
         };
         Ok((answered, other, resume))
     }
 
-    /// Resumes a request's event stream that the server closed before the
-    /// reply (MCP 2025-11-25, "Resumability and Redelivery": a server may
-    /// close it to have the client poll; the client resumes with a GET
-    /// naming the last event id, after the `retry` the stream asked for).
-    /// GETs until the reply comes, the request is answered otherwise (on
-    /// the session's GET stream), or a stream gives no event id to go on
-    /// from; [`MAX_RESUMES`] at most, within the exchange's deadline.
-    /// Whether the reply came, and the last message that was not it.
+    /// Resumes a request's event stream that the server closed (or that
+    /// broke) before the reply (MCP 2025-11-25, "Resumability and
+    /// Redelivery": a server may close it to have the client poll; the
+    /// client resumes with a GET naming the last event id, after the
+    /// `retry` the stream asked for). GETs until the reply comes or the
+    /// request is answered otherwise (on the session's GET stream); the
+    /// last event id and retry are kept across streams that give none, as
+    /// an event source keeps them; [`MAX_RESUMES`] at most, within the
+    /// exchange's deadline. Whether the reply came, and the last message
+    /// that was not it.
     async fn resume(
         &self,
         asked: &Asked,
@@ -533,12 +540,12 @@ impl McpSession {
             if self.session.deadline_of(&asked.id, asked.kind).is_none() {
                 return Ok((true, other));
             }
-            let (mut req, _) = self
-                .request(Method::GET, EVENT_STREAM, Bytes::new(), credential)
-                .map_err(Unanswered::reached)?;
             let Ok(last) = HeaderValue::from_maybe_shared(from.last_id.clone()) else {
                 break;
             };
+            let (mut req, sent) = self
+                .request(Method::GET, EVENT_STREAM, Bytes::new(), credential)
+                .map_err(Unanswered::reached)?;
             req.headers_mut().insert(LAST_EVENT_ID, last);
             let resp = self.client.request(req).await.map_err(|e| {
                 Unanswered::reached(format!(
@@ -547,10 +554,25 @@ impl McpSession {
                 ))
             })?;
             let status = resp.status();
+            if status == StatusCode::NOT_FOUND
+                && let Some(sent) = &sent
+            {
+                return Err(Unanswered::reached(self.forget_session_id(sent)));
+            }
             if !status.is_success() {
                 return Err(Unanswered::reached(format!(
                     "upstream {uri} closed the request's event stream before the reply, and refused to resume it (HTTP {status})"
                 )));
+            }
+            if !is_event_stream(resp.headers()) {
+                // Not a stream: its body is the answer, or nothing.
+                let body = Limited::new(resp.into_body(), self.ctx.limits.max_body)
+                    .collect()
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                let answered = !body.is_empty() && self.deliver(body.clone(), Some(asked)).await;
+                return Ok((answered, if answered { other } else { body }));
             }
             let (answered, last, next) = self
                 .read_events(resp.into_body(), Some(asked))
@@ -559,15 +581,21 @@ impl McpSession {
             if !last.is_empty() {
                 other = last;
             }
-            if answered || next.last_id.is_empty() {
-                return Ok((answered, other));
+            if answered {
+                return Ok((true, other));
             }
             from = Resume {
-                last_id: next.last_id,
+                last_id: Some(next.last_id)
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or(from.last_id),
                 retry: next.retry.or(from.retry),
+                broken: next.broken,
             };
         }
-        Ok((false, other))
+        match from.broken {
+            Some(why) => Err(Unanswered::reached(why)),
+            None => Ok((false, other)),
+        }
     }
 
     /// The POST of one message; `Err` says why the request (if it is one)
@@ -605,15 +633,7 @@ impl McpSession {
         {
             return Err(Unanswered::not_reached(self.forget_session_id(sent)));
         }
-        let sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("text/event-stream")
-            });
+        let sse = is_event_stream(resp.headers());
         let max = self.ctx.limits.max_body;
         // Whether the reply came, and the last message that was not the
         // reply (quoted if none is).
@@ -623,12 +643,16 @@ impl McpSession {
                 .await
                 .map_err(Unanswered::reached)?;
             match asked {
-                // Closed before the reply, with an id to resume from.
+                // Closed (or broken) before the reply, with an id to
+                // resume from.
                 Some(a) if !answered && !resume.last_id.is_empty() => {
                     let (answered, later) = self.resume(a, credential, resume).await?;
                     (answered, if later.is_empty() { other } else { later })
                 }
-                _ => (answered, other),
+                _ => match resume.broken {
+                    Some(why) if !answered => return Err(Unanswered::reached(why)),
+                    _ => (answered, other),
+                },
             }
         } else {
             let body = Limited::new(resp.into_body(), max)
@@ -881,6 +905,18 @@ impl McpSession {
             Err(_) => debug!(uri = %self.shown, "ending the upstream MCP session: no answer"),
         }
     }
+}
+
+/// Whether an answer is an event stream.
+fn is_event_stream(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
 }
 
 /// The server refused the credential an edge forwarded (401 or 403 with

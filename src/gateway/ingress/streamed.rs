@@ -1,0 +1,136 @@
+//! One request, a stream of messages, at an HTTP edge (issue 52, item 2;
+//! `docs/decisions.md` §11): an MCP request outside a session whose client
+//! takes an event stream gets what the origin streams before the reply
+//! (the server's progress and log messages for it) as events, then the
+//! reply, on one 200 event stream. A reply that comes before anything else
+//! is answered as any other.
+//!
+//! What waits for a client that does not read is bounded in octets
+//! (`--max-body`, counted until the body hands it to hyper); more is
+//! dropped and counted. The stream ends with the reply, whatever a losing
+//! try of the request still holds (of a request tried more than once, the
+//! edge streams the first try that sends anything: `Edge::call`).
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use super::response::{HttpResponse, event_response_counted};
+use crate::gateway::context::Ctx;
+use crate::gateway::edge::Edge;
+use crate::gateway::edge::answer::{Answer, answer_streamed};
+use crate::relay::{Attached, Failure, Interim};
+
+/// The most messages that wait for a client to read them.
+const QUEUED: usize = 64;
+
+/// Where a request's streamed messages go until its reply is sent.
+struct Stream {
+    /// Taken when the reply is sent: the body ends then.
+    tx: Mutex<Option<mpsc::Sender<Bytes>>>,
+    /// The octets queued and not yet handed to hyper.
+    queued: Arc<AtomicUsize>,
+    /// The most of them (`--max-body`).
+    room: usize,
+    ctx: Arc<Ctx>,
+}
+
+impl Stream {
+    /// Queues `m` if the stream is open and has room; else drops it,
+    /// counted.
+    fn take(&self, m: Bytes) {
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let len = m.len();
+        let fits = self.queued.load(Relaxed) + len <= self.room;
+        match fits && tx.as_ref().is_some_and(|tx| tx.try_send(m).is_ok()) {
+            true => {
+                self.queued.fetch_add(len, Relaxed);
+            }
+            false => {
+                self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+/// The answer to `message`, streamed as the module says; `answer` makes
+/// the answer of a reply that came first.
+pub async fn streamed(
+    edge: &Arc<Edge>,
+    message: (Bytes, crate::jsonrpc::Kind),
+    attached: Option<Attached>,
+    answer: impl FnOnce(Answer) -> HttpResponse,
+) -> HttpResponse {
+    let ctx = edge.ctx.clone();
+    let (tx, mut rx) = mpsc::channel::<Bytes>(QUEUED);
+    let stream = Arc::new(Stream {
+        tx: Mutex::new(Some(tx)),
+        queued: Arc::new(AtomicUsize::new(0)),
+        room: ctx.limits.max_body,
+        ctx: ctx.clone(),
+    });
+    let (edge, (body, kind)) = (edge.clone(), message);
+    let s = stream.clone();
+    let interim = Interim(Arc::new(move |m: Bytes| s.take(m)));
+    let mut call =
+        tokio::spawn(
+            async move { answer_streamed(&edge, body, kind, attached, Some(interim)).await },
+        );
+    let first = tokio::select! {
+        biased;
+        first = rx.recv() => first,
+        a = &mut call => {
+            let a = a.unwrap_or_else(|e| Answer::Failed(Failure::Unavailable(e.to_string()), None));
+            // A message queued just before the reply still goes first.
+            match rx.try_recv() {
+                Ok(first) => {
+                    let _ = reply_after(&stream, Ok(a));
+                    return respond(&stream, Some(first), rx);
+                }
+                Err(_) => return answer(a),
+            }
+        }
+    };
+    let (stall, s) = (ctx.limits.stall_timeout, stream.clone());
+    tokio::spawn(async move {
+        let Some(send) = reply_after(&s, call.await) else {
+            return;
+        };
+        // A client that stopped reading gets no more, after a while.
+        let _ = tokio::time::timeout(stall, send).await;
+    });
+    respond(&stream, first, rx)
+}
+
+/// The event stream: `first`, then what `rx` has.
+fn respond(stream: &Stream, first: Option<Bytes>, rx: mpsc::Receiver<Bytes>) -> HttpResponse {
+    if let Some(m) = &first {
+        stream
+            .queued
+            .fetch_sub(m.len().min(stream.queued.load(Relaxed)), Relaxed);
+    }
+    event_response_counted(first, rx, stream.queued.clone())
+}
+
+/// The reply's send, after which the stream ends (its sender taken, so a
+/// losing try's messages go nowhere); `None` when there is no reply.
+fn reply_after(
+    stream: &Stream,
+    answer: Result<Answer, tokio::task::JoinError>,
+) -> Option<impl Future<Output = ()> + use<>> {
+    let tx = stream.tx.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+    let reply: Bytes = match answer {
+        Ok(Answer::Reply(t) | Answer::Challenged(t, _) | Answer::Passed(t, _)) => t,
+        Ok(Answer::Failed(f, id)) => f.response(id.as_deref()).into(),
+        Ok(Answer::None) => return None,
+        Err(e) => Failure::Unavailable(e.to_string()).response(None).into(),
+    };
+    // Counted as the rest, which the body takes off.
+    stream.queued.fetch_add(reply.len(), Relaxed);
+    Some(async move {
+        let _ = tx.send(reply).await;
+    })
+}
