@@ -277,6 +277,9 @@ async fn mcp_pair(upstream: Up) -> Pair {
     .await
 }
 
+/// How many of the `forever` tool's streams the server saw end.
+static FOREVER_CLOSED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// MCP's stateless revision, whose requests carry their own version.
 const STATELESS: &str = "2026-07-28";
 
@@ -313,6 +316,20 @@ fn stateless(
     if !matches!(method, "tools/call" | "server/discover" | "echo") {
         let e = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32601,"message":"Method not found"}});
         return json_body(StatusCode::NOT_FOUND, &e);
+    }
+    if name == Some("forever") {
+        // A stream that never ends by itself (as subscriptions/listen's):
+        // one message, then held until the client's side goes.
+        let (tx, resp) = event_stream();
+        let id = msg["id"].clone();
+        tokio::spawn(async move {
+            let hello = json!({"jsonrpc":"2.0","method":"notifications/message",
+                "params":{"level":"info","data":id}});
+            let _ = tx.send(hello).await;
+            tx.closed().await;
+            FOREVER_CLOSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        });
+        return resp;
     }
     if name == Some("progress") {
         // Its progress on the request's own stream, then the result.
@@ -1443,4 +1460,69 @@ async fn a_stateless_requests_progress_reaches_its_client_before_the_result() {
         "done",
         "{body}"
     );
+}
+
+/// A client that leaves a stateless request's stream (as a client ends its
+/// `subscriptions/listen`) is heard at the server: the edge gives the
+/// request up and tells the origin (MCP's `notifications/cancelled`), which
+/// ends the request's POST. The next request with the same id is served at
+/// once (was held behind the first until --request-timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_a_stream_ends_it_at_the_server() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (_server, url) = new_server().await;
+    let url: &'static str = Box::leak(url.into_boxed_str());
+    let pair = mcp_pair(Up::Url(url)).await;
+    let edge = pair.ingress("http");
+    let body = json!({"jsonrpc":"2.0","id":"sub-1","method":"tools/call","params":{
+        "_meta":{"io.modelcontextprotocol/protocolVersion":STATELESS},"name":"forever","arguments":{}}});
+    let before = FOREVER_CLOSED.load(Relaxed);
+    for round in 0..2 {
+        let started = Instant::now();
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Full<Bytes>>();
+        let req = Request::post(&edge)
+            .header("content-type", "application/json")
+            .header("accept", http_client::BOTH)
+            .header("mcp-protocol-version", STATELESS)
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "forever")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .expect("request");
+        let resp = tokio::time::timeout(Duration::from_secs(5), client.request(req))
+            .await
+            .expect("an answer in time")
+            .expect("HTTP");
+        assert_eq!(resp.status(), 200);
+        let mut body = resp.into_body();
+        let first = tokio::time::timeout(Duration::from_secs(5), body.frame())
+            .await
+            .expect("the first event in time");
+        let first = first
+            .expect("a frame")
+            .expect("data")
+            .into_data()
+            .expect("data");
+        assert!(
+            String::from_utf8_lossy(&first).contains("sub-1"),
+            "round {round}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "round {round}: {:?}",
+            started.elapsed()
+        );
+        // The client leaves.
+        drop(body);
+        drop(client);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while FOREVER_CLOSED.load(Relaxed) < before + round + 1 {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: the server's stream never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }

@@ -1056,6 +1056,35 @@ impl<T> Exchange<T> {
         }
     }
 
+    /// The requests of callers that `gone` says have stopped waiting (an
+    /// HTTP client that left) are given up: what waits here is not sent,
+    /// and what crossed is forgotten (its reply, if it comes, is dropped
+    /// and counted as late). The ids of those that crossed, for the caller
+    /// to tell the peer (MCP: `notifications/cancelled`).
+    pub fn abandon_where(&mut self, now: Instant, mut gone: impl FnMut(&T) -> bool) -> Vec<Bytes> {
+        let mut crossed = Vec::new();
+        let picked = (self.outgoing).remove_where(|p| p.ticket.as_ref().is_some_and(&mut gone));
+        for p in picked {
+            self.sent_octets -= p.octets;
+            self.config.shared.give(true, p.octets);
+            self.config.observer.in_flight(-1);
+            crossed.push(Bytes::copy_from_slice(&p.id));
+        }
+        let mut freed = 0;
+        self.waiting.retain(|q| {
+            let keep = !q.ticket.as_ref().is_some_and(&mut gone);
+            if !keep {
+                freed += q.text.len();
+            }
+            keep
+        });
+        self.queued_octets -= freed;
+        if !self.waiting.is_empty() {
+            self.admit(now);
+        }
+        crossed
+    }
+
     /// A message of the local party over `--max-body` (`len` octets) was
     /// dropped unread; `head` is its start. If the head shows it is the
     /// reply to a request of the peer, that request is answered

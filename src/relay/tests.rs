@@ -1071,3 +1071,33 @@ fn a_related_notification_is_a_stream_data_frame() {
         ));
     }
 }
+
+/// A caller that stopped waiting gives its request up: it is forgotten at
+/// the edge (its room freed), its id returned for the peer to be told, and
+/// its late reply dropped; the other callers are not touched.
+#[test]
+fn a_caller_that_leaves_gives_its_request_up() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginStateless,
+        Room::default(),
+        Room::default(),
+    );
+    let now = p.now;
+    p.edge.local(now, &req(1, "slow", json!([])), Some(100));
+    p.edge.local(now, &req(2, "slow", json!([])), Some(200));
+    p.drive();
+    let served = std::mem::take(&mut p.origin.served);
+    assert_eq!(served.len(), 2);
+    let crossed = p.edge.x.abandon_where(now, |t| *t == 100);
+    assert_eq!(crossed, [Bytes::from_static(b"1")]);
+    assert_eq!(p.edge.counts.in_flight.load(Relaxed), 1);
+    for request in served {
+        let r = parse(&request.text);
+        let reply = json!({"jsonrpc":"2.0","id":r["id"],"result":"late"}).to_string();
+        p.serve(request, &reply);
+    }
+    let answered: Vec<u32> = p.edge.answers.iter().map(|(t, _)| *t).collect();
+    assert_eq!(answered, [200]);
+    assert_eq!(p.edge.counts.dropped.load(Relaxed), 1, "the late reply");
+}

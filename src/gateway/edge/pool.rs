@@ -13,12 +13,13 @@ use tracing::warn;
 use futures_util::FutureExt;
 
 use crate::assoc::{Endpoint, Link, LinkError, PeerAddr, SharedClientEndpoint};
+use crate::bridge::ProtocolId;
 use crate::gateway::context::Ctx;
 use crate::gateway::exec::{Exec, ExecSink, Local};
 use crate::gateway::metrics::Ingress;
 use crate::gateway::policy::health::{self, Health};
 use crate::gateway::policy::race::{self, End, Race, Verdict};
-use crate::jsonrpc::Kind;
+use crate::jsonrpc::{Kind, Scanned, scan};
 use crate::relay::{Attached, Failure, Interim, Reply, Role};
 
 /// A request as a try carries it: its text, its kind, what goes beside it,
@@ -328,18 +329,20 @@ impl Peer {
     ) -> Result<Reply, NotSent> {
         let pooled = self.pooled(ctx, endpoint, wait, second).await?;
         let (tx, mut rx) = oneshot::channel();
+        let mut waiting = Waiting(Some((pooled.exec.clone(), ctx.clone())));
         let carried = pooled.exec.with(|x, now| {
             x.handle_local_streamed(now, (text, kind), Some(tx), attached, interim);
         });
         // A send that waits for room on a backed-up association ends when
         // the exchange answers (a timeout): sealing happens at once or not
         // at all, so a send cut off here sent nothing.
-        tokio::select! {
+        let reply = tokio::select! {
             biased;
-            r = &mut rx => return Ok(answered(r)),
-            () = carried => {}
-        }
-        Ok(answered(rx.await))
+            r = &mut rx => r,
+            () = carried => rx.await,
+        };
+        waiting.0 = None;
+        Ok(answered(reply))
     }
 
     /// Carries one notification over a pooled association.
@@ -578,6 +581,50 @@ struct Pooled {
 
 /// What a caller's ticket brought. A ticket dropped unanswered leaves the
 /// request's fate unknown.
+/// A request whose caller may stop waiting (an HTTP client that leaves):
+/// dropped before its reply, the association's exchange gives up the
+/// requests whose callers are gone, and an MCP origin is told
+/// (`notifications/cancelled`), which ends the request at the server.
+struct Waiting(Option<(Arc<PoolExec>, Arc<Ctx>)>);
+
+/// A pooled association's executor: its callers wait on a oneshot.
+type PoolExec = Exec<oneshot::Sender<Reply>>;
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let Some((exec, ctx)) = self.0.take() else {
+            return;
+        };
+        // After the caller's receiver is gone (it is dropped after this).
+        tokio::spawn(async move {
+            exec.with(|x, now| {
+                let crossed = x.abandon_where(now, oneshot::Sender::is_closed);
+                if ctx.protocol != ProtocolId::MCP {
+                    return;
+                }
+                for id in crossed {
+                    let text = cancelled(&id);
+                    if let Ok(Scanned::Single(kind)) = scan(&text, &ctx.scan) {
+                        x.handle_local_one(now, text, kind, None, None);
+                    }
+                }
+            })
+            .await;
+        });
+    }
+}
+
+/// MCP's cancellation of the request whose id is `id` (its token).
+fn cancelled(id: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(120 + id.len());
+    out.extend_from_slice(
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"#,
+    );
+    out.extend_from_slice(id);
+    out.extend_from_slice(br#","reason":"the client went away"}}"#);
+    out.into()
+}
+
 fn answered(r: Result<Reply, oneshot::error::RecvError>) -> Reply {
     r.unwrap_or_else(|_| {
         Reply::Failed(Failure::MayHaveExecuted(

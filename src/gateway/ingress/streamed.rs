@@ -75,19 +75,22 @@ pub async fn streamed(
     let (edge, (body, kind)) = (edge.clone(), message);
     let s = stream.clone();
     let interim = Interim(Arc::new(move |m: Bytes| s.take(m)));
-    let mut call =
-        tokio::spawn(
-            async move { answer_streamed(&edge, body, kind, attached, Some(interim)).await },
-        );
+    // Ended when the client leaves, before anything came or after: the
+    // edge then gives the request up and tells the origin (`Edge::call`).
+    let mut call = Call(tokio::spawn(async move {
+        answer_streamed(&edge, body, kind, attached, Some(interim)).await
+    }));
     let first = tokio::select! {
         biased;
         first = rx.recv() => first,
-        a = &mut call => {
+        a = &mut call.0 => {
             let a = a.unwrap_or_else(|e| Answer::Failed(Failure::Unavailable(e.to_string()), None));
             // A message queued just before the reply still goes first.
             match rx.try_recv() {
                 Ok(first) => {
-                    let _ = reply_after(&stream, Ok(a));
+                    if let Some(send) = reply_after(&stream, Ok(a)) {
+                        tokio::spawn(send);
+                    }
                     return respond(&stream, Some(first), rx);
                 }
                 Err(_) => return answer(a),
@@ -95,14 +98,34 @@ pub async fn streamed(
         }
     };
     let (stall, s) = (ctx.limits.stall_timeout, stream.clone());
+    let Some(gone) = s.tx.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+        return respond(&stream, first, rx);
+    };
     tokio::spawn(async move {
-        let Some(send) = reply_after(&s, call.await) else {
+        let a = tokio::select! {
+            a = &mut call.0 => a,
+            // The client left: the request with it.
+            () = gone.closed() => return,
+        };
+        // Only the stream's own sender left, taken with the reply.
+        drop(gone);
+        let Some(send) = reply_after(&s, a) else {
             return;
         };
         // A client that stopped reading gets no more, after a while.
         let _ = tokio::time::timeout(stall, send).await;
     });
     respond(&stream, first, rx)
+}
+
+/// The task that carries the request: aborted when dropped (the client
+/// left), which drops the request's call at the edge.
+struct Call(tokio::task::JoinHandle<Answer>);
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The event stream: `first`, then what `rx` has.

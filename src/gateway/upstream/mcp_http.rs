@@ -22,6 +22,7 @@
 //! error page, a stream closed early, an event over `--max-body`) is
 //! answered NotDelivered, naming the HTTP status and what came instead.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -70,6 +71,49 @@ const RESUME_AFTER: Duration = Duration::from_secs(1);
 /// The most GETs that resume one request's event stream (the exchange's
 /// deadline bounds them too).
 const MAX_RESUMES: usize = 64;
+
+/// MCP's cancellation of a request (`params.requestId`).
+const CANCELLED: &str = "notifications/cancelled";
+
+/// The requests being exchanged with the server, by id, to end one that
+/// is cancelled.
+#[derive(Default)]
+struct Running(HashMap<Bytes, (IdKind, tokio::task::AbortHandle)>);
+
+impl Running {
+    fn track(&mut self, id: Bytes, kind: IdKind, task: tokio::task::AbortHandle) {
+        if self.0.len() >= 64 {
+            self.0.retain(|_, (_, t)| !t.is_finished());
+        }
+        self.0.insert(id, (kind, task));
+    }
+
+    /// Ends the exchange of the request `cancelled` names, if it runs: its
+    /// id and kind.
+    fn end(&mut self, cancelled: &[u8]) -> Option<(Bytes, IdKind)> {
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "requestId")]
+            request_id: serde_json::Value,
+        }
+        #[derive(serde::Deserialize)]
+        struct Note {
+            params: Params,
+        }
+        let wanted = serde_json::from_slice::<Note>(cancelled)
+            .ok()?
+            .params
+            .request_id;
+        let key = (self.0.keys())
+            .find(|k| serde_json::from_slice::<serde_json::Value>(k).is_ok_and(|v| v == wanted))?
+            .clone();
+        let (kind, task) = self.0.remove(&key)?;
+        (!task.is_finished()).then(|| {
+            task.abort();
+            (key, kind)
+        })
+    }
+}
 
 /// Where a request's event stream, closed before its reply, resumes.
 struct Resume {
@@ -201,26 +245,11 @@ impl UpstreamKind for McpHttp {
 
 /// Runs the upstream session until the association ends.
 async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String {
-    let Env {
-        ctx,
-        permits,
-        headers,
-        ..
-    } = env;
-    let client = env.https_client();
-    let mcp = Arc::new(McpSession {
-        uri: uri.clone(),
-        shown: crate::gateway::redact::PublicUrl::of_uri(uri),
-        client: client.clone(),
-        headers: headers.clone(),
-        ctx: ctx.clone(),
-        session: session.clone(),
-        negotiated: Mutex::new(Negotiated::default()),
-        initialized: Notify::new(),
-        credential: Mutex::new(None),
-    });
+    let Env { ctx, permits, .. } = env;
+    let mcp = McpSession::new(uri, env, session);
     session.local_up();
     let mut tasks = tokio::task::JoinSet::new();
+    let mut running = Running::default();
     let listener = mcp.clone();
     tasks.spawn(async move { listener.listen().await });
     let stall = ctx.limits.stall_timeout;
@@ -254,17 +283,26 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
         };
         match Message::of(&text, ctx) {
             // Requests run concurrently: a long tool call holds up nothing.
-            what @ Message::Request(_) => {
+            Message::Request(asked) => {
+                let (id, kind) = (asked.id.clone(), asked.kind);
                 let m = mcp.clone();
-                tasks.spawn(async move {
-                    m.exchange(text, what, credential).await;
+                let task = tasks.spawn(async move {
+                    m.exchange(text, Message::Request(asked), credential).await;
                     drop(permit);
                 });
+                running.track(id, kind, task);
             }
             // A notification or a reply is taken before anything sent after
             // it is posted: `notifications/initialized` must reach a server
             // before the requests that follow it (servers answer 202 at once).
+            // A client's cancellation (one that left the edge) ends its
+            // request's POST, which is how a stateless server hears of it; a
+            // session's server is told as well.
             what => {
+                let cancel = matches!(&what, Message::Notification(Some(m)) if m == CANCELLED);
+                if cancel && !mcp.cancelled(&text, &mut running).await {
+                    continue;
+                }
                 tokio::select! {
                     _ = mcp.exchange(text, what, credential) => {}
                     _ = session.assoc().ended() => break,
@@ -279,6 +317,20 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
 }
 
 impl McpSession {
+    fn new(uri: &Uri, env: &Env, session: &Session) -> Arc<Self> {
+        Arc::new(McpSession {
+            uri: uri.clone(),
+            shown: crate::gateway::redact::PublicUrl::of_uri(uri),
+            client: env.https_client().clone(),
+            headers: env.headers.clone(),
+            ctx: env.ctx.clone(),
+            session: session.clone(),
+            negotiated: Mutex::new(Negotiated::default()),
+            initialized: Notify::new(),
+            credential: Mutex::new(None),
+        })
+    }
+
     fn negotiated(&self) -> std::sync::MutexGuard<'_, Negotiated> {
         self.negotiated.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -770,6 +822,21 @@ impl McpSession {
             }
             Err(e) => self.unanswered(&text, &e).await,
         }
+    }
+
+    /// A client cancelled a request (`text`, MCP's `notifications/cancelled`;
+    /// an edge sends one for a client that left): its exchange with the
+    /// server is ended (the POST's stream closed) and the request given
+    /// up. Whether the notification goes on to the server: to a session's
+    /// alone (a stateless server hears of it by the stream's end).
+    async fn cancelled(&self, text: &Bytes, running: &mut Running) -> bool {
+        if let Some((id, kind)) = running.end(text) {
+            let detail = "cancelled by its client (notifications/cancelled)";
+            self.session
+                .local_cannot_answer(&id, kind, detail, true)
+                .await;
+        }
+        self.negotiated().session_id.is_some()
     }
 
     /// The server's protected-resource metadata a refusal names (on its
