@@ -193,7 +193,7 @@ fn oracle(frame_type: u16, p: &[u8]) -> Option<OracleOut<'_>> {
         }
         let t = u16::from_be_bytes([rest[0], rest[1]]);
         let l = u16::from_be_bytes([rest[2], rest[3]]) as usize;
-        if !(0xF0A1..=0xF0A4).contains(&t) || rest.len() < 4 + l {
+        if !(0xF0A1..=0xF0A5).contains(&t) || rest.len() < 4 + l {
             return None;
         }
         extension = Some((t, &rest[4..4 + l]));
@@ -220,6 +220,7 @@ fn decode_as_tuple(frame_type: u16, p: &[u8]) -> Option<OracleOut<'_>> {
             Extension::Challenge(v) => (0xF0A2, v),
             Extension::HttpRequest(v) => (0xF0A3, v),
             Extension::HttpResponse(v) => (0xF0A4, v),
+            Extension::Cancel(v) => (0xF0A5, v),
         }),
         m.foreign,
     ))

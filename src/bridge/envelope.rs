@@ -175,6 +175,11 @@ pub enum Extension<'a> {
     HttpRequest(&'a [u8]),
     /// On a reply: what the upstream answered that HTTP request.
     HttpResponse(&'a [u8]),
+    /// On a notification that cancels a request (MCP's
+    /// `notifications/cancelled`, which an edge sends for a client that
+    /// left): that request's correlation id, so that the receiver ends
+    /// that request and no other with its id (`docs/decisions.md` §11).
+    Cancel(&'a [u8]),
 }
 
 impl Extension<'_> {
@@ -182,6 +187,7 @@ impl Extension<'_> {
     pub const CHALLENGE: TlvType = TlvType(0xF0A2);
     pub const HTTP_REQUEST: TlvType = TlvType(0xF0A3);
     pub const HTTP_RESPONSE: TlvType = TlvType(0xF0A4);
+    pub const CANCEL: TlvType = TlvType(0xF0A5);
 
     /// Its value's length.
     pub fn len(&self) -> usize {
@@ -204,6 +210,7 @@ impl Extension<'_> {
             Self::Challenge(v) => (Self::CHALLENGE, v),
             Self::HttpRequest(v) => (Self::HTTP_REQUEST, v),
             Self::HttpResponse(v) => (Self::HTTP_RESPONSE, v),
+            Self::Cancel(v) => (Self::CANCEL, v),
         }
     }
 }
@@ -216,6 +223,7 @@ impl std::fmt::Debug for Extension<'_> {
             Self::Challenge(v) => write!(f, "Challenge(<{} octets>)", v.len()),
             Self::HttpRequest(v) => write!(f, "HttpRequest(<{} octets>)", v.len()),
             Self::HttpResponse(v) => write!(f, "HttpResponse(<{} octets>)", v.len()),
+            Self::Cancel(v) => write!(f, "Cancel(<{} octets>)", v.len()),
         }
     }
 }
@@ -471,6 +479,7 @@ fn decode_extension(rest: &[u8]) -> Result<(Option<Extension<'_>>, &[u8]), Bridg
         Extension::CHALLENGE => Extension::Challenge(tlv.value),
         Extension::HTTP_REQUEST => Extension::HttpRequest(tlv.value),
         Extension::HTTP_RESPONSE => Extension::HttpResponse(tlv.value),
+        Extension::CANCEL => Extension::Cancel(tlv.value),
         other => return Err(BridgeError::UnknownCriticalTlv(other.0)),
     };
     Ok((Some(extension), foreign))
@@ -597,6 +606,7 @@ mod tests {
             Extension::Challenge(b"\x01\x91\x00\x06Bearer"),
             Extension::HttpRequest(b"\x00\x03GET"),
             Extension::HttpResponse(b"\x01\x2e"),
+            Extension::Cancel(b"7"),
         ] {
             m.extension = Some(extension);
             let mut out = Vec::new();

@@ -153,10 +153,10 @@ impl<T> Correlator<T> {
 
     /// Removes and returns the outstanding requests `pick` selects (those
     /// whose deadline has passed, say).
-    pub fn remove_where(&mut self, mut pick: impl FnMut(&T) -> bool) -> Vec<T> {
+    pub fn remove_where(&mut self, mut pick: impl FnMut(&T) -> bool) -> Vec<(ShortBytes, T)> {
         self.outstanding
             .extract_if(|_, e| pick(&e.context))
-            .map(|(_, e)| e.context)
+            .map(|(corr, e)| (corr, e.context))
             .collect()
     }
 

@@ -247,6 +247,11 @@ pub enum Attached {
     HttpRequest(Bytes),
     /// Beside a reply: the upstream's answer to that HTTP request.
     HttpResponse(Bytes),
+    /// Beside MCP's `notifications/cancelled` an edge sends for a client
+    /// that left: the cancelled request's correlation id on the wire; the
+    /// receiver delivers it with that request's id token instead, once it
+    /// has checked the request still waits ([`bridge::Extension::Cancel`]).
+    Cancel(Bytes),
 }
 
 impl Attached {
@@ -256,6 +261,7 @@ impl Attached {
             Self::Challenge(v) => bridge::Extension::Challenge(v),
             Self::HttpRequest(v) => bridge::Extension::HttpRequest(v),
             Self::HttpResponse(v) => bridge::Extension::HttpResponse(v),
+            Self::Cancel(v) => bridge::Extension::Cancel(v),
         }
     }
 
@@ -266,13 +272,19 @@ impl Attached {
             bridge::Extension::Challenge(v) => Self::Challenge(Bytes::copy_from_slice(v)),
             bridge::Extension::HttpRequest(v) => Self::HttpRequest(Bytes::copy_from_slice(v)),
             bridge::Extension::HttpResponse(v) => Self::HttpResponse(Bytes::copy_from_slice(v)),
+            bridge::Extension::Cancel(v) => Self::Cancel(Bytes::copy_from_slice(v)),
         })
     }
 
     /// What goes beside a request of the peer, of what its frame carried
     /// (what belongs beside a reply is ignored there).
     fn of_request(extension: Option<bridge::Extension<'_>>) -> Option<Self> {
-        Self::of(extension).filter(|a| matches!(a, Self::Authorization(_) | Self::HttpRequest(_)))
+        Self::of(extension).filter(|a| {
+            matches!(
+                a,
+                Self::Authorization(_) | Self::HttpRequest(_) | Self::Cancel(_)
+            )
+        })
     }
 
     /// What goes beside a reply of the peer, of what its frame carried.
@@ -1059,16 +1071,21 @@ impl<T> Exchange<T> {
     /// The requests of callers that `gone` says have stopped waiting (an
     /// HTTP client that left) are given up: what waits here is not sent,
     /// and what crossed is forgotten (its reply, if it comes, is dropped
-    /// and counted as late). The ids of those that crossed, for the caller
-    /// to tell the peer (MCP: `notifications/cancelled`).
-    pub fn abandon_where(&mut self, now: Instant, mut gone: impl FnMut(&T) -> bool) -> Vec<Bytes> {
+    /// and counted as late). The ids and correlation ids of those that
+    /// crossed, for the caller to tell the peer (MCP:
+    /// `notifications/cancelled`, with [`Attached::Cancel`]).
+    pub fn abandon_where(
+        &mut self,
+        now: Instant,
+        mut gone: impl FnMut(&T) -> bool,
+    ) -> Vec<(Bytes, Corr)> {
         let mut crossed = Vec::new();
         let picked = (self.outgoing).remove_where(|p| p.ticket.as_ref().is_some_and(&mut gone));
-        for p in picked {
+        for (corr, p) in picked {
             self.sent_octets -= p.octets;
             self.config.shared.give(true, p.octets);
             self.config.observer.in_flight(-1);
-            crossed.push(Bytes::copy_from_slice(&p.id));
+            crossed.push((Bytes::copy_from_slice(&p.id), corr));
         }
         let mut freed = 0;
         self.waiting.retain(|q| {
@@ -1287,7 +1304,9 @@ impl<T> Exchange<T> {
                 extension,
             }) => match kind {
                 Kind::Request { method, id } => {
-                    let attached = Attached::of_request(extension);
+                    // A cancellation goes beside a notification alone.
+                    let attached = Attached::of_request(extension)
+                        .filter(|a| !matches!(a, Attached::Cancel(_)));
                     if attached.is_some() && !self.takes_credentials {
                         let d = "a forwarded Authorization (or authorization server request) goes to an HTTP upstream alone, and this origin's upstream is not one";
                         self.transport_error(
@@ -1377,10 +1396,29 @@ impl<T> Exchange<T> {
                         self.config.observer.dropped();
                         return;
                     }
-                    let attached = Attached::of_request(extension);
+                    let attached = match Attached::of_request(extension) {
+                        // The edge's cancellation of a request of its
+                        // caller's: delivered with that request's id while
+                        // it waits here, so that it ends that request and
+                        // no other with its id; else nothing to end.
+                        Some(Attached::Cancel(corr)) => {
+                            let Some(waiting) =
+                                self.incoming.values().find(|i| i.corr[..] == corr[..])
+                            else {
+                                self.config.observer.dropped();
+                                return;
+                            };
+                            Some(Attached::Cancel(Bytes::copy_from_slice(&waiting.id)))
+                        }
+                        other => other,
+                    };
+                    let credential = matches!(
+                        attached,
+                        Some(Attached::Authorization(_) | Attached::HttpRequest(_))
+                    );
                     // An HTTP request goes beside a request alone.
                     if matches!(attached, Some(Attached::HttpRequest(_)))
-                        || attached.is_some() && !self.takes_credentials
+                        || credential && !self.takes_credentials
                     {
                         // Never delivered without the credential it came
                         // with; nobody to tell.

@@ -93,6 +93,8 @@ struct Side<T> {
     local: Vec<Value>,
     answers: Vec<(T, Reply)>,
     served: Vec<ToServe>,
+    /// What came beside the messages delivered.
+    beside: Vec<Attached>,
     counts: Arc<Counts>,
 }
 
@@ -104,6 +106,7 @@ impl<T> Side<T> {
             local: Vec::new(),
             answers: Vec::new(),
             served: Vec::new(),
+            beside: Vec::new(),
             counts,
         }
     }
@@ -122,7 +125,10 @@ impl<T> Side<T> {
         while let Some(a) = self.x.poll_action() {
             match a {
                 Action::Send(msg) => wire.push(encode(&msg)),
-                Action::Deliver(text, _) => self.local.push(parse(&text)),
+                Action::Deliver(text, attached) => {
+                    self.local.push(parse(&text));
+                    self.beside.extend(attached);
+                }
                 Action::Answer(t, r) => self.answers.push((t, r)),
                 Action::Interim(i, text) => (i.0)(text),
                 Action::Serve(s) => self.served.push(s),
@@ -1090,7 +1096,8 @@ fn a_caller_that_leaves_gives_its_request_up() {
     let served = std::mem::take(&mut p.origin.served);
     assert_eq!(served.len(), 2);
     let crossed = p.edge.x.abandon_where(now, |t| *t == 100);
-    assert_eq!(crossed, [Bytes::from_static(b"1")]);
+    assert_eq!(crossed.len(), 1);
+    assert_eq!(crossed[0].0, Bytes::from_static(b"1"));
     assert_eq!(p.edge.counts.in_flight.load(Relaxed), 1);
     for request in served {
         let r = parse(&request.text);
@@ -1100,4 +1107,51 @@ fn a_caller_that_leaves_gives_its_request_up() {
     let answered: Vec<u32> = p.edge.answers.iter().map(|(t, _)| *t).collect();
     assert_eq!(answered, [200]);
     assert_eq!(p.edge.counts.dropped.load(Relaxed), 1, "the late reply");
+}
+
+/// The edge's cancellation of a request that crossed (its client left)
+/// goes beside MCP's `notifications/cancelled` with the request's
+/// correlation id: the origin delivers it with that request's own id while
+/// it waits there, and drops it once the request is answered, so that it
+/// never ends another request with the same id.
+#[test]
+fn a_cancellation_names_its_request_by_correlation() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginSession,
+        Room::default(),
+        Room::default(),
+    );
+    let now = p.now;
+    p.edge
+        .local(now, &req(1, "tools/call", json!({})), Some(100));
+    p.drive();
+    assert_eq!(p.origin.take_local().len(), 1);
+    let crossed = p.edge.x.abandon_where(now, |t| *t == 100);
+    let (id, corr) = crossed.into_iter().next().expect("it crossed");
+    let cancel = |p: &mut Pair<u32>, corr: &crate::relay::Corr| {
+        let text = Bytes::from(format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{}}}}}"#,
+            String::from_utf8_lossy(&id)
+        ));
+        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+            panic!("scans");
+        };
+        let attached = Some(Attached::Cancel(Bytes::copy_from_slice(corr)));
+        let now = p.now;
+        p.edge.x.handle_local_one(now, text, kind, None, attached);
+        p.drive();
+    };
+    cancel(&mut p, &corr);
+    assert_eq!(p.origin.take_local().len(), 1);
+    assert_eq!(
+        p.origin.beside,
+        [Attached::Cancel(Bytes::from_static(b"1"))]
+    );
+    // Answered there: a cancellation of it is for nothing, and dropped.
+    p.upstream(r#"{"jsonrpc":"2.0","id":1,"result":"done"}"#);
+    let dropped = p.origin.counts.dropped.load(Relaxed);
+    cancel(&mut p, &corr);
+    assert!(p.origin.take_local().is_empty());
+    assert_eq!(p.origin.counts.dropped.load(Relaxed), dropped + 1);
 }

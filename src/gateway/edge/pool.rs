@@ -328,8 +328,12 @@ impl Peer {
         (text, kind, attached, interim): Message,
     ) -> Result<Reply, NotSent> {
         let pooled = self.pooled(ctx, endpoint, wait, second).await?;
-        let (tx, mut rx) = oneshot::channel();
-        let mut waiting = Waiting(Some((pooled.exec.clone(), ctx.clone())));
+        let (tx, rx) = oneshot::channel();
+        let mut waiting = Waiting {
+            rx: Some(rx),
+            exec: &pooled.exec,
+            ctx,
+        };
         let carried = pooled.exec.with(|x, now| {
             x.handle_local_streamed(now, (text, kind), Some(tx), attached, interim);
         });
@@ -338,10 +342,9 @@ impl Peer {
         // at all, so a send cut off here sent nothing.
         let reply = tokio::select! {
             biased;
-            r = &mut rx => r,
-            () = carried => rx.await,
+            r = waiting.reply() => r,
+            () = carried => waiting.reply().await,
         };
-        waiting.0 = None;
         Ok(answered(reply))
     }
 
@@ -579,33 +582,55 @@ struct Pooled {
     exec: Arc<Exec<oneshot::Sender<Reply>>>,
 }
 
-/// What a caller's ticket brought. A ticket dropped unanswered leaves the
-/// request's fate unknown.
-/// A request whose caller may stop waiting (an HTTP client that leaves):
-/// dropped before its reply, the association's exchange gives up the
-/// requests whose callers are gone, and an MCP origin is told
-/// (`notifications/cancelled`), which ends the request at the server.
-struct Waiting(Option<(Arc<PoolExec>, Arc<Ctx>)>);
+/// A caller waiting for its request's reply. Dropped before the reply (an
+/// HTTP client that left), it gives the request up: the association's
+/// exchange forgets the requests whose callers are gone and, for MCP,
+/// tells the origin which (`notifications/cancelled` beside the request's
+/// correlation id), which ends that request at the server.
+struct Waiting<'a> {
+    /// Taken when the reply comes.
+    rx: Option<oneshot::Receiver<Reply>>,
+    exec: &'a Arc<PoolExec>,
+    ctx: &'a Arc<Ctx>,
+}
 
 /// A pooled association's executor: its callers wait on a oneshot.
 type PoolExec = Exec<oneshot::Sender<Reply>>;
 
-impl Drop for Waiting {
+impl Waiting<'_> {
+    async fn reply(&mut self) -> Result<Reply, oneshot::error::RecvError> {
+        // Asked once the reply came, never: waits for ever.
+        let Some(rx) = self.rx.as_mut() else {
+            return std::future::pending().await;
+        };
+        let r = rx.await;
+        self.rx = None;
+        r
+    }
+}
+
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        let Some((exec, ctx)) = self.0.take() else {
+        // Gone before its reply: its ticket is closed from now on.
+        let Some(rx) = self.rx.take() else {
             return;
         };
-        // After the caller's receiver is gone (it is dropped after this).
-        tokio::spawn(async move {
+        drop(rx);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (exec, ctx) = (self.exec.clone(), self.ctx.clone());
+        runtime.spawn(async move {
             exec.with(|x, now| {
                 let crossed = x.abandon_where(now, oneshot::Sender::is_closed);
                 if ctx.protocol != ProtocolId::MCP {
                     return;
                 }
-                for id in crossed {
+                for (id, corr) in crossed {
                     let text = cancelled(&id);
                     if let Ok(Scanned::Single(kind)) = scan(&text, &ctx.scan) {
-                        x.handle_local_one(now, text, kind, None, None);
+                        let cancel = Some(Attached::Cancel(Bytes::copy_from_slice(&corr)));
+                        x.handle_local_one(now, text, kind, None, cancel);
                     }
                 }
             })
@@ -625,6 +650,8 @@ fn cancelled(id: &[u8]) -> Bytes {
     out.into()
 }
 
+/// What a caller's ticket brought. A ticket dropped unanswered leaves the
+/// request's fate unknown.
 fn answered(r: Result<Reply, oneshot::error::RecvError>) -> Reply {
     r.unwrap_or_else(|_| {
         Reply::Failed(Failure::MayHaveExecuted(

@@ -72,9 +72,6 @@ const RESUME_AFTER: Duration = Duration::from_secs(1);
 /// deadline bounds them too).
 const MAX_RESUMES: usize = 64;
 
-/// MCP's cancellation of a request (`params.requestId`).
-const CANCELLED: &str = "notifications/cancelled";
-
 /// The requests being exchanged with the server, by id, to end one that
 /// is cancelled.
 #[derive(Default)]
@@ -88,29 +85,14 @@ impl Running {
         self.0.insert(id, (kind, task));
     }
 
-    /// Ends the exchange of the request `cancelled` names, if it runs: its
-    /// id and kind.
-    fn end(&mut self, cancelled: &[u8]) -> Option<(Bytes, IdKind)> {
-        #[derive(serde::Deserialize)]
-        struct Params {
-            #[serde(rename = "requestId")]
-            request_id: serde_json::Value,
-        }
-        #[derive(serde::Deserialize)]
-        struct Note {
-            params: Params,
-        }
-        let wanted = serde_json::from_slice::<Note>(cancelled)
-            .ok()?
-            .params
-            .request_id;
-        let key = (self.0.keys())
-            .find(|k| serde_json::from_slice::<serde_json::Value>(k).is_ok_and(|v| v == wanted))?
-            .clone();
-        let (kind, task) = self.0.remove(&key)?;
+    /// Ends the exchange of the request whose id token is `id`, if it
+    /// runs: its kind. (The exchange holds a request back while another
+    /// with its id runs, so at most one runs here.)
+    fn end(&mut self, id: &[u8]) -> Option<IdKind> {
+        let (kind, task) = self.0.remove(id)?;
         (!task.is_finished()).then(|| {
             task.abort();
-            (key, kind)
+            kind
         })
     }
 }
@@ -258,8 +240,18 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
             t = rx.recv_with() => t,
             _ = session.assoc().ended() => None,
         };
-        let Some((text, attached)) = text else { break };
+        let Some((text, mut attached)) = text else {
+            break;
+        };
         while tasks.try_join_next().is_some() {}
+        // The edge's cancellation of a request of this association (its
+        // client left), checked by the exchange: at once, room or not.
+        if let Some(Attached::Cancel(id)) = &attached {
+            if !mcp.cancelled(id, &mut running).await {
+                continue;
+            }
+            attached = None;
+        }
         // Waiting here is backpressure on the peer, as for any upstream.
         let permit = match tokio::time::timeout(stall, permits.clone().acquire_owned()).await {
             Ok(Ok(p)) => p,
@@ -295,14 +287,7 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
             // A notification or a reply is taken before anything sent after
             // it is posted: `notifications/initialized` must reach a server
             // before the requests that follow it (servers answer 202 at once).
-            // A client's cancellation (one that left the edge) ends its
-            // request's POST, which is how a stateless server hears of it; a
-            // session's server is told as well.
             what => {
-                let cancel = matches!(&what, Message::Notification(Some(m)) if m == CANCELLED);
-                if cancel && !mcp.cancelled(&text, &mut running).await {
-                    continue;
-                }
                 tokio::select! {
                     _ = mcp.exchange(text, what, credential) => {}
                     _ = session.assoc().ended() => break,
@@ -824,16 +809,16 @@ impl McpSession {
         }
     }
 
-    /// A client cancelled a request (`text`, MCP's `notifications/cancelled`;
-    /// an edge sends one for a client that left): its exchange with the
-    /// server is ended (the POST's stream closed) and the request given
-    /// up. Whether the notification goes on to the server: to a session's
-    /// alone (a stateless server hears of it by the stream's end).
-    async fn cancelled(&self, text: &Bytes, running: &mut Running) -> bool {
-        if let Some((id, kind)) = running.end(text) {
-            let detail = "cancelled by its client (notifications/cancelled)";
+    /// The edge cancelled the request whose id token is `id` (its client
+    /// left; MCP's `notifications/cancelled` came with it): its exchange
+    /// with the server is ended (the POST's stream closed, which is how a
+    /// stateless server hears of it) and the request given up. Whether the
+    /// notification goes on to the server: to a session's alone.
+    async fn cancelled(&self, id: &[u8], running: &mut Running) -> bool {
+        if let Some(kind) = running.end(id) {
+            let detail = "cancelled: its client went away";
             self.session
-                .local_cannot_answer(&id, kind, detail, true)
+                .local_cannot_answer(id, kind, detail, true)
                 .await;
         }
         self.negotiated().session_id.is_some()
