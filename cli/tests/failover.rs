@@ -225,6 +225,13 @@ impl Trio {
             "127.0.0.1:0",
             "--effect",
             "get=read-only",
+            // The load comes from one address, at 1000/s open loop: while
+            // an origin is killed its requests wait, each on a connection
+            // of its own, and a slow machine can pass the default 2048
+            // (then a connection is refused, and the client sees an
+            // incomplete message, not the answer the test is about).
+            "--max-connections-per-source",
+            "65536",
         ];
         args.extend(extra);
         let edge = Proc::start(&args, "metrics").await;

@@ -370,24 +370,9 @@ fn close_stdin(client: &mut Client) {
 
 /// The server on 127.0.0.1; its URL.
 async fn start_server(server: Arc<Server>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = loopback().await;
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let server = server.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    let server = server.clone();
-                    async move { Ok::<_, Infallible>(handle(server, req).await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
-                    .await;
-            });
-        }
-    });
+    serve_http(listener, move |req| handle(server.clone(), req));
     url
 }
 
@@ -1261,23 +1246,11 @@ struct Polled {
 /// stream gives an event id and `retry: 300`, and the reply comes on the
 /// GET that names that id. It offers no other GET stream.
 async fn polling_server(polled: Arc<Polled>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = loopback().await;
     let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let polled = polled.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    let polled = polled.clone();
-                    async move { Ok::<_, Infallible>(poll_answer(&polled, req).await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
-                    .await;
-            });
-        }
+    serve_http(listener, move |req| {
+        let polled = polled.clone();
+        async move { poll_answer(&polled, req).await }
     });
     url
 }

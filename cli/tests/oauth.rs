@@ -8,7 +8,6 @@
 
 use crate::support;
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -58,36 +57,21 @@ impl Key {
 
 /// The test's authorization server: its metadata and its keys.
 async fn authorization_server(keys: Arc<Mutex<Vec<Value>>>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = loopback().await;
     let issuer = format!("http://{}", listener.local_addr().expect("addr"));
     let me = issuer.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (keys, me) = (keys.clone(), me.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
-                    let body = match req.uri().path() {
-                        "/.well-known/oauth-authorization-server" => {
-                            json!({"issuer": me, "jwks_uri": format!("{me}/jwks")})
-                        }
-                        "/jwks" => json!({"keys": keys.lock().expect("keys").clone()}),
-                        _ => Value::Null,
-                    };
-                    let status = if body.is_null() { 404 } else { 200 };
-                    let mut r = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
-                    *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
-                    std::future::ready(Ok::<_, Infallible>(r))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                    .await;
-            });
-        }
+    serve_http(listener, move |req| {
+        let body = match req.uri().path() {
+            "/.well-known/oauth-authorization-server" => {
+                json!({"issuer": me, "jwks_uri": format!("{me}/jwks")})
+            }
+            "/jwks" => json!({"keys": keys.lock().expect("keys").clone()}),
+            _ => Value::Null,
+        };
+        let status = if body.is_null() { 404 } else { 200 };
+        let mut r = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
+        *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+        std::future::ready(r)
     });
     issuer
 }
@@ -406,81 +390,67 @@ async fn a_reload_changes_what_scopes_are_required() {
 /// its metadata at its well-known path, and records the `Authorization`
 /// each request came with.
 async fn resource_server(seen: Arc<Mutex<Vec<Option<String>>>>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = loopback().await;
     let me = format!("http://{}", listener.local_addr().expect("addr"));
     let url = format!("{me}/rpc");
-    let metadata_url = format!("{me}/.well-known/oauth-protected-resource/rpc");
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (seen, me, metadata_url) = (seen.clone(), me.clone(), metadata_url.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (seen, me, metadata_url) =
-                            (seen.clone(), me.clone(), metadata_url.clone());
-                        async move {
-                            let auth = req
-                                .headers()
-                                .get("authorization")
-                                .and_then(|v| v.to_str().ok())
-                                .map(str::to_owned);
-                            let respond = |status: u16, challenge: Option<String>, body: String| {
-                                let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
-                                *r.status_mut() =
-                                    hyper::StatusCode::from_u16(status).expect("status");
-                                if let Some(c) = challenge {
-                                    r.headers_mut()
-                                        .insert("www-authenticate", c.parse().expect("header"));
-                                }
-                                Ok::<_, Infallible>(r)
-                            };
-                            if req.uri().path() == "/.well-known/oauth-protected-resource/rpc" {
-                                let doc = json!({
-                                    "resource": format!("{me}/rpc"),
-                                    "authorization_servers": ["https://as.example"],
-                                    "scopes_supported": ["rpc"],
-                                });
-                                return respond(200, None, doc.to_string());
-                            }
-                            let body = req.into_body().collect().await.expect("body").to_bytes();
-                            seen.lock().expect("seen").push(auth.clone());
-                            match auth.as_deref() {
-                                Some("Bearer good") => {
-                                    let request: Value =
-                                        serde_json::from_slice(&body).expect("JSON");
-                                    let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": "ok"});
-                                    respond(200, None, reply.to_string())
-                                }
-                                Some("Bearer narrow") => respond(
-                                    403,
-                                    Some(format!(
-                                        "Bearer error=\"insufficient_scope\", scope=\"rpc admin\", resource_metadata=\"{metadata_url}\""
-                                    )),
-                                    "{\"error\":\"insufficient_scope\"}".into(),
-                                ),
-                                _ => respond(
-                                    401,
-                                    Some(format!(
-                                        "Bearer resource_metadata=\"{metadata_url}\", scope=\"rpc\""
-                                    )),
-                                    "{\"error\":\"invalid_token\"}".into(),
-                                ),
-                            }
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                    .await;
-            });
-        }
+    serve_http(listener, move |req| {
+        let (seen, me) = (seen.clone(), me.clone());
+        async move { resource_answer(req, &me, &seen).await }
     });
     url
+}
+
+async fn resource_answer(
+    req: hyper::Request<hyper::body::Incoming>,
+    me: &str,
+    seen: &Mutex<Vec<Option<String>>>,
+) -> hyper::Response<Full<Bytes>> {
+    let metadata_url = format!("{me}/.well-known/oauth-protected-resource/rpc");
+    let auth = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let respond = |status: u16, challenge: Option<String>, body: String| {
+        let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+        *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+        if let Some(c) = challenge {
+            r.headers_mut()
+                .insert("www-authenticate", c.parse().expect("header"));
+        }
+        r
+    };
+    if req.uri().path() == "/.well-known/oauth-protected-resource/rpc" {
+        let doc = json!({
+            "resource": format!("{me}/rpc"),
+            "authorization_servers": ["https://as.example"],
+            "scopes_supported": ["rpc"],
+        });
+        return respond(200, None, doc.to_string());
+    }
+    let body = req.into_body().collect().await.expect("body").to_bytes();
+    seen.lock().expect("seen").push(auth.clone());
+    match auth.as_deref() {
+        Some("Bearer good") => {
+            let request: Value = serde_json::from_slice(&body).expect("JSON");
+            let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": "ok"});
+            respond(200, None, reply.to_string())
+        }
+        Some("Bearer narrow") => respond(
+            403,
+            Some(format!(
+                "Bearer error=\"insufficient_scope\", scope=\"rpc admin\", resource_metadata=\"{metadata_url}\""
+            )),
+            "{\"error\":\"insufficient_scope\"}".into(),
+        ),
+        _ => respond(
+            401,
+            Some(format!(
+                "Bearer resource_metadata=\"{metadata_url}\", scope=\"rpc\""
+            )),
+            "{\"error\":\"invalid_token\"}".into(),
+        ),
+    }
 }
 
 /// `--forward-authorization` (issue 53, item 3): the client's
@@ -690,29 +660,12 @@ type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
 /// is refused `tools/call` for want of a scope, anything else gets 401. It
 /// records the `Authorization` of each POST, by method.
 async fn mcp_resource_server(seen: Seen) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = loopback().await;
     let me = format!("http://{}", listener.local_addr().expect("addr"));
     let url = format!("{me}/mcp");
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (seen, me) = (seen.clone(), me.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (seen, me) = (seen.clone(), me.clone());
-                        async move { Ok::<_, Infallible>(mcp_answer(req, &me, &seen).await) }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                    .await;
-            });
-        }
+    serve_http(listener, move |req| {
+        let (seen, me) = (seen.clone(), me.clone());
+        async move { mcp_answer(req, &me, &seen).await }
     });
     url
 }

@@ -8,7 +8,6 @@
 
 use crate::support;
 
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,31 +28,12 @@ type Seen = Arc<Mutex<Vec<(String, String, Option<String>, bool)>>>;
 /// to them; its JSON-RPC endpoint answers `Bearer issued` alone, anything
 /// else a bare `401 Bearer`; `/private` is a page of its own.
 async fn legacy_server(with_metadata: bool, seen: Seen) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
+    let listener = loopback().await;
     let me = format!("http://{}", listener.local_addr().expect("addr"));
     let url = format!("{me}/mcp");
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (seen, me) = (seen.clone(), me.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (seen, me) = (seen.clone(), me.clone());
-                        async move {
-                            Ok::<_, Infallible>(legacy_answer(req, &me, with_metadata, &seen).await)
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                    .await;
-            });
-        }
+    serve_http(listener, move |req| {
+        let (seen, me) = (seen.clone(), me.clone());
+        async move { legacy_answer(req, &me, with_metadata, &seen).await }
     });
     url
 }

@@ -571,3 +571,37 @@ pub async fn metric_reaches(gateway: &Proc, name: &str, want: u64, limit: Durati
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A TCP listener on 127.0.0.1, on a port of the system's choosing.
+pub async fn loopback() -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+}
+
+/// Serves HTTP/1.1 on `listener` for as long as the test runs, each
+/// request answered by `answer` (a server of the test's own: an upstream,
+/// an authorization server).
+pub fn serve_http<F, Fut, B>(listener: tokio::net::TcpListener, answer: F)
+where
+    F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = hyper::Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let answer = answer.clone();
+                    async move { Ok::<_, std::convert::Infallible>(answer(req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+}
