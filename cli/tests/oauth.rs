@@ -675,16 +675,7 @@ async fn mcp_answer(
     me: &str,
     seen: &Seen,
 ) -> hyper::Response<Full<Bytes>> {
-    let respond = |status: u16, headers: &[(&str, String)], body: String| {
-        let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
-        *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
-        for (k, v) in headers {
-            let name = hyper::header::HeaderName::from_bytes(k.as_bytes()).expect("a header name");
-            r.headers_mut()
-                .insert(name, v.parse().expect("a header value"));
-        }
-        r
-    };
+    let respond = response;
     let metadata = format!("{me}/.well-known/oauth-protected-resource/mcp");
     if req.uri().path() == "/.well-known/oauth-protected-resource/mcp" {
         let doc = json!({"resource": format!("{me}/mcp"), "authorization_servers": ["https://as.example"]});

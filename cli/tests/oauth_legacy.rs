@@ -44,16 +44,7 @@ async fn legacy_answer(
     with_metadata: bool,
     seen: &Seen,
 ) -> hyper::Response<Full<Bytes>> {
-    let respond = |status: u16, headers: &[(&str, String)], body: String| {
-        let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
-        *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
-        for (k, v) in headers {
-            let name = hyper::header::HeaderName::from_bytes(k.as_bytes()).expect("a header name");
-            r.headers_mut()
-                .append(name, v.parse().expect("a header value"));
-        }
-        r
-    };
+    let respond = response;
     let header = |name: &str| {
         req.headers()
             .get(name)

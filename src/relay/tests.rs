@@ -258,6 +258,16 @@ fn req(id: impl Into<Value>, method: &str, params: Value) -> String {
     json!({"jsonrpc":"2.0","id":id.into(),"method":method,"params":params}).to_string()
 }
 
+/// An edge pool (callers numbered by their tickets) and a served origin.
+fn pool_pair() -> Pair<u32> {
+    Pair::new(
+        Role::EdgePool,
+        Role::OriginStateless,
+        Room::default(),
+        Room::default(),
+    )
+}
+
 fn session_pair() -> Pair<()> {
     Pair::new(
         Role::EdgeSession,
@@ -608,12 +618,7 @@ fn an_upstream_that_goes_away_has_its_requests_answered_not_delivered_or_may_hav
 
 #[test]
 fn pooled_callers_get_their_own_answers_for_the_same_id() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginStateless,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_pair();
     let now = p.now;
     p.edge.local(now, &req(1, "echo", json!(["a"])), Some(100));
     p.edge.local(now, &req(1, "echo", json!(["b"])), Some(200));
@@ -641,12 +646,7 @@ fn pooled_callers_get_their_own_answers_for_the_same_id() {
 
 #[test]
 fn a_served_reply_with_another_id_is_not_delivered() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginStateless,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_pair();
     let now = p.now;
     p.edge.local(now, &req(5, "echo", json!([])), Some(1));
     p.drive();
@@ -1083,12 +1083,7 @@ fn a_related_notification_is_a_stream_data_frame() {
 /// its late reply dropped; the other callers are not touched.
 #[test]
 fn a_caller_that_leaves_gives_its_request_up() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginStateless,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_pair();
     let now = p.now;
     p.edge.local(now, &req(1, "slow", json!([])), Some(100));
     p.edge.local(now, &req(2, "slow", json!([])), Some(200));

@@ -605,3 +605,19 @@ where
         }
     });
 }
+
+/// A response of a test's own server: `status`, `headers`, `body`.
+pub fn response(
+    status: u16,
+    headers: &[(&str, String)],
+    body: String,
+) -> hyper::Response<Full<Bytes>> {
+    let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+    for (k, v) in headers {
+        let name = hyper::header::HeaderName::from_bytes(k.as_bytes()).expect("a header name");
+        r.headers_mut()
+            .append(name, v.parse().expect("a header value"));
+    }
+    r
+}
