@@ -812,6 +812,7 @@ const ROOMS: &[(&str, &[&str], &[&str])] = &[
             "src/gateway/json_stream.rs",
             "src/gateway/auth.rs",
             "src/gateway/mcp_headers.rs",
+            "src/gateway/mcp_names.rs",
         ],
         &["settings", "telemetry"],
     ),

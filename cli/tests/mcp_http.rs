@@ -1405,15 +1405,7 @@ async fn a_stateless_requests_progress_reaches_its_client_before_the_result() {
     };
     let (status, body) = support::post_headers(&edge, &call, &headers(http_client::BOTH)).await;
     assert_eq!(status, 200, "{body}");
-    let mut events = Vec::new();
-    npamp_gateway::sse::SseDecoder::new(1 << 20)
-        .push(body.as_bytes(), &mut events)
-        .expect("an event stream");
-    let messages: Vec<Value> = events
-        .iter()
-        .filter(|e| !e.is_empty())
-        .map(|e| parse(&String::from_utf8_lossy(e)))
-        .collect();
+    let messages = event_messages(&body);
     assert_eq!(messages.len(), 3, "{body}");
     for (n, m) in messages[..2].iter().enumerate() {
         assert_eq!(m["method"], "notifications/progress", "{m}");
@@ -1432,6 +1424,105 @@ async fn a_stateless_requests_progress_reaches_its_client_before_the_result() {
         parse(&body)["result"]["content"][0]["text"],
         "done",
         "{body}"
+    );
+}
+
+/// The JSON-RPC messages of an event stream's body, in order.
+fn event_messages(body: &str) -> Vec<Value> {
+    let mut events = Vec::new();
+    npamp_gateway::sse::SseDecoder::new(1 << 20)
+        .push(body.as_bytes(), &mut events)
+        .expect("an event stream");
+    events
+        .iter()
+        .filter(|e| !e.is_empty())
+        .map(|e| parse(&String::from_utf8_lossy(e)))
+        .collect()
+}
+
+/// An MCP server over stdio gives no request a stream of its own: what
+/// belongs to a request names it (MCP 2026-07-28, stdio): progress by the
+/// request's progress token, a log message by being sent for the one
+/// request that asked for them, a subscription's notifications by its
+/// request's id. Two stateless clients at once, through the pooled
+/// association to one child, each get theirs, in order, then the result
+/// (none of them arrived before: they crossed as notifications of their
+/// own, which a pool drops).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_servers_messages_reach_the_request_they_name() {
+    let pair = mcp_pair(Up::Stdio).await;
+    let edge = pair.ingress("http");
+    let post = |id: &str, method: &'static str, meta: Value| {
+        let mut meta = meta;
+        meta["io.modelcontextprotocol/protocolVersion"] = json!(STATELESS);
+        let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":{"_meta":meta}});
+        let edge = edge.clone();
+        async move {
+            let headers = [
+                ("content-type", "application/json"),
+                ("accept", http_client::BOTH),
+                ("mcp-protocol-version", STATELESS),
+                ("mcp-method", method),
+            ];
+            let (status, body) = support::post_headers(&edge, &body.to_string(), &headers).await;
+            assert_eq!(status, 200, "{body}");
+            event_messages(&body)
+        }
+    };
+    let (a, b) = tokio::join!(
+        post(
+            "a",
+            "progress",
+            json!({"progressToken":"pa","io.modelcontextprotocol/logLevel":"info"})
+        ),
+        post("b", "progress", json!({"progressToken":7})),
+    );
+    let progress = |m: &[Value]| -> Vec<(Value, Value)> {
+        m.iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| {
+                (
+                    m["params"]["progressToken"].clone(),
+                    m["params"]["progress"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        progress(&a),
+        [(json!("pa"), json!(1)), (json!("pa"), json!(2))],
+        "{a:?}"
+    );
+    assert_eq!(
+        progress(&b),
+        [(json!(7), json!(1)), (json!(7), json!(2))],
+        "{b:?}"
+    );
+    assert_eq!(a[2]["method"], "notifications/message", "{a:?}");
+    assert_eq!((a.len(), b.len()), (4, 3), "a: {a:?}\nb: {b:?}");
+    for (m, id) in [(&a, "a"), (&b, "b")] {
+        let last = m.last().expect("the result");
+        assert_eq!(
+            (&last["id"], &last["result"]),
+            (&json!(id), &json!("done")),
+            "{m:?}"
+        );
+    }
+
+    let listened = post("l-1", "listen", json!({})).await;
+    let methods: Vec<_> = listened.iter().map(|m| m["method"].clone()).collect();
+    assert_eq!(
+        methods,
+        [
+            json!("notifications/subscriptions/acknowledged"),
+            json!("notifications/resources/updated"),
+            Value::Null
+        ],
+        "{listened:?}"
+    );
+    assert_eq!(
+        listened[2]["result"]["resultType"], "complete",
+        "{listened:?}"
     );
 }
 

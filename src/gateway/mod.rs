@@ -28,6 +28,7 @@ internal! {
     mod context;
     mod json_stream;
     mod mcp_headers;
+    mod mcp_names;
     mod edge;
     mod exec;
     mod gated;

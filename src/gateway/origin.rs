@@ -30,12 +30,12 @@ use super::context::{Ctx, tls_roots_client_config};
 use super::exec::{Exec, ExecSink, Local, Serve};
 use super::outbox::Inbox;
 use super::policy::backoff::Backoff;
-use super::session::Session;
+use super::session::{Session, Upstreamed};
 use super::settings::GatewayError;
 use super::upstream::Plan;
 use super::upstream::group::Sessions;
 use super::upstream::http::{NO_UPSTREAM, Requests};
-use super::upstream::{Delivery, Env, Upstream};
+use super::upstream::{Delivery, Env, Kind as UpstreamKind, Upstream};
 use crate::assoc::AssocHandle;
 use crate::bridge::ProtocolId;
 use crate::relay::Role;
@@ -121,13 +121,23 @@ impl Origin {
                 // Every upstream the session may move to must present a
                 // forwarded credential, or none is taken (a session group
                 // may mix kinds).
-                let takes = |u: &Upstream| u.kind(protocol).is_some_and(|k| k.takes_credentials());
-                let credentials = takes(upstream)
-                    && self
+                let members = || {
+                    let group = self
                         .sessions
                         .as_deref()
-                        .is_none_or(|g| g.members.iter().all(|m| takes(&m.upstream)));
-                let session = Session::origin(assoc, self.ctx.clone(), tx, credentials);
+                        .map(|g| &g.members[..])
+                        .unwrap_or(&[]);
+                    std::iter::once(upstream).chain(group.iter().map(|m| &m.upstream))
+                };
+                let all = |f: fn(&dyn UpstreamKind) -> bool| {
+                    members().all(|u| u.kind(protocol).is_some_and(f))
+                };
+                let upstreamed = Upstreamed {
+                    credentials: all(|k| k.takes_credentials()),
+                    // A member without streams of its own names them.
+                    names: !all(|k| k.streams_per_request()),
+                };
+                let session = Session::origin(assoc, self.ctx.clone(), tx, upstreamed);
                 let sink = session.sink();
                 let (origin, upstream) = (self.clone(), upstream.clone());
                 tokio::spawn(async move { origin.run_upstream(upstream, session, rx).await });

@@ -16,18 +16,36 @@ use bytes::Bytes;
 
 use super::context::Ctx;
 use super::exec::{Exec, ExecSink, Local};
+use super::mcp_names;
 use super::metrics::Ingress;
 use super::outbox::Outbox;
 use crate::assoc::AssocHandle;
-use crate::jsonrpc::{IdKind, ScanError, Scanned, scan};
-use crate::relay::{Attached, Role};
+use crate::bridge::ProtocolId;
+use crate::jsonrpc::carriage::method_of;
+use crate::jsonrpc::{IdKind, Kind, ScanError, Scanned, scan};
+use crate::relay::{Attached, Named, Role};
+
+/// What an origin session's upstream is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Upstreamed {
+    /// It presents a forwarded credential (an MCP server over HTTP).
+    pub credentials: bool,
+    /// It gives no request a stream of its own, so that its notifications
+    /// name the request they belong to (a child process, a WebSocket).
+    pub names: bool,
+}
 
 /// Why an upstream session ended when its association did.
 pub(super) const SESSION_OVER: &str = "the association ended";
 
 /// A running session; cheap to clone.
 #[derive(Clone)]
-pub struct Session(Arc<Exec<()>>);
+pub struct Session {
+    exec: Arc<Exec<()>>,
+    /// The local party's notifications name the requests they belong to
+    /// (an MCP server over stdio or a WebSocket: [`super::mcp_names`]).
+    names: bool,
+}
 
 /// The association sink of a session.
 pub type SessionSink = ExecSink<()>;
@@ -36,36 +54,46 @@ impl Session {
     /// An edge session for a client that came in at `ingress`.
     pub fn edge(ingress: Ingress, assoc: AssocHandle, ctx: Arc<Ctx>, to_local: Outbox) -> Self {
         let exchange = ctx.exchange(Role::EdgeSession, Some(ingress));
-        Self(Exec::start(exchange, assoc, ctx, Local::Stream(to_local)))
+        let exec = Exec::start(exchange, assoc, ctx, Local::Stream(to_local));
+        Self { exec, names: false }
     }
 
     /// An origin session for an upstream (started later: messages for it
     /// queue until [`Session::local_up`]).
-    /// `credentials`: whether the upstream presents a forwarded credential
-    /// (an MCP server over HTTP).
-    pub fn origin(assoc: AssocHandle, ctx: Arc<Ctx>, to_local: Outbox, credentials: bool) -> Self {
+    /// `upstream`: what the upstream is ([`Upstreamed`]).
+    pub fn origin(
+        assoc: AssocHandle,
+        ctx: Arc<Ctx>,
+        to_local: Outbox,
+        upstream: Upstreamed,
+    ) -> Self {
         let mut exchange = ctx.exchange(Role::OriginSession, None);
-        exchange.set_takes_credentials(credentials);
-        Self(Exec::start(exchange, assoc, ctx, Local::Stream(to_local)))
+        exchange.set_takes_credentials(upstream.credentials);
+        let names = upstream.names && ctx.protocol == ProtocolId::MCP;
+        if names {
+            exchange.set_names(mcp_names::names_of);
+        }
+        let exec = Exec::start(exchange, assoc, ctx, Local::Stream(to_local));
+        Self { exec, names }
     }
 
     pub fn sink(&self) -> SessionSink {
-        ExecSink(self.0.clone())
+        ExecSink(self.exec.clone())
     }
 
     pub fn assoc(&self) -> &AssocHandle {
-        self.0.assoc()
+        self.exec.assoc()
     }
 
     /// Requests of the local party that wait for a reply (or to be sent).
     pub fn outstanding(&self) -> usize {
-        self.0.peek(|x| x.outstanding())
+        self.exec.peek(|x| x.outstanding())
     }
 
     /// A message from the local party (one line, one WebSocket message);
     /// returns when the local party may be read again.
     pub async fn on_local_message(&self, text: Bytes) {
-        let scanned = scan(&text, &self.0.ctx().scan);
+        let scanned = scan(&text, &self.exec.ctx().scan);
         self.on_local_scanned(text, scanned).await;
     }
 
@@ -76,69 +104,77 @@ impl Session {
         let Some(attached) = attached else {
             return self.on_local_message(text).await;
         };
-        let kind = match scan(&text, &self.0.ctx().scan) {
+        let kind = match scan(&text, &self.exec.ctx().scan) {
             Ok(Scanned::Single(kind)) => kind,
             scanned => return self.on_local_scanned(text, scanned).await,
         };
         let reading = self
-            .0
+            .exec
             .with(|x, now| {
                 x.handle_local_one(now, text, kind, None, Some(attached));
                 x.reading_local()
             })
             .await;
         if !reading {
-            self.0.local_room().await;
+            self.exec.local_room().await;
         }
     }
 
     /// A notification of the local party that belongs to the peer's request
-    /// `id` (it came on that request's own stream): streamed to the peer
-    /// before the request's reply while it waits for one
+    /// it names (it came on that request's own stream, or names it as
+    /// [`super::mcp_names`] reads): streamed to the peer before the
+    /// request's reply while it waits for one
     /// ([`crate::relay::Exchange::handle_local_related`]); anything else
     /// goes as [`Session::on_local_scanned`] sends it.
     pub async fn on_local_related(
         &self,
         text: Bytes,
         scanned: Result<Scanned, ScanError>,
-        id: (&[u8], IdKind),
+        named: Named,
     ) {
         let kind = match scanned {
-            Ok(Scanned::Single(kind @ crate::jsonrpc::Kind::Notification { .. })) => kind,
+            Ok(Scanned::Single(kind @ Kind::Notification { .. })) => kind,
             scanned => return self.on_local_scanned(text, scanned).await,
         };
         let reading = self
-            .0
+            .exec
             .with(|x, now| {
-                x.handle_local_related(now, text, kind, id);
+                x.handle_local_related(now, text, kind, &named);
                 x.reading_local()
             })
             .await;
         if !reading {
-            self.0.local_room().await;
+            self.exec.local_room().await;
         }
     }
 
     /// [`Session::on_local_message`] for a message its caller has already
     /// scanned (with the gateway's own limits, `Ctx::scan`).
     pub async fn on_local_scanned(&self, text: Bytes, scanned: Result<Scanned, ScanError>) {
+        if self.names
+            && let Ok(Scanned::Single(Kind::Notification { method })) = &scanned
+            && let Some(named) =
+                method_of(&text, method).and_then(|m| mcp_names::named_by(&m, &text))
+        {
+            return Box::pin(self.on_local_related(text, scanned, named)).await;
+        }
         let reading = self
-            .0
+            .exec
             .with(|x, now| {
                 x.handle_local(now, text, scanned, None);
                 x.reading_local()
             })
             .await;
         if !reading {
-            self.0.local_room().await;
+            self.exec.local_room().await;
         }
     }
 
     /// The local party sent a message of `len` octets, over `--max-body`,
     /// that was dropped unread; `head` is its start.
     pub async fn local_message_too_large(&self, head: &[u8], len: usize) {
-        let max = self.0.ctx().limits.max_body;
-        self.0
+        let max = self.exec.ctx().limits.max_body;
+        self.exec
             .with(|x, now| x.local_too_large(now, head, len, max))
             .await;
     }
@@ -146,7 +182,7 @@ impl Session {
     /// The exchange's deadline for the peer's request with this id, while
     /// it waits for the local party.
     pub fn deadline_of(&self, token: &[u8], kind: IdKind) -> Option<std::time::Instant> {
-        self.0.peek(|x| x.deadline_of(token, kind))
+        self.exec.peek(|x| x.deadline_of(token, kind))
     }
 
     /// The local party will not answer the peer's request with this id: it
@@ -160,7 +196,7 @@ impl Session {
         detail: &str,
         reached: bool,
     ) -> bool {
-        self.0
+        self.exec
             .with(|x, now| x.local_cannot_answer(now, token, kind, detail.to_owned(), reached))
             .await
     }
@@ -168,21 +204,21 @@ impl Session {
     /// Origin: the upstream went away. Requests it had not answered get
     /// NotDelivered; requests it made to the client are forgotten.
     pub async fn local_down(&self, why: &str) {
-        self.0.with(|x, _| x.local_down(why)).await;
+        self.exec.with(|x, _| x.local_down(why)).await;
     }
 
     /// Origin: the upstream is being (re)started; messages queue for it.
     pub fn local_starting(&self) {
-        self.0.update(|x| x.local_starting());
+        self.exec.update(|x| x.local_starting());
     }
 
     /// Origin: the upstream is running.
     pub fn local_up(&self) {
-        self.0.update(|x| x.local_up());
+        self.exec.update(|x| x.local_up());
     }
 
     /// Closes the association (the local party went away).
     pub async fn close(&self) {
-        self.0.assoc().close(0).await;
+        self.exec.assoc().close(0).await;
     }
 }

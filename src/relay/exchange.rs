@@ -409,6 +409,9 @@ struct Incoming {
     corr: Corr,
     id: Corr,
     kind: IdKind,
+    /// What a notification of the local party may name it by
+    /// ([`Exchange::set_names`]); `None` when nothing.
+    names: Option<Box<Names>>,
     octets: usize,
     serial: u64,
     /// When it is answered if the local party has not (set as it is
@@ -416,6 +419,32 @@ struct Incoming {
     deadline: Instant,
     /// Read-only or idempotent-write: may be sent to the local party again.
     resend_safe: bool,
+}
+
+/// What of a peer's request a notification of the local party may name it
+/// by, where the local party's protocol has such names and the local party
+/// gives no request a stream of its own (an MCP server over stdio or a
+/// WebSocket: MCP 2026-07-28, stdio, "Receiving Messages").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Names {
+    /// Its progress token, as [`Exchange::set_names`]'s reader writes it.
+    pub progress: Option<Bytes>,
+    /// It asked for log messages.
+    pub logs: bool,
+}
+
+/// The request of the peer that a notification of the local party belongs
+/// to, as the notification names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Named {
+    /// By its id: the request's own stream it came on, or MCP's
+    /// subscription id.
+    Id(Bytes, IdKind),
+    /// By its progress token ([`Names::progress`]).
+    Progress(Bytes),
+    /// A log message: it belongs to the one request that asked for them,
+    /// when exactly one waits.
+    Log,
 }
 
 /// A request of the peer not yet delivered: no room, or the local party
@@ -489,6 +518,9 @@ pub struct Exchange<T> {
     /// request by request or as an MCP session): a peer's request that
     /// carries one is refused where it does not.
     takes_credentials: bool,
+    /// Reads what of a peer's request the local party's notifications may
+    /// name it by ([`Exchange::set_names`]).
+    names_of: Option<fn(&[u8]) -> Names>,
     outgoing: Correlator<Pending<T>>,
     out_deadlines: Deadlines,
     /// Octets of local requests in flight.
@@ -528,6 +560,7 @@ impl<T> Exchange<T> {
         };
         Self {
             takes_credentials: party == Party::Served,
+            names_of: None,
             party,
             outgoing: Correlator::new(config.role.correlation(), usize::MAX),
             out_deadlines: Deadlines(VecDeque::new()),
@@ -643,18 +676,12 @@ impl<T> Exchange<T> {
     }
 
     /// A notification of the local party that belongs to the peer's request
-    /// `id` (a message on that request's own stream, as an MCP server's
+    /// it names (a message on that request's own stream, as an MCP server's
     /// progress): sent as one chunk of that request's streamed reply
     /// (BRIDGE_STREAM_DATA, echoing its correlation id) while the request
     /// waits for its reply, else as a notification of its own.
-    pub fn handle_local_related(
-        &mut self,
-        now: Instant,
-        text: Bytes,
-        kind: Kind,
-        id: (&[u8], IdKind),
-    ) {
-        let corr = match (&kind, self.find_incoming(id.0, id.1)) {
+    pub fn handle_local_related(&mut self, now: Instant, text: Bytes, kind: Kind, named: &Named) {
+        let corr = match (&kind, self.named_incoming(named)) {
             (Kind::Notification { .. }, Some(incoming)) if self.closed.is_none() => {
                 incoming.corr.clone()
             }
@@ -1269,6 +1296,14 @@ impl<T> Exchange<T> {
         self.takes_credentials = takes;
     }
 
+    /// The local party's notifications name the requests they belong to
+    /// (it gives none a stream of its own): `names_of` reads what each
+    /// request of the peer may be named by, as it arrives
+    /// ([`Exchange::handle_local_related`]).
+    pub fn set_names(&mut self, names_of: fn(&[u8]) -> Names) {
+        self.names_of = Some(names_of);
+    }
+
     /// There is no local party at all: every request is answered
     /// NotDelivered with `detail`.
     pub fn local_gone(&mut self, detail: String) {
@@ -1348,10 +1383,14 @@ impl<T> Exchange<T> {
                     let corr = correlation_id.into();
                     let part = at(text);
                     let text = payload.keep(part);
+                    let names = (self.names_of.map(|read| read(&text)))
+                        .filter(|n| *n != Names::default())
+                        .map(Box::new);
                     let incoming = Incoming {
                         corr,
                         id: text[id.token.clone()].into(),
                         kind: id.kind,
+                        names,
                         octets: text.len(),
                         serial: 0,
                         deadline: now,
@@ -1625,6 +1664,26 @@ impl<T> Exchange<T> {
     /// same token, else the same id value (`1` and `1.0`, escapes).
     /// The request of the peer whose id is `token`, still waiting for its
     /// reply.
+    /// The request of the peer waiting here that `named` names.
+    fn named_incoming(&self, named: &Named) -> Option<&Incoming> {
+        fn names(i: &Incoming) -> Option<&Names> {
+            i.names.as_deref()
+        }
+        match named {
+            Named::Id(token, kind) => self.find_incoming(token, *kind),
+            Named::Progress(token) => (self.incoming.values())
+                .find(|i| names(i).is_some_and(|n| n.progress.as_ref() == Some(token))),
+            Named::Log => {
+                let mut asking =
+                    (self.incoming.values()).filter(|i| names(i).is_some_and(|n| n.logs));
+                match (asking.next(), asking.next()) {
+                    (Some(one), None) => Some(one),
+                    _ => None,
+                }
+            }
+        }
+    }
+
     fn find_incoming(&self, token: &[u8], kind: IdKind) -> Option<&Incoming> {
         self.incoming
             .get(token)

@@ -1010,9 +1010,12 @@ fn what_belongs_to_a_request_reaches_its_caller_before_the_reply() {
             panic!("scans");
         };
         let now = p.now;
-        p.origin
-            .x
-            .handle_local_related(now, text, kind, (id, IdKind::Number));
+        p.origin.x.handle_local_related(
+            now,
+            text,
+            kind,
+            &Named::Id(Bytes::copy_from_slice(id), IdKind::Number),
+        );
         p.drive();
     };
     related(&mut p, b"7", progress(1));
@@ -1034,6 +1037,69 @@ fn what_belongs_to_a_request_reaches_its_caller_before_the_reply() {
     let answered: Vec<u32> = p.edge.answers.iter().map(|(t, _)| *t).collect();
     assert_eq!(answered, [1, 2]);
     assert_eq!(p.edge.counts.dropped.load(Relaxed), 2, "9 and 3");
+}
+
+/// A local party without a stream per request names the request in the
+/// notification ([`Exchange::set_names`]): by the progress token the
+/// request gave, or a log message by being sent for the one request that
+/// asked for them. One both ask for names neither: a notification of its
+/// own (dropped by a pool).
+#[test]
+fn a_notification_reaches_the_request_it_names() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginSession,
+        Room::default(),
+        Room::default(),
+    );
+    p.origin.x.set_names(|text| {
+        let meta = &parse(text)["params"]["_meta"];
+        Names {
+            progress: meta["token"].as_str().map(|t| Bytes::from(t.to_owned())),
+            logs: meta["logs"] == true,
+        }
+    });
+    let sinks: Vec<_> = (0..2)
+        .map(|_| Arc::new(std::sync::Mutex::new(Vec::new())))
+        .collect();
+    let now = p.now;
+    for (n, sink) in sinks.iter().enumerate() {
+        let sink = sink.clone();
+        let interim = crate::relay::Interim(Arc::new(move |text: Bytes| {
+            sink.lock()
+                .expect("lock")
+                .push(parse(&text)["params"]["n"].clone());
+        }));
+        let meta = json!({"_meta": {"token": format!("t{n}"), "logs": true}});
+        let text = Bytes::from(req(7 + n as u64, "tools/call", meta));
+        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+            panic!("scans");
+        };
+        (p.edge.x).handle_local_streamed(now, (text, kind), Some(n as u32), None, Some(interim));
+    }
+    p.drive();
+    assert_eq!(p.origin.take_local().len(), 2);
+    let notify = |p: &mut Pair<u32>, n: u32, named: Named| {
+        let text = Bytes::from(
+            json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"n":n}}).to_string(),
+        );
+        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+            panic!("scans");
+        };
+        let now = p.now;
+        p.origin.x.handle_local_related(now, text, kind, &named);
+        p.drive();
+    };
+    notify(&mut p, 1, Named::Progress(Bytes::from_static(b"t1")));
+    notify(&mut p, 2, Named::Progress(Bytes::from_static(b"t0")));
+    notify(&mut p, 3, Named::Progress(Bytes::from_static(b"t9")));
+    notify(&mut p, 4, Named::Log);
+    p.upstream(r#"{"jsonrpc":"2.0","id":8,"result":"done"}"#);
+    notify(&mut p, 5, Named::Log);
+    let got = |n: usize| sinks[n].lock().expect("lock").clone();
+    assert_eq!(got(0), [json!(2), json!(5)]);
+    assert_eq!(got(1), [json!(1)]);
+    assert_eq!(p.edge.counts.dropped.load(Relaxed), 2, "3 and 4");
 }
 
 /// On the wire, such a message is a BRIDGE_STREAM_DATA frame echoing the

@@ -10,6 +10,15 @@
 //!   client; answers with `{"answer": <the client's result>}`;
 //! - `subscribe` → (sessions) result `"0x1"`, then three `eth_subscription`
 //!   notifications;
+//! - `progress` → (sessions) as an MCP server over stdio names what belongs
+//!   to a request (2026-07-28): two `notifications/progress` with the
+//!   request's `_meta.progressToken`, 30 ms apart, and a
+//!   `notifications/message` when its `_meta` asks for a log level; then
+//!   result `"done"`;
+//! - `listen` → (sessions) as MCP's `subscriptions/listen`: its
+//!   acknowledgment and one `notifications/resources/updated`, each naming
+//!   the request's id as `_meta`'s subscription id; then result
+//!   `{"resultType":"complete"}`;
 //! - `exit` → the process exits at once with status 3, no reply (a crash);
 //! - `nosuch` → -32601 Method not found;
 //! - any other method → `result` = the params, so any API's method names
@@ -171,6 +180,38 @@ impl Peer {
                     });
                 }
                 ok(json!("0x1"))
+            }
+            "progress" => {
+                let meta = &params["_meta"];
+                if let Some(token) = meta.get("progressToken") {
+                    for n in 1..=2 {
+                        self.push(json!({"jsonrpc":"2.0","method":"notifications/progress",
+                            "params":{"progressToken":token,"progress":n}}))
+                            .await;
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                    }
+                }
+                if meta.get("io.modelcontextprotocol/logLevel").is_some() {
+                    self.push(json!({"jsonrpc":"2.0","method":"notifications/message",
+                        "params":{"level":"info","data":"working"}}))
+                        .await;
+                }
+                ok(json!("done"))
+            }
+            "listen" => {
+                let meta = json!({ "io.modelcontextprotocol/subscriptionId": id });
+                self.push(
+                    json!({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged",
+                    "params":{"_meta":meta,"notifications":{"toolsListChanged":true}}}),
+                )
+                .await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                self.push(
+                    json!({"jsonrpc":"2.0","method":"notifications/resources/updated",
+                    "params":{"_meta":meta,"uri":"mock://a"}}),
+                )
+                .await;
+                ok(json!({"resultType":"complete"}))
             }
             "exit" => std::process::exit(3),
             "nosuch" => Some(

@@ -48,7 +48,7 @@ use crate::gateway::policy::backoff::Backoff;
 use crate::gateway::session::{SESSION_OVER, Session};
 use crate::jsonrpc::carriage::method_of;
 use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
-use crate::relay::Attached;
+use crate::relay::{Attached, Named};
 use crate::sse::SseDecoder;
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -214,6 +214,10 @@ impl UpstreamKind for McpHttp {
     }
 
     fn takes_credentials(&self) -> bool {
+        true
+    }
+
+    fn streams_per_request(&self) -> bool {
         true
     }
 
@@ -742,8 +746,8 @@ impl McpSession {
             // What comes on a request's stream before its reply belongs to
             // it (MCP: progress, log messages): streamed with it.
             Some(a) if !reply => {
-                let id = (&a.id[..], a.kind);
-                self.session.on_local_related(msg, scanned, id).await;
+                let named = Named::Id(a.id.clone(), a.kind);
+                self.session.on_local_related(msg, scanned, named).await;
             }
             _ => self.session.on_local_scanned(msg, scanned).await,
         }

@@ -65,6 +65,14 @@ pub trait Kind: Sync {
     fn takes_credentials(&self) -> bool {
         false
     }
+
+    /// Whether it gives each request a stream of its own, on which what
+    /// belongs to the request comes (MCP over Streamable HTTP); a session
+    /// kind without one (stdio, a WebSocket) names the request in the
+    /// message, where its protocol can ([`crate::gateway::session::Upstreamed`]).
+    fn streams_per_request(&self) -> bool {
+        false
+    }
 }
 
 /// How a kind's messages are delivered.

@@ -1,0 +1,158 @@
+//! Which request an MCP server's notification belongs to, where the server
+//! gives no request a stream of its own (stdio, a WebSocket). MCP
+//! 2026-07-28 (stdio, "Receiving Messages") has such a server write
+//! "notifications that relate to an in-flight request" on its one channel,
+//! named by what the request gave:
+//!
+//! - `notifications/progress` by the request's `_meta.progressToken`
+//!   ("Progress");
+//! - a subscription's notifications by
+//!   `_meta["io.modelcontextprotocol/subscriptionId"]`, the id of its
+//!   `subscriptions/listen` request ("Subscriptions");
+//! - `notifications/message` by nothing: it is request-scoped, and sent
+//!   only for a request whose `_meta` asked for a log level ("Logging"),
+//!   so it belongs to the one request that asked, when exactly one waits.
+//!
+//! A notification that names nothing waiting goes as one of its own, as
+//! before. The reading costs nothing for a request without `_meta`.
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
+
+use crate::jsonrpc::IdKind;
+use crate::relay::{Named, Names};
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    params: Option<Params>,
+}
+
+#[derive(Deserialize)]
+struct Params {
+    /// A progress notification's token.
+    #[serde(rename = "progressToken", default)]
+    progress_token: Option<Value>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<Meta>,
+}
+
+#[derive(Deserialize)]
+struct Meta {
+    /// A request's progress token.
+    #[serde(rename = "progressToken", default)]
+    progress_token: Option<Value>,
+    #[serde(rename = "io.modelcontextprotocol/subscriptionId", default)]
+    subscription_id: Option<Value>,
+    #[serde(rename = "io.modelcontextprotocol/logLevel", default)]
+    log_level: Option<IgnoredAny>,
+}
+
+/// What a notification of `method` may name a request by, read from the
+/// notification or the request (`None`: it cannot be read, or has none).
+fn params(text: &[u8]) -> Option<Params> {
+    serde_json::from_slice::<Message>(text).ok()?.params
+}
+
+/// A progress token written one way whatever way the server wrote it
+/// (escapes, spacing): the JSON value, compact. A token is a string or an
+/// integer; anything else names nothing.
+fn token(value: Value) -> Option<Bytes> {
+    (value.is_string() || value.is_i64() || value.is_u64())
+        .then(|| serde_json::to_vec(&value).ok().map(Bytes::from))
+        .flatten()
+}
+
+/// What of an MCP request its server's notifications may name it by
+/// ([`crate::relay::Exchange::set_names`]).
+pub fn names_of(request: &[u8]) -> Names {
+    if !request.windows(5).any(|w| w == b"_meta") {
+        return Names::default();
+    }
+    let Some(meta) = params(request).and_then(|p| p.meta) else {
+        return Names::default();
+    };
+    Names {
+        progress: meta.progress_token.and_then(token),
+        logs: meta.log_level.is_some(),
+    }
+}
+
+/// The request an MCP server's notification of `method` (`text`) names,
+/// if it names one.
+pub fn named_by(method: &str, text: &[u8]) -> Option<Named> {
+    if method == "notifications/message" {
+        return Some(Named::Log);
+    }
+    let params = params(text)?;
+    if method == "notifications/progress" {
+        return params.progress_token.and_then(token).map(Named::Progress);
+    }
+    let id = params.meta?.subscription_id?;
+    let kind = match &id {
+        Value::String(_) => IdKind::String,
+        Value::Number(_) => IdKind::Number,
+        _ => return None,
+    };
+    Some(Named::Id(serde_json::to_vec(&id).ok()?.into(), kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_named_by_its_progress_token_and_its_log_level() {
+        let request = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":"p\u0031","io.modelcontextprotocol/logLevel":"info"}}}"#;
+        let names = names_of(request);
+        assert_eq!(names.progress.as_deref(), Some(&b"\"p1\""[..]));
+        assert!(names.logs);
+        let number =
+            br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"progressToken":7}}}"#;
+        assert_eq!(names_of(number).progress.as_deref(), Some(&b"7"[..]));
+        assert!(!names_of(number).logs);
+    }
+
+    #[test]
+    fn a_request_without_names_has_none() {
+        for request in [
+            &br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"progressToken":{"a":1}}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":"#,
+        ] {
+            assert_eq!(names_of(request), Names::default());
+        }
+    }
+
+    #[test]
+    fn a_notification_names_its_request() {
+        let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken": "p1","progress":1}}"#;
+        assert_eq!(
+            named_by("notifications/progress", progress),
+            Some(Named::Progress(Bytes::from_static(b"\"p1\"")))
+        );
+        let update = br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a","_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}"#;
+        assert_eq!(
+            named_by("notifications/resources/updated", update),
+            Some(Named::Id(
+                Bytes::from_static(b"\"listen-1\""),
+                IdKind::String
+            ))
+        );
+        let numbered = br#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":1}}}"#;
+        assert_eq!(
+            named_by("notifications/subscriptions/acknowledged", numbered),
+            Some(Named::Id(Bytes::from_static(b"1"), IdKind::Number))
+        );
+        let log = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
+        assert_eq!(named_by("notifications/message", log), Some(Named::Log));
+        let plain = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+        assert_eq!(named_by("notifications/tools/list_changed", plain), None);
+        let unnamed =
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#;
+        assert_eq!(named_by("notifications/progress", unnamed), None);
+    }
+}
