@@ -440,7 +440,8 @@ pub enum Named {
     /// By its id: the request's own stream it came on, or MCP's
     /// subscription id.
     Id(Bytes, IdKind),
-    /// By its progress token ([`Names::progress`]).
+    /// By its progress token ([`Names::progress`]), when exactly one
+    /// waiting request gave it.
     Progress(Bytes),
     /// A log message: it belongs to the one request that asked for them,
     /// when exactly one waits.
@@ -1669,18 +1670,21 @@ impl<T> Exchange<T> {
         fn names(i: &Incoming) -> Option<&Names> {
             i.names.as_deref()
         }
+        // The one request that matches: tokens are the clients' own, and
+        // two clients' requests on one association may give the same one.
+        fn only<'a>(mut matching: impl Iterator<Item = &'a Incoming>) -> Option<&'a Incoming> {
+            match (matching.next(), matching.next()) {
+                (Some(one), None) => Some(one),
+                _ => None,
+            }
+        }
+        let waiting = self.incoming.values();
         match named {
             Named::Id(token, kind) => self.find_incoming(token, *kind),
-            Named::Progress(token) => (self.incoming.values())
-                .find(|i| names(i).is_some_and(|n| n.progress.as_ref() == Some(token))),
-            Named::Log => {
-                let mut asking =
-                    (self.incoming.values()).filter(|i| names(i).is_some_and(|n| n.logs));
-                match (asking.next(), asking.next()) {
-                    (Some(one), None) => Some(one),
-                    _ => None,
-                }
-            }
+            Named::Progress(token) => only(
+                waiting.filter(|i| names(i).is_some_and(|n| n.progress.as_ref() == Some(token))),
+            ),
+            Named::Log => only(waiting.filter(|i| names(i).is_some_and(|n| n.logs))),
         }
     }
 

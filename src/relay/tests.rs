@@ -1102,6 +1102,46 @@ fn a_notification_reaches_the_request_it_names() {
     assert_eq!(p.edge.counts.dropped.load(Relaxed), 2, "3 and 4");
 }
 
+/// Two requests that give the same progress token (tokens are the
+/// clients', and one association carries many clients' requests): their
+/// progress names neither, so that no client gets another's.
+#[test]
+fn a_progress_token_two_requests_gave_names_neither() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginSession,
+        Room::default(),
+        Room::default(),
+    );
+    p.origin.x.set_names(|_| Names {
+        progress: Some(Bytes::from_static(b"1")),
+        logs: false,
+    });
+    let got = Arc::new(std::sync::Mutex::new(0));
+    let now = p.now;
+    for n in 0..2 {
+        let got = got.clone();
+        let interim = crate::relay::Interim(Arc::new(move |_: Bytes| {
+            *got.lock().expect("lock") += 1;
+        }));
+        let text = Bytes::from(req(7 + n, "tools/call", json!({})));
+        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+            panic!("scans");
+        };
+        (p.edge.x).handle_local_streamed(now, (text, kind), Some(n as u32), None, Some(interim));
+    }
+    p.drive();
+    let text = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
+    let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+        panic!("scans");
+    };
+    let named = Named::Progress(Bytes::from_static(b"1"));
+    p.origin.x.handle_local_related(now, text, kind, &named);
+    p.drive();
+    assert_eq!(*got.lock().expect("lock"), 0);
+    assert_eq!(p.edge.counts.dropped.load(Relaxed), 1);
+}
+
 /// On the wire, such a message is a BRIDGE_STREAM_DATA frame echoing the
 /// request's correlation id; a notification of its own is a BRIDGE_NOTIFY
 /// with none.
