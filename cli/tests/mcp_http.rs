@@ -1450,7 +1450,15 @@ fn event_messages(body: &str) -> Vec<Value> {
 /// own, which a pool drops).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_servers_messages_reach_the_request_they_name() {
-    let pair = mcp_pair(Up::Stdio).await;
+    // One association, so one child for both clients.
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Stdio,
+        origin_extra: &["--protocol", "mcp"],
+        edge_extra: &["--protocol", "mcp", "--pool-size", "1"],
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
     let edge = pair.ingress("http");
     let post = |id: &str, method: &'static str, meta: Value| {
         let mut meta = meta;
@@ -1509,7 +1517,7 @@ async fn a_stdio_servers_messages_reach_the_request_they_name() {
         );
     }
 
-    let listened = post("l-1", "listen", json!({})).await;
+    let listened = post("l-1", "subscriptions/listen", json!({})).await;
     let methods: Vec<_> = listened.iter().map(|m| m["method"].clone()).collect();
     assert_eq!(
         methods,

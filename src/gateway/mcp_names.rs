@@ -14,9 +14,18 @@
 //!   so it belongs to the one request that asked, when exactly one waits.
 //!
 //! A notification that names nothing waiting goes as one of its own, as
-//! before. The reading costs nothing for a request without `_meta`.
+//! before. A request whose deadline passes unanswered is cancelled at the
+//! server (`notifications/cancelled`), which then sends nothing more for it
+//! ("Cancellation"), so that nothing names a later request with its id.
+//!
+//! Each request of such a session is read once more as it arrives (a
+//! request of the stateless revision always has `_meta`): what it may be
+//! named by, and nothing else, is kept, a progress token of at most
+//! [`MAX_TOKEN`] octets.
 
 use bytes::Bytes;
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;
@@ -24,11 +33,19 @@ use serde_json::Value;
 use crate::jsonrpc::IdKind;
 use crate::relay::{Named, Names};
 
+const LISTEN: &str = "subscriptions/listen";
+
 #[derive(Deserialize)]
-struct Message {
+struct Message<'a> {
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
     #[serde(default)]
     params: Option<Params>,
 }
+
+/// The longest progress token a request is named by; a longer one names
+/// nothing (it would be kept for as long as the request waits).
+pub const MAX_TOKEN: usize = 256;
 
 #[derive(Deserialize)]
 struct Params {
@@ -53,7 +70,7 @@ struct Meta {
 /// What a notification of `method` may name a request by, read from the
 /// notification or the request (`None`: it cannot be read, or has none).
 fn params(text: &[u8]) -> Option<Params> {
-    serde_json::from_slice::<Message>(text).ok()?.params
+    serde_json::from_slice::<Message<'_>>(text).ok()?.params
 }
 
 /// A progress token written one way whatever way the server wrote it
@@ -61,23 +78,42 @@ fn params(text: &[u8]) -> Option<Params> {
 /// integer; anything else names nothing.
 fn token(value: Value) -> Option<Bytes> {
     (value.is_string() || value.is_i64() || value.is_u64())
-        .then(|| serde_json::to_vec(&value).ok().map(Bytes::from))
+        .then(|| serde_json::to_vec(&value).ok())
         .flatten()
+        .filter(|t| t.len() <= MAX_TOKEN)
+        .map(Bytes::from)
 }
 
 /// What of an MCP request its server's notifications may name it by
 /// ([`crate::relay::Exchange::set_names`]).
 pub fn names_of(request: &[u8]) -> Names {
-    if !request.windows(5).any(|w| w == b"_meta") {
+    let has = |s: &[u8]| request.windows(s.len()).any(|w| w == s);
+    if !has(b"_meta") && !has(LISTEN.as_bytes()) {
         return Names::default();
     }
-    let Some(meta) = params(request).and_then(|p| p.meta) else {
+    let Ok(message) = serde_json::from_slice::<Message<'_>>(request) else {
         return Names::default();
     };
+    let subscription = message.method.as_deref() == Some(LISTEN);
+    let meta = message.params.and_then(|p| p.meta);
     Names {
-        progress: meta.progress_token.and_then(token),
-        logs: meta.log_level.is_some(),
+        progress: meta
+            .as_ref()
+            .and_then(|m| m.progress_token.clone())
+            .and_then(token),
+        logs: meta.is_some_and(|m| m.log_level.is_some()),
+        subscription,
     }
+}
+
+/// MCP's `notifications/cancelled` for the request with this id (its
+/// token, as it came).
+pub fn given_up(id: &[u8]) -> Bytes {
+    let mut text =
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"#.to_vec();
+    text.extend_from_slice(id);
+    text.extend_from_slice(br#","reason":"the gateway gave the request up: no answer in time"}}"#);
+    text.into()
 }
 
 /// The request an MCP server's notification of `method` (`text`) names,
@@ -96,7 +132,10 @@ pub fn named_by(method: &str, text: &[u8]) -> Option<Named> {
         Value::Number(_) => IdKind::Number,
         _ => return None,
     };
-    Some(Named::Id(serde_json::to_vec(&id).ok()?.into(), kind))
+    Some(Named::Subscription(
+        serde_json::to_vec(&id).ok()?.into(),
+        kind,
+    ))
 }
 
 #[cfg(test)]
@@ -113,6 +152,25 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":{"progressToken":7}}}"#;
         assert_eq!(names_of(number).progress.as_deref(), Some(&b"7"[..]));
         assert!(!names_of(number).logs);
+    }
+
+    #[test]
+    fn a_listen_is_named_by_its_subscription_and_a_long_token_names_nothing() {
+        let listen = br#"{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{}}"#;
+        assert!(names_of(listen).subscription);
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"_meta":{{"progressToken":"{}"}}}}}}"#,
+            "t".repeat(MAX_TOKEN)
+        );
+        assert_eq!(names_of(long.as_bytes()), Names::default());
+    }
+
+    #[test]
+    fn a_request_given_up_is_cancelled_by_its_id() {
+        let text = given_up(br#""a\"b""#);
+        let v: Value = serde_json::from_slice(&text).expect("JSON");
+        assert_eq!(v["method"], "notifications/cancelled");
+        assert_eq!(v["params"]["requestId"], "a\"b");
     }
 
     #[test]
@@ -137,7 +195,7 @@ mod tests {
         let update = br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a","_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}"#;
         assert_eq!(
             named_by("notifications/resources/updated", update),
-            Some(Named::Id(
+            Some(Named::Subscription(
                 Bytes::from_static(b"\"listen-1\""),
                 IdKind::String
             ))
@@ -145,7 +203,10 @@ mod tests {
         let numbered = br#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":1}}}"#;
         assert_eq!(
             named_by("notifications/subscriptions/acknowledged", numbered),
-            Some(Named::Id(Bytes::from_static(b"1"), IdKind::Number))
+            Some(Named::Subscription(
+                Bytes::from_static(b"1"),
+                IdKind::Number
+            ))
         );
         let log = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
         assert_eq!(named_by("notifications/message", log), Some(Named::Log));

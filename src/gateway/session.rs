@@ -23,7 +23,7 @@ use crate::assoc::AssocHandle;
 use crate::bridge::ProtocolId;
 use crate::jsonrpc::carriage::method_of;
 use crate::jsonrpc::{IdKind, Kind, ScanError, Scanned, scan};
-use crate::relay::{Attached, Named, Role};
+use crate::relay::{Attached, Named, Relations, Role};
 
 /// What an origin session's upstream is.
 #[derive(Clone, Copy, Debug, Default)]
@@ -71,7 +71,10 @@ impl Session {
         exchange.set_takes_credentials(upstream.credentials);
         let names = upstream.names && ctx.protocol == ProtocolId::MCP;
         if names {
-            exchange.set_names(mcp_names::names_of);
+            exchange.set_names(Relations {
+                names_of: mcp_names::names_of,
+                given_up: mcp_names::given_up,
+            });
         }
         let exec = Exec::start(exchange, assoc, ctx, Local::Stream(to_local));
         Self { exec, names }

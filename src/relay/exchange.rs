@@ -431,15 +431,32 @@ pub struct Names {
     pub progress: Option<Bytes>,
     /// It asked for log messages.
     pub logs: bool,
+    /// It opens a subscription, whose notifications name it by its id.
+    pub subscription: bool,
+}
+
+/// How a local party without a stream per request names the requests its
+/// notifications belong to, and is told that one was given up
+/// ([`Exchange::set_names`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Relations {
+    /// What of a request of the peer its notifications may name it by.
+    pub names_of: fn(&[u8]) -> Names,
+    /// The notification that tells the local party that the request with
+    /// this id (its token, as it came) was given up (MCP's
+    /// `notifications/cancelled`), so that it sends nothing more naming it.
+    pub given_up: fn(&[u8]) -> Bytes,
 }
 
 /// The request of the peer that a notification of the local party belongs
 /// to, as the notification names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Named {
-    /// By its id: the request's own stream it came on, or MCP's
-    /// subscription id.
+    /// By its id: the request's own stream it came on.
     Id(Bytes, IdKind),
+    /// By the id of the request that opened its subscription
+    /// ([`Names::subscription`]; MCP's subscription id).
+    Subscription(Bytes, IdKind),
     /// By its progress token ([`Names::progress`]), when exactly one
     /// waiting request gave it.
     Progress(Bytes),
@@ -519,9 +536,9 @@ pub struct Exchange<T> {
     /// request by request or as an MCP session): a peer's request that
     /// carries one is refused where it does not.
     takes_credentials: bool,
-    /// Reads what of a peer's request the local party's notifications may
-    /// name it by ([`Exchange::set_names`]).
-    names_of: Option<fn(&[u8]) -> Names>,
+    /// How the local party's notifications name the peer's requests
+    /// ([`Exchange::set_names`]).
+    relations: Option<Relations>,
     outgoing: Correlator<Pending<T>>,
     out_deadlines: Deadlines,
     /// Octets of local requests in flight.
@@ -561,7 +578,7 @@ impl<T> Exchange<T> {
         };
         Self {
             takes_credentials: party == Party::Served,
-            names_of: None,
+            relations: None,
             party,
             outgoing: Correlator::new(config.role.correlation(), usize::MAX),
             out_deadlines: Deadlines(VecDeque::new()),
@@ -1298,11 +1315,13 @@ impl<T> Exchange<T> {
     }
 
     /// The local party's notifications name the requests they belong to
-    /// (it gives none a stream of its own): `names_of` reads what each
-    /// request of the peer may be named by, as it arrives
-    /// ([`Exchange::handle_local_related`]).
-    pub fn set_names(&mut self, names_of: fn(&[u8]) -> Names) {
-        self.names_of = Some(names_of);
+    /// (it gives none a stream of its own): what each request of the peer
+    /// may be named by is read as it arrives
+    /// ([`Exchange::handle_local_related`]), and the local party is told
+    /// of a request given up unanswered (its deadline passed), so that
+    /// nothing it sends later names another request with its id.
+    pub fn set_names(&mut self, relations: Relations) {
+        self.relations = Some(relations);
     }
 
     /// There is no local party at all: every request is answered
@@ -1384,7 +1403,7 @@ impl<T> Exchange<T> {
                     let corr = correlation_id.into();
                     let part = at(text);
                     let text = payload.keep(part);
-                    let names = (self.names_of.map(|read| read(&text)))
+                    let names = (self.relations.map(|r| (r.names_of)(&text)))
                         .filter(|n| *n != Names::default())
                         .map(Box::new);
                     let incoming = Incoming {
@@ -1681,6 +1700,9 @@ impl<T> Exchange<T> {
         let waiting = self.incoming.values();
         match named {
             Named::Id(token, kind) => self.find_incoming(token, *kind),
+            Named::Subscription(token, kind) => self
+                .find_incoming(token, *kind)
+                .filter(|i| names(i).is_some_and(|n| n.subscription)),
             Named::Progress(token) => only(
                 waiting.filter(|i| names(i).is_some_and(|n| n.progress.as_ref() == Some(token))),
             ),
@@ -1803,6 +1825,9 @@ impl<T> Exchange<T> {
                     self.config.local_name, self.config.request_timeout
                 );
                 self.not_delivered(i.corr.clone(), detail);
+                if let Some(r) = self.relations.filter(|_| !matches!(self.local, Local::Down(_))) {
+                    self.push(Action::Deliver((r.given_up)(&i.id), None));
+                }
                 self.released(now, i);
             }
         }

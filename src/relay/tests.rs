@@ -1052,13 +1052,14 @@ fn a_notification_reaches_the_request_it_names() {
         Room::default(),
         Room::default(),
     );
-    p.origin.x.set_names(|text| {
+    p.origin.x.set_names(relations(|text| {
         let meta = &parse(text)["params"]["_meta"];
         Names {
             progress: meta["token"].as_str().map(|t| Bytes::from(t.to_owned())),
             logs: meta["logs"] == true,
+            subscription: meta["listen"] == true,
         }
-    });
+    }));
     let sinks: Vec<_> = (0..2)
         .map(|_| Arc::new(std::sync::Mutex::new(Vec::new())))
         .collect();
@@ -1102,6 +1103,76 @@ fn a_notification_reaches_the_request_it_names() {
     assert_eq!(p.edge.counts.dropped.load(Relaxed), 2, "3 and 4");
 }
 
+/// Relations with `names_of`; a request given up is told as
+/// `{"cancelled": ID}`.
+fn relations(names_of: fn(&[u8]) -> Names) -> Relations {
+    Relations {
+        names_of,
+        given_up: |id| {
+            Bytes::from(format!(
+                r#"{{"cancelled":{}}}"#,
+                String::from_utf8_lossy(id)
+            ))
+        },
+    }
+}
+
+/// A subscription's notification names the request that opened it by its
+/// id, and no other request with that id; a request whose deadline passes
+/// unanswered is given up at the local party too (MCP's
+/// notifications/cancelled), so that what the local party still sends for
+/// it names no later request with its id.
+#[test]
+fn a_subscription_names_its_request_and_one_given_up_is_told() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginSession,
+        Room::default(),
+        Room::default(),
+    );
+    p.origin.x.set_names(relations(|text| Names {
+        subscription: parse(text)["method"] == "subscriptions/listen",
+        ..Names::default()
+    }));
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let now = p.now;
+    for (n, method) in [(0u32, "subscriptions/listen"), (1, "tools/call")] {
+        let got = got.clone();
+        let interim = crate::relay::Interim(Arc::new(move |_: Bytes| {
+            got.lock().expect("lock").push(n);
+        }));
+        let text = Bytes::from(req(7 + u64::from(n), method, json!({})));
+        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+            panic!("scans");
+        };
+        (p.edge.x).handle_local_streamed(now, (text, kind), Some(n), None, Some(interim));
+    }
+    p.drive();
+    assert_eq!(p.origin.take_local().len(), 2);
+    let update = |p: &mut Pair<u32>, id: &'static [u8]| {
+        let text =
+            Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/resources/updated"}"#);
+        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+            panic!("scans");
+        };
+        let now = p.now;
+        let named = Named::Subscription(Bytes::from_static(id), IdKind::Number);
+        p.origin.x.handle_local_related(now, text, kind, &named);
+        p.drive();
+    };
+    update(&mut p, b"7");
+    update(&mut p, b"8");
+    assert_eq!(*got.lock().expect("lock"), [0], "8 opened no subscription");
+    // Past the deadline: both given up, each told to the local party.
+    p.advance(Duration::from_secs(31));
+    let told: Vec<Value> = p.origin.take_local();
+    assert_eq!(
+        told,
+        [json!({"cancelled": 7}), json!({"cancelled": 8})],
+        "{told:?}"
+    );
+}
+
 /// Two requests that give the same progress token (tokens are the
 /// clients', and one association carries many clients' requests): their
 /// progress names neither, so that no client gets another's.
@@ -1113,10 +1184,10 @@ fn a_progress_token_two_requests_gave_names_neither() {
         Room::default(),
         Room::default(),
     );
-    p.origin.x.set_names(|_| Names {
+    p.origin.x.set_names(relations(|_| Names {
         progress: Some(Bytes::from_static(b"1")),
-        logs: false,
-    });
+        ..Names::default()
+    }));
     let got = Arc::new(std::sync::Mutex::new(0));
     let now = p.now;
     for n in 0..2 {

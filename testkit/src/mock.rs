@@ -15,7 +15,7 @@
 //!   request's `_meta.progressToken`, 30 ms apart, and a
 //!   `notifications/message` when its `_meta` asks for a log level; then
 //!   result `"done"`;
-//! - `listen` → (sessions) as MCP's `subscriptions/listen`: its
+//! - `subscriptions/listen` → (sessions) as MCP's: its
 //!   acknowledgment and one `notifications/resources/updated`, each naming
 //!   the request's id as `_meta`'s subscription id; then result
 //!   `{"resultType":"complete"}`;
@@ -198,7 +198,7 @@ impl Peer {
                 }
                 ok(json!("done"))
             }
-            "listen" => {
+            "subscriptions/listen" => {
                 let meta = json!({ "io.modelcontextprotocol/subscriptionId": id });
                 self.push(
                     json!({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged",
