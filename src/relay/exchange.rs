@@ -527,6 +527,10 @@ impl Deadlines {
     }
 }
 
+/// How long a request cancelled at a local party that names its requests
+/// keeps its id after ([`Exchange::set_names`]).
+pub const CANCELLED_GRACE: Duration = Duration::from_secs(1);
+
 /// One association's exchange. `T` is a caller's ticket (the HTTP pool's
 /// reply channel); `()` where there is one local party.
 pub struct Exchange<T> {
@@ -551,6 +555,12 @@ pub struct Exchange<T> {
     retry_local: Option<Instant>,
     incoming: HashMap<Corr, Incoming>,
     in_deadlines: Deadlines,
+    /// Requests of the peer cancelled at a local party that names them
+    /// ([`Relations`]): each is forgotten [`CANCELLED_GRACE`] after, time
+    /// for an answer the local party wrote before it read the
+    /// cancellation, so that its id is handed to no other request
+    /// meanwhile.
+    cancelled: Deadlines,
     held_in: VecDeque<HeldIn>,
     /// Octets of the peer's requests delivered and not answered, or held.
     in_octets: usize,
@@ -589,6 +599,7 @@ impl<T> Exchange<T> {
             retry_local: None,
             incoming: HashMap::new(),
             in_deadlines: Deadlines(VecDeque::new()),
+            cancelled: Deadlines(VecDeque::new()),
             held_in: VecDeque::new(),
             in_octets: 0,
             held_octets: 0,
@@ -621,6 +632,7 @@ impl<T> Exchange<T> {
         [
             self.out_deadlines.front(),
             self.in_deadlines.front(),
+            self.cancelled.front(),
             stall,
             self.held_deadline(),
             self.retry_local,
@@ -1461,13 +1473,21 @@ impl<T> Exchange<T> {
                         // it waits here, so that it ends that request and
                         // no other with its id; else nothing to end.
                         Some(Attached::Cancel(corr)) => {
-                            let Some(waiting) =
-                                self.incoming.values().find(|i| i.corr[..] == corr[..])
+                            let Some((key, waiting)) =
+                                self.incoming.iter().find(|(_, i)| i.corr[..] == corr[..])
                             else {
                                 self.config.observer.dropped();
                                 return;
                             };
-                            Some(Attached::Cancel(Bytes::copy_from_slice(&waiting.id)))
+                            let id = Bytes::copy_from_slice(&waiting.id);
+                            if self.relations.is_some() {
+                                let entry = (now + CANCELLED_GRACE, waiting.serial, key.clone());
+                                let incoming = &self.incoming;
+                                self.cancelled.push(entry, incoming.len(), |serial, key| {
+                                    incoming.get(key).is_some_and(|i| i.serial == serial)
+                                });
+                            }
+                            Some(Attached::Cancel(id))
                         }
                         other => other,
                     };
@@ -1825,9 +1845,22 @@ impl<T> Exchange<T> {
                     self.config.local_name, self.config.request_timeout
                 );
                 self.not_delivered(i.corr.clone(), detail);
-                if let Some(r) = self.relations.filter(|_| !matches!(self.local, Local::Down(_))) {
+                if let Some(r) = self
+                    .relations
+                    .filter(|_| !matches!(self.local, Local::Down(_)))
+                {
                     self.push(Action::Deliver((r.given_up)(&i.id), None));
                 }
+                self.released(now, i);
+            }
+        }
+
+        while let Some((serial, key)) = self.cancelled.pop_due(now) {
+            if self.incoming.get(&key).is_some_and(|i| i.serial == serial)
+                && let Some(i) = self.incoming.remove(&key)
+            {
+                let detail = "cancelled: its client went away".to_owned();
+                self.not_delivered(i.corr.clone(), detail);
                 self.released(now, i);
             }
         }

@@ -23,7 +23,8 @@ mod tests;
 
 pub use budget::{Full, Shared};
 pub use exchange::{
-    Action, Attached, Config, Corr, Exchange, Gate, Interim, Named, Names, Observer, Relations,
+    Action, Attached, CANCELLED_GRACE, Config, Corr, Exchange, Gate, Interim, Named, Names, Observer,
+    Relations,
     Role, Served, ToPeer, ToServe, Unobserved, label_of,
 };
 pub use failure::{

@@ -1327,3 +1327,49 @@ fn a_cancellation_names_its_request_by_correlation() {
     assert!(p.origin.take_local().is_empty());
     assert_eq!(p.origin.counts.dropped.load(Relaxed), dropped + 1);
 }
+
+/// A local party that names its requests (an MCP server over stdio) need
+/// not answer a cancelled one, and MCP has it send nothing more for it: the
+/// request is forgotten CANCELLED_GRACE after, and the next request with
+/// its id, held back meanwhile, is delivered then (it waited until the
+/// request timeout: the Python SDK's next subscriptions/listen, whose id is
+/// always "listen-1", timed out through a pair).
+#[test]
+fn a_cancelled_request_gives_its_id_up_after_a_grace() {
+    let mut p: Pair<u32> = Pair::new(
+        Role::EdgePool,
+        Role::OriginSession,
+        Room::default(),
+        Room::default(),
+    );
+    p.origin.x.set_names(relations(|_| Names::default()));
+    let now = p.now;
+    p.edge
+        .local(now, &req(1, "subscriptions/listen", json!({})), Some(100));
+    p.edge
+        .local(now, &req(1, "subscriptions/listen", json!({})), Some(101));
+    p.drive();
+    assert_eq!(
+        p.origin.take_local().len(),
+        1,
+        "the second waits for the id"
+    );
+    let crossed = p.edge.x.abandon_where(now, |t| *t == 100);
+    let (_, corr) = crossed.into_iter().next().expect("it crossed");
+    let text = Bytes::from_static(
+        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+    );
+    let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
+        panic!("scans");
+    };
+    let attached = Some(Attached::Cancel(Bytes::copy_from_slice(&corr)));
+    p.edge.x.handle_local_one(now, text, kind, None, attached);
+    p.drive();
+    assert_eq!(p.origin.take_local().len(), 1, "the cancellation");
+    p.advance(CANCELLED_GRACE / 2);
+    assert!(p.origin.take_local().is_empty(), "still its id's");
+    p.advance(CANCELLED_GRACE);
+    let delivered = p.origin.take_local();
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0]["method"], "subscriptions/listen");
+}
