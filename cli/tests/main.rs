@@ -18,6 +18,7 @@ mod ipc_upstream;
 mod loadgen_reach;
 mod lsp;
 mod mcp_http;
+mod mcp_sdk;
 mod oauth;
 mod oauth_e2e;
 mod oauth_legacy;
