@@ -813,6 +813,7 @@ const ROOMS: &[(&str, &[&str], &[&str])] = &[
             "src/gateway/auth.rs",
             "src/gateway/mcp_headers.rs",
             "src/gateway/mcp_names.rs",
+            "src/gateway/mcp_params.rs",
         ],
         &["settings", "telemetry"],
     ),

@@ -98,7 +98,11 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
     let accept = header("accept").unwrap_or_default();
     let session = header("mcp-session-id");
     let version = header("mcp-protocol-version");
-    let mirrored = (header("mcp-method"), header("mcp-name"));
+    let mirrored = (
+        header("mcp-method"),
+        header("mcp-name"),
+        header("mcp-param-region"),
+    );
     let known = session
         .as_ref()
         .is_some_and(|s| server.sessions.lock().expect("sessions").contains_key(s));
@@ -287,20 +291,24 @@ const STATELESS: &str = "2026-07-28";
 /// session; `MCP-Protocol-Version` and `Mcp-Method` must be there and
 /// agree with the body (`_meta`'s version, `method`), else 400
 /// HeaderMismatch (-32020); `Mcp-Name` too on `tools/call` (compared when
-/// plain). The result says what headers came.
+/// plain); `Mcp-Param-Region` on a call of `regional`, whose `region`
+/// parameter its `tools/list` marks `x-mcp-header`. The result says what
+/// headers came.
 fn stateless(
     msg: &Value,
     version: Option<&str>,
-    (got_method, got_name): (Option<String>, Option<String>),
+    (got_method, got_name, got_region): (Option<String>, Option<String>, Option<String>),
 ) -> Response<Body> {
     let method = msg["method"].as_str().unwrap_or_default();
     let meta_version = msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str();
     let name = msg["params"]["name"].as_str();
     let plain = name.is_some_and(|n| n.is_ascii() && !n.contains('\n'));
+    let region = msg["params"]["arguments"]["region"].as_str();
     let mismatch = meta_version != version
         || got_method.as_deref() != Some(method)
         || (method == "tools/call" && got_name.is_none())
-        || (method == "tools/call" && plain && got_name.as_deref() != name);
+        || (method == "tools/call" && plain && got_name.as_deref() != name)
+        || (name == Some("regional") && got_region.as_deref() != region);
     if mismatch {
         let e = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32020,
             "message":format!("Header mismatch: {got_method:?} {got_name:?} for {method}")}});
@@ -312,6 +320,14 @@ fn stateless(
         let e = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32022,
             "message":"Unsupported protocol version","data":{"supported":[STATELESS]}}});
         return json_body(StatusCode::BAD_REQUEST, &e);
+    }
+    if method == "tools/list" {
+        let tool = json!({"name":"regional","inputSchema":{"type":"object","properties":{
+            "region":{"type":"string","x-mcp-header":"Region"}}}});
+        return json_body(
+            StatusCode::OK,
+            &json!({"jsonrpc":"2.0","id":msg["id"],"result":{"tools":[tool]}}),
+        );
     }
     if !matches!(method, "tools/call" | "server/discover" | "echo") {
         let e = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32601,"message":"Method not found"}});
@@ -350,7 +366,8 @@ fn stateless(
     json_body(
         StatusCode::OK,
         &json!({"jsonrpc":"2.0","id":msg["id"],"result":{
-            "mcp-method":got_method,"mcp-name":got_name,"version":STATELESS}}),
+            "mcp-method":got_method,"mcp-name":got_name,"mcp-param-region":got_region,
+            "version":STATELESS}}),
     )
 }
 
@@ -1425,6 +1442,53 @@ async fn a_stateless_requests_progress_reaches_its_client_before_the_result() {
         "done",
         "{body}"
     );
+}
+
+/// A tool whose server has a parameter mirrored into a header
+/// (`x-mcp-header`, MCP 2026-07-28) gets it through the pair: the origin
+/// learns the annotation from the `tools/list` answer it carries and sends
+/// `Mcp-Param-Region` with each call, as that revision's clients do (the
+/// server refused the call, 400 HeaderMismatch, before). Before the tool is
+/// listed through the pair the server refuses, and the client lists the
+/// tools and calls again, as the revision has it do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parameter_a_tool_mirrors_into_a_header_crosses_the_pair() {
+    let (_server, url) = new_server().await;
+    let url: &'static str = Box::leak(url.into_boxed_str());
+    let pair = mcp_pair(Up::Url(url)).await;
+    let edge = pair.ingress("http");
+    let post = |id: u32, method: &'static str, params: Value| {
+        let mut params = params;
+        params["_meta"] = json!({ "io.modelcontextprotocol/protocolVersion": STATELESS });
+        let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+        let edge = edge.clone();
+        async move {
+            let mut headers = vec![
+                ("content-type", "application/json"),
+                ("accept", "application/json"),
+                ("mcp-protocol-version", STATELESS),
+                ("mcp-method", method),
+            ];
+            if method == "tools/call" {
+                headers.push(("mcp-name", "regional"));
+                headers.push(("mcp-param-region", "us-west1"));
+            }
+            let (status, body) = support::post_headers(&edge, &body.to_string(), &headers).await;
+            (status, parse(&body))
+        }
+    };
+    let call = || json!({"name":"regional","arguments":{"region":"us-west1"}});
+    let (status, refused) = post(1, "tools/call", call()).await;
+    assert_eq!(
+        (status, refused["error"]["code"].clone()),
+        (400, json!(-32020)),
+        "{refused}"
+    );
+    let (status, listed) = post(2, "tools/list", json!({})).await;
+    assert_eq!(status, 200, "{listed}");
+    let (status, called) = post(3, "tools/call", call()).await;
+    assert_eq!(status, 200, "{called}");
+    assert_eq!(called["result"]["mcp-param-region"], "us-west1", "{called}");
 }
 
 /// The JSON-RPC messages of an event stream's body, in order.

@@ -63,6 +63,9 @@ pub struct Ctx {
     /// Origin: its upstreams' protected-resource metadata, as fetched when
     /// one refused a forwarded credential.
     pub upstream_metadata: super::forward::MetadataCache,
+    /// Origin: the `x-mcp-header` annotations of its MCP upstreams' tools,
+    /// as their `tools/list` answers crossed it.
+    pub mcp_params: super::mcp_params::Cache,
 }
 
 impl Ctx {
@@ -129,6 +132,7 @@ impl Ctx {
             capture: None,
             forwarding: None,
             upstream_metadata: Default::default(),
+            mcp_params: Default::default(),
         }
     }
 

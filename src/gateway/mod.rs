@@ -29,6 +29,7 @@ internal! {
     mod json_stream;
     mod mcp_headers;
     mod mcp_names;
+    mod mcp_params;
     mod edge;
     mod exec;
     mod gated;

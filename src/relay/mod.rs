@@ -23,9 +23,8 @@ mod tests;
 
 pub use budget::{Full, Shared};
 pub use exchange::{
-    Action, Attached, CANCELLED_GRACE, Config, Corr, Exchange, Gate, Interim, Named, Names, Observer,
-    Relations,
-    Role, Served, ToPeer, ToServe, Unobserved, label_of,
+    Action, Attached, CANCELLED_GRACE, Config, Corr, Exchange, Gate, Interim, Named, Names,
+    Observer, Relations, Role, Served, ToPeer, ToServe, Unobserved, label_of,
 };
 pub use failure::{
     Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, UNAUTHORIZED_CODE, Uncarriable,

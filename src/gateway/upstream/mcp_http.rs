@@ -137,6 +137,9 @@ struct Asked {
     id: Bytes,
     kind: IdKind,
     initialize: bool,
+    /// `tools/list`: its answer names the parameters mirrored into
+    /// headers ([`crate::gateway::mcp_params`]).
+    tools_list: bool,
 }
 
 /// Why a POST brought no reply, and whether the server took the message
@@ -178,11 +181,15 @@ enum Message {
 impl Message {
     fn of(text: &Bytes, ctx: &Ctx) -> Self {
         match scan(text, &ctx.scan) {
-            Ok(Scanned::Single(Kind::Request { id, method })) => Message::Request(Asked {
-                id: text.slice(id.token.clone()),
-                kind: id.kind,
-                initialize: method_of(text, &method).as_deref() == Some("initialize"),
-            }),
+            Ok(Scanned::Single(Kind::Request { id, method })) => {
+                let method = method_of(text, &method);
+                Message::Request(Asked {
+                    id: text.slice(id.token.clone()),
+                    kind: id.kind,
+                    initialize: method.as_deref() == Some("initialize"),
+                    tools_list: method.as_deref() == Some("tools/list"),
+                })
+            }
             Ok(Scanned::Single(Kind::Notification { method })) => {
                 Message::Notification(method_of(text, &method).map(|m| m.into_owned()))
             }
@@ -344,11 +351,19 @@ impl McpSession {
         if !body.is_empty() {
             req = req.header(CONTENT_TYPE, "application/json");
         }
+        let call = mirrored.method.as_ref().is_some_and(|m| m == "tools/call");
         if let Some(v) = mirrored.method {
             req = req.header(crate::gateway::mcp_headers::MCP_METHOD, v);
         }
         if let Some(v) = mirrored.name {
             req = req.header(crate::gateway::mcp_headers::MCP_NAME, v);
+        }
+        // A tool call of the stateless revision: the parameters its tool
+        // has mirrored into headers, as that revision's clients send them.
+        if call && mirrored.protocol_version.is_some() {
+            for (name, value) in self.ctx.mcp_params.headers(&self.uri.to_string(), &body) {
+                req = req.header(name, value);
+            }
         }
         if let Some(host) = super::http_client::host_override(&self.uri) {
             req = req.header(hyper::header::HOST, host);
@@ -735,6 +750,9 @@ impl McpSession {
         };
         if reply && asked.is_some_and(|a| a.initialize) {
             self.learn_protocol_version(&msg);
+        }
+        if reply && asked.is_some_and(|a| a.tools_list) {
+            self.ctx.mcp_params.learn(&self.uri.to_string(), &msg);
         }
         if response && !reply {
             // A response to no request of this exchange (a server's error
