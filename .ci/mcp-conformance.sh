@@ -75,7 +75,7 @@ verdict() {
 # record NAME SCENARIO REPORT: appends the report to OUT/NAME.txt.
 record() {
   { echo "== $2"; sed -e 's/\x1b\[[0-9;]*m//g' -e "s|$TMP|TMP|g" -e 's|127.0.0.1:[0-9]*|127.0.0.1:PORT|g' \
-      -e 's|localhost:[0-9]*|localhost:PORT|g' -e 's|[0-9-]*T[0-9:.]*Z|TIME|g' "$3"; } >> "$OUT/$1.txt"
+      -e 's|localhost:[0-9]*|localhost:PORT|g' -e 's|[0-9-]*T[0-9:.]*Z|TIME|g' -e "s|$TOOLS|TOOLS|g" "$3"; } >> "$OUT/$1.txt"
 }
 
 {
