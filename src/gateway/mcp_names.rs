@@ -88,13 +88,13 @@ fn token(value: Value) -> Option<Bytes> {
 /// ([`crate::relay::Exchange::set_names`]).
 pub fn names_of(request: &[u8]) -> Names {
     let has = |s: &[u8]| request.windows(s.len()).any(|w| w == s);
-    if !has(b"_meta") && !has(LISTEN.as_bytes()) {
+    if !has(b"_meta") && !has(LISTEN.as_bytes()) && !has(b"initialize") {
         return Names::default();
     }
     let Ok(message) = serde_json::from_slice::<Message<'_>>(request) else {
         return Names::default();
     };
-    let subscription = message.method.as_deref() == Some(LISTEN);
+    let method = message.method.as_deref();
     let meta = message.params.and_then(|p| p.meta);
     Names {
         progress: meta
@@ -102,7 +102,9 @@ pub fn names_of(request: &[u8]) -> Names {
             .and_then(|m| m.progress_token.clone())
             .and_then(token),
         logs: meta.is_some_and(|m| m.log_level.is_some()),
-        subscription,
+        subscription: method == Some(LISTEN),
+        // MCP: "The initialize request MUST NOT be cancelled by clients".
+        uncancellable: method == Some("initialize"),
     }
 }
 
@@ -158,6 +160,8 @@ mod tests {
     fn a_listen_is_named_by_its_subscription_and_a_long_token_names_nothing() {
         let listen = br#"{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{}}"#;
         assert!(names_of(listen).subscription);
+        let initialize = br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#;
+        assert!(names_of(initialize).uncancellable);
         let long = format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"_meta":{{"progressToken":"{}"}}}}}}"#,
             "t".repeat(MAX_TOKEN)

@@ -25,8 +25,13 @@ use super::mcp_headers::encoded;
 /// The most tools whose annotations one origin keeps (all upstreams); past
 /// it, what was kept is forgotten and learned again.
 const MAX_TOOLS: usize = 4096;
-/// The most annotated parameters one tool may have.
+/// The most annotated parameters kept for one tool (the spec sets none; a
+/// tool with more gets none, as if its definition were invalid).
 const MAX_PARAMS: usize = 32;
+/// The longest tool name kept (MCP's limit for a tool's name is 128).
+const MAX_NAME: usize = 128;
+/// The integers a header may carry: JavaScript's safe range.
+const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
 /// One annotated parameter: its header, and the `properties` keys that
 /// lead to it from the schema's root.
@@ -53,16 +58,21 @@ impl Cache {
         let Some(tools) = reply["result"]["tools"].as_array() else {
             return;
         };
+        // Read before the lock is taken.
+        let learned: Vec<(Tool, Arc<[Param]>)> = tools
+            .iter()
+            .filter_map(|tool| {
+                let name = tool["name"].as_str().filter(|n| n.len() <= MAX_NAME)?;
+                let params = params_of(&tool["inputSchema"]).unwrap_or_default();
+                Some(((upstream.to_owned(), name.to_owned()), params.into()))
+            })
+            .collect();
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for tool in tools {
-            let Some(name) = tool["name"].as_str() else {
-                continue;
-            };
-            if kept.len() >= MAX_TOOLS {
+        for (tool, params) in learned {
+            if kept.len() >= MAX_TOOLS && !kept.contains_key(&tool) {
                 kept.clear();
             }
-            let params = params_of(&tool["inputSchema"]).unwrap_or_default();
-            kept.insert((upstream.to_owned(), name.to_owned()), params.into());
+            kept.insert(tool, params);
         }
     }
 
@@ -100,7 +110,15 @@ fn header_value(value: &Value) -> Option<HeaderValue> {
     match value {
         Value::String(s) => Some(encoded(s)),
         Value::Bool(b) => Some(HeaderValue::from_static(if *b { "true" } else { "false" })),
-        Value::Number(n) if n.is_i64() || n.is_u64() => HeaderValue::from_str(&n.to_string()).ok(),
+        // An integer, also as a float with no fraction (`3.0`), in the
+        // safe range.
+        Value::Number(n) => {
+            let int = n.as_i64().or_else(|| {
+                let f = n.as_f64()?;
+                (f.fract() == 0.0 && f.abs() <= MAX_SAFE_INTEGER as f64).then_some(f as i64)
+            })?;
+            (int.abs() <= MAX_SAFE_INTEGER).then(|| HeaderValue::from(int))
+        }
         _ => None,
     }
 }
@@ -159,15 +177,45 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-/// How many `x-mcp-header` members the schema has, anywhere.
-fn annotations(v: &Value) -> usize {
-    match v {
-        Value::Object(m) => {
-            usize::from(m.contains_key("x-mcp-header")) + m.values().map(annotations).sum::<usize>()
-        }
-        Value::Array(a) => a.iter().map(annotations).sum(),
-        _ => 0,
+/// How many `x-mcp-header` annotations the schema has, in any subschema
+/// (a property named so, or such a member inside `default`, `const` or
+/// `examples`, is none).
+fn annotations(schema: &Value) -> usize {
+    let Some(m) = schema.as_object() else {
+        return 0;
+    };
+    let mut n = usize::from(m.contains_key("x-mcp-header"));
+    for (keyword, value) in m {
+        n += match keyword.as_str() {
+            // Maps of names to subschemas.
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                value
+                    .as_object()
+                    .map_or(0, |m| m.values().map(annotations).sum())
+            }
+            // Lists of subschemas.
+            "allOf" | "anyOf" | "oneOf" | "prefixItems" => value
+                .as_array()
+                .map_or(0, |a| a.iter().map(annotations).sum()),
+            // One subschema (or, for `items`, a list of them).
+            "items"
+            | "additionalProperties"
+            | "additionalItems"
+            | "unevaluatedProperties"
+            | "unevaluatedItems"
+            | "contains"
+            | "propertyNames"
+            | "not"
+            | "if"
+            | "then"
+            | "else" => match value {
+                Value::Array(a) => a.iter().map(annotations).sum(),
+                v => annotations(v),
+            },
+            _ => 0,
+        };
     }
+    n
 }
 
 #[cfg(test)]
@@ -236,6 +284,22 @@ mod tests {
     }
 
     #[test]
+    fn integers_in_the_safe_range_and_odd_schemas() {
+        let cache = listed(
+            json!([{"name":"t","inputSchema":{"type":"object","properties":{
+            "n":{"type":"integer","x-mcp-header":"N"},
+            // A property named as the annotation is, and one in a default:
+            // neither is an annotation.
+            "x-mcp-header":{"type":"string","default":{"x-mcp-header":"no"}}}}}]),
+        );
+        let header = |n: Value| shown(cache.headers("up", &call("t", json!({ "n": n }))));
+        assert_eq!(header(json!(3.0)), [("mcp-param-n".into(), "3".into())]);
+        assert_eq!(header(json!(-9007199254740991_i64)).len(), 1);
+        assert!(header(json!(9007199254740992_i64)).is_empty());
+        assert!(header(json!(1.5)).is_empty());
+    }
+
+    #[test]
     fn an_annotation_the_spec_does_not_allow_invalidates_the_tool() {
         for schema in [
             // Under items, not a chain of properties.
@@ -250,6 +314,9 @@ mod tests {
                 "b":{"type":"string","x-mcp-header":"x"}}}),
             // Empty.
             json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":""}}}),
+            // Under oneOf.
+            json!({"type":"object","oneOf":[{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}],
+                "properties":{"r":{"type":"string","x-mcp-header":"R"}}}),
         ] {
             let cache = listed(json!([{"name":"t","inputSchema":schema}]));
             let body = call("t", json!({"r":"1","n":1,"a":"1","b":"2"}));

@@ -412,6 +412,9 @@ struct Incoming {
     /// What a notification of the local party may name it by
     /// ([`Exchange::set_names`]); `None` when nothing.
     names: Option<Box<Names>>,
+    /// Answered to the peer already (its deadline passed) and cancelled at
+    /// the local party: it keeps its id for [`CANCELLED_GRACE`] only.
+    given_up: bool,
     octets: usize,
     serial: u64,
     /// When it is answered if the local party has not (set as it is
@@ -433,6 +436,8 @@ pub struct Names {
     pub logs: bool,
     /// It opens a subscription, whose notifications name it by its id.
     pub subscription: bool,
+    /// It must not be cancelled (MCP's `initialize`).
+    pub uncancellable: bool,
 }
 
 /// How a local party without a stream per request names the requests its
@@ -1423,6 +1428,7 @@ impl<T> Exchange<T> {
                         id: text[id.token.clone()].into(),
                         kind: id.kind,
                         names,
+                        given_up: false,
                         octets: text.len(),
                         serial: 0,
                         deadline: now,
@@ -1480,7 +1486,12 @@ impl<T> Exchange<T> {
                                 return;
                             };
                             let id = Bytes::copy_from_slice(&waiting.id);
-                            if self.relations.is_some() {
+                            // A subscription has no answer to wait for; any
+                            // other keeps its id until its deadline, for the
+                            // answer a server may still send (MCP lets it).
+                            let subscription =
+                                waiting.names.as_ref().is_some_and(|n| n.subscription);
+                            if self.relations.is_some() && subscription {
                                 let entry = (now + CANCELLED_GRACE, waiting.serial, key.clone());
                                 let incoming = &self.incoming;
                                 self.cancelled.push(entry, incoming.len(), |serial, key| {
@@ -1700,10 +1711,6 @@ impl<T> Exchange<T> {
         found.map(|i| i.deadline)
     }
 
-    /// Removes the request of the peer a reply with id `token` answers: the
-    /// same token, else the same id value (`1` and `1.0`, escapes).
-    /// The request of the peer whose id is `token`, still waiting for its
-    /// reply.
     /// The request of the peer waiting here that `named` names.
     fn named_incoming(&self, named: &Named) -> Option<&Incoming> {
         fn names(i: &Incoming) -> Option<&Names> {
@@ -1730,12 +1737,16 @@ impl<T> Exchange<T> {
         }
     }
 
+    /// The request of the peer whose id is `token`, still waiting for its
+    /// reply.
     fn find_incoming(&self, token: &[u8], kind: IdKind) -> Option<&Incoming> {
         self.incoming
             .get(token)
             .or_else(|| (self.incoming.values()).find(|v| same_id(&v.id, v.kind, token, kind)))
     }
 
+    /// Removes the request of the peer a reply with id `token` answers: the
+    /// same token, else the same id value (`1` and `1.0`, escapes).
     fn take_incoming(&mut self, token: &[u8], kind: IdKind) -> Option<Incoming> {
         if let Some(i) = self.incoming.remove(token) {
             return Some(i);
@@ -1835,23 +1846,8 @@ impl<T> Exchange<T> {
         }
 
         while let Some((serial, key)) = self.in_deadlines.pop_due(now) {
-            if self.incoming.get(&key).is_some_and(|i| i.serial == serial)
-                && let Some(i) = self.incoming.remove(&key)
-            {
-                // Its sender's edge has answered Timeout by now; the peer
-                // learns NotDelivered and the entry does not stay forever.
-                let detail = format!(
-                    "no answer from the {} within {:?}",
-                    self.config.local_name, self.config.request_timeout
-                );
-                self.not_delivered(i.corr.clone(), detail);
-                if let Some(r) = self
-                    .relations
-                    .filter(|_| !matches!(self.local, Local::Down(_)))
-                {
-                    self.push(Action::Deliver((r.given_up)(&i.id), None));
-                }
-                self.released(now, i);
+            if self.incoming.get(&key).is_some_and(|i| i.serial == serial) {
+                self.incoming_expired(now, key);
             }
         }
 
@@ -1859,8 +1855,10 @@ impl<T> Exchange<T> {
             if self.incoming.get(&key).is_some_and(|i| i.serial == serial)
                 && let Some(i) = self.incoming.remove(&key)
             {
-                let detail = "cancelled: its client went away".to_owned();
-                self.not_delivered(i.corr.clone(), detail);
+                if !i.given_up {
+                    let detail = "cancelled: its client went away".to_owned();
+                    self.not_delivered(i.corr.clone(), detail);
+                }
                 self.released(now, i);
             }
         }
@@ -1881,6 +1879,47 @@ impl<T> Exchange<T> {
         if self.held_deadline().is_some_and(|d| d <= now) {
             self.deliver_held(now);
         }
+    }
+
+    /// A request of the peer the local party did not answer by its
+    /// deadline: its sender's edge has answered Timeout by now; the peer
+    /// learns NotDelivered and the entry does not stay forever. A local
+    /// party that names its requests ([`Relations`]) is told the request
+    /// was given up, and the request keeps its id [`CANCELLED_GRACE`] more,
+    /// so that an answer the party wrote before it read that goes to no
+    /// later request with the id.
+    fn incoming_expired(&mut self, now: Instant, key: Corr) {
+        let detail = format!(
+            "no answer from the {} within {:?}",
+            self.config.local_name, self.config.request_timeout
+        );
+        let relations = self
+            .relations
+            .filter(|_| !matches!(self.local, Local::Down(_)));
+        let Some(i) = self.incoming.get_mut(&key) else {
+            return;
+        };
+        let corr = i.corr.clone();
+        let Some(r) = relations else {
+            if let Some(i) = self.incoming.remove(&key) {
+                self.not_delivered(corr, detail);
+                self.released(now, i);
+            }
+            return;
+        };
+        i.given_up = true;
+        let (id, serial) = (i.id.clone(), i.serial);
+        let cancellable = !i.names.as_ref().is_some_and(|n| n.uncancellable);
+        self.not_delivered(corr, detail);
+        if cancellable {
+            self.push(Action::Deliver((r.given_up)(&id), None));
+        }
+        let incoming = &self.incoming;
+        self.cancelled.push(
+            (now + CANCELLED_GRACE, serial, key),
+            incoming.len(),
+            |serial, key| incoming.get(key).is_some_and(|i| i.serial == serial),
+        );
     }
 
     /// How long a request of the peer may be held: a served request waits

@@ -1058,6 +1058,7 @@ fn a_notification_reaches_the_request_it_names() {
             progress: meta["token"].as_str().map(|t| Bytes::from(t.to_owned())),
             logs: meta["logs"] == true,
             subscription: meta["listen"] == true,
+            uncancellable: false,
         }
     }));
     let sinks: Vec<_> = (0..2)
@@ -1171,6 +1172,17 @@ fn a_subscription_names_its_request_and_one_given_up_is_told() {
         [json!({"cancelled": 7}), json!({"cancelled": 8})],
         "{told:?}"
     );
+    // Its id stays taken a grace more, for an answer the local party wrote
+    // before it read that: the next request with it waits.
+    let now = p.now;
+    p.edge.local(now, &req(7, "tools/call", json!({})), Some(2));
+    p.drive();
+    assert!(
+        p.origin.take_local().is_empty(),
+        "7 is still the given-up one's"
+    );
+    p.advance(CANCELLED_GRACE);
+    assert_eq!(p.origin.take_local().len(), 1, "then it is delivered");
 }
 
 /// Two requests that give the same progress token (tokens are the
@@ -1328,12 +1340,13 @@ fn a_cancellation_names_its_request_by_correlation() {
     assert_eq!(p.origin.counts.dropped.load(Relaxed), dropped + 1);
 }
 
-/// A local party that names its requests (an MCP server over stdio) need
-/// not answer a cancelled one, and MCP has it send nothing more for it: the
-/// request is forgotten CANCELLED_GRACE after, and the next request with
-/// its id, held back meanwhile, is delivered then (it waited until the
-/// request timeout: the Python SDK's next subscriptions/listen, whose id is
-/// always "listen-1", timed out through a pair).
+/// A subscription cancelled at a local party that names its requests (an
+/// MCP server over stdio) has no answer to wait for: it is forgotten
+/// CANCELLED_GRACE after (time for an answer written before the party read
+/// the cancellation), and the next request with its id, held back
+/// meanwhile, is delivered then (it waited until the request timeout: the
+/// Python SDK's next subscriptions/listen, whose id is always "listen-1",
+/// timed out through a pair).
 #[test]
 fn a_cancelled_request_gives_its_id_up_after_a_grace() {
     let mut p: Pair<u32> = Pair::new(
@@ -1342,7 +1355,10 @@ fn a_cancelled_request_gives_its_id_up_after_a_grace() {
         Room::default(),
         Room::default(),
     );
-    p.origin.x.set_names(relations(|_| Names::default()));
+    p.origin.x.set_names(relations(|_| Names {
+        subscription: true,
+        ..Names::default()
+    }));
     let now = p.now;
     p.edge
         .local(now, &req(1, "subscriptions/listen", json!({})), Some(100));

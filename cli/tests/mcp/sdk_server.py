@@ -112,6 +112,9 @@ def main() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
+    # Listening before it says so: a client that connects at once waits in
+    # the backlog until uvicorn has started, rather than being refused.
+    sock.listen(128)
     print(f"serving http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
 
