@@ -1458,22 +1458,16 @@ async fn a_parameter_a_tool_mirrors_into_a_header_crosses_the_pair() {
     let pair = mcp_pair(Up::Url(url)).await;
     let edge = pair.ingress("http");
     let post = |id: u32, method: &'static str, params: Value| {
-        let mut params = params;
-        params["_meta"] = json!({ "io.modelcontextprotocol/protocolVersion": STATELESS });
-        let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
         let edge = edge.clone();
         async move {
-            let mut headers = vec![
-                ("content-type", "application/json"),
-                ("accept", "application/json"),
-                ("mcp-protocol-version", STATELESS),
-                ("mcp-method", method),
-            ];
-            if method == "tools/call" {
-                headers.push(("mcp-name", "regional"));
-                headers.push(("mcp-param-region", "us-west1"));
-            }
-            let (status, body) = support::post_headers(&edge, &body.to_string(), &headers).await;
+            let client_header = [("mcp-param-region", "us-west1")];
+            let extra: &[_] = if method == "tools/call" {
+                &client_header
+            } else {
+                &[]
+            };
+            let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+            let (status, body) = post_stateless(&edge, body, "application/json", extra).await;
             (status, parse(&body))
         }
     };
@@ -1489,6 +1483,32 @@ async fn a_parameter_a_tool_mirrors_into_a_header_crosses_the_pair() {
     let (status, called) = post(3, "tools/call", call()).await;
     assert_eq!(status, 200, "{called}");
     assert_eq!(called["result"]["mcp-param-region"], "us-west1", "{called}");
+}
+
+/// POSTs `body` as a client of the stateless revision sends it: its
+/// version in `_meta` and in `MCP-Protocol-Version`, `Mcp-Method`, and
+/// `Mcp-Name` when it names something; `extra` headers beside them. The
+/// status and body of the answer.
+async fn post_stateless(
+    edge: &str,
+    mut body: Value,
+    accept: &str,
+    extra: &[(&str, &str)],
+) -> (u16, String) {
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(STATELESS);
+    let method = body["method"].as_str().unwrap_or_default().to_owned();
+    let name = body["params"]["name"].as_str().map(str::to_owned);
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("accept", accept),
+        ("mcp-protocol-version", STATELESS),
+        ("mcp-method", &method),
+    ];
+    if let Some(name) = &name {
+        headers.push(("mcp-name", name));
+    }
+    headers.extend_from_slice(extra);
+    support::post_headers(edge, &body.to_string(), &headers).await
 }
 
 /// The JSON-RPC messages of an event stream's body, in order.
@@ -1525,18 +1545,10 @@ async fn a_stdio_servers_messages_reach_the_request_they_name() {
     .await;
     let edge = pair.ingress("http");
     let post = |id: &str, method: &'static str, meta: Value| {
-        let mut meta = meta;
-        meta["io.modelcontextprotocol/protocolVersion"] = json!(STATELESS);
         let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":{"_meta":meta}});
         let edge = edge.clone();
         async move {
-            let headers = [
-                ("content-type", "application/json"),
-                ("accept", http_client::BOTH),
-                ("mcp-protocol-version", STATELESS),
-                ("mcp-method", method),
-            ];
-            let (status, body) = support::post_headers(&edge, &body.to_string(), &headers).await;
+            let (status, body) = post_stateless(&edge, body, http_client::BOTH, &[]).await;
             assert_eq!(status, 200, "{body}");
             event_messages(&body)
         }

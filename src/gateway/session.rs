@@ -135,14 +135,20 @@ impl Session {
         scanned: Result<Scanned, ScanError>,
         named: Named,
     ) {
-        let kind = match scanned {
-            Ok(Scanned::Single(kind @ Kind::Notification { .. })) => kind,
-            scanned => return self.on_local_scanned(text, scanned).await,
-        };
+        match scanned {
+            Ok(Scanned::Single(kind @ Kind::Notification { .. })) => {
+                self.related(text, kind, &named).await;
+            }
+            scanned => self.unrelated(text, scanned).await,
+        }
+    }
+
+    /// A notification that belongs to the request `named` names.
+    async fn related(&self, text: Bytes, kind: Kind, named: &Named) {
         let reading = self
             .exec
             .with(|x, now| {
-                x.handle_local_related(now, text, kind, &named);
+                x.handle_local_related(now, text, kind, named);
                 x.reading_local()
             })
             .await;
@@ -155,12 +161,18 @@ impl Session {
     /// scanned (with the gateway's own limits, `Ctx::scan`).
     pub async fn on_local_scanned(&self, text: Bytes, scanned: Result<Scanned, ScanError>) {
         if self.names
-            && let Ok(Scanned::Single(Kind::Notification { method })) = &scanned
+            && let Ok(Scanned::Single(kind @ Kind::Notification { method })) = &scanned
             && let Some(named) =
                 method_of(&text, method).and_then(|m| mcp_names::named_by(&m, &text))
         {
-            return Box::pin(self.on_local_related(text, scanned, named)).await;
+            let kind = kind.clone();
+            return self.related(text, kind, &named).await;
         }
+        self.unrelated(text, scanned).await;
+    }
+
+    /// A message that belongs to no request of the peer's in particular.
+    async fn unrelated(&self, text: Bytes, scanned: Result<Scanned, ScanError>) {
         let reading = self
             .exec
             .with(|x, now| {

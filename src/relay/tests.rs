@@ -233,9 +233,7 @@ impl<T: std::fmt::Debug> Pair<T> {
     /// The served upstream answers `request` with `reply`.
     fn serve(&mut self, request: ToServe, reply: &str) {
         let reply = Bytes::copy_from_slice(reply.as_bytes());
-        let Ok(Scanned::Single(kind)) = scan(&reply, &Limits::default()) else {
-            panic!("scans");
-        };
+        let kind = kind_of(&reply);
         let now = self.now;
         self.origin
             .x
@@ -266,6 +264,25 @@ fn pool_pair() -> Pair<u32> {
         Room::default(),
         Room::default(),
     )
+}
+
+/// An edge pool (callers numbered by their tickets) and an origin session
+/// (one local party on a stream, as a child process).
+fn pool_to_session() -> Pair<u32> {
+    Pair::new(
+        Role::EdgePool,
+        Role::OriginSession,
+        Room::default(),
+        Room::default(),
+    )
+}
+
+/// What one JSON-RPC message is, as the gateway's scanner reads it.
+fn kind_of(text: &[u8]) -> crate::jsonrpc::Kind {
+    match scan(text, &Limits::default()) {
+        Ok(Scanned::Single(kind)) => kind,
+        other => panic!("not one message: {other:?}"),
+    }
 }
 
 fn session_pair() -> Pair<()> {
@@ -660,12 +677,7 @@ fn a_served_reply_with_another_id_is_not_delivered() {
 
 #[test]
 fn a_server_originated_request_to_the_pool_is_not_delivered() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginSession,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_to_session();
     p.upstream(&req(1, "ask", json!([])));
     let got = p.origin.take_local();
     assert_eq!(got[0]["error"]["code"], -32004, "{got:?}");
@@ -975,12 +987,7 @@ fn a_session_request_held_for_room_waits_up_to_the_request_timeout() {
 /// given none.
 #[test]
 fn what_belongs_to_a_request_reaches_its_caller_before_the_reply() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginSession,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_to_session();
     let got = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = got.clone();
     let interim = crate::relay::Interim(Arc::new(move |text: Bytes| {
@@ -989,9 +996,7 @@ fn what_belongs_to_a_request_reaches_its_caller_before_the_reply() {
     let now = p.now;
     let call = |text: String| {
         let text = Bytes::from(text);
-        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-            panic!("scans");
-        };
+        let kind = kind_of(&text);
         (text, kind)
     };
     let asked = call(req(7, "tools/call", json!({"name": "slow"})));
@@ -1006,9 +1011,7 @@ fn what_belongs_to_a_request_reaches_its_caller_before_the_reply() {
     };
     let related = |p: &mut Pair<u32>, id: &[u8], text: String| {
         let text = Bytes::from(text);
-        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-            panic!("scans");
-        };
+        let kind = kind_of(&text);
         let now = p.now;
         p.origin.x.handle_local_related(
             now,
@@ -1046,12 +1049,7 @@ fn what_belongs_to_a_request_reaches_its_caller_before_the_reply() {
 /// own (dropped by a pool).
 #[test]
 fn a_notification_reaches_the_request_it_names() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginSession,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_to_session();
     p.origin.x.set_names(relations(|text| {
         let meta = &parse(text)["params"]["_meta"];
         Names {
@@ -1074,9 +1072,7 @@ fn a_notification_reaches_the_request_it_names() {
         }));
         let meta = json!({"_meta": {"token": format!("t{n}"), "logs": true}});
         let text = Bytes::from(req(7 + n as u64, "tools/call", meta));
-        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-            panic!("scans");
-        };
+        let kind = kind_of(&text);
         (p.edge.x).handle_local_streamed(now, (text, kind), Some(n as u32), None, Some(interim));
     }
     p.drive();
@@ -1085,9 +1081,7 @@ fn a_notification_reaches_the_request_it_names() {
         let text = Bytes::from(
             json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"n":n}}).to_string(),
         );
-        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-            panic!("scans");
-        };
+        let kind = kind_of(&text);
         let now = p.now;
         p.origin.x.handle_local_related(now, text, kind, &named);
         p.drive();
@@ -1125,12 +1119,7 @@ fn relations(names_of: fn(&[u8]) -> Names) -> Relations {
 /// it names no later request with its id.
 #[test]
 fn a_subscription_names_its_request_and_one_given_up_is_told() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginSession,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_to_session();
     p.origin.x.set_names(relations(|text| Names {
         subscription: parse(text)["method"] == "subscriptions/listen",
         ..Names::default()
@@ -1143,9 +1132,7 @@ fn a_subscription_names_its_request_and_one_given_up_is_told() {
             got.lock().expect("lock").push(n);
         }));
         let text = Bytes::from(req(7 + u64::from(n), method, json!({})));
-        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-            panic!("scans");
-        };
+        let kind = kind_of(&text);
         (p.edge.x).handle_local_streamed(now, (text, kind), Some(n), None, Some(interim));
     }
     p.drive();
@@ -1153,9 +1140,7 @@ fn a_subscription_names_its_request_and_one_given_up_is_told() {
     let update = |p: &mut Pair<u32>, id: &'static [u8]| {
         let text =
             Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/resources/updated"}"#);
-        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-            panic!("scans");
-        };
+        let kind = kind_of(&text);
         let now = p.now;
         let named = Named::Subscription(Bytes::from_static(id), IdKind::Number);
         p.origin.x.handle_local_related(now, text, kind, &named);
@@ -1190,12 +1175,7 @@ fn a_subscription_names_its_request_and_one_given_up_is_told() {
 /// progress names neither, so that no client gets another's.
 #[test]
 fn a_progress_token_two_requests_gave_names_neither() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginSession,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_to_session();
     p.origin.x.set_names(relations(|_| Names {
         progress: Some(Bytes::from_static(b"1")),
         ..Names::default()
@@ -1208,16 +1188,12 @@ fn a_progress_token_two_requests_gave_names_neither() {
             *got.lock().expect("lock") += 1;
         }));
         let text = Bytes::from(req(7 + n, "tools/call", json!({})));
-        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-            panic!("scans");
-        };
+        let kind = kind_of(&text);
         (p.edge.x).handle_local_streamed(now, (text, kind), Some(n as u32), None, Some(interim));
     }
     p.drive();
     let text = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
-    let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-        panic!("scans");
-    };
+    let kind = kind_of(&text);
     let named = Named::Progress(Bytes::from_static(b"1"));
     p.origin.x.handle_local_related(now, text, kind, &named);
     p.drive();
@@ -1231,9 +1207,7 @@ fn a_progress_token_two_requests_gave_names_neither() {
 #[test]
 fn a_related_notification_is_a_stream_data_frame() {
     let text = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
-    let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-        panic!("scans");
-    };
+    let kind = kind_of(&text);
     for (corr, frame) in [
         (&b"7"[..], crate::bridge::BRIDGE_STREAM_DATA),
         (b"", crate::bridge::BRIDGE_NOTIFY),
@@ -1300,12 +1274,7 @@ fn a_caller_that_leaves_gives_its_request_up() {
 /// never ends another request with the same id.
 #[test]
 fn a_cancellation_names_its_request_by_correlation() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginSession,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_to_session();
     let now = p.now;
     p.edge
         .local(now, &req(1, "tools/call", json!({})), Some(100));
@@ -1318,9 +1287,7 @@ fn a_cancellation_names_its_request_by_correlation() {
             r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{}}}}}"#,
             String::from_utf8_lossy(&id)
         ));
-        let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-            panic!("scans");
-        };
+        let kind = kind_of(&text);
         let attached = Some(Attached::Cancel(Bytes::copy_from_slice(corr)));
         let now = p.now;
         p.edge.x.handle_local_one(now, text, kind, None, attached);
@@ -1349,12 +1316,7 @@ fn a_cancellation_names_its_request_by_correlation() {
 /// timed out through a pair).
 #[test]
 fn a_cancelled_request_gives_its_id_up_after_a_grace() {
-    let mut p: Pair<u32> = Pair::new(
-        Role::EdgePool,
-        Role::OriginSession,
-        Room::default(),
-        Room::default(),
-    );
+    let mut p = pool_to_session();
     p.origin.x.set_names(relations(|_| Names {
         subscription: true,
         ..Names::default()
@@ -1375,9 +1337,7 @@ fn a_cancelled_request_gives_its_id_up_after_a_grace() {
     let text = Bytes::from_static(
         br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
     );
-    let Ok(Scanned::Single(kind)) = scan(&text, &Limits::default()) else {
-        panic!("scans");
-    };
+    let kind = kind_of(&text);
     let attached = Some(Attached::Cancel(Bytes::copy_from_slice(&corr)));
     p.edge.x.handle_local_one(now, text, kind, None, attached);
     p.drive();
