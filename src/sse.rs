@@ -23,7 +23,20 @@ use bytes::{Bytes, BytesMut};
 /// One message as an event of the default type (`event: message`); a line
 /// break in it starts another `data` line, so any octets survive.
 pub fn event(message: &[u8]) -> Bytes {
-    let mut event = Vec::with_capacity(message.len() + 32);
+    event_with_id(None, message)
+}
+
+/// [`event`] with an `id` field first (`None`: none), which a client that
+/// loses the stream sends back as `Last-Event-ID`. The id must hold no line
+/// break (the gateway's own ids are digits and `-`).
+pub fn event_with_id(id: Option<&str>, message: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(message.len() + 48);
+    if let Some(id) = id {
+        debug_assert!(!id.contains(['\n', '\r']));
+        event.extend_from_slice(b"id: ");
+        event.extend_from_slice(id.as_bytes());
+        event.push(b'\n');
+    }
     event.extend_from_slice(b"event: message\n");
     for line in message.split(|&b| b == b'\n') {
         event.extend_from_slice(b"data: ");
@@ -32,6 +45,14 @@ pub fn event(message: &[u8]) -> Bytes {
     }
     event.push(b'\n');
     Bytes::from(event)
+}
+
+/// An event with an id and empty data, no message: how a server primes a
+/// stream for resumability (MCP 2025-11-25), so that a client that loses
+/// it before any message may still resume it.
+pub fn priming(id: &str) -> Bytes {
+    debug_assert!(!id.contains(['\n', '\r']));
+    Bytes::from(format!("id: {id}\ndata: \n\n"))
 }
 
 /// Whether an event's data carries a message at all. An event with an id
@@ -258,6 +279,18 @@ mod tests {
             let want = Bytes::from(String::from_utf8_lossy(m).replace("\r\n", "\n"));
             assert_eq!(all(&event(m)), vec![want]);
         }
+    }
+
+    #[test]
+    fn an_event_with_an_id_gives_it_back_as_the_last_event_id() {
+        let mut d = SseDecoder::new(1 << 20);
+        let mut stream = priming("7-0").to_vec();
+        stream.extend_from_slice(&event_with_id(Some("7-1"), b"{\"a\":1}"));
+        let got = push(&mut d, &stream).expect("ok");
+        assert_eq!(got.len(), 2);
+        assert!(!carries_a_message(&got[0]));
+        assert_eq!(&got[1][..], b"{\"a\":1}");
+        assert_eq!(&d.last_event_id()[..], b"7-1");
     }
 
     #[test]

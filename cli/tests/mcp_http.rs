@@ -847,6 +847,20 @@ mod http_client {
         accept: &str,
         body: Option<Value>,
     ) -> hyper::Response<Incoming> {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", &a[..])).collect();
+        send_with(url, method, session, accept, &headers, body).await
+    }
+
+    /// As [`send`], with `headers` too.
+    pub async fn send_with(
+        url: &str,
+        method: hyper::Method,
+        session: Option<&str>,
+        accept: &str,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> hyper::Response<Incoming> {
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
                 .build_http::<Full<Bytes>>();
@@ -857,8 +871,8 @@ mod http_client {
         if let Some(s) = session {
             req = req.header("mcp-session-id", s);
         }
-        if let Some(t) = token {
-            req = req.header("authorization", format!("Bearer {t}"));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
         }
         if body.is_some() {
             req = req.header("content-type", "application/json");
@@ -894,6 +908,11 @@ mod http_client {
             }
         }
 
+        /// The id of the last event read, primed or not.
+        pub fn last_id(&self) -> String {
+            String::from_utf8_lossy(self.decoder.last_event_id()).into_owned()
+        }
+
         /// The next message, or `None` when the stream ended.
         pub async fn next(&mut self) -> Option<Value> {
             loop {
@@ -909,9 +928,10 @@ mod http_client {
                     self.decoder
                         .push(&data, &mut events)
                         .expect("an event stream");
+                    // A priming event (an id, no data) is no message.
                     self.ready.extend(
-                        events
-                            .iter()
+                        (events.iter())
+                            .filter(|e| npamp_gateway::sse::carries_a_message(e))
                             .map(|e| serde_json::from_slice::<Value>(e).expect("JSON")),
                     );
                 }
@@ -1052,6 +1072,81 @@ async fn an_mcp_http_client_gets_a_session_of_its_own_at_the_edge() {
     )
     .await;
     assert_eq!(r["result"], json!([7]), "{r}");
+}
+
+/// A session's stream is resumable at the edge (MCP 2025-11-25): a client
+/// of that revision gets its stream primed, every event has an id, and a
+/// client that lost the stream mid-request GETs with `Last-Event-ID` and is
+/// sent what came after that event (here the reply, which came while it was
+/// away), and no more. An id no stream knows gets 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_stream_a_client_lost_is_resumed_at_the_edge() {
+    use http_client::{BOTH, Events, json, send, send_with};
+    use hyper::Method;
+    let pair = mcp_pair(Up::Stdio).await;
+    let url = pair.ingress("http");
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize",
+        "params":{"protocolVersion":"2025-11-25"}});
+    let resp = send(&url, Method::POST, None, BOTH, Some(init)).await;
+    let s = resp.headers()["mcp-session-id"]
+        .to_str()
+        .expect("ASCII")
+        .to_owned();
+    let sid = Some(s.as_str());
+    let version = [("mcp-protocol-version", "2025-11-25")];
+
+    // A request whose server asks the client a question, then waits.
+    let ask = json!({"jsonrpc":"2.0","id":2,"method":"ask","params":{"q":1}});
+    let resp = send_with(&url, Method::POST, sid, BOTH, &version, Some(ask)).await;
+    let mut events = Events::of(resp);
+    let question = events.next().await.expect("the server's question");
+    assert_eq!(question["method"], "mock/question", "{question}");
+    let last = events.last_id();
+    let (stream, n) = last.split_once('-').expect("an id of the edge's");
+    assert_eq!(n, "1", "the priming event is 0, the question 1: {last}");
+    // The connection drops; the answer to the question goes on without it.
+    drop(events);
+    let answer = json!({"jsonrpc":"2.0","id":question["id"],"result":42});
+    let accepted = send(&url, Method::POST, sid, BOTH, Some(answer)).await;
+    assert_eq!(accepted.status(), 202);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Resumed after the question: the reply, then the end.
+    let resumed = [("last-event-id", &last[..]), version[0]];
+    let resp = send_with(&url, Method::GET, sid, "text/event-stream", &resumed, None).await;
+    let mut events = Events::of(resp);
+    let r = events.next().await.expect("the reply, replayed");
+    assert_eq!(
+        (r["id"].clone(), r["result"]["answer"].clone()),
+        (json!(2), json!(42)),
+        "{r}"
+    );
+    assert_eq!(events.last_id(), format!("{stream}-2"));
+    assert!(
+        events.next().await.is_none(),
+        "the stream ends with its reply"
+    );
+
+    // A client of an earlier revision gets ids, and no priming event.
+    let echo = json!({"jsonrpc":"2.0","id":3,"method":"echo","params":[3]});
+    let mut events = Events::of(send(&url, Method::POST, sid, BOTH, Some(echo)).await);
+    assert_eq!(events.next().await.expect("reply")["id"], 3);
+    assert!(events.last_id().ends_with("-1"), "{}", events.last_id());
+
+    // An id no stream of the session has: 400, said.
+    for unknown in ["99-1", "not-ours"] {
+        let resumed = [("last-event-id", unknown)];
+        let resp = send_with(&url, Method::GET, sid, "text/event-stream", &resumed, None).await;
+        assert_eq!(resp.status(), 400, "{unknown}");
+        let e = json(resp).await;
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .expect("message")
+                .contains("no event stream"),
+            "{e}"
+        );
+    }
 }
 
 /// MCP sessions are bounded: one client (here its address) holds at most

@@ -23,11 +23,15 @@
 //!   Without client authentication the session id is the only key.
 //! - One GET stream per session: a second while the first is open gets
 //!   409.
+//! - Every event stream of a session is resumable ([`super::replay`]): its
+//!   events have ids, and a GET with `Last-Event-ID` is sent what came
+//!   after that event on its stream, then the rest (MCP 2025-11-25). An id
+//!   this session's streams no longer know gets 400.
 //!
 //! Requests without a session id (and without `initialize`) keep the
 //! stateless path: pooled associations, one reply per POST.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -40,9 +44,8 @@ use tracing::{debug, info, warn};
 
 use super::Ingress;
 use super::limit::{ClientKey, Place, Places, PlacesFull};
-use super::response::{
-    HttpResponse, empty_response, event_response, event_response_after, json_response,
-};
+use super::replay::{Connection, ENDED_KEPT, Stream, parse_event_id};
+use super::response::{HttpResponse, empty_response, framed_event_response, json_response};
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
 use crate::gateway::outbox::Inbox;
@@ -52,9 +55,14 @@ use crate::jsonrpc::{IdKind, Kind, Scanned, same_id, scan};
 use crate::relay::Attached;
 
 pub const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 
-/// Messages a request's stream may hold for a client that reads slowly.
-const STREAM_QUEUE: usize = 64;
+/// Messages a request's JSON reply may wait behind (the reply alone).
+const REPLY_QUEUE: usize = 64;
+
+/// The first revision whose servers prime their streams for resumability.
+const PRIMING_SINCE: &str = "2025-11-25";
 
 /// The sessions of one HTTP ingress.
 pub struct McpSessions {
@@ -89,18 +97,54 @@ struct Routes {
     /// answered on.
     waiting: Vec<Waiting>,
     /// The GET stream.
-    get: Option<mpsc::Sender<Bytes>>,
+    get: Option<Arc<Stream>>,
+    /// The last streams whose reply was sent, oldest first, kept for a
+    /// client that lost it ([`ENDED_KEPT`]).
+    ended: VecDeque<Arc<Stream>>,
+    /// The number of the session's last stream.
+    streams: u64,
+}
+
+impl Routes {
+    /// The session's stream `number`, while it may be resumed.
+    fn stream(&self, number: u64) -> Option<Arc<Stream>> {
+        let waiting = self.waiting.iter().filter_map(|w| match &w.to {
+            To::Events(s) => Some(s),
+            To::Json(_) => None,
+        });
+        (waiting.chain(&self.get).chain(&self.ended))
+            .find(|s| s.number() == number)
+            .cloned()
+    }
+
+    /// A new stream, numbered next.
+    fn open(&mut self, prime: bool, ctx: &Ctx) -> (Arc<Stream>, Connection) {
+        self.streams += 1;
+        Stream::open(self.streams, prime, ctx.limits.max_body, ctx.shared.clone())
+    }
 }
 
 struct Waiting {
     id: Bytes,
     kind: IdKind,
-    tx: mpsc::Sender<Bytes>,
-    /// An event stream (else a JSON reply: the response only).
-    events: bool,
+    to: To,
     /// Where the upstream's refusal of the credential the edge forwarded
     /// with it goes (`--forward-authorization`).
     refused: Option<oneshot::Sender<Bytes>>,
+}
+
+/// Where a request's messages go.
+enum To {
+    /// A JSON reply: the response alone.
+    Json(mpsc::Sender<Bytes>),
+    /// An event stream.
+    Events(Arc<Stream>),
+}
+
+/// How a POST reads what its request's [`To`] is sent.
+enum Reader {
+    Json(mpsc::Receiver<Bytes>),
+    Events(Arc<Stream>, Connection),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -110,6 +154,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The session id a request names.
 pub fn session_id(headers: &HeaderMap) -> Option<&str> {
     headers.get(&MCP_SESSION_ID).and_then(|v| v.to_str().ok())
+}
+
+/// Whether a client of this revision expects its streams primed for
+/// resumability: 2025-11-25 or later (its `MCP-Protocol-Version`; dates
+/// compare as text).
+fn primes(headers: &HeaderMap) -> bool {
+    headers
+        .get(&MCP_PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.len() == PRIMING_SINCE.len() && v >= PRIMING_SINCE)
 }
 
 /// Whether the client takes an event stream.
@@ -163,7 +217,10 @@ impl McpSessions {
         let events = accepts_events(headers);
         if let Some(id) = session_id(headers) {
             return Some(match self.find(id, client) {
-                Some(s) => s.post(body, kind, events, attached).await,
+                Some(s) => {
+                    s.post(body, kind, (events, primes(headers)), attached)
+                        .await
+                }
                 None => unknown_session(id),
             });
         }
@@ -248,7 +305,8 @@ impl McpSessions {
         let idle = ctx.limits.idle_timeout;
         let stall = ctx.limits.stall_timeout;
         tokio::spawn(async move { sessions.route(router, rx, idle, stall).await });
-        let mut resp = s.post(body, kind, events, attached).await;
+        // No revision is settled before this reply: no priming.
+        let mut resp = s.post(body, kind, (events, false), attached).await;
         if matches!(resp.status().as_u16(), 401 | 403) {
             // The upstream refused the client's credential: no session was
             // opened there, so none is here. The client initializes again
@@ -271,21 +329,22 @@ impl McpSessions {
             return Some(unknown_session(id));
         };
         s.touch();
-        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-        {
-            let mut routes = lock(&s.routes);
-            if routes.get.as_ref().is_some_and(|g| !g.is_closed()) {
-                let body = local_error(
-                    None,
-                    -32600,
-                    "this MCP session has a GET stream open already: one at a time",
-                    None,
-                );
-                return Some(json_response(409, body));
-            }
-            routes.get = Some(tx);
+        if let Some(last) = headers.get(&LAST_EVENT_ID) {
+            return Some(s.resume(last));
         }
-        Some(event_response(rx))
+        let mut routes = lock(&s.routes);
+        if routes.get.as_ref().is_some_and(|g| g.connected()) {
+            let body = local_error(
+                None,
+                -32600,
+                "this MCP session has a GET stream open already: one at a time",
+                None,
+            );
+            return Some(json_response(409, body));
+        }
+        let (stream, c) = routes.open(primes(headers), &s.ctx);
+        routes.get = Some(stream);
+        Some(framed_event_response(c.first, c.rx))
     }
 
     /// DELETE: ends the session and its association.
@@ -393,12 +452,13 @@ impl HttpSession {
     }
 
     /// One message from the client, with the credential the edge forwards
-    /// (`attached`).
+    /// (`attached`); `events`: its client takes an event stream, `prime`:
+    /// one primed for resumability.
     async fn post(
         &self,
         body: Bytes,
         kind: Kind,
-        events: bool,
+        (events, prime): (bool, bool),
         attached: Option<Attached>,
     ) -> HttpResponse {
         self.touch();
@@ -408,15 +468,14 @@ impl HttpSession {
             return empty_response(StatusCode::ACCEPTED);
         };
         let token = body.slice(id.token.clone());
-        let (tx, mut rx) = mpsc::channel(STREAM_QUEUE);
-        let (refused, mut refusal) = match attached {
+        let (refused, refusal) = match attached {
             Some(_) => {
                 let (tx, rx) = oneshot::channel();
                 (Some(tx), Some(rx))
             }
             None => (None, None),
         };
-        {
+        let mut reader = {
             let mut routes = lock(&self.routes);
             if routes
                 .waiting
@@ -431,42 +490,95 @@ impl HttpSession {
                 );
                 return json_response(200, e);
             }
+            let (to, reader) = match events {
+                true => {
+                    let (stream, c) = routes.open(prime, &self.ctx);
+                    (To::Events(stream.clone()), Reader::Events(stream, c))
+                }
+                false => {
+                    let (tx, rx) = mpsc::channel(REPLY_QUEUE);
+                    (To::Json(tx), Reader::Json(rx))
+                }
+            };
             routes.waiting.push(Waiting {
                 id: token,
                 kind: id.kind,
-                tx,
-                events,
+                to,
                 refused,
             });
-        }
+            reader
+        };
         let credential = attached.clone();
         self.session.on_local_message_with(body, attached).await;
-        if let Some(refusal) = refusal.as_mut() {
-            // Forwarded: the upstream may refuse the credential, which its
-            // status answers; nothing is sent before the first message
-            // says whether it did.
-            let first = rx.recv().await;
-            if let (Some(reply), Ok(challenge)) = (&first, refusal.try_recv()) {
-                return self.challenged(reply.clone(), &challenge);
-            }
-            if first.is_some() {
-                self.accepted(credential.as_ref());
-            }
-            return match (first, events) {
-                (Some(first), true) => event_response_after(Some(first), rx),
-                (Some(reply), false) => json_response(200, reply),
-                (None, _) => session_ended(),
+        let Some(mut refusal) = refusal else {
+            return match reader {
+                Reader::Events(_, c) => framed_event_response(c.first, c.rx),
+                // JSON: the response alone (the session always answers, if
+                // only with its own error at the request timeout).
+                Reader::Json(mut rx) => match rx.recv().await {
+                    Some(reply) => json_response(200, reply),
+                    None => session_ended(),
+                },
             };
+        };
+        // Forwarded: the upstream may refuse the credential, which its
+        // status answers; nothing is sent before the first message says
+        // whether it did.
+        let first = match &mut reader {
+            Reader::Json(rx) => rx.recv().await,
+            Reader::Events(_, c) => c.rx.recv().await,
+        };
+        if first.is_some()
+            && let Ok(challenge) = refusal.try_recv()
+        {
+            // The refusal comes with the reply, the first message.
+            let reply = match &reader {
+                Reader::Json(_) => first,
+                Reader::Events(stream, _) => stream.message(1),
+            };
+            let reply = reply.unwrap_or_else(|| {
+                local_error(None, -32001, "the upstream refused the credential", None).into()
+            });
+            return self.challenged(reply, &challenge);
         }
-        if events {
-            return event_response(rx);
+        let Some(first) = first else {
+            return session_ended();
+        };
+        self.accepted(credential.as_ref());
+        match reader {
+            Reader::Events(_, mut c) => {
+                c.first.push_back(first);
+                framed_event_response(c.first, c.rx)
+            }
+            Reader::Json(_) => json_response(200, first),
         }
-        // JSON: the response alone (the session always answers, if only
-        // with its own error at the request timeout).
-        match rx.recv().await {
-            Some(reply) => json_response(200, reply),
-            None => session_ended(),
+    }
+
+    /// A GET with `Last-Event-ID`: the stream it names, from after that
+    /// event; its connection, if it still had one, let go.
+    fn resume(&self, last: &HeaderValue) -> HttpResponse {
+        let found = last.to_str().ok().and_then(parse_event_id);
+        let found = found.and_then(|(n, after)| Some((lock(&self.routes).stream(n)?, after)));
+        let Some((stream, after)) = found else {
+            debug!(session = %self.id, "a resume from an event id no stream of the session knows");
+            let body = local_error(
+                None,
+                -32000,
+                &format!(
+                    "no event stream of this MCP session has the event {:?} (it ended long ago, or the id is not this server's)",
+                    String::from_utf8_lossy(last.as_bytes())
+                ),
+                None,
+            );
+            return json_response(400, body);
+        };
+        let c = stream.resume(after);
+        if c.missed > 0 {
+            self.ctx.metrics.dropped.fetch_add(c.missed, Relaxed);
+            warn!(session = %self.id, missed = c.missed, "an MCP stream resumed without events it could no longer keep (--max-body, --memory-budget)");
         }
+        debug!(session = %self.id, stream = stream.number(), after, "an MCP stream resumed");
+        framed_event_response(c.first, c.rx)
     }
 
     /// The upstream refused the credential the edge forwarded: its status
@@ -506,28 +618,46 @@ impl HttpSession {
                     if let (Some(refused), Some(Attached::Challenge(c))) = (w.refused, &attached) {
                         let _ = refused.send(c.clone());
                     }
-                    w.tx
+                    if let To::Events(stream) = &w.to {
+                        // Kept a while, for a client that loses the reply.
+                        if routes.ended.len() == ENDED_KEPT {
+                            routes.ended.pop_front();
+                        }
+                        routes.ended.push_back(stream.clone());
+                    }
+                    (w.to, true)
                 })
             }
             // The server's own request or notification: the newest request
-            // stream, else the GET stream. Not a stream whose status waits
-            // for its reply (a forwarded request: a message of another
+            // stream a client reads, else the GET stream (kept for its
+            // resume if its client is away). Not a stream whose status
+            // waits for its reply (a forwarded request: a message of another
             // request would send it 200 before its refusal comes).
             _ => {
                 let routes = lock(&self.routes);
-                routes
-                    .waiting
-                    .iter()
-                    .rev()
-                    .find(|w| w.events && w.refused.is_none() && !w.tx.is_closed())
-                    .map(|w| w.tx.clone())
-                    .or_else(|| routes.get.clone().filter(|g| !g.is_closed()))
+                let newest = routes.waiting.iter().rev().find_map(|w| match &w.to {
+                    To::Events(s) if w.refused.is_none() && s.connected() => Some(s),
+                    _ => None,
+                });
+                newest
+                    .or(routes.get.as_ref())
+                    .map(|s| (To::Events(s.clone()), false))
             }
         };
-        let Some(tx) = target else {
+        let Some((to, last)) = target else {
             self.ctx.metrics.dropped.fetch_add(1, Relaxed);
             warn!(session = %self.id, "a message for an MCP client with no open stream; dropped");
             return;
+        };
+        let (tx, m) = match to {
+            To::Json(tx) => (tx, m),
+            To::Events(stream) => match stream.push(m, last) {
+                Some(sent) => sent,
+                None => {
+                    debug!(session = %self.id, stream = stream.number(), "a message for an MCP stream whose client is away: kept for its resume");
+                    return;
+                }
+            },
         };
         if tokio::time::timeout(stall, tx.send(m)).await.is_err() {
             self.ctx.metrics.dropped.fetch_add(1, Relaxed);

@@ -17,6 +17,7 @@ pub mod conn;
 pub mod http;
 pub mod limit;
 pub mod mcp;
+pub mod replay;
 pub mod response;
 pub mod stdio;
 pub mod streamed;

@@ -1,6 +1,7 @@
 //! The HTTP answers an HTTP ingress gives: a JSON body, an event stream
 //! (MCP), or a status alone.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -18,9 +19,13 @@ use crate::sse::event;
 /// event; the stream ends when every sender is gone.
 #[derive(Debug)]
 pub struct EventBody {
-    /// A message taken off the queue already, sent first.
-    first: Option<Bytes>,
+    /// Sent first: a message taken off the queue already, or the events a
+    /// resumed stream replays.
+    first: VecDeque<Bytes>,
     rx: mpsc::Receiver<Bytes>,
+    /// What is sent and received is written as events already (a resumable
+    /// stream's, with their ids); else each is one message to write.
+    framed: bool,
     /// The octets queued in `rx`, which the sender counts and this takes
     /// off as it hands each message to hyper.
     counted: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
@@ -34,8 +39,13 @@ impl hyper::body::Body for EventBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if let Some(m) = self.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(event(&m)))));
+        let write = |m: Bytes, framed: bool| match framed {
+            true => m,
+            false => event(&m),
+        };
+        let framed = self.framed;
+        if let Some(m) = self.first.pop_front() {
+            return Poll::Ready(Some(Ok(Frame::data(write(m, framed)))));
         }
         let counted = self.counted.clone();
         self.rx.poll_recv(cx).map(|m| {
@@ -43,7 +53,7 @@ impl hyper::body::Body for EventBody {
                 if let Some(c) = &counted {
                     c.fetch_sub(m.len(), std::sync::atomic::Ordering::Relaxed);
                 }
-                Ok(Frame::data(event(&m)))
+                Ok(Frame::data(write(m, framed)))
             })
         })
     }
@@ -112,8 +122,23 @@ pub fn event_response_after(
     rx: tokio::sync::mpsc::Receiver<Bytes>,
 ) -> HttpResponse {
     event_body(EventBody {
+        first: first.into_iter().collect(),
+        rx,
+        framed: false,
+        counted: None,
+    })
+}
+
+/// 200 with an event stream of events written already: `first`, then what
+/// `rx` receives (a resumable stream's, [`super::replay`]).
+pub fn framed_event_response(
+    first: VecDeque<Bytes>,
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+) -> HttpResponse {
+    event_body(EventBody {
         first,
         rx,
+        framed: true,
         counted: None,
     })
 }
@@ -126,8 +151,9 @@ pub fn event_response_counted(
     counted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) -> HttpResponse {
     event_body(EventBody {
-        first,
+        first: first.into_iter().collect(),
         rx,
+        framed: false,
         counted: Some(counted),
     })
 }
