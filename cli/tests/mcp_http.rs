@@ -890,6 +890,8 @@ mod http_client {
         body: Incoming,
         decoder: SseDecoder,
         ready: VecDeque<Value>,
+        /// Every octet read, as it came.
+        pub raw: String,
     }
 
     impl Events {
@@ -905,6 +907,7 @@ mod http_client {
                 body: resp.into_body(),
                 decoder: SseDecoder::new(1 << 20),
                 ready: VecDeque::new(),
+                raw: String::new(),
             }
         }
 
@@ -924,6 +927,7 @@ mod http_client {
                     .expect("an event in time")?
                     .expect("a frame");
                 if let Ok(data) = frame.into_data() {
+                    self.raw.push_str(&String::from_utf8_lossy(&data));
                     let mut events = Vec::new();
                     self.decoder
                         .push(&data, &mut events)
@@ -1093,6 +1097,14 @@ async fn a_session_stream_a_client_lost_is_resumed_at_the_edge() {
         .expect("ASCII")
         .to_owned();
     let sid = Some(s.as_str());
+    // The revision it asks for primes its first stream, the session's 1st.
+    let mut events = Events::of(resp);
+    assert_eq!(events.next().await.expect("reply")["id"], 1);
+    assert!(
+        events.raw.starts_with("id: 1-0\ndata: \n\nid: 1-1\n"),
+        "{:?}",
+        events.raw
+    );
     let version = [("mcp-protocol-version", "2025-11-25")];
 
     // A request whose server asks the client a question, then waits.
@@ -1104,6 +1116,8 @@ async fn a_session_stream_a_client_lost_is_resumed_at_the_edge() {
     let last = events.last_id();
     let (stream, n) = last.split_once('-').expect("an id of the edge's");
     assert_eq!(n, "1", "the priming event is 0, the question 1: {last}");
+    let primed = format!("id: {stream}-0\ndata: \n\n");
+    assert!(events.raw.starts_with(&primed), "{:?}", events.raw);
     // The connection drops; the answer to the question goes on without it.
     drop(events);
     let answer = json!({"jsonrpc":"2.0","id":question["id"],"result":42});
@@ -1132,9 +1146,13 @@ async fn a_session_stream_a_client_lost_is_resumed_at_the_edge() {
     let mut events = Events::of(send(&url, Method::POST, sid, BOTH, Some(echo)).await);
     assert_eq!(events.next().await.expect("reply")["id"], 3);
     assert!(events.last_id().ends_with("-1"), "{}", events.last_id());
+    assert!(events.raw.starts_with("id: "), "{:?}", events.raw);
+    assert!(!events.raw.contains("data: \n"), "{:?}", events.raw);
 
-    // An id no stream of the session has: 400, said.
-    for unknown in ["99-1", "not-ours"] {
+    // An id no stream of the session has, or an event its stream never
+    // sent: 400, said.
+    let beyond = format!("{stream}-9");
+    for unknown in ["99-1", "not-ours", &beyond] {
         let resumed = [("last-event-id", unknown)];
         let resp = send_with(&url, Method::GET, sid, "text/event-stream", &resumed, None).await;
         assert_eq!(resp.status(), 400, "{unknown}");

@@ -67,6 +67,7 @@ async fn serve(clients: Clients, edge: Arc<Edge>) {
     let mcp = Arc::new(McpSessions::new(
         limits.max_connections,
         limits.max_sessions_per_client,
+        limits.memory_budget,
     ));
     let shutdown = clients.shutdown();
     let opening = Opening {

@@ -72,6 +72,8 @@ pub struct McpSessions {
     /// session's handshake begins, so a burst of `initialize` cannot
     /// overshoot the limits.
     places: Arc<Places>,
+    /// What the sessions' streams may keep for resumes, in all.
+    replay: Arc<crate::relay::Shared>,
 }
 
 struct HttpSession {
@@ -87,6 +89,8 @@ struct HttpSession {
     /// which a GET or DELETE must present (else anyone with the session's
     /// id could use a credential it never held).
     forwarded: Mutex<Option<[u8; 32]>>,
+    /// What its streams keep for resumes is taken from.
+    replay: Arc<crate::relay::Shared>,
     /// Held while the session is.
     _place: Place,
 }
@@ -106,21 +110,41 @@ struct Routes {
 }
 
 impl Routes {
-    /// The session's stream `number`, while it may be resumed.
+    /// The session's stream `number`, while it may be resumed. Not one
+    /// whose POST still waits to learn whether the upstream refused its
+    /// credential: its status is not sent yet.
     fn stream(&self, number: u64) -> Option<Arc<Stream>> {
         let waiting = self.waiting.iter().filter_map(|w| match &w.to {
-            To::Events(s) => Some(s),
-            To::Json(_) => None,
+            To::Events(s) if w.refused.is_none() => Some(s),
+            _ => None,
         });
         (waiting.chain(&self.get).chain(&self.ended))
             .find(|s| s.number() == number)
             .cloned()
     }
 
-    /// A new stream, numbered next.
-    fn open(&mut self, prime: bool, ctx: &Ctx) -> (Arc<Stream>, Connection) {
+    /// A new stream, numbered next, keeping at most `room` octets from
+    /// `replay`.
+    fn open(
+        &mut self,
+        prime: bool,
+        room: usize,
+        replay: &Arc<crate::relay::Shared>,
+    ) -> (Arc<Stream>, Connection) {
         self.streams += 1;
-        Stream::open(self.streams, prime, ctx.limits.max_body, ctx.shared.clone())
+        Stream::open(self.streams, prime, room, replay.clone())
+    }
+
+    /// Ends every stream's connection (the session is over).
+    fn close(&mut self) {
+        let waiting = self.waiting.iter().filter_map(|w| match &w.to {
+            To::Events(s) => Some(s),
+            To::Json(_) => None,
+        });
+        for s in waiting.chain(&self.get).chain(&self.ended) {
+            s.close();
+        }
+        *self = Routes::default();
     }
 }
 
@@ -129,8 +153,9 @@ struct Waiting {
     kind: IdKind,
     to: To,
     /// Where the upstream's refusal of the credential the edge forwarded
-    /// with it goes (`--forward-authorization`).
-    refused: Option<oneshot::Sender<Bytes>>,
+    /// with it goes (`--forward-authorization`): its challenge, and the
+    /// reply it came with.
+    refused: Option<oneshot::Sender<(Bytes, Bytes)>>,
 }
 
 /// Where a request's messages go.
@@ -144,7 +169,7 @@ enum To {
 /// How a POST reads what its request's [`To`] is sent.
 enum Reader {
     Json(mpsc::Receiver<Bytes>),
-    Events(Arc<Stream>, Connection),
+    Events(Connection),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -166,6 +191,25 @@ fn primes(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.len() == PRIMING_SINCE.len() && v >= PRIMING_SINCE)
 }
 
+/// Whether the client's `initialize` asks for a revision whose streams are
+/// primed ([`primes`]).
+fn initialize_primes(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Initialize<'a> {
+        #[serde(borrow)]
+        params: Params<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "protocolVersion", borrow)]
+        protocol_version: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_slice::<Initialize>(body).is_ok_and(|i| {
+        let v = i.params.protocol_version;
+        v.len() == PRIMING_SINCE.len() && *v >= *PRIMING_SINCE
+    })
+}
+
 /// Whether the client takes an event stream.
 pub fn accepts_events(headers: &HeaderMap) -> bool {
     headers
@@ -185,11 +229,14 @@ fn unknown_session(id: &str) -> HttpResponse {
 }
 
 impl McpSessions {
-    /// At most `max_total` sessions, `max_per_client` of one client.
-    pub fn new(max_total: usize, max_per_client: usize) -> Self {
+    /// At most `max_total` sessions, `max_per_client` of one client;
+    /// their streams keep for resumes at most a quarter of
+    /// `memory_budget`.
+    pub fn new(max_total: usize, max_per_client: usize, memory_budget: usize) -> Self {
         Self {
             map: Mutex::default(),
             places: Arc::new(Places::new(max_total, max_per_client)),
+            replay: super::replay::replay_budget(memory_budget),
         }
     }
 
@@ -297,6 +344,7 @@ impl McpSessions {
             last_used: Mutex::new(Instant::now()),
             owner: client.is_credential().then_some(client),
             forwarded: Mutex::new(None),
+            replay: self.replay.clone(),
             _place: place,
         });
         lock(&self.map).insert(id.clone(), s.clone());
@@ -305,8 +353,9 @@ impl McpSessions {
         let idle = ctx.limits.idle_timeout;
         let stall = ctx.limits.stall_timeout;
         tokio::spawn(async move { sessions.route(router, rx, idle, stall).await });
-        // No revision is settled before this reply: no priming.
-        let mut resp = s.post(body, kind, (events, false), attached).await;
+        // The revision the client asks for says whether it is primed.
+        let prime = initialize_primes(&body);
+        let mut resp = s.post(body, kind, (events, prime), attached).await;
         if matches!(resp.status().as_u16(), 401 | 403) {
             // The upstream refused the client's credential: no session was
             // opened there, so none is here. The client initializes again
@@ -342,7 +391,7 @@ impl McpSessions {
             );
             return Some(json_response(409, body));
         }
-        let (stream, c) = routes.open(primes(headers), &s.ctx);
+        let (stream, c) = routes.open(primes(headers), s.ctx.limits.max_body, &s.replay);
         routes.get = Some(stream);
         Some(framed_event_response(c.first, c.rx))
     }
@@ -408,7 +457,7 @@ impl McpSessions {
             }
         }
         // Every stream still open ends (its client sees no more).
-        *lock(&s.routes) = Routes::default();
+        lock(&s.routes).close();
         debug!(session = %s.id, "MCP session over");
     }
 }
@@ -492,8 +541,8 @@ impl HttpSession {
             }
             let (to, reader) = match events {
                 true => {
-                    let (stream, c) = routes.open(prime, &self.ctx);
-                    (To::Events(stream.clone()), Reader::Events(stream, c))
+                    let (stream, c) = routes.open(prime, self.ctx.limits.max_body, &self.replay);
+                    (To::Events(stream), Reader::Events(c))
                 }
                 false => {
                     let (tx, rx) = mpsc::channel(REPLY_QUEUE);
@@ -512,7 +561,7 @@ impl HttpSession {
         self.session.on_local_message_with(body, attached).await;
         let Some(mut refusal) = refusal else {
             return match reader {
-                Reader::Events(_, c) => framed_event_response(c.first, c.rx),
+                Reader::Events(c) => framed_event_response(c.first, c.rx),
                 // JSON: the response alone (the session always answers, if
                 // only with its own error at the request timeout).
                 Reader::Json(mut rx) => match rx.recv().await {
@@ -526,19 +575,12 @@ impl HttpSession {
         // whether it did.
         let first = match &mut reader {
             Reader::Json(rx) => rx.recv().await,
-            Reader::Events(_, c) => c.rx.recv().await,
+            Reader::Events(c) => c.rx.recv().await,
         };
         if first.is_some()
-            && let Ok(challenge) = refusal.try_recv()
+            && let Ok((challenge, reply)) = refusal.try_recv()
         {
-            // The refusal comes with the reply, the first message.
-            let reply = match &reader {
-                Reader::Json(_) => first,
-                Reader::Events(stream, _) => stream.message(1),
-            };
-            let reply = reply.unwrap_or_else(|| {
-                local_error(None, -32001, "the upstream refused the credential", None).into()
-            });
+            // The refusal came with the reply, the first message.
             return self.challenged(reply, &challenge);
         }
         let Some(first) = first else {
@@ -546,7 +588,7 @@ impl HttpSession {
         };
         self.accepted(credential.as_ref());
         match reader {
-            Reader::Events(_, mut c) => {
+            Reader::Events(mut c) => {
                 c.first.push_back(first);
                 framed_event_response(c.first, c.rx)
             }
@@ -559,7 +601,8 @@ impl HttpSession {
     fn resume(&self, last: &HeaderValue) -> HttpResponse {
         let found = last.to_str().ok().and_then(parse_event_id);
         let found = found.and_then(|(n, after)| Some((lock(&self.routes).stream(n)?, after)));
-        let Some((stream, after)) = found else {
+        let resumed = found.and_then(|(stream, after)| Some((stream.resume(after)?, stream, after)));
+        let Some((c, stream, after)) = resumed else {
             debug!(session = %self.id, "a resume from an event id no stream of the session knows");
             let body = local_error(
                 None,
@@ -572,7 +615,6 @@ impl HttpSession {
             );
             return json_response(400, body);
         };
-        let c = stream.resume(after);
         if c.missed > 0 {
             self.ctx.metrics.dropped.fetch_add(c.missed, Relaxed);
             warn!(session = %self.id, missed = c.missed, "an MCP stream resumed without events it could no longer keep (--max-body, --memory-budget)");
@@ -616,7 +658,7 @@ impl HttpSession {
                     // Before the reply: its POST reads the refusal as soon
                     // as the reply comes.
                     if let (Some(refused), Some(Attached::Challenge(c))) = (w.refused, &attached) {
-                        let _ = refused.send(c.clone());
+                        let _ = refused.send((c.clone(), m.clone()));
                     }
                     if let To::Events(stream) = &w.to {
                         // Kept a while, for a client that loses the reply.
@@ -649,10 +691,10 @@ impl HttpSession {
             warn!(session = %self.id, "a message for an MCP client with no open stream; dropped");
             return;
         };
-        let (tx, m) = match to {
-            To::Json(tx) => (tx, m),
+        let (tx, m, stream) = match to {
+            To::Json(tx) => (tx, m, None),
             To::Events(stream) => match stream.push(m, last) {
-                Some(sent) => sent,
+                Some((tx, m)) => (tx, m, Some(stream)),
                 None => {
                     debug!(session = %self.id, stream = stream.number(), "a message for an MCP stream whose client is away: kept for its resume");
                     return;
@@ -660,8 +702,18 @@ impl HttpSession {
             },
         };
         if tokio::time::timeout(stall, tx.send(m)).await.is_err() {
-            self.ctx.metrics.dropped.fetch_add(1, Relaxed);
-            debug!(session = %self.id, "an MCP client's stream is not read; message dropped");
+            match stream {
+                // Kept: the connection that skipped it ends, and its
+                // client resumes from before the gap.
+                Some(stream) => {
+                    stream.detach(&tx);
+                    debug!(session = %self.id, "an MCP client's stream is not read; its connection let go, the message kept for its resume");
+                }
+                None => {
+                    self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+                    debug!(session = %self.id, "an MCP client's reply is not read; dropped");
+                }
+            }
         }
     }
 }

@@ -8,10 +8,11 @@
 //! dropped may GET with `Last-Event-ID` and be sent what came after that
 //! event on that stream, and no other's, then the rest as it comes.
 //!
-//! What is kept is bounded: `--max-body` octets a stream, taken from the
-//! gateway's `--memory-budget` as anything else held; the oldest go first
-//! when it is spent, and a resume from before them is told how many it
-//! misses (logged). A stream whose reply was sent is kept a while after
+//! What is kept is bounded: `--max-body` octets a stream, and in all a
+//! quarter of `--memory-budget` for the ingress ([`replay_budget`]), apart
+//! from what requests in flight hold, so that kept events never crowd out
+//! live traffic; the oldest go first when either is spent, and a resume
+//! from before them is told how many it misses (logged). A stream whose reply was sent is kept a while after
 //! (the session's last [`ENDED_KEPT`]), for a client that lost the reply
 //! itself.
 //!
@@ -33,6 +34,12 @@ const QUEUE: usize = 64;
 
 /// Streams kept for a resume after their reply was sent, by session.
 pub const ENDED_KEPT: usize = 8;
+
+/// What an ingress's streams may keep in all: a quarter of the memory
+/// budget.
+pub fn replay_budget(memory_budget: usize) -> Arc<Shared> {
+    Arc::new(Shared::new(usize::MAX, memory_budget / 4))
+}
 
 /// One resumable event stream of a session.
 pub struct Stream {
@@ -118,12 +125,21 @@ impl Stream {
         self.lock().tx.as_ref().is_some_and(|tx| !tx.is_closed())
     }
 
-    /// The message of event `event`, while kept.
-    pub fn message(&self, event: u64) -> Option<Bytes> {
-        let inner = self.lock();
-        let front = inner.kept.front()?.0;
-        let i = usize::try_from(event.checked_sub(front)?).ok()?;
-        inner.kept.get(i).map(|(_, m)| m.clone())
+    /// Ends the connection the stream has, if any: its client reads what
+    /// was sent and sees the end (and may resume).
+    pub fn close(&self) {
+        self.lock().tx = None;
+    }
+
+    /// Lets the connection that `tx` sends to go, if the stream still has
+    /// it: an event it could not take in time was skipped, and the client
+    /// must not go on past the gap. It sees the end, and resumes from the
+    /// last event it read.
+    pub fn detach(&self, tx: &mpsc::Sender<Bytes>) {
+        let mut inner = self.lock();
+        if inner.tx.as_ref().is_some_and(|t| t.same_channel(tx)) {
+            inner.tx = None;
+        }
     }
 
     /// Sends `m` as the stream's next event (`last`: its reply, after which
@@ -174,9 +190,13 @@ impl Stream {
 
     /// A new connection for a client that has every event through `after`:
     /// the events after it, then the rest as they come (none where the
-    /// stream has ended). A connection the stream had is let go.
-    pub fn resume(&self, after: u64) -> Connection {
+    /// stream has ended). A connection the stream had is let go. `None`:
+    /// the stream sent no event `after`.
+    pub fn resume(&self, after: u64) -> Option<Connection> {
         let mut inner = self.lock();
+        if after > inner.last {
+            return None;
+        }
         while inner.kept.front().is_some_and(|(e, _)| *e <= after) {
             if let Some((_, m)) = inner.kept.pop_front() {
                 inner.kept_octets -= m.len();
@@ -189,7 +209,7 @@ impl Stream {
             .collect();
         let (tx, rx) = mpsc::channel(QUEUE);
         inner.tx = (!inner.ended).then_some(tx);
-        Connection { first, rx, missed }
+        Some(Connection { first, rx, missed })
     }
 }
 
@@ -242,7 +262,7 @@ mod tests {
         drop(c);
         assert!(!s.connected());
         assert!(s.push(Bytes::from("{\"p\":3}"), false).is_none());
-        let mut c = s.resume(1);
+        let mut c = s.resume(1).expect("sent");
         assert!(s.connected());
         assert_eq!(
             text(&drain(&mut c)),
@@ -259,13 +279,34 @@ mod tests {
         assert_eq!(drain(&mut c).len(), 1);
         assert!(c.rx.recv().await.is_none());
         // Lost again: a resume replays the reply, and ends.
-        let mut c = s.resume(3);
+        let mut c = s.resume(3).expect("sent");
         assert_eq!(
             text(&drain(&mut c)),
             ["id: 3-4\nevent: message\ndata: {\"id\":1}\n\n"]
         );
         assert!(c.rx.recv().await.is_none());
-        assert_eq!(s.message(4).as_deref(), Some(&b"{\"id\":1}"[..]));
+        // An event it never sent is no place to resume from.
+        assert!(s.resume(5).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_skipped_an_event_or_was_closed_ends() {
+        let (s, mut c) = Stream::open(1, false, 1 << 20, shared(1 << 20));
+        let (tx, _) = s.push(Bytes::from("{}"), false).expect("connected");
+        // Its send timed out: the connection is let go, and ends.
+        s.detach(&tx);
+        drop(tx);
+        assert!(!s.connected());
+        assert!(c.rx.recv().await.is_none());
+        // A resume's connection is another: detaching the old one leaves it.
+        let (s, old) = Stream::open(2, false, 1 << 20, shared(1 << 20));
+        let (tx, _) = s.push(Bytes::from("{}"), false).expect("connected");
+        drop(old);
+        let mut c = s.resume(1).expect("sent");
+        s.detach(&tx);
+        assert!(s.connected());
+        s.close();
+        assert!(c.rx.recv().await.is_none());
     }
 
     #[test]
@@ -280,7 +321,7 @@ mod tests {
             );
         }
         // 7 octets each, 20 the room: the last two kept.
-        let mut c = s.resume(0);
+        let mut c = s.resume(0).expect("sent");
         assert_eq!(c.missed, 3);
         assert_eq!(drain(&mut c).len(), 2);
         // Kept octets are the gateway's: given back as they go.
@@ -298,7 +339,7 @@ mod tests {
         s.push(Bytes::from("{\"n\":1}"), false);
         // The gateway's first take always succeeds; the second is refused.
         s.push(Bytes::from("{\"n\":2}"), false);
-        let mut c = s.resume(0);
+        let mut c = s.resume(0).expect("sent");
         assert_eq!(c.missed, 1);
         assert_eq!(
             text(&drain(&mut c)),
