@@ -167,6 +167,7 @@ fn an_exchange_round_trip_allocates_at_most_three_times() {
         gate: None,
         shared: Arc::new(Shared::unlimited()),
         observer: Arc::new(Unobserved),
+        lasting: None,
     };
     let mut edge: Exchange<u32> = Exchange::new(config(Role::EdgePool));
     let mut origin: Exchange<()> = Exchange::new(config(Role::OriginStateless));

@@ -1787,3 +1787,120 @@ async fn a_client_that_leaves_a_stream_ends_it_at_the_server() {
         }
     }
 }
+
+/// A subscription lasts `--listen-timeout`, not `--request-timeout`: one
+/// that outlives the request timeout ends at its lifetime with its
+/// `complete` result on the client's stream (MCP's graceful end), and the
+/// server is told (`notifications/cancelled`), so that it sends no more.
+/// Before, it ended at the request timeout with an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_lasts_its_own_lifetime_and_ends_gracefully() {
+    let times = [
+        "--protocol",
+        "mcp",
+        "--request-timeout",
+        "1",
+        "--listen-timeout",
+        "3",
+    ];
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Stdio,
+        origin_extra: &times,
+        edge_extra: &times,
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let edge = pair.ingress("http");
+    let started = Instant::now();
+    let listen = json!({"jsonrpc":"2.0","id":"l-1","method":"subscriptions/listen",
+        "params":{"open":true}});
+    let (status, body) = post_stateless(&edge, listen, http_client::BOTH, &[]).await;
+    let lasted = started.elapsed();
+    assert_eq!(status, 200, "{body}");
+    let got = event_messages(&body);
+    let methods: Vec<_> = got.iter().map(|m| m["method"].clone()).collect();
+    assert_eq!(
+        methods,
+        [
+            json!("notifications/subscriptions/acknowledged"),
+            json!("notifications/resources/updated"),
+            Value::Null
+        ],
+        "{got:?}"
+    );
+    let end = &got[2];
+    assert_eq!(end["id"], "l-1", "{end}");
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    assert_eq!(
+        end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "l-1",
+        "{end}"
+    );
+    assert!(
+        lasted >= Duration::from_secs(3) && lasted < Duration::from_secs(6),
+        "{lasted:?}"
+    );
+    let probe = json!({"jsonrpc":"2.0","id":"c","method":"mock/cancelled","params":{}});
+    let (_, body) = post_stateless(&edge, probe, "application/json", &[]).await;
+    let r: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(r["result"], json!(["l-1"]), "{r}");
+}
+
+/// A subscription whose client does not read what it is sent is ended when
+/// what waits for it fills its bound (`--max-body`), not thinned: the
+/// server is told (`notifications/cancelled`) and stops, at once. Before,
+/// its notifications were dropped one by one until the client was dropped
+/// for not reading (`--stall-timeout`, here 20 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_whose_client_does_not_read_is_ended() {
+    use tokio::io::AsyncWriteExt;
+    let edge_extra = [
+        "--protocol",
+        "mcp",
+        "--max-body",
+        "65536",
+        "--stall-timeout",
+        "20",
+    ];
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Stdio,
+        origin_extra: &["--protocol", "mcp"],
+        edge_extra: &edge_extra,
+        ingresses: &["http"],
+        ..PairOptions::default()
+    })
+    .await;
+    let edge = pair.ingress("http");
+    let uri: hyper::Uri = edge.parse().expect("a URL");
+    let body = json!({"jsonrpc":"2.0","id":"l-9","method":"subscriptions/listen",
+        "params":{"open":true,"flood":5000,"pad":4000,
+            "_meta":{"io.modelcontextprotocol/protocolVersion":STATELESS}}})
+    .to_string();
+    let head = format!(
+        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: {}\r\nmcp-protocol-version: {STATELESS}\r\nmcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n",
+        uri.path(),
+        uri.authority().expect("an authority"),
+        http_client::BOTH,
+        body.len()
+    );
+    let mut client = tokio::net::TcpStream::connect(uri.authority().expect("authority").as_str())
+        .await
+        .expect("connect");
+    client
+        .write_all(format!("{head}{body}").as_bytes())
+        .await
+        .expect("sent");
+    // It reads nothing from here on.
+    let probe = json!({"jsonrpc":"2.0","id":"c","method":"mock/cancelled","params":{}});
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, got) = post_stateless(&edge, probe.clone(), "application/json", &[]).await;
+        let r: Value = serde_json::from_str(&got).expect("JSON");
+        if r["result"] == json!(["l-9"]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ended: {r}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(client);
+}

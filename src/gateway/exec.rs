@@ -512,6 +512,8 @@ impl Ctx {
                 ingress,
                 counts_requests: role != Role::EdgePool,
             }),
+            lasting: (self.protocol == crate::bridge::ProtocolId::MCP)
+                .then(|| super::mcp_names::lasting(l.listen_timeout)),
         })
     }
 }

@@ -33,7 +33,8 @@ use serde_json::Value;
 use crate::jsonrpc::IdKind;
 use crate::relay::{Named, Names};
 
-const LISTEN: &str = "subscriptions/listen";
+/// The request that opens a subscription (MCP 2026-07-28, "Subscriptions").
+pub const LISTEN: &str = "subscriptions/listen";
 
 #[derive(Deserialize)]
 struct Message<'a> {
@@ -114,8 +115,36 @@ pub fn given_up(id: &[u8]) -> Bytes {
     let mut text =
         br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"#.to_vec();
     text.extend_from_slice(id);
-    text.extend_from_slice(br#","reason":"the gateway gave the request up: no answer in time"}}"#);
+    text.extend_from_slice(
+        br#","reason":"the gateway gave the request up: its time there ended"}}"#,
+    );
     text.into()
+}
+
+/// `subscriptions/listen` as a request that lasts `lifetime`
+/// (`--listen-timeout`), ended by [`listen_ended`].
+pub fn lasting(lifetime: std::time::Duration) -> crate::relay::Lasting {
+    crate::relay::Lasting {
+        method: LISTEN,
+        lifetime,
+        ended: listen_ended,
+    }
+}
+
+/// The answer that ends the subscription the request with this id (its
+/// token) opened, gracefully (MCP 2026-07-28, Subscriptions, "Graceful
+/// Closure"): its `complete` result, naming the subscription as every
+/// message on its stream does. The text, and where the id is in it.
+pub fn listen_ended(id: &[u8]) -> (Bytes, std::ops::Range<usize>) {
+    let head = br#"{"jsonrpc":"2.0","id":"#;
+    let mut text = head.to_vec();
+    text.extend_from_slice(id);
+    text.extend_from_slice(
+        br#","result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":"#,
+    );
+    text.extend_from_slice(id);
+    text.extend_from_slice(b"}}}");
+    (text.into(), head.len()..head.len() + id.len())
 }
 
 /// The request an MCP server's notification of `method` (`text`) names,
@@ -143,6 +172,22 @@ pub fn named_by(method: &str, text: &[u8]) -> Option<Named> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subscription_ends_with_its_complete_result_naming_it() {
+        for id in [&b"7"[..], b"\"listen-1\""] {
+            let (text, at) = listen_ended(id);
+            assert_eq!(&text[at], id);
+            let v: Value = serde_json::from_slice(&text).expect("JSON");
+            let want: Value = serde_json::from_slice(id).expect("an id");
+            assert_eq!(v["id"], want);
+            assert_eq!(v["result"]["resultType"], "complete");
+            assert_eq!(
+                v["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+                want
+            );
+        }
+    }
 
     #[test]
     fn a_request_is_named_by_its_progress_token_and_its_log_level() {

@@ -47,6 +47,10 @@ pub struct Limits {
     pub max_upstream_processes: usize,
     /// A request not answered in this time gets a timeout error.
     pub request_timeout: Duration,
+    /// How long an MCP subscription (`subscriptions/listen`) lasts before
+    /// the gateway ends it (its graceful end, and its cancellation at the
+    /// server).
+    pub listen_timeout: Duration,
     /// A session client silent this long (nothing outstanding) is closed.
     pub idle_timeout: Duration,
     /// A client must move data within this time, else it is dropped: an
@@ -115,6 +119,7 @@ impl Default for Limits {
             max_sessions_per_client: 16,
             max_upstream_processes: 64,
             request_timeout: Duration::from_secs(30),
+            listen_timeout: Duration::from_secs(3600),
             idle_timeout: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(10),
             upstream_connect_timeout: Duration::from_secs(5),

@@ -169,7 +169,33 @@ pub struct Config {
     /// The gateway-wide limits.
     pub shared: Arc<Shared>,
     pub observer: Arc<dyn Observer>,
+    /// Requests that open a stream rather than make a call; `None`: every
+    /// request is a call.
+    pub lasting: Option<Lasting>,
 }
+
+/// Requests that open a stream rather than make a call (MCP's
+/// `subscriptions/listen`): they last `lifetime`, not the request timeout,
+/// and at its end are answered as ended, not as failed.
+///
+/// The origin's end is the one meant to be seen: its answer crosses as the
+/// upstream's would, and the local party is told the request was given up
+/// (its cancellation, where the party names its requests; a served one's
+/// stream is let go). An edge waits [`LASTING_MARGIN`] longer, then answers
+/// its caller alike itself (an origin that keeps it longer).
+#[derive(Clone, Copy, Debug)]
+pub struct Lasting {
+    /// The method of such a request, as it is written (no escapes).
+    pub method: &'static str,
+    pub lifetime: Duration,
+    /// The answer that ends one, for its id token: the text, and where the
+    /// id is in it.
+    pub ended: fn(&[u8]) -> (Bytes, std::ops::Range<usize>),
+}
+
+/// How much longer than the lifetime an edge waits for a lasting request's
+/// end to come from the origin ([`Lasting`]).
+pub const LASTING_MARGIN: Duration = Duration::from_secs(5);
 
 /// What the exchange asks its executor to do, in order.
 #[derive(Debug)]
@@ -422,6 +448,8 @@ struct Incoming {
     deadline: Instant,
     /// Read-only or idempotent-write: may be sent to the local party again.
     resend_safe: bool,
+    /// A stream, not a call ([`Lasting`]).
+    lasting: bool,
 }
 
 /// What of a peer's request a notification of the local party may name it
@@ -550,6 +578,9 @@ pub struct Exchange<T> {
     relations: Option<Relations>,
     outgoing: Correlator<Pending<T>>,
     out_deadlines: Deadlines,
+    /// Those of lasting requests ([`Lasting`]): a lifetime of their own,
+    /// the same for all, so in order too.
+    out_lasting: Deadlines,
     /// Octets of local requests in flight.
     sent_octets: usize,
     waiting: VecDeque<Queued<T>>,
@@ -560,6 +591,7 @@ pub struct Exchange<T> {
     retry_local: Option<Instant>,
     incoming: HashMap<Corr, Incoming>,
     in_deadlines: Deadlines,
+    in_lasting: Deadlines,
     /// Requests of the peer cancelled at a local party that names them
     /// ([`Relations`]): each is forgotten [`CANCELLED_GRACE`] after, time
     /// for an answer the local party wrote before it read the
@@ -597,6 +629,7 @@ impl<T> Exchange<T> {
             party,
             outgoing: Correlator::new(config.role.correlation(), usize::MAX),
             out_deadlines: Deadlines(VecDeque::new()),
+            out_lasting: Deadlines(VecDeque::new()),
             sent_octets: 0,
             waiting: VecDeque::new(),
             queued_octets: 0,
@@ -604,6 +637,7 @@ impl<T> Exchange<T> {
             retry_local: None,
             incoming: HashMap::new(),
             in_deadlines: Deadlines(VecDeque::new()),
+            in_lasting: Deadlines(VecDeque::new()),
             cancelled: Deadlines(VecDeque::new()),
             held_in: VecDeque::new(),
             in_octets: 0,
@@ -637,6 +671,8 @@ impl<T> Exchange<T> {
         [
             self.out_deadlines.front(),
             self.in_deadlines.front(),
+            self.out_lasting.front(),
+            self.in_lasting.front(),
             self.cancelled.front(),
             stall,
             self.held_deadline(),
@@ -1006,6 +1042,10 @@ impl<T> Exchange<T> {
         let serial = self.serial();
         let octets = q.text.len();
         let resend_safe = q.label.as_ref().is_some_and(|l| l.effect.resend_safe());
+        let lasting = match &q.kind {
+            Kind::Request { method, .. } => self.lasting(&q.text[method.raw.clone()]),
+            _ => None,
+        };
         let begin = self.outgoing.begin(
             &q.text[id.clone()],
             id_kind,
@@ -1028,12 +1068,23 @@ impl<T> Exchange<T> {
         self.sent_octets += octets;
         self.config.observer.in_flight(1);
         let outgoing = &self.outgoing;
-        self.out_deadlines.push(
-            (now + self.config.request_timeout, serial, corr.clone()),
+        let (deadlines, timeout) = match lasting {
+            Some(l) => (&mut self.out_lasting, l.lifetime + LASTING_MARGIN),
+            None => (&mut self.out_deadlines, self.config.request_timeout),
+        };
+        deadlines.push(
+            (now + timeout, serial, corr.clone()),
             outgoing.len(),
             |serial, corr| outgoing.get(corr).is_some_and(|p| p.serial == serial),
         );
         self.send_message(q.text, q.kind, corr, q.label, q.attached);
+    }
+
+    /// The lasting kind a request of this method (its raw token) is of.
+    fn lasting(&self, method: &[u8]) -> Option<Lasting> {
+        self.config
+            .lasting
+            .filter(|l| l.method.as_bytes() == method)
     }
 
     fn send_message(
@@ -1308,6 +1359,7 @@ impl<T> Exchange<T> {
         self.in_octets = 0;
         self.held_octets = 0;
         self.in_deadlines.0.clear();
+        self.in_lasting.0.clear();
         self.retry_peer = None;
         let forgotten: Vec<Pending<T>> = self.outgoing.drain().map(|(_, p)| p).collect();
         for p in forgotten {
@@ -1316,6 +1368,7 @@ impl<T> Exchange<T> {
             self.config.observer.in_flight(-1);
         }
         self.out_deadlines.0.clear();
+        self.out_lasting.0.clear();
         self.waiting.clear();
         self.queued_octets = 0;
         self.batches.clear();
@@ -1417,6 +1470,10 @@ impl<T> Exchange<T> {
                         self.config.labeler.table(),
                     )
                     .resend_safe();
+                    let lasting = name
+                        .as_deref()
+                        .and_then(|m| self.lasting(m.as_bytes()))
+                        .is_some();
                     let corr = correlation_id.into();
                     let part = at(text);
                     let text = payload.keep(part);
@@ -1433,6 +1490,7 @@ impl<T> Exchange<T> {
                         serial: 0,
                         deadline: now,
                         resend_safe,
+                        lasting,
                     };
                     let key = match self.party {
                         Party::Served => incoming.corr.clone(),
@@ -1661,9 +1719,13 @@ impl<T> Exchange<T> {
             self.held_octets -= octets;
             let serial = self.serial();
             h.incoming.serial = serial;
-            h.incoming.deadline = now + self.config.request_timeout;
+            let (deadlines, timeout) = match self.config.lasting {
+                Some(l) if h.incoming.lasting => (&mut self.in_lasting, l.lifetime),
+                _ => (&mut self.in_deadlines, self.config.request_timeout),
+            };
+            h.incoming.deadline = now + timeout;
             let incoming = &self.incoming;
-            self.in_deadlines.push(
+            deadlines.push(
                 (h.incoming.deadline, serial, h.key.clone()),
                 incoming.len(),
                 |serial, key| incoming.get(key).is_some_and(|i| i.serial == serial),
@@ -1680,7 +1742,7 @@ impl<T> Exchange<T> {
                     // Until the deadline its refusal is held to.
                     wait: (h.since + self.held_limit()).saturating_duration_since(now),
                     // The deadline just set.
-                    time_left: self.config.request_timeout,
+                    time_left: timeout,
                     attached: h.attached,
                 })),
                 None => self.push(Action::Deliver(h.text, h.attached)),
@@ -1817,6 +1879,7 @@ impl<T> Exchange<T> {
             self.finish(now, p, Err(f.clone()));
         }
         self.out_deadlines.0.clear();
+        self.out_lasting.0.clear();
         // What waited never crossed: it fails the same way.
         self.admit(now);
         for (_, i) in std::mem::take(&mut self.incoming) {
@@ -1827,6 +1890,7 @@ impl<T> Exchange<T> {
         self.held_octets = 0;
         self.retry_peer = None;
         self.in_deadlines.0.clear();
+        self.in_lasting.0.clear();
         self.update_reading_local();
         self.update_reading_peer();
     }
@@ -1846,6 +1910,27 @@ impl<T> Exchange<T> {
         }
 
         while let Some((serial, key)) = self.in_deadlines.pop_due(now) {
+            if self.incoming.get(&key).is_some_and(|i| i.serial == serial) {
+                self.incoming_expired(now, key);
+            }
+        }
+
+        while let Some((serial, corr)) = self.out_lasting.pop_due(now) {
+            if self.outgoing.get(&corr).is_some_and(|p| p.serial == serial)
+                && let Some(p) = self.outgoing.abandon(&corr)
+                && let Some(l) = self.config.lasting
+            {
+                let (text, _) = (l.ended)(&p.id);
+                let replied = Replied {
+                    text,
+                    is_error: false,
+                    attached: None,
+                };
+                self.finish(now, p, Ok(replied));
+            }
+        }
+
+        while let Some((serial, key)) = self.in_lasting.pop_due(now) {
             if self.incoming.get(&key).is_some_and(|i| i.serial == serial) {
                 self.incoming_expired(now, key);
             }
@@ -1896,13 +1981,28 @@ impl<T> Exchange<T> {
         let relations = self
             .relations
             .filter(|_| !matches!(self.local, Local::Down(_)));
+        let lasting = self.config.lasting;
         let Some(i) = self.incoming.get_mut(&key) else {
             return;
         };
         let corr = i.corr.clone();
+        // A lasting request's lifetime ended: its end, not a failure.
+        let ended = lasting
+            .filter(|_| i.lasting)
+            .map(|l| ((l.ended)(&i.id), i.kind));
+        let answer = |x: &mut Self| match ended {
+            Some(((text, id), kind)) => {
+                let kind = Kind::Success {
+                    id: crate::jsonrpc::IdToken { token: id, kind },
+                };
+                x.config.observer.replied();
+                x.send_message(text, kind, corr, None, None);
+            }
+            None => x.not_delivered(corr, detail),
+        };
         let Some(r) = relations else {
             if let Some(i) = self.incoming.remove(&key) {
-                self.not_delivered(corr, detail);
+                answer(self);
                 self.released(now, i);
             }
             return;
@@ -1910,7 +2010,7 @@ impl<T> Exchange<T> {
         i.given_up = true;
         let (id, serial) = (i.id.clone(), i.serial);
         let cancellable = !i.names.as_ref().is_some_and(|n| n.uncancellable);
-        self.not_delivered(corr, detail);
+        answer(self);
         if cancellable {
             self.push(Action::Deliver((r.given_up)(&id), None));
         }

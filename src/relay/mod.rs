@@ -23,8 +23,9 @@ mod tests;
 
 pub use budget::{Full, Shared};
 pub use exchange::{
-    Action, Attached, CANCELLED_GRACE, Config, Corr, Exchange, Gate, Interim, Named, Names,
-    Observer, Relations, Role, Served, ToPeer, ToServe, Unobserved, label_of,
+    Action, Attached, CANCELLED_GRACE, Config, Corr, Exchange, Gate, Interim, LASTING_MARGIN,
+    Lasting, Named, Names, Observer, Relations, Role, Served, ToPeer, ToServe, Unobserved,
+    label_of,
 };
 pub use failure::{
     Failure, MAY_HAVE_EXECUTED, Reply, ReplyClass, UNAUTHORIZED_CODE, Uncarriable,

@@ -17,6 +17,21 @@ use crate::jsonrpc::{EffectTable, IdKind, Labeler, Limits, Scanned, scan};
 const PROTOCOL: ProtocolId = ProtocolId::JSONRPC_EXPERIMENTAL;
 const TIMEOUT: Duration = Duration::from_secs(30);
 const STALL: Duration = Duration::from_secs(10);
+/// How long a `watch` lasts (the tests' lasting request, [`Lasting`]).
+const LIFETIME: Duration = Duration::from_secs(120);
+
+/// `watch` lasts [`LIFETIME`], and ends with `{"id":ID,"result":"ended"}`.
+fn lasting() -> Lasting {
+    Lasting {
+        method: "watch",
+        lifetime: LIFETIME,
+        ended: |id| {
+            let head = br#"{"jsonrpc":"2.0","id":"#;
+            let text = [&head[..], id, br#","result":"ended"}"#].concat();
+            (text.into(), head.len()..head.len() + id.len())
+        },
+    }
+}
 
 #[derive(Default)]
 struct Counts {
@@ -84,6 +99,7 @@ fn config(role: Role, l: Room, shared: Arc<Shared>, counts: Arc<Counts>) -> Conf
         gate: None,
         shared,
         observer: counts,
+        lasting: Some(lasting()),
     }
 }
 
@@ -1348,4 +1364,85 @@ fn a_cancelled_request_gives_its_id_up_after_a_grace() {
     let delivered = p.origin.take_local();
     assert_eq!(delivered.len(), 1, "{delivered:?}");
     assert_eq!(delivered[0]["method"], "subscriptions/listen");
+}
+
+/// A lasting request (a subscription) outlives the request timeout, and at
+/// its lifetime's end the origin ends it: its caller gets the end as a
+/// reply, not a failure, and the local party that names its requests is
+/// told it was given up.
+#[test]
+fn a_lasting_request_outlives_the_request_timeout_and_ends_as_ended() {
+    let mut p = pool_to_session();
+    p.origin.x.set_names(relations(|_| Names::default()));
+    let now = p.now;
+    p.edge.local(now, &req(7, "watch", json!({})), Some(1));
+    p.edge.local(now, &req(8, "call", json!({})), Some(2));
+    p.drive();
+    assert_eq!(p.origin.take_local().len(), 2);
+    p.advance(TIMEOUT + Duration::from_secs(1));
+    let (t, r) = p.edge.answers.pop().expect("the call timed out");
+    assert!(matches!((t, r), (2, Reply::Failed(Failure::Timeout))));
+    p.origin.take_local();
+    assert!(p.edge.answers.is_empty(), "the watch goes on");
+    p.advance(LIFETIME - TIMEOUT);
+    let (t, r) = p.edge.answers.pop().expect("ended");
+    let Reply::Message { text, is_error, .. } = r else {
+        panic!("{r:?}");
+    };
+    assert_eq!((t, is_error), (1, false));
+    assert_eq!(
+        parse(&text),
+        json!({"jsonrpc":"2.0","id":7,"result":"ended"})
+    );
+    assert_eq!(p.origin.take_local(), [json!({"cancelled": 7})]);
+}
+
+/// A served local party (an HTTP upstream) is let go the same way: the
+/// origin answers the end, and its serving finds the request gone.
+#[test]
+fn a_served_lasting_request_ends_at_its_lifetime() {
+    let mut p = pool_pair();
+    let now = p.now;
+    p.edge.local(now, &req("w", "watch", json!({})), Some(1));
+    p.drive();
+    let served = p.origin.served.pop().expect("served");
+    assert_eq!(served.time_left, LIFETIME);
+    p.advance(LIFETIME);
+    let (_, r) = p.edge.answers.pop().expect("ended");
+    let Reply::Message { text, .. } = r else {
+        panic!("{r:?}");
+    };
+    assert_eq!(parse(&text)["result"], "ended");
+    // The upstream's answer after it finds nothing to answer.
+    p.serve(served, r#"{"jsonrpc":"2.0","id":"w","result":{}}"#);
+    assert!(p.edge.answers.is_empty());
+}
+
+/// An edge whose origin never ends a lasting request ends it itself,
+/// [`LASTING_MARGIN`] after its lifetime, alike.
+#[test]
+fn an_edge_ends_a_lasting_request_its_origin_did_not() {
+    let mut edge: Side<u32> = Side::new(
+        Role::EdgePool,
+        Room::default(),
+        Arc::new(Shared::unlimited()),
+    );
+    let now = Instant::now();
+    edge.local(now, &req(3, "watch", json!({})), Some(9));
+    assert_eq!(edge.actions().len(), 1, "sent");
+    edge.x.handle_timeout(now + LIFETIME);
+    edge.actions();
+    assert!(edge.answers.is_empty());
+    assert_eq!(edge.x.poll_timeout(), Some(now + LIFETIME + LASTING_MARGIN));
+    edge.x.handle_timeout(now + LIFETIME + LASTING_MARGIN);
+    edge.actions();
+    let (t, r) = edge.answers.pop().expect("ended");
+    let Reply::Message { text, .. } = r else {
+        panic!("{r:?}");
+    };
+    assert_eq!(t, 9);
+    assert_eq!(
+        parse(&text),
+        json!({"jsonrpc":"2.0","id":3,"result":"ended"})
+    );
 }

@@ -18,7 +18,11 @@
 //! - `subscriptions/listen` → (sessions) as MCP's: its
 //!   acknowledgment and one `notifications/resources/updated`, each naming
 //!   the request's id as `_meta`'s subscription id; then result
-//!   `{"resultType":"complete"}`;
+//!   `{"resultType":"complete"}`, or with params `{"open":true}` no result:
+//!   it stays open until a `notifications/cancelled` names it (60 s at
+//!   most), first sending `"flood"` more updates of `"pad"` octets each;
+//! - `mock/cancelled` → the ids of the requests `notifications/cancelled`
+//!   has named so far, in order;
 //! - `exit` → the process exits at once with status 3, no reply (a crash);
 //! - `nosuch` → -32601 Method not found;
 //! - any other method → `result` = the params, so any API's method names
@@ -58,6 +62,10 @@ struct Peer {
     /// Server-originated requests awaiting the client's answer.
     asked: Arc<Mutex<HashMap<String, oneshot::Sender<Value>>>>,
     next: Arc<AtomicU64>,
+    /// The request ids `notifications/cancelled` named.
+    cancelled: Arc<Mutex<Vec<Value>>>,
+    /// Subscriptions held open, by id, until cancelled.
+    open: Arc<Mutex<HashMap<String, oneshot::Sender<()>>>>,
 }
 
 impl Peer {
@@ -67,6 +75,8 @@ impl Peer {
             push,
             asked: Arc::default(),
             next: Arc::default(),
+            cancelled: Arc::default(),
+            open: Arc::default(),
         }
     }
 
@@ -132,6 +142,14 @@ impl Peer {
             return None;
         };
         let params = v.get("params").cloned().unwrap_or(Value::Null);
+        if method == "notifications/cancelled" {
+            let named = params.get("requestId").cloned().unwrap_or(Value::Null);
+            if let Some(tx) = self.open.lock().ok()?.remove(&named.to_string()) {
+                let _ = tx.send(());
+            }
+            self.cancelled.lock().ok()?.push(named);
+            return None;
+        }
         let id = id?;
         let ok = |result: Value| Some(json!({"jsonrpc":"2.0","id":id,"result":result}));
         match method {
@@ -211,8 +229,27 @@ impl Peer {
                     "params":{"_meta":meta,"uri":"mock://a"}}),
                 )
                 .await;
+                if params["open"] == true {
+                    let (tx, rx) = oneshot::channel();
+                    self.open.lock().ok()?.insert(id.to_string(), tx);
+                    let pad = "x".repeat(params["pad"].as_u64().unwrap_or(0).min(1 << 20) as usize);
+                    for n in 0..params["flood"].as_u64().unwrap_or(0).min(100_000) {
+                        if !self.open.lock().ok()?.contains_key(&id.to_string()) {
+                            break;
+                        }
+                        self.push(
+                            json!({"jsonrpc":"2.0","method":"notifications/resources/updated",
+                            "params":{"_meta":meta,"uri":"mock://a","n":n,"pad":pad}}),
+                        )
+                        .await;
+                    }
+                    // Cancelled: no answer (MCP's cancellation).
+                    let _ = tokio::time::timeout(Duration::from_secs(60), rx).await;
+                    return None;
+                }
                 ok(json!({"resultType":"complete"}))
             }
+            "mock/cancelled" => ok(Value::Array(self.cancelled.lock().ok()?.clone())),
             "exit" => std::process::exit(3),
             "nosuch" => Some(
                 json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"Method not found"}}),

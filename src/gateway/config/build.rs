@@ -538,6 +538,7 @@ impl GatewayOptions {
             .map_or((l.max_connections / 2).max(1), usize::from);
         set(&mut l.pool_size, self.pool_size.map(usize::from));
         set(&mut l.request_timeout, self.request_timeout.map(|s| s.0));
+        set(&mut l.listen_timeout, self.listen_timeout.map(|s| s.0));
         set(&mut l.idle_timeout, self.idle_timeout.map(|s| s.0));
         set(&mut l.stall_timeout, self.stall_timeout.map(|s| s.0));
         set(

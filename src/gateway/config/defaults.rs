@@ -57,6 +57,7 @@ pub fn of(id: &str) -> Option<String> {
             time(lsp.idle_timeout)
         ),
         "stall_timeout" => time(limits.stall_timeout),
+        "listen_timeout" => time(limits.listen_timeout),
         "upstream_connect_timeout" => time(limits.upstream_connect_timeout),
         "drain_timeout" => time(limits.drain_timeout),
         "retry_budget" => limits.retry_budget.to_string(),

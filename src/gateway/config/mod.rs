@@ -328,6 +328,11 @@ pub struct GatewayOptions {
     /// Time before an unanswered request gets a timeout error.
     #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
     pub request_timeout: Option<Seconds>,
+    /// MCP: how long a subscription (`subscriptions/listen`) lasts, in
+    /// place of --request-timeout; at its end the client gets the
+    /// subscription's graceful end and the server its cancellation.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
+    pub listen_timeout: Option<Seconds>,
     /// How long a silent session client stays connected.
     #[cfg_attr(feature = "cli", arg(long, value_name = "TIME"))]
     pub idle_timeout: Option<Seconds>,

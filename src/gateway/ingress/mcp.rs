@@ -524,43 +524,21 @@ impl HttpSession {
             }
             None => (None, None),
         };
-        let mut reader = {
-            let mut routes = lock(&self.routes);
-            if routes
-                .waiting
-                .iter()
-                .any(|w| same_id(&w.id, w.kind, &token, id.kind))
-            {
-                let e = local_error(
-                    Some(&token),
-                    -32600,
-                    "a request with this id is already in flight in this MCP session",
-                    None,
-                );
-                return json_response(200, e);
-            }
-            let (to, reader) = match events {
-                true => {
-                    let (stream, c) = routes.open(prime, self.ctx.limits.max_body, &self.replay);
-                    (To::Events(stream), Reader::Events(c))
-                }
-                false => {
-                    let (tx, rx) = mpsc::channel(REPLY_QUEUE);
-                    (To::Json(tx), Reader::Json(rx))
-                }
-            };
-            routes.waiting.push(Waiting {
-                id: token,
-                kind: id.kind,
-                to,
-                refused,
-            });
-            reader
+        let waiting = (token.clone(), id.kind, refused);
+        let Some(reader) = self.wait_for(waiting, events, prime) else {
+            let e = local_error(
+                Some(&token),
+                -32600,
+                "a request with this id is already in flight in this MCP session",
+                None,
+            );
+            return json_response(200, e);
         };
         let credential = attached.clone();
         self.session.on_local_message_with(body, attached).await;
-        let Some(mut refusal) = refusal else {
-            return match reader {
+        match refusal {
+            Some(refusal) => self.forwarded(reader, refusal, credential).await,
+            None => match reader {
                 Reader::Events(c) => framed_event_response(c.first, c.rx),
                 // JSON: the response alone (the session always answers, if
                 // only with its own error at the request timeout).
@@ -568,11 +546,56 @@ impl HttpSession {
                     Some(reply) => json_response(200, reply),
                     None => session_ended(),
                 },
-            };
+            },
+        }
+    }
+
+    /// Makes a request (its id, and where its refusal goes) wait for its
+    /// messages: on a new stream (`events`; `prime`d or not), else as JSON.
+    /// `None`: a request with its id is in flight.
+    fn wait_for(
+        &self,
+        (token, kind, refused): (Bytes, IdKind, Option<oneshot::Sender<(Bytes, Bytes)>>),
+        events: bool,
+        prime: bool,
+    ) -> Option<Reader> {
+        let mut routes = lock(&self.routes);
+        if routes
+            .waiting
+            .iter()
+            .any(|w| same_id(&w.id, w.kind, &token, kind))
+        {
+            return None;
+        }
+        let (to, reader) = match events {
+            true => {
+                let (stream, c) = routes.open(prime, self.ctx.limits.max_body, &self.replay);
+                (To::Events(stream), Reader::Events(c))
+            }
+            false => {
+                let (tx, rx) = mpsc::channel(REPLY_QUEUE);
+                (To::Json(tx), Reader::Json(rx))
+            }
         };
-        // Forwarded: the upstream may refuse the credential, which its
-        // status answers; nothing is sent before the first message says
-        // whether it did.
+        routes.waiting.push(Waiting {
+            id: token,
+            kind,
+            to,
+            refused,
+        });
+        Some(reader)
+    }
+
+    /// The answer to a request sent with the client's credential
+    /// (`credential`, forwarded): the upstream may refuse it, which its
+    /// status answers; nothing is sent before the first message says
+    /// whether it did.
+    async fn forwarded(
+        &self,
+        mut reader: Reader,
+        mut refusal: oneshot::Receiver<(Bytes, Bytes)>,
+        credential: Option<Attached>,
+    ) -> HttpResponse {
         let first = match &mut reader {
             Reader::Json(rx) => rx.recv().await,
             Reader::Events(c) => c.rx.recv().await,
@@ -601,7 +624,8 @@ impl HttpSession {
     fn resume(&self, last: &HeaderValue) -> HttpResponse {
         let found = last.to_str().ok().and_then(parse_event_id);
         let found = found.and_then(|(n, after)| Some((lock(&self.routes).stream(n)?, after)));
-        let resumed = found.and_then(|(stream, after)| Some((stream.resume(after)?, stream, after)));
+        let resumed =
+            found.and_then(|(stream, after)| Some((stream.resume(after)?, stream, after)));
         let Some((c, stream, after)) = resumed else {
             debug!(session = %self.id, "a resume from an event id no stream of the session knows");
             let body = local_error(

@@ -10,13 +10,22 @@
 //! dropped and counted. The stream ends with the reply, whatever a losing
 //! try of the request still holds (of a request tried more than once, the
 //! edge streams the first try that sends anything: `Edge::call`).
+//!
+//! A subscription (`subscriptions/listen`) is a stream with no reply to
+//! wait for but its end: one whose client lets that bound fill is ended
+//! there (what is queued is sent, then the stream ends, and the request is
+//! given up, which the server is told), not thinned. A subscription that
+//! silently lost a notification would leave its client wrong with no sign;
+//! a stream that ends without its `complete` result tells the client to
+//! listen again (MCP 2026-07-28, "Graceful Closure").
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
+use tracing::warn;
 
 use super::response::{HttpResponse, event_response_counted};
 use crate::gateway::context::Ctx;
@@ -35,6 +44,8 @@ struct Stream {
     queued: Arc<AtomicUsize>,
     /// The most of them (`--max-body`).
     room: usize,
+    /// A subscription's: told when its queue fills, which ends it.
+    overflow: Option<Notify>,
     ctx: Arc<Ctx>,
 }
 
@@ -42,16 +53,22 @@ impl Stream {
     /// Queues `m` if the stream is open and has room; else drops it,
     /// counted.
     fn take(&self, m: Bytes) {
-        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         let len = m.len();
         let fits = self.queued.load(Relaxed) + len <= self.room;
-        match fits && tx.as_ref().is_some_and(|tx| tx.try_send(m).is_ok()) {
-            true => {
-                self.queued.fetch_add(len, Relaxed);
-            }
-            false => {
-                self.ctx.metrics.dropped.fetch_add(1, Relaxed);
-            }
+        if fits && tx.as_ref().is_some_and(|tx| tx.try_send(m).is_ok()) {
+            self.queued.fetch_add(len, Relaxed);
+            return;
+        }
+        self.ctx.metrics.dropped.fetch_add(1, Relaxed);
+        if let Some(overflow) = &self.overflow
+            && tx.take().is_some()
+        {
+            warn!(
+                room = self.room,
+                "an MCP subscription's client does not read what it is sent: the subscription is ended"
+            );
+            overflow.notify_one();
         }
     }
 }
@@ -66,10 +83,14 @@ pub async fn streamed(
 ) -> HttpResponse {
     let ctx = edge.ctx.clone();
     let (tx, mut rx) = mpsc::channel::<Bytes>(QUEUED);
+    let subscription = matches!(&message.1, crate::jsonrpc::Kind::Request { method, .. }
+        if crate::jsonrpc::carriage::method_of(&message.0, method).as_deref()
+            == Some(crate::gateway::mcp_names::LISTEN));
     let stream = Arc::new(Stream {
         tx: Mutex::new(Some(tx)),
         queued: Arc::new(AtomicUsize::new(0)),
         room: ctx.limits.max_body,
+        overflow: subscription.then(Notify::new),
         ctx: ctx.clone(),
     });
     let (edge, (body, kind)) = (edge.clone(), message);
@@ -102,10 +123,18 @@ pub async fn streamed(
         return respond(&stream, first, rx);
     };
     tokio::spawn(async move {
+        let overflowed = async {
+            match &s.overflow {
+                Some(overflow) => overflow.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         let a = tokio::select! {
             a = &mut call.0 => a,
             // The client left: the request with it.
             () = gone.closed() => return,
+            // A subscription its client does not read: ended, and given up.
+            () = overflowed => return,
         };
         // Only the stream's own sender left, taken with the reply.
         drop(gone);
