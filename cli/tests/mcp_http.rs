@@ -1806,7 +1806,8 @@ async fn a_subscription_lasts_its_own_lifetime_and_ends_gracefully() {
     let pair = Pair::start(PairOptions {
         upstream: Up::Stdio,
         origin_extra: &times,
-        edge_extra: &times,
+        // One association, so one child: the probe asks the listen's.
+        edge_extra: &[&times[..], &["--pool-size", "1"]].concat(),
         ingresses: &["http"],
         ..PairOptions::default()
     })
@@ -1861,6 +1862,8 @@ async fn a_subscription_whose_client_does_not_read_is_ended() {
         "65536",
         "--stall-timeout",
         "20",
+        "--pool-size",
+        "1",
     ];
     let pair = Pair::start(PairOptions {
         upstream: Up::Stdio,

@@ -112,6 +112,7 @@ pub fn names_of(request: &[u8]) -> Names {
 /// MCP's `notifications/cancelled` for the request with this id (its
 /// token, as it came).
 pub fn given_up(id: &[u8]) -> Bytes {
+    // `lasting` reads the method's place from this head.
     let mut text =
         br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"#.to_vec();
     text.extend_from_slice(id);
@@ -128,6 +129,10 @@ pub fn lasting(lifetime: std::time::Duration) -> crate::relay::Lasting {
         method: LISTEN,
         lifetime,
         ended: listen_ended,
+        given_up: |id| {
+            let head = br#"{"jsonrpc":"2.0","method":""#;
+            (given_up(id), head.len()..head.len() + "notifications/cancelled".len())
+        },
     }
 }
 
@@ -186,6 +191,10 @@ mod tests {
                 v["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
                 want
             );
+            let (text, at) = (lasting(std::time::Duration::from_secs(1)).given_up)(id);
+            assert_eq!(&text[at], b"notifications/cancelled");
+            let cancel: Value = serde_json::from_slice(&text).expect("JSON");
+            assert_eq!(cancel["params"]["requestId"], want);
         }
     }
 

@@ -181,8 +181,11 @@ pub struct Config {
 /// The origin's end is the one meant to be seen: its answer crosses as the
 /// upstream's would, and the local party is told the request was given up
 /// (its cancellation, where the party names its requests; a served one's
-/// stream is let go). An edge waits [`LASTING_MARGIN`] longer, then answers
-/// its caller alike itself (an origin that keeps it longer).
+/// stream is let go). An origin counts the lifetime from when the request
+/// arrived, held for room or not. An edge waits [`LASTING_MARGIN`] longer,
+/// then answers its caller alike itself and gives the request up at the
+/// peer (`given_up`, beside the request's correlation id), as for a caller
+/// that left: an origin that keeps it longer lets it go then.
 #[derive(Clone, Copy, Debug)]
 pub struct Lasting {
     /// The method of such a request, as it is written (no escapes).
@@ -191,6 +194,9 @@ pub struct Lasting {
     /// The answer that ends one, for its id token: the text, and where the
     /// id is in it.
     pub ended: fn(&[u8]) -> (Bytes, std::ops::Range<usize>),
+    /// The notification that gives up the request with this id (its token)
+    /// at the peer: the text, and where its method is in it.
+    pub given_up: fn(&[u8]) -> (Bytes, std::ops::Range<usize>),
 }
 
 /// How much longer than the lifetime an edge waits for a lasting request's
@@ -707,10 +713,13 @@ impl<T> Exchange<T> {
         (self.sent_octets + self.queued_octets, self.in_octets)
     }
 
-    /// Entries in the two deadline queues (live or not).
+    /// Entries in the deadline queues of each direction (live or not).
     #[cfg(test)]
     pub(super) fn deadlines_queued(&self) -> (usize, usize) {
-        (self.out_deadlines.0.len(), self.in_deadlines.0.len())
+        (
+            self.out_deadlines.0.len() + self.out_lasting.0.len(),
+            self.in_deadlines.0.len() + self.in_lasting.0.len(),
+        )
     }
 
     fn serial(&mut self) -> u64 {
@@ -1043,7 +1052,10 @@ impl<T> Exchange<T> {
         let octets = q.text.len();
         let resend_safe = q.label.as_ref().is_some_and(|l| l.effect.resend_safe());
         let lasting = match &q.kind {
-            Kind::Request { method, .. } => self.lasting(&q.text[method.raw.clone()]),
+            Kind::Request { method, .. } if self.config.lasting.is_some() => match method.escaped {
+                false => self.lasting(&q.text[method.raw.clone()]),
+                true => method_of(&q.text, method).and_then(|m| self.lasting(m.as_bytes())),
+            },
             _ => None,
         };
         let begin = self.outgoing.begin(
@@ -1719,11 +1731,14 @@ impl<T> Exchange<T> {
             self.held_octets -= octets;
             let serial = self.serial();
             h.incoming.serial = serial;
-            let (deadlines, timeout) = match self.config.lasting {
-                Some(l) if h.incoming.lasting => (&mut self.in_lasting, l.lifetime),
-                _ => (&mut self.in_deadlines, self.config.request_timeout),
+            // A lasting request's lifetime counts from its arrival, as its
+            // edge's does from its sending.
+            let (deadlines, deadline) = match self.config.lasting {
+                Some(l) if h.incoming.lasting => (&mut self.in_lasting, h.since + l.lifetime),
+                _ => (&mut self.in_deadlines, now + self.config.request_timeout),
             };
-            h.incoming.deadline = now + timeout;
+            h.incoming.deadline = deadline;
+            let timeout = deadline.saturating_duration_since(now);
             let incoming = &self.incoming;
             deadlines.push(
                 (h.incoming.deadline, serial, h.key.clone()),
@@ -1916,17 +1931,28 @@ impl<T> Exchange<T> {
         }
 
         while let Some((serial, corr)) = self.out_lasting.pop_due(now) {
-            if self.outgoing.get(&corr).is_some_and(|p| p.serial == serial)
+            if let Some(l) = self.config.lasting
+                && self.outgoing.get(&corr).is_some_and(|p| p.serial == serial)
                 && let Some(p) = self.outgoing.abandon(&corr)
-                && let Some(l) = self.config.lasting
             {
-                let (text, _) = (l.ended)(&p.id);
+                let id = p.id.clone();
+                let (text, _) = (l.ended)(&id);
                 let replied = Replied {
                     text,
                     is_error: false,
                     attached: None,
                 };
                 self.finish(now, p, Ok(replied));
+                // Given up at the peer too, as for a caller that left.
+                let (text, method) = (l.given_up)(&id);
+                let kind = Kind::Notification {
+                    method: crate::jsonrpc::StrToken {
+                        raw: method,
+                        escaped: false,
+                    },
+                };
+                let cancel = Attached::Cancel(Bytes::copy_from_slice(&corr));
+                self.one(now, text, kind, None, (None, None), Some(cancel));
             }
         }
 

@@ -30,6 +30,11 @@ fn lasting() -> Lasting {
             let text = [&head[..], id, br#","result":"ended"}"#].concat();
             (text.into(), head.len()..head.len() + id.len())
         },
+        given_up: |id| {
+            let head = br#"{"jsonrpc":"2.0","method":""#;
+            let text = [&head[..], br#"unwatch","params":["#, id, b"]}"].concat();
+            (text.into(), head.len()..head.len() + "unwatch".len())
+        },
     }
 }
 
@@ -1419,7 +1424,8 @@ fn a_served_lasting_request_ends_at_its_lifetime() {
 }
 
 /// An edge whose origin never ends a lasting request ends it itself,
-/// [`LASTING_MARGIN`] after its lifetime, alike.
+/// [`LASTING_MARGIN`] after its lifetime, alike, and gives it up at the
+/// origin; a method written with escapes is the same method.
 #[test]
 fn an_edge_ends_a_lasting_request_its_origin_did_not() {
     let mut edge: Side<u32> = Side::new(
@@ -1429,20 +1435,32 @@ fn an_edge_ends_a_lasting_request_its_origin_did_not() {
     );
     let now = Instant::now();
     edge.local(now, &req(3, "watch", json!({})), Some(9));
-    assert_eq!(edge.actions().len(), 1, "sent");
+    let escaped = r#"{"jsonrpc":"2.0","id":4,"method":"watch"}"#;
+    edge.local(now, escaped, Some(10));
+    assert_eq!(edge.actions().len(), 2, "sent");
     edge.x.handle_timeout(now + LIFETIME);
     edge.actions();
     assert!(edge.answers.is_empty());
     assert_eq!(edge.x.poll_timeout(), Some(now + LIFETIME + LASTING_MARGIN));
     edge.x.handle_timeout(now + LIFETIME + LASTING_MARGIN);
-    edge.actions();
-    let (t, r) = edge.answers.pop().expect("ended");
-    let Reply::Message { text, .. } = r else {
-        panic!("{r:?}");
-    };
-    assert_eq!(t, 9);
+    let sent = edge.actions();
+    let given_up: Vec<String> = (sent.iter())
+        .map(|(_, p)| String::from_utf8_lossy(p).into_owned())
+        .filter(|p| p.contains(r#""method":"unwatch""#))
+        .collect();
+    assert_eq!(given_up.len(), 2, "{sent:?}");
+    let mut ended: Vec<(u32, Value)> = (edge.answers.drain(..))
+        .map(|(t, r)| match r {
+            Reply::Message { text, .. } => (t, parse(&text)),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    ended.sort_by_key(|(t, _)| *t);
     assert_eq!(
-        parse(&text),
-        json!({"jsonrpc":"2.0","id":3,"result":"ended"})
+        ended,
+        [
+            (9, json!({"jsonrpc":"2.0","id":3,"result":"ended"})),
+            (10, json!({"jsonrpc":"2.0","id":4,"result":"ended"}))
+        ]
     );
 }

@@ -82,10 +82,17 @@ pub async fn streamed(
     answer: impl FnOnce(Answer) -> HttpResponse,
 ) -> HttpResponse {
     let ctx = edge.ctx.clone();
-    let (tx, mut rx) = mpsc::channel::<Bytes>(QUEUED);
     let subscription = matches!(&message.1, crate::jsonrpc::Kind::Request { method, .. }
         if crate::jsonrpc::carriage::method_of(&message.0, method).as_deref()
             == Some(crate::gateway::mcp_names::LISTEN));
+    // A subscription's queue is bounded by its octets alone (one message
+    // in 64 of them at the least): a burst of small notifications to a
+    // client that reads must not end it.
+    let queued = match subscription {
+        true => (ctx.limits.max_body / 64).max(QUEUED),
+        false => QUEUED,
+    };
+    let (tx, mut rx) = mpsc::channel::<Bytes>(queued);
     let stream = Arc::new(Stream {
         tx: Mutex::new(Some(tx)),
         queued: Arc::new(AtomicUsize::new(0)),
