@@ -363,11 +363,15 @@ fn stateless(
         });
         return resp;
     }
+    let mut result = json!({"mcp-method":got_method,"mcp-name":got_name,
+        "mcp-param-region":got_region,"version":STATELESS});
+    if method == "server/discover" {
+        // A server of both eras.
+        result["supportedVersions"] = json!([STATELESS, VERSION]);
+    }
     json_body(
         StatusCode::OK,
-        &json!({"jsonrpc":"2.0","id":msg["id"],"result":{
-            "mcp-method":got_method,"mcp-name":got_name,"mcp-param-region":got_region,
-            "version":STATELESS}}),
+        &json!({"jsonrpc":"2.0","id":msg["id"],"result":result}),
     )
 }
 
@@ -1906,4 +1910,105 @@ async fn a_subscription_whose_client_does_not_read_is_ended() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     drop(client);
+}
+
+/// What an upstream member speaks is found (issue 52, item 1): a server of
+/// the session era alone (it knows no `server/discover`) is asked on the
+/// side, over stdio with a child of the gateway's own, and a request of the
+/// stateless revision to it gets `UnsupportedProtocolVersion` (-32022,
+/// HTTP 400) from the origin, naming what it speaks where that is known,
+/// as a server of that revision answers a version it does not speak. Before,
+/// the request reached the server, which ran `tools/call` under its own
+/// era's meaning (the mock echoes it). `server/discover` itself crosses, so
+/// a client's own probe ends where it ends direct (-32601, 404), and a
+/// session's request is carried as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_request_to_a_server_of_the_session_era_is_refused_for_it() {
+    let (mock, url) = support::mock_with("http", &["--mcp-sessions-only"]).await;
+    let command = format!("{} mock-upstream --stdio --mcp-sessions-only", support::BIN);
+    for (upstream, supported) in [
+        (["--upstream", &url[..]], json!([])),
+        (["--upstream-cmd", &command[..]], json!(["2025-11-25"])),
+    ] {
+        let origin_extra = [&["--protocol", "mcp"][..], &upstream[..]].concat();
+        let pair = Pair::start(PairOptions {
+            upstream: Up::Given,
+            origin_extra: &origin_extra,
+            edge_extra: &["--protocol", "mcp", "--pool-size", "1"],
+            ingresses: &["http"],
+            ..PairOptions::default()
+        })
+        .await;
+        let edge = pair.ingress("http");
+        let call = json!({"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"t"}});
+        let (status, body) = post_stateless(&edge, call, "application/json", &[]).await;
+        let r: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(
+            (status, &r["error"]["code"]),
+            (400, &json!(-32022)),
+            "{upstream:?}: {r}"
+        );
+        assert_eq!(
+            r["error"]["data"],
+            json!({"supported": supported, "requested": STATELESS}),
+            "{upstream:?}: {r}"
+        );
+        let discover = json!({"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}});
+        let (status, body) = post_stateless(&edge, discover, "application/json", &[]).await;
+        let r: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(
+            (status, &r["error"]["code"]),
+            (404, &json!(-32601)),
+            "{upstream:?}: {r}"
+        );
+        let plain = json!({"jsonrpc":"2.0","id":"p","method":"echo","params":[1]});
+        let (status, body) = support::post_headers(
+            &edge,
+            &plain.to_string(),
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json"),
+            ],
+        )
+        .await;
+        assert_eq!(status, 200, "{upstream:?}: {body}");
+        assert!(body.contains(r#""result":[1]"#), "{upstream:?}: {body}");
+    }
+    drop(mock);
+}
+
+/// A member whose session fails is asked again what it speaks when its next
+/// session starts (it may have come back another version).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_is_asked_again_after_its_session_fails() {
+    let logs = support::tempdir::Dir::new();
+    let command = format!("{} mock-upstream --stdio --mcp-sessions-only", support::BIN);
+    let pair = Pair::start(PairOptions {
+        upstream: Up::Given,
+        origin_extra: &["--protocol", "mcp", "--upstream-cmd", &command],
+        edge_extra: &["--protocol", "mcp", "--pool-size", "1"],
+        ingresses: &["http"],
+        logs: Some(&logs.0),
+        ..PairOptions::default()
+    })
+    .await;
+    let edge = pair.ingress("http");
+    let asked = || {
+        let log = std::fs::read_to_string(logs.0.join("origin.log")).unwrap_or_default();
+        log.matches("what the MCP upstream speaks").count()
+    };
+    let plain = |method: &str| json!({"jsonrpc":"2.0","id":1,"method":method}).to_string();
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json"),
+    ];
+    let (status, _) = support::post_headers(&edge, &plain("echo"), &headers).await;
+    assert_eq!((status, asked()), (200, 1));
+    // The child exits: the session fails, and starts again.
+    support::post_headers(&edge, &plain("exit"), &headers).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while asked() < 2 {
+        assert!(Instant::now() < deadline, "not asked again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

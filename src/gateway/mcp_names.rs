@@ -131,7 +131,10 @@ pub fn lasting(lifetime: std::time::Duration) -> crate::relay::Lasting {
         ended: listen_ended,
         given_up: |id| {
             let head = br#"{"jsonrpc":"2.0","method":""#;
-            (given_up(id), head.len()..head.len() + "notifications/cancelled".len())
+            (
+                given_up(id),
+                head.len()..head.len() + "notifications/cancelled".len(),
+            )
         },
     }
 }

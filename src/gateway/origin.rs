@@ -188,6 +188,8 @@ impl Origin {
                 return;
             }
             warn!(%upstream, %why, "upstream session ended");
+            // What it speaks is asked again (it may come back another).
+            self.env.revisions.forget(upstream.address());
             session.local_down(&why).await;
             if !session.assoc().is_open() {
                 return;

@@ -23,6 +23,10 @@
 //!   most), first sending `"flood"` more updates of `"pad"` octets each;
 //! - `mock/cancelled` → the ids of the requests `notifications/cancelled`
 //!   has named so far, in order;
+//! - `server/discover` → as an MCP server of both eras answers it
+//!   (`supportedVersions` 2026-07-28 and 2025-11-25); with
+//!   `--mcp-sessions-only`, -32601 Method not found, as a server of the
+//!   session era;
 //! - `exit` → the process exits at once with status 3, no reply (a crash);
 //! - `nosuch` → -32601 Method not found;
 //! - any other method → `result` = the params, so any API's method names
@@ -250,8 +254,13 @@ impl Peer {
                 ok(json!({"resultType":"complete"}))
             }
             "mock/cancelled" => ok(Value::Array(self.cancelled.lock().ok()?.clone())),
+            "server/discover" if !self.behavior.mcp_sessions_only => ok(json!({
+                "resultType": "complete",
+                "supportedVersions": ["2026-07-28", "2025-11-25"],
+                "capabilities": {"tools": {}},
+            })),
             "exit" => std::process::exit(3),
-            "nosuch" => Some(
+            "nosuch" | "server/discover" => Some(
                 json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"Method not found"}}),
             ),
             _ => {
@@ -307,6 +316,9 @@ pub struct Behavior {
     /// HTTP: each reply as one `text/event-stream` event, notifications
     /// answered 202 (MCP's Streamable HTTP).
     pub event_stream: bool,
+    /// MCP: a server of the session era only: `server/discover` is an
+    /// unknown method (-32601).
+    pub mcp_sessions_only: bool,
     replies: AtomicU64,
     random: AtomicU64,
 }
@@ -335,6 +347,10 @@ pub struct MockOptions {
     /// one `text/event-stream` event and notifications 202 Accepted.
     #[arg(long)]
     pub event_stream: bool,
+    /// MCP: answer as a server of the session era only (2025), which knows
+    /// no `server/discover` (-32601).
+    #[arg(long)]
+    pub mcp_sessions_only: bool,
 }
 
 impl MockOptions {
@@ -347,6 +363,7 @@ impl MockOptions {
         );
         b.push_every = self.push_every;
         b.event_stream = self.event_stream;
+        b.mcp_sessions_only = self.mcp_sessions_only;
         Arc::new(b)
     }
 }
@@ -484,6 +501,7 @@ impl Behavior {
             faults,
             push_every: 0,
             event_stream: false,
+            mcp_sessions_only: false,
             replies: AtomicU64::new(0),
             random: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
         }

@@ -89,15 +89,14 @@ impl Proc {
 }
 
 pub async fn mock(kind: &str) -> (Proc, String) {
-    let p = Proc::start(
-        &[
-            "mock-upstream",
-            "--listen",
-            &format!("{kind}://127.0.0.1:0"),
-        ],
-        "mock upstream",
-    )
-    .await;
+    mock_with(kind, &[]).await
+}
+
+/// [`mock`], with its flags `extra`.
+pub async fn mock_with(kind: &str, extra: &[&str]) -> (Proc, String) {
+    let listen = format!("{kind}://127.0.0.1:0");
+    let args = [&["mock-upstream", "--listen", &listen][..], extra].concat();
+    let p = Proc::start(&args, "mock upstream").await;
     let url = p.printed("mock upstream ");
     (p, url)
 }

@@ -10,9 +10,13 @@ use futures_util::FutureExt;
 use tokio::io::AsyncBufReadExt;
 use tracing::{debug, info, warn};
 
+use bytes::Bytes;
+
+use super::mcp_revision::{self, Revision};
 use super::process::{Stop, UpstreamChild};
 use super::{Address, Delivery, Env, Kind};
 use crate::bridge::ProtocolId;
+use crate::framing::MessageReader;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::session::{SESSION_OVER, Session};
 use crate::lines::LineSkipped;
@@ -63,6 +67,25 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
     let pid = child.id();
     info!(pid, command = %crate::gateway::redact::program(argv), "upstream process started");
     debug!(pid, argv = ?argv, "upstream process arguments");
+    let messages = ctx.message_reader(stdout);
+    let member = Address::Command(argv.to_vec());
+    let mcp = ctx.protocol == ProtocolId::MCP;
+    if mcp && env.revisions.ask(&member) {
+        // With a child of its own, beside the session's.
+        let (argv, shared, children) = (argv.to_vec(), ctx.clone(), env.children.clone());
+        let revisions = env.revisions.clone();
+        let asked = tokio::spawn(async move {
+            let found = ask_child(&argv, &shared, children).await;
+            if let Some(r) = &found {
+                let command = crate::gateway::redact::program(&argv);
+                info!(%command, revision = %r, "what the MCP upstream speaks");
+            }
+            revisions.found(&Address::Command(argv), found);
+        });
+        // The first session waits for the answer as long as a connection
+        // may take, then goes on without it.
+        let _ = tokio::time::timeout(ctx.limits.upstream_connect_timeout, asked).await;
+    }
     session.local_up();
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
@@ -70,7 +93,11 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
             info!(target: "upstream", pid, "{line}");
         }
     });
-    match carry(ctx, session, rx, &mut child, &mut stdin, stdout).await {
+    // A request its era cannot take is answered here ([`mcp_revision`]).
+    let here = |text: &[u8]| env.revisions.refusal(&member, text);
+    let here: Option<super::AnswerHere<'_>> = mcp.then_some(&here);
+    let io = (&mut stdin, messages);
+    match carry(ctx, (session, rx), &mut child, io, here).await {
         Ended::Failed(why) => {
             child.stop(Stop::Kill);
             why
@@ -101,25 +128,21 @@ enum Ended {
 /// when its association ends.
 async fn carry<W, R>(
     ctx: &crate::gateway::context::Ctx,
-    session: &Session,
-    rx: &mut Inbox,
+    (session, rx): (&Session, &mut Inbox),
     child: &mut UpstreamChild,
-    stdin: &mut W,
-    stdout: R,
+    (stdin, mut messages): (&mut W, MessageReader<R>),
+    here: Option<super::AnswerHere<'_>>,
 ) -> Ended
 where
     W: tokio::io::AsyncWrite + Unpin,
     R: tokio::io::AsyncRead + Unpin,
 {
-    let mut messages = ctx.message_reader(stdout);
     let framing = messages.decided();
     let lsp = ctx.protocol == ProtocolId::LSP_EXPERIMENTAL;
+    let here = here.map(|h| (session, h));
     let write = async {
-        match super::write_messages(ctx, "its stdin", &framing, rx, stdin, |m| {
-            lsp && is_exit(m, ctx)
-        })
-        .await
-        {
+        let last = |m: &[u8]| lsp && is_exit(m, ctx);
+        match super::write_messages(ctx, "its stdin", &framing, (rx, stdin), last, here).await {
             super::Written::Failed(why) => Ended::Failed(why),
             super::Written::Closed => Ended::Stop(SESSION_OVER.to_owned()),
             super::Written::Last => {
@@ -154,6 +177,86 @@ where
             Err(e) => format!("waiting for the upstream process: {e}"),
         }),
         _ = session.assoc().ended() => Ended::Stop(SESSION_OVER.to_owned()),
+    }
+}
+
+/// What the MCP server `argv` speaks ([`mcp_revision`]), asked of a child
+/// of the gateway's own: `server/discover`, and where that says the session
+/// era, `initialize`, for its version; the child is then stopped as MCP's
+/// stdio shutdown asks. `None`: no room for one more process
+/// (`--max-upstream-processes`), no start, or no answer within the request
+/// timeout.
+async fn ask_child(
+    argv: &[String],
+    ctx: &crate::gateway::context::Ctx,
+    children: std::sync::Arc<tokio::sync::Semaphore>,
+) -> Option<Revision> {
+    let _room = children.try_acquire_owned().ok()?;
+    let (program, args) = argv.split_first()?;
+    let (mut child, mut stdin, stdout, stderr) = UpstreamChild::spawn(program, args).ok()?;
+    let pid = child.id();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            debug!(target: "upstream", pid, "{line}");
+        }
+    });
+    let mut messages = ctx.message_reader(stdout);
+    let asked = async {
+        let io = (&mut stdin, &mut messages);
+        let discover = ask(
+            ctx,
+            io,
+            mcp_revision::discover_request(),
+            mcp_revision::DISCOVER_ID,
+        );
+        match mcp_revision::read_discover(&discover.await?) {
+            stateless @ Revision::Stateless { .. } => Some(stateless),
+            Revision::Sessions { .. } => {
+                let io = (&mut stdin, &mut messages);
+                let init = mcp_revision::initialize_request();
+                let answer = ask(ctx, io, init, mcp_revision::INITIALIZE_ID).await;
+                let version = answer.as_deref().and_then(mcp_revision::read_initialize);
+                Some(Revision::Sessions { version })
+            }
+        }
+    };
+    let found = tokio::time::timeout(ctx.limits.request_timeout, asked)
+        .await
+        .ok()
+        .flatten();
+    drop(stdin);
+    stop_child(&mut child, pid).await;
+    found
+}
+
+/// Writes `text` to the child and reads what it says until the answer to
+/// id `id` (what comes before it is for nobody).
+async fn ask<W, R>(
+    ctx: &crate::gateway::context::Ctx,
+    (stdin, messages): (&mut W, &mut MessageReader<R>),
+    text: Bytes,
+    id: &str,
+) -> Option<Bytes>
+where
+    W: tokio::io::AsyncWrite + Unpin,
+    R: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    let framing = messages.decided();
+    let write = async {
+        crate::framing::write_message(stdin, framing.get(), &text).await?;
+        stdin.flush().await
+    };
+    tokio::time::timeout(ctx.limits.stall_timeout, write)
+        .await
+        .ok()?
+        .ok()?;
+    loop {
+        let text = messages.next().await.ok()??;
+        if mcp_revision::answers(&text, id) {
+            return Some(text);
+        }
     }
 }
 

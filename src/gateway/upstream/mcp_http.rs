@@ -37,6 +37,7 @@ use tracing::{debug, info, warn};
 use futures_util::FutureExt;
 
 use super::http_client::HttpsClient;
+use super::mcp_revision::{self, Revision};
 use super::{Address, Delivery, Env, Kind as UpstreamKind};
 use crate::assoc::error::error_chain;
 use crate::bridge::ProtocolId;
@@ -240,6 +241,8 @@ impl UpstreamKind for McpHttp {
 async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String {
     let Env { ctx, permits, .. } = env;
     let mcp = McpSession::new(uri, env, session);
+    let member = Address::Uri(uri.clone());
+    ask_member(&mcp, env, &member).await;
     session.local_up();
     let mut tasks = tokio::task::JoinSet::new();
     let mut running = Running::default();
@@ -255,6 +258,9 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
             break;
         };
         while tasks.try_join_next().is_some() {}
+        if answered_here(env, &member, session, &text).await {
+            continue;
+        }
         // The edge's cancellation of a request of this association (its
         // client left), checked by the exchange: at once, room or not.
         if let Some(Attached::Cancel(id)) = &attached {
@@ -310,6 +316,36 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
     tasks.abort_all();
     mcp.end().await;
     SESSION_OVER.to_owned()
+}
+
+/// Whether `text` was answered in the member's place: a request of the
+/// stateless revision to a server of the session era, answered as a server
+/// of that revision would ([`mcp_revision`]).
+async fn answered_here(env: &Env, member: &Address, session: &Session, text: &[u8]) -> bool {
+    let Some(refused) = env.revisions.refusal(member, text) else {
+        return false;
+    };
+    session.on_local_message(refused).await;
+    true
+}
+
+/// Asks what `member` speaks, where nothing is known of it and nobody asks
+/// already ([`mcp_revision`]), on the side.
+async fn ask_member(mcp: &Arc<McpSession>, env: &Env, member: &Address) {
+    if !env.revisions.ask(member) {
+        return;
+    }
+    let (m, revisions, member) = (mcp.clone(), env.revisions.clone(), member.clone());
+    let asked = tokio::spawn(async move {
+        let found = m.discover().await;
+        if let Some(r) = &found {
+            info!(uri = %m.shown, revision = %r, "what the MCP upstream speaks");
+        }
+        revisions.found(&member, found);
+    });
+    // The first session waits for the answer as long as a connection may
+    // take, then goes on without it.
+    let _ = tokio::time::timeout(env.ctx.limits.upstream_connect_timeout, asked).await;
 }
 
 impl McpSession {
@@ -962,6 +998,71 @@ impl McpSession {
 
     /// Ends the upstream session, if it has one (MCP: the client SHOULD
     /// send DELETE; a server that does not allow it answers 405).
+    /// What the server speaks ([`mcp_revision`]): its answer to
+    /// `server/discover`, a POST of its own (no session). `None`: nothing
+    /// learned (no answer, no JSON-RPC in it, a refused credential, a
+    /// server error).
+    async fn discover(&self) -> Option<Revision> {
+        let (status, reply) = self.probe(mcp_revision::discover_request()).await?;
+        if matches!(status, 401 | 403) || status >= 500 {
+            return None;
+        }
+        reply.as_deref().map(mcp_revision::read_discover)
+    }
+
+    /// Posts `body`, one of the gateway's own requests: the status and the
+    /// JSON-RPC answer (the body, or the event that answers it), within
+    /// the request timeout.
+    async fn probe(&self, body: Bytes) -> Option<(u16, Option<Bytes>)> {
+        let (req, _) = self.request(Method::POST, ACCEPT_BOTH, body, None).ok()?;
+        let deadline = tokio::time::Instant::now() + self.ctx.limits.request_timeout;
+        let resp = tokio::time::timeout_at(deadline, self.client.request(req));
+        let resp = match resp.await {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => {
+                debug!(uri = %self.shown, error = %error_chain(&e), "asking the MCP upstream what it speaks");
+                return None;
+            }
+            Err(_) => return None,
+        };
+        let status = resp.status().as_u16();
+        let events = is_event_stream(resp.headers());
+        let max = self.ctx.limits.max_body;
+        let mut body = Limited::new(resp.into_body(), max);
+        let mut decoder = SseDecoder::new(max);
+        let mut raw = Vec::new();
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(f))) => f,
+                Ok(None) => break,
+                Ok(Some(Err(_))) | Err(_) => return Some((status, None)),
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if !events {
+                raw.extend_from_slice(&data);
+                continue;
+            }
+            let mut got = Vec::new();
+            if decoder.push(&data, &mut got).is_err() {
+                return Some((status, None));
+            }
+            // The first message that is an answer: the server sends
+            // nothing else first, but a log message may come.
+            if let Some(answer) = got.into_iter().find(|m| {
+                matches!(
+                    scan(m, &self.ctx.scan),
+                    Ok(Scanned::Single(Kind::Success { .. } | Kind::Error { .. }))
+                )
+            }) {
+                return Some((status, Some(answer)));
+            }
+        }
+        let reply = (!events && !raw.is_empty()).then(|| Bytes::from(raw));
+        Some((status, reply))
+    }
+
     async fn end(&self) {
         if self.negotiated().session_id.is_none() {
             return;

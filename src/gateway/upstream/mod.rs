@@ -21,6 +21,7 @@ pub mod group;
 pub mod http;
 pub mod http_client;
 pub mod mcp_http;
+pub mod mcp_revision;
 pub mod mcp_stdio;
 pub mod pool;
 pub mod process;
@@ -106,7 +107,7 @@ static KINDS: [&dyn Kind; 7] = [
 ];
 
 /// An upstream's address, in the form its kind reads.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Address {
     /// A URL read as a URI (`http://`, `https://`, `http+unix://`).
     Uri(hyper::Uri),
@@ -229,6 +230,8 @@ pub struct Env {
     /// that a session and its connections share a thread; made when a
     /// session first asks.
     clients: OnceLock<PerShard<HttpsClient>>,
+    /// What each MCP upstream speaks, as found ([`mcp_revision`]).
+    pub revisions: Arc<mcp_revision::Revisions>,
 }
 
 impl Env {
@@ -242,6 +245,7 @@ impl Env {
             permits: Arc::new(Semaphore::new(ctx.limits.max_in_flight)),
             children: Arc::new(Semaphore::new(ctx.limits.max_upstream_processes)),
             clients: OnceLock::new(),
+            revisions: Arc::default(),
             ctx,
             tls,
             connector,
@@ -291,23 +295,34 @@ enum Written {
     Last,
 }
 
+/// What answers a message in the upstream's place, if it does (its
+/// answer): an MCP member of another era ([`mcp_revision`]).
+pub type AnswerHere<'a> = &'a (dyn Fn(&[u8]) -> Option<bytes::Bytes> + Sync);
+
 /// Writes each message of `rx` to `w` in the stream's framing (a line, or
 /// LSP's headers), flushing when none is left queued, each write within the
 /// stall timeout ([`write_within`]), until one fails, the queue closes, or
-/// a message that `last` picks was written.
+/// a message that `last` picks was written. A message `here` answers in the
+/// upstream's place is not written: its answer goes to the session.
 async fn write_messages<W>(
     ctx: &Ctx,
     into: &str,
     framing: &crate::framing::Decided,
-    rx: &mut Inbox,
-    w: &mut W,
+    (rx, w): (&mut Inbox, &mut W),
     last: impl Fn(&[u8]) -> bool,
+    here: Option<(&Session, AnswerHere<'_>)>,
 ) -> Written
 where
     W: tokio::io::AsyncWrite + Unpin,
 {
     use tokio::io::AsyncWriteExt;
     while let Some(text) = rx.recv().await {
+        if let Some((session, answer)) = here
+            && let Some(answer) = answer(&text)
+        {
+            session.on_local_message(answer).await;
+            continue;
+        }
         let is_last = last(&text);
         let one = async {
             crate::framing::write_message(w, framing.get(), &text).await?;

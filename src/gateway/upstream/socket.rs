@@ -142,7 +142,14 @@ where
     let ctx = &env.ctx;
     session.local_up();
     let framing = Decided::new(ctx.framing, ctx.first_framing());
-    let writing = super::write_messages(ctx, "its socket", &framing, rx, &mut write, |_| false);
+    let writing = super::write_messages(
+        ctx,
+        "its socket",
+        &framing,
+        (rx, &mut write),
+        |_| false,
+        None,
+    );
     let reading = async {
         let mut replies = Replies::new(read, ctx.framing, ctx.limits.max_body, &framing).await?;
         loop {
