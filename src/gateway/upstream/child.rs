@@ -12,7 +12,7 @@ use tracing::{debug, info, warn};
 
 use bytes::Bytes;
 
-use super::mcp_revision::{self, Revision};
+use super::mcp_revision::{self, Member, Revision};
 use super::process::{Stop, UpstreamChild};
 use super::{Address, Delivery, Env, Kind};
 use crate::bridge::ProtocolId;
@@ -51,6 +51,12 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
     let Some((program, args)) = argv.split_first() else {
         return "empty upstream command".into();
     };
+    // An MCP server: what it speaks, asked before its session's child
+    // starts, by a child of the gateway's own.
+    let member = match ctx.protocol == ProtocolId::MCP {
+        true => Some(ask_member(argv, env).await),
+        false => None,
+    };
     let _running = match room_for_one(env) {
         Ok(room) => room,
         Err(why) => return why,
@@ -68,24 +74,6 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
     info!(pid, command = %crate::gateway::redact::program(argv), "upstream process started");
     debug!(pid, argv = ?argv, "upstream process arguments");
     let messages = ctx.message_reader(stdout);
-    let member = Address::Command(argv.to_vec());
-    let mcp = ctx.protocol == ProtocolId::MCP;
-    if mcp && env.revisions.ask(&member) {
-        // With a child of its own, beside the session's.
-        let (argv, shared, children) = (argv.to_vec(), ctx.clone(), env.children.clone());
-        let revisions = env.revisions.clone();
-        let asked = tokio::spawn(async move {
-            let found = ask_child(&argv, &shared, children).await;
-            if let Some(r) = &found {
-                let command = crate::gateway::redact::program(&argv);
-                info!(%command, revision = %r, "what the MCP upstream speaks");
-            }
-            revisions.found(&Address::Command(argv), found);
-        });
-        // The first session waits for the answer as long as a connection
-        // may take, then goes on without it.
-        let _ = tokio::time::timeout(ctx.limits.upstream_connect_timeout, asked).await;
-    }
     session.local_up();
     tokio::spawn(async move {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
@@ -94,8 +82,8 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
         }
     });
     // A request its era cannot take is answered here ([`mcp_revision`]).
-    let here = |text: &[u8]| env.revisions.refusal(&member, text);
-    let here: Option<super::AnswerHere<'_>> = mcp.then_some(&here);
+    let refusal = |text: &[u8]| member.as_ref().and_then(|m| m.refusal(text));
+    let here: Option<super::AnswerHere<'_>> = member.is_some().then_some(&refusal);
     let io = (&mut stdin, messages);
     match carry(ctx, (session, rx), &mut child, io, here).await {
         Ended::Failed(why) => {
@@ -180,12 +168,34 @@ where
     }
 }
 
+/// The member `argv`, asked what it speaks by its first session
+/// ([`mcp_revision`]), whose answer every session waits for as long as a
+/// connection may take.
+async fn ask_member(argv: &[String], env: &Env) -> std::sync::Arc<Member> {
+    let (member, first) = env.revisions.member(&Address::Command(argv.to_vec()));
+    if first {
+        let (command, ctx, children) = (argv.to_vec(), env.ctx.clone(), env.children.clone());
+        let ask = move || {
+            let (argv, ctx, children) = (command.clone(), ctx.clone(), children.clone());
+            async move { ask_child(&argv, &ctx, children).await }
+        };
+        let shown = crate::gateway::redact::program(argv).to_string();
+        let me = std::sync::Arc::downgrade(&member);
+        tokio::spawn(Member::keep_asking(me, ask, shown));
+    }
+    member
+        .first_answer(env.ctx.limits.upstream_connect_timeout)
+        .await;
+    member
+}
+
 /// What the MCP server `argv` speaks ([`mcp_revision`]), asked of a child
 /// of the gateway's own: `server/discover`, and where that says the session
-/// era, `initialize`, for its version; the child is then stopped as MCP's
-/// stdio shutdown asks. `None`: no room for one more process
-/// (`--max-upstream-processes`), no start, or no answer within the request
-/// timeout.
+/// era, `initialize`, for its version; no answer within the request timeout
+/// says the session era too (the spec's "does not respond within a
+/// reasonable timeout"). The child is then stopped as MCP's stdio shutdown
+/// asks. `None`: no room for one more process (`--max-upstream-processes`),
+/// or no start.
 async fn ask_child(
     argv: &[String],
     ctx: &crate::gateway::context::Ctx,
@@ -202,36 +212,39 @@ async fn ask_child(
         }
     });
     let mut messages = ctx.message_reader(stdout);
-    let asked = async {
-        let io = (&mut stdin, &mut messages);
-        let discover = ask(
-            ctx,
-            io,
-            mcp_revision::discover_request(),
-            mcp_revision::DISCOVER_ID,
-        );
-        match mcp_revision::read_discover(&discover.await?) {
-            stateless @ Revision::Stateless { .. } => Some(stateless),
-            Revision::Sessions { .. } => {
-                let io = (&mut stdin, &mut messages);
-                let init = mcp_revision::initialize_request();
-                let answer = ask(ctx, io, init, mcp_revision::INITIALIZE_ID).await;
-                let version = answer.as_deref().and_then(mcp_revision::read_initialize);
-                Some(Revision::Sessions { version })
-            }
-        }
+    let deadline = tokio::time::Instant::now() + ctx.limits.request_timeout;
+    let io = (&mut stdin, &mut messages);
+    let discover = ask(ctx, io, mcp_revision::discover_request(), mcp_revision::DISCOVER_ID);
+    let found = match tokio::time::timeout_at(deadline, discover).await {
+        Ok(Some(answer)) => Some(mcp_revision::read_discover(&answer)),
+        // It ended, or took nothing: it says nothing.
+        Ok(None) => None,
+        // It is there and does not answer: the session era.
+        Err(_) => Some(Revision::Sessions { version: None }),
     };
-    let found = tokio::time::timeout(ctx.limits.request_timeout, asked)
-        .await
-        .ok()
-        .flatten();
+    let Some(found) = found else {
+        child.stop(Stop::Kill);
+        let _ = child.wait().await;
+        return None;
+    };
+    let found = match found {
+        Revision::Sessions { .. } => {
+            let io = (&mut stdin, &mut messages);
+            let init = ask(ctx, io, mcp_revision::initialize_request(), mcp_revision::INITIALIZE_ID);
+            let answer = tokio::time::timeout_at(deadline, init).await.ok().flatten();
+            let version = answer.as_deref().and_then(mcp_revision::read_initialize);
+            Revision::Sessions { version }
+        }
+        stateless => stateless,
+    };
     drop(stdin);
     stop_child(&mut child, pid).await;
-    found
+    Some(found)
 }
 
 /// Writes `text` to the child and reads what it says until the answer to
-/// id `id` (what comes before it is for nobody).
+/// id `id` (what comes before it is for nobody). `None`: it took nothing,
+/// or ended first. Else it waits as long as its caller does.
 async fn ask<W, R>(
     ctx: &crate::gateway::context::Ctx,
     (stdin, messages): (&mut W, &mut MessageReader<R>),

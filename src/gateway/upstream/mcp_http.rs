@@ -37,7 +37,7 @@ use tracing::{debug, info, warn};
 use futures_util::FutureExt;
 
 use super::http_client::HttpsClient;
-use super::mcp_revision::{self, Revision};
+use super::mcp_revision::{self, Member, Revision};
 use super::{Address, Delivery, Env, Kind as UpstreamKind};
 use crate::assoc::error::error_chain;
 use crate::bridge::ProtocolId;
@@ -241,8 +241,7 @@ impl UpstreamKind for McpHttp {
 async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String {
     let Env { ctx, permits, .. } = env;
     let mcp = McpSession::new(uri, env, session);
-    let member = Address::Uri(uri.clone());
-    ask_member(&mcp, env, &member).await;
+    let member = ask_member(uri, &mcp, env).await;
     session.local_up();
     let mut tasks = tokio::task::JoinSet::new();
     let mut running = Running::default();
@@ -258,7 +257,7 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
             break;
         };
         while tasks.try_join_next().is_some() {}
-        if answered_here(env, &member, session, &text).await {
+        if answered_here(&member, session, &text).await {
             continue;
         }
         // The edge's cancellation of a request of this association (its
@@ -320,32 +319,135 @@ async fn run(uri: &Uri, env: &Env, session: &Session, rx: &mut Inbox) -> String 
 
 /// Whether `text` was answered in the member's place: a request of the
 /// stateless revision to a server of the session era, answered as a server
-/// of that revision would ([`mcp_revision`]).
-async fn answered_here(env: &Env, member: &Address, session: &Session, text: &[u8]) -> bool {
-    let Some(refused) = env.revisions.refusal(member, text) else {
+/// of that era would ([`mcp_revision`]).
+async fn answered_here(member: &Member, session: &Session, text: &[u8]) -> bool {
+    let Some(refused) = member.refusal(text) else {
         return false;
     };
     session.on_local_message(refused).await;
     true
 }
 
-/// Asks what `member` speaks, where nothing is known of it and nobody asks
-/// already ([`mcp_revision`]), on the side.
-async fn ask_member(mcp: &Arc<McpSession>, env: &Env, member: &Address) {
-    if !env.revisions.ask(member) {
-        return;
+/// The member at `uri`, asked what it speaks by its first session
+/// ([`mcp_revision`]), whose answer every session waits for as long as a
+/// connection may take.
+async fn ask_member(uri: &Uri, mcp: &McpSession, env: &Env) -> Arc<Member> {
+    let (member, first) = env.revisions.member(&Address::Uri(uri.clone()));
+    if first {
+        let prober = Prober {
+            uri: mcp.uri.clone(),
+            client: mcp.client.clone(),
+            headers: mcp.headers.clone(),
+            ctx: mcp.ctx.clone(),
+        };
+        let ask = move || prober.clone().discover();
+        let shown = mcp.shown.to_string();
+        tokio::spawn(Member::keep_asking(Arc::downgrade(&member), ask, shown));
     }
-    let (m, revisions, member) = (mcp.clone(), env.revisions.clone(), member.clone());
-    let asked = tokio::spawn(async move {
-        let found = m.discover().await;
-        if let Some(r) = &found {
-            info!(uri = %m.shown, revision = %r, "what the MCP upstream speaks");
+    member
+        .first_answer(env.ctx.limits.upstream_connect_timeout)
+        .await;
+    member
+}
+
+/// What asks a server what it speaks: POSTs of its own, outside any
+/// session.
+#[derive(Clone)]
+struct Prober {
+    uri: Uri,
+    client: HttpsClient,
+    headers: Arc<[(HeaderName, HeaderValue)]>,
+    ctx: Arc<Ctx>,
+}
+
+impl Prober {
+    /// Its answer to `server/discover` ([`mcp_revision`]). `None`: nothing
+    /// learned (no answer, a refused credential, a busy or failing server).
+    async fn discover(self) -> Option<Revision> {
+        let (status, reply) = self.post(mcp_revision::discover_request()).await?;
+        if matches!(status, 401 | 403 | 408 | 429) || status >= 500 {
+            return None;
         }
-        revisions.found(&member, found);
-    });
-    // The first session waits for the answer as long as a connection may
-    // take, then goes on without it.
-    let _ = tokio::time::timeout(env.ctx.limits.upstream_connect_timeout, asked).await;
+        match reply {
+            Some(reply) => Some(mcp_revision::read_discover(&reply)),
+            // No JSON-RPC in it: a 4xx says the session era (the spec's
+            // "400 with an empty body").
+            None => (400..500)
+                .contains(&status)
+                .then_some(Revision::Sessions { version: None }),
+        }
+    }
+
+    /// Posts `body`, one of the gateway's own requests of the stateless
+    /// revision: the status and the JSON-RPC answer (the body, or the event
+    /// that answers it), within the request timeout.
+    async fn post(&self, body: Bytes) -> Option<(u16, Option<Bytes>)> {
+        let mirrored = crate::gateway::mcp_headers::mirrored(&body);
+        let mut req = hyper::Request::post(self.uri.clone())
+            .header(ACCEPT, ACCEPT_BOTH)
+            .header(CONTENT_TYPE, "application/json");
+        if let Some(v) = mirrored.method {
+            req = req.header(crate::gateway::mcp_headers::MCP_METHOD, v);
+        }
+        if let Some(v) = mirrored.protocol_version {
+            req = req.header(MCP_PROTOCOL_VERSION, v);
+        }
+        if let Some(host) = super::http_client::host_override(&self.uri) {
+            req = req.header(hyper::header::HOST, host);
+        }
+        for (name, value) in self.headers.iter() {
+            req = req.header(name, value);
+        }
+        let req = req.body(Full::new(body)).ok()?;
+        let deadline = tokio::time::Instant::now() + self.ctx.limits.request_timeout;
+        let resp = tokio::time::timeout_at(deadline, self.client.request(req));
+        let resp = resp.await.ok()?.ok()?;
+        let status = resp.status().as_u16();
+        let events = is_event_stream(resp.headers());
+        let answer = read_answer(resp.into_body(), events, &self.ctx, deadline).await;
+        Some((status, answer))
+    }
+}
+
+/// The JSON-RPC answer in a body: the whole of it, or the first event of a
+/// stream that is an answer (not a notification); `None` when it holds
+/// none by `deadline`, or more than `--max-body`.
+async fn read_answer(
+    body: hyper::body::Incoming,
+    events: bool,
+    ctx: &Ctx,
+    deadline: tokio::time::Instant,
+) -> Option<Bytes> {
+    let max = ctx.limits.max_body;
+    let mut body = Limited::new(body, max);
+    let mut decoder = SseDecoder::new(max);
+    let mut raw = Vec::new();
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(f))) => f,
+            Ok(None) => break,
+            Ok(Some(Err(_))) | Err(_) => return None,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if !events {
+            raw.extend_from_slice(&data);
+            continue;
+        }
+        let mut got = Vec::new();
+        decoder.push(&data, &mut got).ok()?;
+        let answer = |m: &Bytes| {
+            matches!(
+                scan(m, &ctx.scan),
+                Ok(Scanned::Single(Kind::Success { .. } | Kind::Error { .. }))
+            )
+        };
+        if let Some(answer) = got.into_iter().find(answer) {
+            return Some(answer);
+        }
+    }
+    (!events && !raw.is_empty()).then(|| Bytes::from(raw))
 }
 
 impl McpSession {
@@ -998,71 +1100,6 @@ impl McpSession {
 
     /// Ends the upstream session, if it has one (MCP: the client SHOULD
     /// send DELETE; a server that does not allow it answers 405).
-    /// What the server speaks ([`mcp_revision`]): its answer to
-    /// `server/discover`, a POST of its own (no session). `None`: nothing
-    /// learned (no answer, no JSON-RPC in it, a refused credential, a
-    /// server error).
-    async fn discover(&self) -> Option<Revision> {
-        let (status, reply) = self.probe(mcp_revision::discover_request()).await?;
-        if matches!(status, 401 | 403) || status >= 500 {
-            return None;
-        }
-        reply.as_deref().map(mcp_revision::read_discover)
-    }
-
-    /// Posts `body`, one of the gateway's own requests: the status and the
-    /// JSON-RPC answer (the body, or the event that answers it), within
-    /// the request timeout.
-    async fn probe(&self, body: Bytes) -> Option<(u16, Option<Bytes>)> {
-        let (req, _) = self.request(Method::POST, ACCEPT_BOTH, body, None).ok()?;
-        let deadline = tokio::time::Instant::now() + self.ctx.limits.request_timeout;
-        let resp = tokio::time::timeout_at(deadline, self.client.request(req));
-        let resp = match resp.await {
-            Ok(Ok(resp)) => resp,
-            Ok(Err(e)) => {
-                debug!(uri = %self.shown, error = %error_chain(&e), "asking the MCP upstream what it speaks");
-                return None;
-            }
-            Err(_) => return None,
-        };
-        let status = resp.status().as_u16();
-        let events = is_event_stream(resp.headers());
-        let max = self.ctx.limits.max_body;
-        let mut body = Limited::new(resp.into_body(), max);
-        let mut decoder = SseDecoder::new(max);
-        let mut raw = Vec::new();
-        loop {
-            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
-                Ok(Some(Ok(f))) => f,
-                Ok(None) => break,
-                Ok(Some(Err(_))) | Err(_) => return Some((status, None)),
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            if !events {
-                raw.extend_from_slice(&data);
-                continue;
-            }
-            let mut got = Vec::new();
-            if decoder.push(&data, &mut got).is_err() {
-                return Some((status, None));
-            }
-            // The first message that is an answer: the server sends
-            // nothing else first, but a log message may come.
-            if let Some(answer) = got.into_iter().find(|m| {
-                matches!(
-                    scan(m, &self.ctx.scan),
-                    Ok(Scanned::Single(Kind::Success { .. } | Kind::Error { .. }))
-                )
-            }) {
-                return Some((status, Some(answer)));
-            }
-        }
-        let reply = (!events && !raw.is_empty()).then(|| Bytes::from(raw));
-        Some((status, reply))
-    }
-
     async fn end(&self) {
         if self.negotiated().session_id.is_none() {
             return;

@@ -2,41 +2,50 @@
 //! client find it ("stdio: Backward Compatibility"; "Versioning"), and what
 //! the origin does with it.
 //!
-//! - When a session starts on a member whose era is not known, the origin
-//!   asks it `server/discover` (with the stateless revision's `_meta`) on
-//!   the side, while the session goes on. A `DiscoverResult`
-//!   (`supportedVersions`), or a modern error naming the versions it
-//!   supports (`UnsupportedProtocolVersion`, -32022), means the stateless
-//!   era. Any other answer (an error, a result that is not a
-//!   `DiscoverResult`: a server of the session era that runs whatever it is
-//!   sent) means the session era, whose client sends `initialize` first.
+//! - The first session on a member asks it `server/discover` (with the
+//!   stateless revision's `_meta`), and waits for the answer as long as a
+//!   connection may take (`--upstream-connect-timeout`). A `DiscoverResult`
+//!   (`supportedVersions`), or one of the errors only that revision has
+//!   (-32020 to -32022), means the stateless era. Any other answer (another
+//!   error, a result that is not a `DiscoverResult`: a server of the
+//!   session era that runs whatever it is sent), or none within the request
+//!   timeout, means the session era, whose client sends `initialize` first.
 //! - Over HTTP the question is a POST of its own: stateless, it opens no
-//!   session at the server. Over stdio it goes to a child of its own, not
-//!   the session's: a server of both eras takes the era of the first
+//!   session at the server. An answer with no JSON-RPC in it means the
+//!   session era for a 4xx status (the spec's "400 with an empty body").
+//!   Over stdio it goes to a child of the gateway's own, started and stopped
+//!   before the session's: a server of both eras takes the era of the first
 //!   message on its connection for good (the MCP Python SDK's answers
 //!   `initialize` after a `server/discover` with "connection is serving the
 //!   2026-07-28 protocol"), so a question on the session's child would
-//!   choose its client's era. That child, the gateway's alone, is then
-//!   asked `initialize` where `server/discover` said the session era, for
-//!   the version it settles on, and stopped as MCP's stdio shutdown asks.
-//! - No answer, a refused credential, a server error or no room for one
-//!   more process says nothing: the member stays unknown (and nothing is
-//!   refused), asked again by its next session.
-//! - What is found is kept per member ([`Revisions`]) and forgotten when a
-//!   session there fails, so a member replaced by another version is
-//!   found again.
-//! - A request of the stateless revision (a version in its `_meta`) to a
-//!   member of the session era gets `UnsupportedProtocolVersion` (-32022)
-//!   from the origin, naming what the member supports (where known), as
-//!   that revision's servers answer a version they do not speak: a
-//!   deterministic failure, where the member itself would refuse it in its
-//!   own way (HTTP: 400 "no session") or, over stdio, might run an
-//!   era-ambiguous method such as `tools/call` under its own semantics
-//!   (the spec's reason to probe). `server/discover` itself crosses
-//!   unchanged, so that a client's own probe ends where it ends direct.
+//!   choose its client's era. That child, the gateway's alone, is asked
+//!   `initialize` too where the answer said the session era, for the
+//!   version it settles on.
+//! - A refused credential (401, 403), a server that is busy or failing
+//!   (408, 429, 5xx), no connection, or no room for one more process says
+//!   nothing: nothing is refused, and the member is asked again a minute
+//!   later.
+//! - What is found is kept per member while sessions use it ([`Member`]),
+//!   logged ("what the MCP upstream speaks"), asked again every ten minutes
+//!   (a member may be upgraded in place) and at once when a session on it
+//!   fails.
+//! - A request of the stateless revision (a version newer than the session
+//!   era's in its `_meta`) to a member of the session era is answered by the
+//!   origin: Invalid Request (-32600), "send initialize first", as a server
+//!   of that era refuses a request outside a session. Not the stateless
+//!   revision's `UnsupportedProtocolVersion`: that error says the server is
+//!   of the stateless era, and a client of both eras that gets it must not
+//!   fall back to `initialize` ("Backward Compatibility"). Over stdio the
+//!   member might otherwise run an era-ambiguous method such as
+//!   `tools/call` under its own era's meaning (the spec's reason to probe);
+//!   over HTTP its own refusal (400, with a null id) would reach the client
+//!   as NotDelivered. `server/discover` itself crosses unchanged, so that a
+//!   client's own probe ends where it ends direct.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -52,8 +61,6 @@ pub const NEWEST_SESSION: &str = "2025-11-25";
 pub const DISCOVER_ID: &str = r#""npamp-gateway/discover""#;
 /// The id of the gateway's own `initialize` (its token).
 pub const INITIALIZE_ID: &str = r#""npamp-gateway/initialize""#;
-/// MCP's `UnsupportedProtocolVersion` error code (2026-07-28).
-pub const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// What a member speaks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,8 +154,9 @@ pub fn answers(text: &[u8], id: &str) -> bool {
 }
 
 /// What the answer to `server/discover` says, by the spec's three outcomes:
-/// a `DiscoverResult`, or a modern error naming the versions it supports,
-/// is the stateless era; anything else, the session era.
+/// a `DiscoverResult`, or an error only the stateless revision has (with
+/// the versions it names, if it does), is the stateless era; anything
+/// else, the session era.
 pub fn read_discover(text: &[u8]) -> Revision {
     let versions = |v: Option<&Value>| -> Option<Vec<String>> {
         let list = v?.as_array()?;
@@ -159,9 +167,11 @@ pub fn read_discover(text: &[u8]) -> Revision {
     };
     let found = match (&r.result, &r.error) {
         (Some(result), None) => versions(result.get("supportedVersions")),
-        (None, Some(e)) if e.code == UNSUPPORTED_VERSION => {
-            versions(e.data.as_ref().and_then(|d| d.get("supported")))
-        }
+        // Errors only the stateless revision has: HeaderMismatch,
+        // MissingRequiredClientCapability, UnsupportedProtocolVersion.
+        (None, Some(e)) if (-32022..=-32020).contains(&e.code) => Some(
+            versions(e.data.as_ref().and_then(|d| d.get("supported"))).unwrap_or_default(),
+        ),
         _ => None,
     };
     match found {
@@ -180,15 +190,18 @@ pub fn read_initialize(text: &[u8]) -> Option<String> {
 /// The origin's answer to `request` for a member that speaks `revision`,
 /// when it answers in the member's place: a request of the stateless
 /// revision (but `server/discover`) to a member of the session era gets
-/// `UnsupportedProtocolVersion`. `None`: the member takes it.
+/// Invalid Request, "send initialize first". `None`: the member takes it.
 pub fn refusal(revision: Option<&Revision>, request: &[u8]) -> Option<Bytes> {
     let Some(Revision::Sessions { version }) = revision else {
         return None;
     };
     let m = crate::gateway::mcp_headers::mirrored(request);
     let requested = m.protocol_version?;
-    let method = m.method?;
-    if method == "server/discover" {
+    let requested = requested.to_str().ok()?;
+    // Dates compare as text; a version of the session era in `_meta` is
+    // the member's to judge.
+    let newer = requested.len() != NEWEST_SESSION.len() || requested > NEWEST_SESSION;
+    if !newer || m.method? == "server/discover" {
         return None;
     }
     let scanned = crate::jsonrpc::scan(request, &crate::jsonrpc::Limits::default());
@@ -196,15 +209,12 @@ pub fn refusal(revision: Option<&Revision>, request: &[u8]) -> Option<Bytes> {
     else {
         return None;
     };
-    let supported: Vec<&str> = version.iter().map(String::as_str).collect();
-    let requested = requested.to_str().unwrap_or_default();
     let error = serde_json::json!({
-        "code": UNSUPPORTED_VERSION,
+        "code": -32600,
         "message": format!(
-            "Unsupported protocol version: the upstream speaks a session revision of MCP ({}), whose client sends initialize first",
+            "Bad Request: the upstream MCP server speaks a session revision ({}), not {requested}: send initialize first",
             version.as_deref().unwrap_or("which one is not known")
         ),
-        "data": {"supported": supported, "requested": requested},
     });
     let head = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":",
@@ -213,66 +223,128 @@ pub fn refusal(revision: Option<&Revision>, request: &[u8]) -> Option<Bytes> {
     Some(Bytes::from(format!("{head}{error}}}")))
 }
 
-/// Every member's revision, as found; by address.
-#[derive(Default)]
-pub struct Revisions(Mutex<HashMap<Address, Known>>);
+/// How long a member's era stands before it is asked again, while sessions
+/// use it.
+pub const ASK_AGAIN: Duration = Duration::from_secs(600);
+/// How soon a member that said nothing is asked again.
+pub const RETRY: Duration = Duration::from_secs(60);
 
-/// What is known of one member.
-enum Known {
-    /// Being asked.
-    Asking,
-    Found(Revision),
-}
+/// The members in use, by address: each is kept by the sessions on it.
+#[derive(Default)]
+pub struct Revisions(Mutex<HashMap<Address, Weak<Member>>>);
 
 impl Revisions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Address, Known>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    /// The member at `address`, shared by the sessions on it, and whether
+    /// the caller is its first, who is to ask it ([`Member::keep_asking`]).
+    pub fn member(&self, address: &Address) -> (Arc<Member>, bool) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = map.get(address).and_then(Weak::upgrade) {
+            return (m, false);
+        }
+        map.retain(|_, m| m.strong_count() > 0);
+        let m = Arc::new(Member::default());
+        map.insert(address.clone(), Arc::downgrade(&m));
+        (m, true)
     }
 
-    pub fn get(&self, member: &Address) -> Option<Revision> {
-        match self.lock().get(member) {
-            Some(Known::Found(r)) => Some(r.clone()),
-            _ => None,
+    /// A session on `address` failed: its member is asked again at once.
+    pub fn forget(&self, address: &Address) {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = map.get(address).and_then(Weak::upgrade) {
+            m.forget();
         }
     }
+}
 
-    /// Whether the caller is to ask `member` now: nothing is known of it,
-    /// and nobody asks it already.
-    pub fn ask(&self, member: &Address) -> bool {
-        let mut map = self.lock();
-        if map.contains_key(member) {
-            return false;
-        }
-        map.insert(member.clone(), Known::Asking);
-        true
+/// What is known of one member.
+#[derive(Default)]
+pub struct Member {
+    found: Mutex<Option<Revision>>,
+    /// It speaks the session era: requests of the stateless revision are
+    /// refused (what every message reads).
+    refuses: AtomicBool,
+    /// Asked: its first question was answered, or given up.
+    asked: tokio::sync::Notify,
+    asked_once: AtomicBool,
+    /// Ask again now.
+    again: Arc<tokio::sync::Notify>,
+}
+
+impl Member {
+    pub fn get(&self) -> Option<Revision> {
+        self.found.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// What asking `member` found (`None`: nothing).
-    pub fn found(&self, member: &Address, revision: Option<Revision>) {
-        let mut map = self.lock();
-        match revision {
-            Some(r) => map.insert(member.clone(), Known::Found(r)),
-            None => map.remove(member),
+    fn set(&self, revision: Option<Revision>) {
+        let refuses = matches!(revision, Some(Revision::Sessions { .. }));
+        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = revision;
+        self.refuses.store(refuses, Relaxed);
+        self.asked_once.store(true, Relaxed);
+        self.asked.notify_waiters();
+    }
+
+    /// A session on it failed: what it speaks is not known until it is
+    /// asked again, now.
+    pub fn forget(&self) {
+        *self.found.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.refuses.store(false, Relaxed);
+        self.again.notify_one();
+    }
+
+    /// The origin's answer to `text` in the member's place ([`refusal`]);
+    /// `None`: the member takes it. An atomic load, where the member is not
+    /// of the session era.
+    pub fn refusal(&self, text: &[u8]) -> Option<Bytes> {
+        if !self.refuses.load(Relaxed) {
+            return None;
+        }
+        refusal(self.get().as_ref(), text)
+    }
+
+    /// Waits for the first answer, at most `wait`.
+    pub async fn first_answer(&self, wait: Duration) {
+        let asked = self.asked.notified();
+        if self.asked_once.load(Relaxed) {
+            return;
+        }
+        let _ = tokio::time::timeout(wait, asked).await;
+    }
+
+    /// Asks the member what it speaks with `ask`, and again [`ASK_AGAIN`]
+    /// after (a minute after, when it said nothing; at once when a session
+    /// on it failed), for as long as a session keeps it. `shown` names it
+    /// in the log.
+    pub async fn keep_asking<F, A>(me: Weak<Self>, ask: F, shown: String)
+    where
+        F: Fn() -> A,
+        A: std::future::Future<Output = Option<Revision>> + Send + 'static,
+    {
+        let Some(again) = me.upgrade().map(|m| m.again.clone()) else {
+            return;
         };
-    }
-
-    /// A session on `member` failed: what it speaks is asked again.
-    pub fn forget(&self, member: &Address) {
-        let mut map = self.lock();
-        if matches!(map.get(member), Some(Known::Found(_))) {
-            map.remove(member);
+        loop {
+            // A question that panics says nothing.
+            let found = tokio::spawn(ask()).await.ok().flatten();
+            let Some(member) = me.upgrade() else {
+                return;
+            };
+            // Logged when it is news: a first answer, a change, or the
+            // answer after a failure.
+            if found.is_some() && found != member.get() {
+                let revision = found.as_ref().map(ToString::to_string);
+                tracing::info!(upstream = %shown, revision = revision.as_deref(), "what the MCP upstream speaks");
+            }
+            let pause = if found.is_some() { ASK_AGAIN } else { RETRY };
+            member.set(found);
+            drop(member);
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = again.notified() => {}
+            }
+            if me.strong_count() == 0 {
+                return;
+            }
         }
-    }
-
-    /// The origin's answer to `text` for `member`, in its place
-    /// ([`refusal`]); `None`: the member takes it. Costs a look-up where
-    /// the member is not of the session era.
-    pub fn refusal(&self, member: &Address, text: &[u8]) -> Option<Bytes> {
-        let version = match self.lock().get(member) {
-            Some(Known::Found(Revision::Sessions { version })) => version.clone(),
-            _ => return None,
-        };
-        refusal(Some(&Revision::Sessions { version }), text)
     }
 }
 
@@ -311,7 +383,7 @@ mod tests {
             supported: s.iter().map(|v| (*v).to_owned()).collect(),
         };
         let sessions = Revision::Sessions { version: None };
-        let cases: [(&[u8], Revision); 6] = [
+        let cases: [(&[u8], Revision); 7] = [
             (
                 br#"{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{}}}"#,
                 stateless(&["2026-07-28", "2025-11-25"]),
@@ -319,6 +391,10 @@ mod tests {
             (
                 br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2027-01-01"],"requested":"2026-07-28"}}}"#,
                 stateless(&["2027-01-01"]),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"Header mismatch"}}"#,
+                stateless(&[]),
             ),
             // A legacy server's own errors, whatever their code.
             (
@@ -357,27 +433,44 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_member_is_asked_once_and_again_after_it_fails() {
-        let r = Revisions::default();
-        let m = Address::Tcp("127.0.0.1:1".into());
-        assert!(r.ask(&m));
-        assert!(!r.ask(&m), "asked already");
-        r.found(&m, None);
-        assert!(r.ask(&m), "nothing learned: asked again");
-        let legacy = Revision::Sessions { version: None };
-        r.found(&m, Some(legacy.clone()));
-        assert_eq!(r.get(&m), Some(legacy));
-        assert!(!r.ask(&m));
+    #[tokio::test(start_paused = true)]
+    async fn a_member_is_asked_while_kept_again_after_a_while_and_at_once_after_a_failure() {
+        let revisions = Revisions::default();
+        let address = Address::Tcp("127.0.0.1:1".into());
+        let (m, first) = revisions.member(&address);
+        assert!(first);
+        assert!(!revisions.member(&address).1, "one member, one asker");
+        let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = asked.clone();
+        let ask = move || {
+            let n = counter.fetch_add(1, Relaxed);
+            async move {
+                match n {
+                    0 => None,
+                    _ => Some(Revision::Sessions { version: None }),
+                }
+            }
+        };
+        tokio::spawn(Member::keep_asking(Arc::downgrade(&m), ask, "m".into()));
+        m.first_answer(Duration::from_secs(5)).await;
+        assert_eq!((asked.load(Relaxed), m.get()), (1, None), "it said nothing");
         let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
-        assert!(r.refusal(&m, call).is_some());
-        r.forget(&m);
-        assert_eq!(r.get(&m), None);
-        assert!(r.refusal(&m, call).is_none());
-        assert!(r.ask(&m));
-        // A failure while it is asked leaves the question to its asker.
-        r.forget(&m);
-        assert!(!r.ask(&m));
+        assert!(m.refusal(call).is_none());
+        tokio::time::sleep(RETRY + Duration::from_millis(1)).await;
+        assert_eq!(asked.load(Relaxed), 2, "asked again a minute later");
+        assert!(m.refusal(call).is_some());
+        revisions.forget(&address);
+        assert!(m.refusal(call).is_none(), "not known after a failure");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert_eq!(asked.load(Relaxed), 3, "asked again at once");
+        assert!(m.refusal(call).is_some());
+        tokio::time::sleep(ASK_AGAIN + Duration::from_millis(1)).await;
+        assert_eq!(asked.load(Relaxed), 4, "and after a while");
+        // No session keeps it: asked no more, and the next is another.
+        drop(m);
+        tokio::time::sleep(ASK_AGAIN * 2).await;
+        assert_eq!(asked.load(Relaxed), 4);
+        assert!(revisions.member(&address).1);
     }
 
     #[test]
@@ -389,17 +482,19 @@ mod tests {
         let r = refusal(Some(&legacy), call).expect("refused");
         let v: Value = serde_json::from_slice(&r).expect("JSON");
         assert_eq!(v["id"], "c-1");
-        assert_eq!(v["error"]["code"], UNSUPPORTED_VERSION);
-        assert_eq!(
-            v["error"]["data"],
-            serde_json::json!({"supported":["2025-06-18"],"requested":"2026-07-28"})
-        );
-        // Not discover, not a session request, not to another era, not
-        // when nothing is known.
+        // Not the stateless revision's own error: a client of both eras
+        // must still fall back to initialize.
+        assert_eq!(v["error"]["code"], -32600);
+        let message = v["error"]["message"].as_str().expect("message");
+        assert!(message.contains("2025-06-18") && message.contains("initialize"), "{message}");
+        // Not discover, not a session request, not a session-era version
+        // in `_meta`, not to another era, not when nothing is known.
         let discover = br#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
         assert_eq!(refusal(Some(&legacy), discover), None);
         let session = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t"}}"#;
         assert_eq!(refusal(Some(&legacy), session), None);
+        let old = br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18"}}}"#;
+        assert_eq!(refusal(Some(&legacy), old), None);
         let modern = Revision::Stateless {
             supported: vec![STATELESS.into()],
         };
