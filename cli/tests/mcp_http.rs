@@ -271,10 +271,18 @@ async fn handle(server: Arc<Server>, req: Request<hyper::body::Incoming>) -> Res
 /// A pair of MCP gateways (`--protocol mcp` both sides) in front of
 /// `upstream`, with an HTTP ingress.
 async fn mcp_pair(upstream: Up) -> Pair {
+    mcp_pair_with(upstream, &[], &[]).await
+}
+
+/// [`mcp_pair`], with `origin_extra` and `edge_extra` after `--protocol
+/// mcp`.
+async fn mcp_pair_with(upstream: Up, origin_extra: &[&str], edge_extra: &[&str]) -> Pair {
+    let origin = [&["--protocol", "mcp"][..], origin_extra].concat();
+    let edge = [&["--protocol", "mcp"][..], edge_extra].concat();
     Pair::start(PairOptions {
         upstream,
-        origin_extra: &["--protocol", "mcp"],
-        edge_extra: &["--protocol", "mcp"],
+        origin_extra: &origin,
+        edge_extra: &edge,
         ingresses: &["http"],
         ..PairOptions::default()
     })
@@ -1652,14 +1660,7 @@ fn event_messages(body: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_servers_messages_reach_the_request_they_name() {
     // One association, so one child for both clients.
-    let pair = Pair::start(PairOptions {
-        upstream: Up::Stdio,
-        origin_extra: &["--protocol", "mcp"],
-        edge_extra: &["--protocol", "mcp", "--pool-size", "1"],
-        ingresses: &["http"],
-        ..PairOptions::default()
-    })
-    .await;
+    let pair = mcp_pair_with(Up::Stdio, &[], &["--pool-size", "1"]).await;
     let edge = pair.ingress("http");
     let post = |id: &str, method: &'static str, meta: Value| {
         let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":{"_meta":meta}});
@@ -1799,23 +1800,10 @@ async fn a_client_that_leaves_a_stream_ends_it_at_the_server() {
 /// Before, it ended at the request timeout with an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscription_lasts_its_own_lifetime_and_ends_gracefully() {
-    let times = [
-        "--protocol",
-        "mcp",
-        "--request-timeout",
-        "1",
-        "--listen-timeout",
-        "3",
-    ];
-    let pair = Pair::start(PairOptions {
-        upstream: Up::Stdio,
-        origin_extra: &times,
-        // One association, so one child: the probe asks the listen's.
-        edge_extra: &[&times[..], &["--pool-size", "1"]].concat(),
-        ingresses: &["http"],
-        ..PairOptions::default()
-    })
-    .await;
+    let times = ["--request-timeout", "1", "--listen-timeout", "3"];
+    // One association, so one child: the probe asks the listen's.
+    let edge = [&times[..], &["--pool-size", "1"]].concat();
+    let pair = mcp_pair_with(Up::Stdio, &times, &edge).await;
     let edge = pair.ingress("http");
     let started = Instant::now();
     let listen = json!({"jsonrpc":"2.0","id":"l-1","method":"subscriptions/listen",
@@ -1860,8 +1848,6 @@ async fn a_subscription_lasts_its_own_lifetime_and_ends_gracefully() {
 async fn a_subscription_whose_client_does_not_read_is_ended() {
     use tokio::io::AsyncWriteExt;
     let edge_extra = [
-        "--protocol",
-        "mcp",
         "--max-body",
         "65536",
         "--stall-timeout",
@@ -1869,14 +1855,7 @@ async fn a_subscription_whose_client_does_not_read_is_ended() {
         "--pool-size",
         "1",
     ];
-    let pair = Pair::start(PairOptions {
-        upstream: Up::Stdio,
-        origin_extra: &["--protocol", "mcp"],
-        edge_extra: &edge_extra,
-        ingresses: &["http"],
-        ..PairOptions::default()
-    })
-    .await;
+    let pair = mcp_pair_with(Up::Stdio, &[], &edge_extra).await;
     let edge = pair.ingress("http");
     let uri: hyper::Uri = edge.parse().expect("a URL");
     let body = json!({"jsonrpc":"2.0","id":"l-9","method":"subscriptions/listen",
@@ -1931,15 +1910,7 @@ async fn a_stateless_request_to_a_server_of_the_session_era_is_refused_for_it() 
         (["--upstream", &url[..]], "which one is not known"),
         (["--upstream-cmd", &command[..]], "2025-11-25"),
     ] {
-        let origin_extra = [&["--protocol", "mcp"][..], &upstream[..]].concat();
-        let pair = Pair::start(PairOptions {
-            upstream: Up::Given,
-            origin_extra: &origin_extra,
-            edge_extra: &["--protocol", "mcp", "--pool-size", "1"],
-            ingresses: &["http"],
-            ..PairOptions::default()
-        })
-        .await;
+        let pair = mcp_pair_with(Up::Given, &upstream, &["--pool-size", "1"]).await;
         let edge = pair.ingress("http");
         let call = json!({"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"t"}});
         let (status, body) = post_stateless(&edge, call, "application/json", &[]).await;

@@ -241,6 +241,12 @@ pub fn mismatch(headers: &HeaderMap, body: &[u8]) -> Option<String> {
     None
 }
 
+/// Whether MCP revision `version` is `since` or later (revisions are dates,
+/// which compare as text; a version not of that form is not).
+pub fn version_at_least(version: &str, since: &str) -> bool {
+    version.len() == since.len() && version >= since
+}
+
 /// Whether `body` is a request of MCP's stateless revision (2026-07-28):
 /// it carries its protocol version in `_meta`.
 pub fn stateless(body: &[u8]) -> bool {

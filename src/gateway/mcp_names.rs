@@ -109,12 +109,15 @@ pub fn names_of(request: &[u8]) -> Names {
     }
 }
 
+/// How [`given_up`]'s text starts, and where its method is in it.
+const CANCELLED_HEAD: &[u8] =
+    br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"#;
+const CANCELLED_AT: std::ops::Range<usize> = 27..50;
+
 /// MCP's `notifications/cancelled` for the request with this id (its
 /// token, as it came).
 pub fn given_up(id: &[u8]) -> Bytes {
-    // `lasting` reads the method's place from this head.
-    let mut text =
-        br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"#.to_vec();
+    let mut text = CANCELLED_HEAD.to_vec();
     text.extend_from_slice(id);
     text.extend_from_slice(
         br#","reason":"the gateway gave the request up: its time there ended"}}"#,
@@ -129,13 +132,7 @@ pub fn lasting(lifetime: std::time::Duration) -> crate::relay::Lasting {
         method: LISTEN,
         lifetime,
         ended: listen_ended,
-        given_up: |id| {
-            let head = br#"{"jsonrpc":"2.0","method":""#;
-            (
-                given_up(id),
-                head.len()..head.len() + "notifications/cancelled".len(),
-            )
-        },
+        given_up: |id| (given_up(id), CANCELLED_AT),
     }
 }
 

@@ -1052,10 +1052,9 @@ impl<T> Exchange<T> {
         let octets = q.text.len();
         let resend_safe = q.label.as_ref().is_some_and(|l| l.effect.resend_safe());
         let lasting = match &q.kind {
-            Kind::Request { method, .. } if self.config.lasting.is_some() => match method.escaped {
-                false => self.lasting(&q.text[method.raw.clone()]),
-                true => method_of(&q.text, method).and_then(|m| self.lasting(m.as_bytes())),
-            },
+            Kind::Request { method, .. } if self.config.lasting.is_some() => {
+                method_of(&q.text, method).and_then(|m| self.lasting(m.as_bytes()))
+            }
             _ => None,
         };
         let begin = self.outgoing.begin(
@@ -1092,7 +1091,7 @@ impl<T> Exchange<T> {
         self.send_message(q.text, q.kind, corr, q.label, q.attached);
     }
 
-    /// The lasting kind a request of this method (its raw token) is of.
+    /// The lasting kind a request of this method (its name) is of.
     fn lasting(&self, method: &[u8]) -> Option<Lasting> {
         self.config
             .lasting

@@ -48,6 +48,7 @@ use super::replay::{Connection, ENDED_KEPT, Stream, parse_event_id};
 use super::response::{HttpResponse, empty_response, framed_event_response, json_response};
 use crate::gateway::context::Ctx;
 use crate::gateway::edge::Edge;
+use crate::gateway::mcp_headers::version_at_least;
 use crate::gateway::outbox::Inbox;
 use crate::gateway::session::Session;
 use crate::jsonrpc::carriage::{local_error, method_of};
@@ -58,8 +59,8 @@ pub const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id")
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 
-/// Messages a request's JSON reply may wait behind (the reply alone).
-const REPLY_QUEUE: usize = 64;
+/// What a request answered as JSON is sent: its reply alone.
+const REPLY_QUEUE: usize = 1;
 
 /// The first revision whose servers prime their streams for resumability.
 const PRIMING_SINCE: &str = "2025-11-25";
@@ -188,7 +189,7 @@ fn primes(headers: &HeaderMap) -> bool {
     headers
         .get(&MCP_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.len() == PRIMING_SINCE.len() && v >= PRIMING_SINCE)
+        .is_some_and(|v| version_at_least(v, PRIMING_SINCE))
 }
 
 /// Whether the client's `initialize` asks for a revision whose streams are
@@ -204,10 +205,8 @@ fn initialize_primes(body: &[u8]) -> bool {
         #[serde(rename = "protocolVersion", borrow)]
         protocol_version: std::borrow::Cow<'a, str>,
     }
-    serde_json::from_slice::<Initialize>(body).is_ok_and(|i| {
-        let v = i.params.protocol_version;
-        v.len() == PRIMING_SINCE.len() && *v >= *PRIMING_SINCE
-    })
+    serde_json::from_slice::<Initialize>(body)
+        .is_ok_and(|i| version_at_least(&i.params.protocol_version, PRIMING_SINCE))
 }
 
 /// Whether the client takes an event stream.
@@ -370,8 +369,9 @@ impl McpSessions {
         resp
     }
 
-    /// GET: the stream for what the server sends outside any request; one
-    /// at a time (a second would take the first's messages away from it).
+    /// GET: the stream for what the server sends outside any request, one
+    /// at a time (a second would take the first's messages away from it);
+    /// with `Last-Event-ID`, the resume of the stream that event was on.
     pub fn get(&self, headers: &HeaderMap, client: ClientKey) -> Option<HttpResponse> {
         let id = session_id(headers)?;
         let Some(s) = self.find(id, client).filter(|s| s.presents(headers)) else {

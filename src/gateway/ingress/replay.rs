@@ -12,9 +12,9 @@
 //! quarter of `--memory-budget` for the ingress ([`replay_budget`]), apart
 //! from what requests in flight hold, so that kept events never crowd out
 //! live traffic; the oldest go first when either is spent, and a resume
-//! from before them is told how many it misses (logged). A stream whose reply was sent is kept a while after
-//! (the session's last [`ENDED_KEPT`]), for a client that lost the reply
-//! itself.
+//! from before them is logged and counted as dropped, with how many it
+//! misses. A stream whose reply was sent is kept a while after (the
+//! session's last [`ENDED_KEPT`]), for a client that lost the reply itself.
 //!
 //! To a client of 2025-11-25 or later, a stream opens with a priming event
 //! (an id, no data), as that revision has a server do: a client that loses

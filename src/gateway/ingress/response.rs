@@ -111,24 +111,6 @@ pub fn json_response(status: u16, body: impl Into<Bytes>) -> HttpResponse {
     r
 }
 
-/// 200 with an event stream of what `rx` receives.
-pub fn event_response(rx: tokio::sync::mpsc::Receiver<Bytes>) -> HttpResponse {
-    event_response_after(None, rx)
-}
-
-/// [`event_response`], `first` sent before what `rx` has.
-pub fn event_response_after(
-    first: Option<Bytes>,
-    rx: tokio::sync::mpsc::Receiver<Bytes>,
-) -> HttpResponse {
-    event_body(EventBody {
-        first: first.into_iter().collect(),
-        rx,
-        framed: false,
-        counted: None,
-    })
-}
-
 /// 200 with an event stream of events written already: `first`, then what
 /// `rx` receives (a resumable stream's, [`super::replay`]).
 pub fn framed_event_response(
@@ -143,7 +125,8 @@ pub fn framed_event_response(
     })
 }
 
-/// [`event_response_after`] for a queue whose octets the sender counts in
+/// 200 with an event stream of `first`, then what `rx` receives, each one
+/// message, for a queue whose octets the sender counts in
 /// `counted` (the body takes off what it hands on).
 pub fn event_response_counted(
     first: Option<Bytes>,

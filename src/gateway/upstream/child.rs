@@ -75,12 +75,7 @@ pub async fn run(argv: &[String], env: &Env, session: &Session, rx: &mut Inbox) 
     debug!(pid, argv = ?argv, "upstream process arguments");
     let messages = ctx.message_reader(stdout);
     session.local_up();
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            info!(target: "upstream", pid, "{line}");
-        }
-    });
+    log_stderr(stderr, pid);
     // A request its era cannot take is answered here ([`mcp_revision`]).
     let refusal = |text: &[u8]| member.as_ref().and_then(|m| m.refusal(text));
     let here: Option<super::AnswerHere<'_>> = member.is_some().then_some(&refusal);
@@ -172,21 +167,15 @@ where
 /// ([`mcp_revision`]), whose answer every session waits for as long as a
 /// connection may take.
 async fn ask_member(argv: &[String], env: &Env) -> std::sync::Arc<Member> {
-    let (member, first) = env.revisions.member(&Address::Command(argv.to_vec()));
-    if first {
-        let (command, ctx, children) = (argv.to_vec(), env.ctx.clone(), env.children.clone());
-        let ask = move || {
-            let (argv, ctx, children) = (command.clone(), ctx.clone(), children.clone());
-            async move { ask_child(&argv, &ctx, children).await }
-        };
-        let shown = crate::gateway::redact::program(argv).to_string();
-        let me = std::sync::Arc::downgrade(&member);
-        tokio::spawn(Member::keep_asking(me, ask, shown));
-    }
-    member
-        .first_answer(env.ctx.limits.upstream_connect_timeout)
-        .await;
-    member
+    let (command, ctx, children) = (argv.to_vec(), env.ctx.clone(), env.children.clone());
+    let ask = move || {
+        let (argv, ctx, children) = (command.clone(), ctx.clone(), children.clone());
+        async move { ask_child(&argv, &ctx, children).await }
+    };
+    let shown = crate::gateway::redact::program(argv).to_string();
+    let wait = env.ctx.limits.upstream_connect_timeout;
+    let member = Address::Command(argv.to_vec());
+    env.revisions.join(&member, (ask, shown), wait).await
 }
 
 /// What the MCP server `argv` speaks ([`mcp_revision`]), asked of a child
@@ -195,7 +184,7 @@ async fn ask_member(argv: &[String], env: &Env) -> std::sync::Arc<Member> {
 /// says the session era too (the spec's "does not respond within a
 /// reasonable timeout"). The child is then stopped as MCP's stdio shutdown
 /// asks. `None`: no room for one more process (`--max-upstream-processes`),
-/// or no start.
+/// no start, or a child that ended or took nothing before it answered.
 async fn ask_child(
     argv: &[String],
     ctx: &crate::gateway::context::Ctx,
@@ -205,16 +194,16 @@ async fn ask_child(
     let (program, args) = argv.split_first()?;
     let (mut child, mut stdin, stdout, stderr) = UpstreamChild::spawn(program, args).ok()?;
     let pid = child.id();
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            debug!(target: "upstream", pid, "{line}");
-        }
-    });
+    log_stderr(stderr, pid);
     let mut messages = ctx.message_reader(stdout);
     let deadline = tokio::time::Instant::now() + ctx.limits.request_timeout;
     let io = (&mut stdin, &mut messages);
-    let discover = ask(ctx, io, mcp_revision::discover_request(), mcp_revision::DISCOVER_ID);
+    let discover = ask(
+        ctx,
+        io,
+        mcp_revision::discover_request(),
+        mcp_revision::DISCOVER_ID,
+    );
     let found = match tokio::time::timeout_at(deadline, discover).await {
         Ok(Some(answer)) => Some(mcp_revision::read_discover(&answer)),
         // It ended, or took nothing: it says nothing.
@@ -230,7 +219,12 @@ async fn ask_child(
     let found = match found {
         Revision::Sessions { .. } => {
             let io = (&mut stdin, &mut messages);
-            let init = ask(ctx, io, mcp_revision::initialize_request(), mcp_revision::INITIALIZE_ID);
+            let init = ask(
+                ctx,
+                io,
+                mcp_revision::initialize_request(),
+                mcp_revision::INITIALIZE_ID,
+            );
             let answer = tokio::time::timeout_at(deadline, init).await.ok().flatten();
             let version = answer.as_deref().and_then(mcp_revision::read_initialize);
             Revision::Sessions { version }
@@ -271,6 +265,20 @@ where
             return Some(text);
         }
     }
+}
+
+/// Logs what a child writes on its stderr, line by line (target
+/// `upstream`).
+fn log_stderr<R>(stderr: R, pid: u32)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            info!(target: "upstream", pid, "{line}");
+        }
+    });
 }
 
 /// Whether `text` is LSP's `exit` notification (a few dozen octets: only a

@@ -21,6 +21,11 @@
 //! A request whose exchange ends without its reply (an empty 202, an HTML
 //! error page, a stream closed early, an event over `--max-body`) is
 //! answered NotDelivered, naming the HTTP status and what came instead.
+//!
+//! What era of MCP the server speaks is asked by the first session on it
+//! (`server/discover`, a POST of its own: [`super::mcp_revision`]); a request
+//! of the stateless revision to a server of the session era is answered
+//! here.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -332,22 +337,18 @@ async fn answered_here(member: &Member, session: &Session, text: &[u8]) -> bool 
 /// ([`mcp_revision`]), whose answer every session waits for as long as a
 /// connection may take.
 async fn ask_member(uri: &Uri, mcp: &McpSession, env: &Env) -> Arc<Member> {
-    let (member, first) = env.revisions.member(&Address::Uri(uri.clone()));
-    if first {
-        let prober = Prober {
-            uri: mcp.uri.clone(),
-            client: mcp.client.clone(),
-            headers: mcp.headers.clone(),
-            ctx: mcp.ctx.clone(),
-        };
-        let ask = move || prober.clone().discover();
-        let shown = mcp.shown.to_string();
-        tokio::spawn(Member::keep_asking(Arc::downgrade(&member), ask, shown));
-    }
-    member
-        .first_answer(env.ctx.limits.upstream_connect_timeout)
-        .await;
-    member
+    let prober = Prober {
+        uri: mcp.uri.clone(),
+        client: mcp.client.clone(),
+        headers: mcp.headers.clone(),
+        ctx: mcp.ctx.clone(),
+    };
+    let ask = move || prober.clone().discover();
+    let wait = env.ctx.limits.upstream_connect_timeout;
+    let member = Address::Uri(uri.clone());
+    env.revisions
+        .join(&member, (ask, mcp.shown.to_string()), wait)
+        .await
 }
 
 /// What asks a server what it speaks: POSTs of its own, outside any

@@ -2,14 +2,16 @@
 //! client find it ("stdio: Backward Compatibility"; "Versioning"), and what
 //! the origin does with it.
 //!
-//! - The first session on a member asks it `server/discover` (with the
+//! - The first session on a member over HTTP or stdio (not a WebSocket)
+//!   asks it `server/discover` (with the
 //!   stateless revision's `_meta`), and waits for the answer as long as a
 //!   connection may take (`--upstream-connect-timeout`). A `DiscoverResult`
 //!   (`supportedVersions`), or one of the errors only that revision has
 //!   (-32020 to -32022), means the stateless era. Any other answer (another
 //!   error, a result that is not a `DiscoverResult`: a server of the
-//!   session era that runs whatever it is sent), or none within the request
-//!   timeout, means the session era, whose client sends `initialize` first.
+//!   session era that runs whatever it is sent), or over stdio none within
+//!   the request timeout, means the session era, whose client sends
+//!   `initialize` first.
 //! - Over HTTP the question is a POST of its own: stateless, it opens no
 //!   session at the server. An answer with no JSON-RPC in it means the
 //!   session era for a 4xx status (the spec's "400 with an empty body").
@@ -22,8 +24,8 @@
 //!   `initialize` too where the answer said the session era, for the
 //!   version it settles on.
 //! - A refused credential (401, 403), a server that is busy or failing
-//!   (408, 429, 5xx), no connection, or no room for one more process says
-//!   nothing: nothing is refused, and the member is asked again a minute
+//!   (408, 429, 5xx), no connection or no answer over HTTP, or no room for
+//!   one more process says nothing: nothing is refused, and the member is asked again a minute
 //!   later.
 //! - What is found is kept per member while sessions use it ([`Member`]),
 //!   logged ("what the MCP upstream speaks"), asked again every ten minutes
@@ -68,7 +70,7 @@ pub enum Revision {
     /// The stateless era: it answered `server/discover`, naming these.
     Stateless { supported: Vec<String> },
     /// The session era (`initialize` first): the version its `initialize`
-    /// settled on, where the gateway asked (over HTTP).
+    /// settled on, where the gateway asked (over stdio, its own child).
     Sessions { version: Option<String> },
 }
 
@@ -169,9 +171,9 @@ pub fn read_discover(text: &[u8]) -> Revision {
         (Some(result), None) => versions(result.get("supportedVersions")),
         // Errors only the stateless revision has: HeaderMismatch,
         // MissingRequiredClientCapability, UnsupportedProtocolVersion.
-        (None, Some(e)) if (-32022..=-32020).contains(&e.code) => Some(
-            versions(e.data.as_ref().and_then(|d| d.get("supported"))).unwrap_or_default(),
-        ),
+        (None, Some(e)) if (-32022..=-32020).contains(&e.code) => {
+            Some(versions(e.data.as_ref().and_then(|d| d.get("supported"))).unwrap_or_default())
+        }
         _ => None,
     };
     match found {
@@ -198,9 +200,8 @@ pub fn refusal(revision: Option<&Revision>, request: &[u8]) -> Option<Bytes> {
     let m = crate::gateway::mcp_headers::mirrored(request);
     let requested = m.protocol_version?;
     let requested = requested.to_str().ok()?;
-    // Dates compare as text; a version of the session era in `_meta` is
-    // the member's to judge.
-    let newer = requested.len() != NEWEST_SESSION.len() || requested > NEWEST_SESSION;
+    // A version of the session era in `_meta` is the member's to judge.
+    let newer = !crate::gateway::mcp_headers::version_at_least(NEWEST_SESSION, requested);
     if !newer || m.method? == "server/discover" {
         return None;
     }
@@ -209,34 +210,52 @@ pub fn refusal(revision: Option<&Revision>, request: &[u8]) -> Option<Bytes> {
     else {
         return None;
     };
-    let error = serde_json::json!({
-        "code": -32600,
-        "message": format!(
-            "Bad Request: the upstream MCP server speaks a session revision ({}), not {requested}: send initialize first",
-            version.as_deref().unwrap_or("which one is not known")
-        ),
-    });
-    let head = format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":",
-        String::from_utf8_lossy(&request[id.token.clone()])
+    let why = format!(
+        "Bad Request: the upstream MCP server speaks a session revision ({}), not {requested}: send initialize first",
+        version.as_deref().unwrap_or("which one is not known")
     );
-    Some(Bytes::from(format!("{head}{error}}}")))
+    let id = &request[id.token.clone()];
+    Some(crate::jsonrpc::carriage::local_error(Some(id), -32600, &why, None).into())
 }
 
 /// How long a member's era stands before it is asked again, while sessions
 /// use it.
-pub const ASK_AGAIN: Duration = Duration::from_secs(600);
+const ASK_AGAIN: Duration = Duration::from_secs(600);
 /// How soon a member that said nothing is asked again.
-pub const RETRY: Duration = Duration::from_secs(60);
+const RETRY: Duration = Duration::from_secs(60);
+/// What a request of the stateless revision carries (its `_meta` key).
+const VERSION_KEY: &[u8] = b"io.modelcontextprotocol/protocolVersion";
 
 /// The members in use, by address: each is kept by the sessions on it.
 #[derive(Default)]
 pub struct Revisions(Mutex<HashMap<Address, Weak<Member>>>);
 
 impl Revisions {
+    /// The member at `address`, shared by the sessions on it: its first
+    /// session starts asking it what it speaks with `ask`
+    /// ([`Member::keep_asking`]; `shown` names it in the log), and every
+    /// session waits for the first answer, at most `wait`.
+    pub async fn join<F, A>(
+        &self,
+        address: &Address,
+        (ask, shown): (F, String),
+        wait: Duration,
+    ) -> Arc<Member>
+    where
+        F: Fn() -> A + Send + 'static,
+        A: std::future::Future<Output = Option<Revision>> + Send + 'static,
+    {
+        let (member, first) = self.member(address);
+        if first {
+            tokio::spawn(Member::keep_asking(Arc::downgrade(&member), ask, shown));
+        }
+        member.first_answer(wait).await;
+        member
+    }
+
     /// The member at `address`, shared by the sessions on it, and whether
-    /// the caller is its first, who is to ask it ([`Member::keep_asking`]).
-    pub fn member(&self, address: &Address) -> (Arc<Member>, bool) {
+    /// the caller is its first, who is to ask it.
+    fn member(&self, address: &Address) -> (Arc<Member>, bool) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(m) = map.get(address).and_then(Weak::upgrade) {
             return (m, false);
@@ -271,7 +290,7 @@ pub struct Member {
 }
 
 impl Member {
-    pub fn get(&self) -> Option<Revision> {
+    fn get(&self) -> Option<Revision> {
         self.found.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -285,7 +304,7 @@ impl Member {
 
     /// A session on it failed: what it speaks is not known until it is
     /// asked again, now.
-    pub fn forget(&self) {
+    fn forget(&self) {
         *self.found.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.refuses.store(false, Relaxed);
         self.again.notify_one();
@@ -293,16 +312,17 @@ impl Member {
 
     /// The origin's answer to `text` in the member's place ([`refusal`]);
     /// `None`: the member takes it. An atomic load, where the member is not
-    /// of the session era.
+    /// of the session era; else a search for `_meta`'s version key, the
+    /// message read only where it is there.
     pub fn refusal(&self, text: &[u8]) -> Option<Bytes> {
-        if !self.refuses.load(Relaxed) {
+        if !self.refuses.load(Relaxed) || memchr::memmem::find(text, VERSION_KEY).is_none() {
             return None;
         }
         refusal(self.get().as_ref(), text)
     }
 
     /// Waits for the first answer, at most `wait`.
-    pub async fn first_answer(&self, wait: Duration) {
+    async fn first_answer(&self, wait: Duration) {
         let asked = self.asked.notified();
         if self.asked_once.load(Relaxed) {
             return;
@@ -314,7 +334,7 @@ impl Member {
     /// after (a minute after, when it said nothing; at once when a session
     /// on it failed), for as long as a session keeps it. `shown` names it
     /// in the log.
-    pub async fn keep_asking<F, A>(me: Weak<Self>, ask: F, shown: String)
+    async fn keep_asking<F, A>(me: Weak<Self>, ask: F, shown: String)
     where
         F: Fn() -> A,
         A: std::future::Future<Output = Option<Revision>> + Send + 'static,
@@ -486,7 +506,10 @@ mod tests {
         // must still fall back to initialize.
         assert_eq!(v["error"]["code"], -32600);
         let message = v["error"]["message"].as_str().expect("message");
-        assert!(message.contains("2025-06-18") && message.contains("initialize"), "{message}");
+        assert!(
+            message.contains("2025-06-18") && message.contains("initialize"),
+            "{message}"
+        );
         // Not discover, not a session request, not a session-era version
         // in `_meta`, not to another era, not when nothing is known.
         let discover = br#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
