@@ -233,7 +233,7 @@ pub struct Revisions(Mutex<HashMap<Address, Weak<Member>>>);
 impl Revisions {
     /// The member at `address`, shared by the sessions on it: its first
     /// session starts asking it what it speaks with `ask`
-    /// ([`Member::keep_asking`]; `shown` names it in the log), and every
+    /// (`Member::keep_asking`; `shown` names it in the log), and every
     /// session waits for the first answer, at most `wait`.
     pub async fn join<F, A>(
         &self,
