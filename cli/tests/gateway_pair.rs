@@ -284,6 +284,13 @@ async fn failures_are_answered_by_the_edge_and_name_the_error() {
             // (below): the default 10 s made this the longest test.
             "--stall-timeout",
             "3",
+            // The killed origin (below) is given up after this silence,
+            // and a handshake with it after this wait, not the defaults',
+            // which took most of this test's time.
+            "--peer-timeout",
+            "4",
+            "--handshake-timeout",
+            "1",
             "--metrics",
             "127.0.0.1:0",
         ],

@@ -1800,7 +1800,7 @@ async fn a_client_that_leaves_a_stream_ends_it_at_the_server() {
 /// Before, it ended at the request timeout with an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscription_lasts_its_own_lifetime_and_ends_gracefully() {
-    let times = ["--request-timeout", "1", "--listen-timeout", "3"];
+    let times = ["--request-timeout", "0.5", "--listen-timeout", "1.5"];
     // One association, so one child: the probe asks the listen's.
     let edge = [&times[..], &["--pool-size", "1"]].concat();
     let pair = mcp_pair_with(Up::Stdio, &times, &edge).await;
@@ -1830,7 +1830,7 @@ async fn a_subscription_lasts_its_own_lifetime_and_ends_gracefully() {
         "{end}"
     );
     assert!(
-        lasted >= Duration::from_secs(3) && lasted < Duration::from_secs(6),
+        lasted >= Duration::from_millis(1500) && lasted < Duration::from_millis(4500),
         "{lasted:?}"
     );
     let probe = json!({"jsonrpc":"2.0","id":"c","method":"mock/cancelled","params":{}});
